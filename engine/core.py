@@ -1,0 +1,290 @@
+"""``fold(state, record) -> (state, effects)``: the only way kfold changes its mind.
+
+Expected flow: the daemon appends a record, the journal commits it, then ``fold`` is called with
+it. ``fold`` dispatches the record to the machines that own its kind (observed objects by kind,
+commands by name, deadlines and outcomes to the machine that set the timer or emitted the effect),
+lets them exchange messages within the same step, and returns the new state and the effects emitted.
+
+Guarantees:
+- Pure: the result depends only on ``(state, record)``. The only "now" is ``record.at``.
+- ``State`` is immutable (``immutables.Map`` tables); the old state stays valid, so ``kfold trace``
+  can show before and after.
+- A record is folded only if its ``seq`` is exactly ``state.seq + 1``; otherwise ``SequenceError``.
+- Effects get ids ``"<seq>.<n>"``; every effect except ``Log`` is pending until its outcome is
+  folded. A pending effect that was issued (its ``EffectIssued`` folded) and has no outcome after a
+  restart is in doubt: the daemon appends ``Command("effect.in_doubt")`` and the owning machine
+  re-observes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Iterable
+
+from immutables import Map
+
+from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Record, Relist
+
+if TYPE_CHECKING:
+    from engine.machines.base import Machine
+
+EMPTY: Map = Map()
+MAX_MESSAGES_PER_RECORD = 10_000
+
+
+class FoldError(Exception):
+    """A record the fold cannot apply. Names the record and the reason."""
+
+
+class SequenceError(FoldError):
+    """A gap or a repeat in sequence numbers."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timer:
+    id: str
+    due: int
+    machine: str
+    key: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An emitted effect waiting for its outcome. ``issued`` once its EffectIssued is folded."""
+
+    effect: Any
+    issued: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    seq: int = 0
+    at: int | None = None
+    tables: Map = EMPTY          # machine name -> Map[key -> decision record]
+    timers: Map = EMPTY          # timer id -> Timer
+    pending: Map = EMPTY         # effect id -> Pending
+
+    def table(self, machine: str) -> Map:
+        return self.tables.get(machine, EMPTY)
+
+    def in_doubt(self) -> list[Any]:
+        """Effects issued before a stop whose outcome never came back."""
+        return [p.effect for p in self.pending.values() if p.issued]
+
+    def unissued(self) -> list[Any]:
+        """Effects the fold emitted that were never journaled as issued (never sent)."""
+        return [p.effect for p in self.pending.values() if not p.issued]
+
+    def due_timers(self, now: int) -> list[Timer]:
+        return sorted((t for t in self.timers.values() if t.due <= now), key=lambda t: (t.due, t.id))
+
+    def next_due(self) -> int | None:
+        return min((t.due for t in self.timers.values()), default=None)
+
+
+def initial_state() -> State:
+    return State()
+
+
+class Ctx:
+    """What a machine handler sees and does during one fold step.
+
+    Reads and writes go to the step's working copy; effects and messages accumulate; nothing is
+    visible outside until ``fold`` returns."""
+
+    __slots__ = ("record", "now", "_tables", "_timers", "_pending", "_effects", "_queue", "_machine")
+
+    def __init__(self, state: State, record: Record):
+        self.record = record
+        self.now: int | None = record.at  # the only clock a decision may read
+        self._tables = state.tables
+        self._timers = state.timers
+        self._pending = state.pending
+        self._effects: list[Any] = []
+        self._queue: list[tuple[str, str, str, dict[str, Any]]] = []
+        self._machine = ""
+
+    # -- state of the current machine ---------------------------------------------------------
+    def get(self, key: str, machine: str | None = None) -> Any:
+        return self._tables.get(machine or self._machine, EMPTY).get(key)
+
+    def put(self, key: str, decision: Any) -> None:
+        m = self._machine
+        self._tables = self._tables.set(m, self._tables.get(m, EMPTY).set(key, decision))
+
+    def drop(self, key: str) -> None:
+        m = self._machine
+        table = self._tables.get(m, EMPTY)
+        if key in table:
+            self._tables = self._tables.set(m, table.delete(key))
+
+    def items(self, machine: str | None = None) -> Iterable[tuple[str, Any]]:
+        return self._tables.get(machine or self._machine, EMPTY).items()
+
+    # -- timers ---------------------------------------------------------------------------
+    def set_timer(self, key: str, name: str, due: int) -> None:
+        tid = f"{self._machine}:{key}:{name}"
+        self._timers = self._timers.set(tid, Timer(tid, due, self._machine, key, name))
+
+    def cancel_timer(self, key: str, name: str) -> None:
+        tid = f"{self._machine}:{key}:{name}"
+        if tid in self._timers:
+            self._timers = self._timers.delete(tid)
+
+    def timer_due(self, key: str, name: str) -> int | None:
+        t = self._timers.get(f"{self._machine}:{key}:{name}")
+        return t.due if t else None
+
+    # -- effects and messages -------------------------------------------------------------
+    def emit(self, effect_type: type, key: str, **fields: Any) -> Any:
+        effect = effect_type(id=f"{self.record.seq}.{len(self._effects)}", machine=self._machine,
+                             key=key, **fields)
+        self._effects.append(effect)
+        if effect.type != "log":
+            self._pending = self._pending.set(effect.id, Pending(effect))
+        return effect
+
+    def log(self, key: str, message: str, level: str = "info", **fields: Any) -> None:
+        from engine.effects.models import Log
+        self.emit(Log, key, level=level, message=message, fields=fields)
+
+    def tell(self, machine: str, key: str, message: str, **args: Any) -> None:
+        """Deliver ``message`` to another machine within this same fold step, after this handler."""
+        self._queue.append((machine, key, message, args))
+
+    def pending_for(self, key: str) -> list[Any]:
+        """This machine's effects on ``key`` still waiting for an outcome."""
+        m = self._machine
+        return [p.effect for p in self._pending.values() if p.effect.machine == m and p.effect.key == key]
+
+
+def fold(state: State, record: Record, machines: "Machines | None" = None) -> tuple[State, tuple[Any, ...]]:
+    """Apply one committed record. Pure; see the module docstring for the contract."""
+    if record.seq != state.seq + 1:
+        raise SequenceError(
+            f"record seq {record.seq} cannot follow seq {state.seq}: "
+            f"{'repeat' if record.seq <= state.seq else 'gap'} in the journal")
+    reg = machines or default_machines()
+    ctx = Ctx(state, record)
+    _dispatch(reg, ctx, record)
+    _drain(reg, ctx)
+    at = state.at if record.at is None or (state.at is not None and record.at < state.at) else record.at
+    new = State(seq=record.seq, at=at, tables=ctx._tables, timers=ctx._timers, pending=ctx._pending)
+    return new, tuple(ctx._effects)
+
+
+def fold_all(state: State, records: Iterable[Record], machines: "Machines | None" = None):
+    """Fold records in order; yields ``(record, effects)`` and returns the final state via ``.state``."""
+    reg = machines or default_machines()
+    out = _FoldRun(state)
+    for rec in records:
+        out.state, effects = fold(out.state, rec, reg)
+        out.effects.append((rec.seq, effects))
+    return out
+
+
+@dataclass
+class _FoldRun:
+    state: State
+    effects: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list)
+
+
+def _dispatch(reg: "Machines", ctx: Ctx, record: Record) -> None:
+    if isinstance(record, Observed):
+        for m in reg.by_kind.get(record.kind, ()):
+            _call(ctx, m, m.on_observed, record)
+    elif isinstance(record, Relist):
+        for m in reg.by_kind.get(record.kind, ()):
+            _call(ctx, m, m.on_relist, record)
+    elif isinstance(record, Command):
+        _command(reg, ctx, record)
+    elif isinstance(record, Deadline):
+        timer = ctx._timers.get(record.timer)
+        if timer is None or timer.due != record.due:
+            return  # cancelled or moved since: a stale deadline decides nothing
+        ctx._timers = ctx._timers.delete(record.timer)
+        m = reg.by_name[record.machine]
+        _call(ctx, m, m.on_deadline, record.key, record.name)
+    elif isinstance(record, EffectIssued):
+        eid = record.effect.get("id", "")
+        p = ctx._pending.get(eid)
+        if p is not None:
+            ctx._pending = ctx._pending.set(eid, replace(p, issued=True))
+    elif isinstance(record, Outcome):
+        p = ctx._pending.get(record.effect_id)
+        if p is None:
+            return  # a duplicate or late outcome: already decided
+        ctx._pending = ctx._pending.delete(record.effect_id)
+        m = reg.by_name.get(record.machine)
+        if m is None:
+            raise FoldError(f"record {record.seq}: outcome for unknown machine {record.machine!r}")
+        _call(ctx, m, m.on_outcome, record, p.effect)
+    else:  # pragma: no cover - the union is closed
+        raise FoldError(f"record {record.seq}: unknown record type {type(record).__name__}")
+
+
+def _command(reg: "Machines", ctx: Ctx, record: Command) -> None:
+    if record.name == "effect.in_doubt":
+        eid = record.args.get("effect_id", "")
+        p = ctx._pending.get(eid)
+        if p is None:
+            return
+        ctx._pending = ctx._pending.delete(eid)
+        m = reg.by_name[p.effect.machine]
+        _call(ctx, m, m.on_in_doubt, p.effect)
+        return
+    m = reg.by_command.get(record.name)
+    if m is None:
+        raise FoldError(f"record {record.seq}: unknown command {record.name!r}; "
+                        f"known: {', '.join(sorted(reg.by_command))}")
+    _call(ctx, m, m.on_command, record)
+
+
+def _drain(reg: "Machines", ctx: Ctx) -> None:
+    handled = 0
+    while ctx._queue:
+        machine, key, message, args = ctx._queue.pop(0)
+        handled += 1
+        if handled > MAX_MESSAGES_PER_RECORD:
+            raise FoldError(f"record {ctx.record.seq}: machines exchanged more than "
+                            f"{MAX_MESSAGES_PER_RECORD} messages (a message loop)")
+        m = reg.by_name.get(machine)
+        if m is None:
+            raise FoldError(f"record {ctx.record.seq}: message {message!r} for unknown machine {machine!r}")
+        _call(ctx, m, m.on_message, key, message, args)
+
+
+def _call(ctx: Ctx, machine: "Machine", handler: Any, *args: Any) -> None:
+    previous, ctx._machine = ctx._machine, machine.name
+    try:
+        handler(ctx, *args)
+    finally:
+        ctx._machine = previous
+
+
+class Machines:
+    """The dispatch table: which machine owns which object kinds, commands and name."""
+
+    def __init__(self, machines: Iterable["Machine"]):
+        self.all = tuple(machines)
+        self.by_name = {m.name: m for m in self.all}
+        self.by_kind: dict[str, tuple["Machine", ...]] = {}
+        self.by_command: dict[str, "Machine"] = {}
+        for m in self.all:
+            for kind in m.observes:
+                self.by_kind[kind] = self.by_kind.get(kind, ()) + (m,)
+            for cmd in m.commands:
+                if cmd in self.by_command:
+                    raise ValueError(f"command {cmd!r} claimed by {self.by_command[cmd].name} and {m.name}")
+                self.by_command[cmd] = m
+
+
+_DEFAULT: Machines | None = None
+
+
+def default_machines() -> Machines:
+    global _DEFAULT
+    if _DEFAULT is None:
+        from engine.machines import all_machines
+        _DEFAULT = Machines(all_machines())
+    return _DEFAULT

@@ -1,0 +1,9 @@
+"""The state machines, one module each. ``all_machines`` is the fold's dispatch list."""
+from __future__ import annotations
+
+
+def all_machines() -> list:
+    from engine.machines.pod import PodMachine
+    from engine.machines.repo import RepoMachine
+    from engine.machines.session import SessionMachine
+    return [PodMachine(), RepoMachine(), SessionMachine()]

@@ -1,0 +1,111 @@
+"""What every machine shares: the handler interface, transition tables as data, small helpers.
+
+A machine is a table plus small pure functions (h11 style). Handlers receive a ``Ctx`` and the
+record (or message); they read and write their own decision records through ``ctx``, emit effects
+with ``ctx.emit`` and set timers with ``ctx.set_timer``. They never import another machine: they
+``ctx.tell(machine_name, key, message, **args)`` instead.
+
+Transition tables are declared as data and checked by the ``transitions`` library: one class-level
+``transitions.Machine(model=None)`` per table (``add_model`` is quadratic), driven with
+``machine.events[name].trigger(scratch)`` on a throwaway object, so decision records stay frozen.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar, Iterable
+
+from pydantic import BaseModel, ConfigDict
+from transitions import Machine as _TMachine
+from transitions import MachineError
+
+from journal.records import Command, Observed, Outcome, Relist
+
+
+class IllegalTransition(Exception):
+    """An event that the table does not allow from the current state (names both)."""
+
+
+class Decision(BaseModel):
+    """Base for per-object decision records: small, frozen, serializable."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def but(self, **changes: Any) -> "Decision":
+        return self.model_copy(update=changes)
+
+
+class _Scratch:
+    __slots__ = ("state",)
+
+    def __init__(self, state: str):
+        self.state = state
+
+
+class Table:
+    """A transition table: ``Table(name, states, [(event, source(s), dest), ...], initial)``."""
+
+    def __init__(self, name: str, states: Iterable[str], rows: Iterable[tuple[str, Any, str]], initial: str):
+        self.name = name
+        self.rows = tuple(rows)
+        self.states = tuple(states)
+        self._m = _TMachine(
+            model=None, states=list(self.states), initial=initial, auto_transitions=False,
+            transitions=[{"trigger": e, "source": s, "dest": d} for e, s, d in self.rows],
+        )
+
+    def next(self, state: str, event: str) -> str:
+        """The state ``event`` leads to from ``state``; ``IllegalTransition`` if the table has no row."""
+        ev = self._m.events.get(event)
+        if ev is None:
+            raise IllegalTransition(f"{self.name}: unknown event {event!r}")
+        scratch = _Scratch(state)
+        try:
+            ev.trigger(scratch)
+        except MachineError:
+            raise IllegalTransition(f"{self.name}: event {event!r} is not allowed in state {state!r}") from None
+        return scratch.state
+
+    def allows(self, state: str, event: str) -> bool:
+        ev = self._m.events.get(event)
+        return ev is not None and state in ev.transitions
+
+
+class Machine:
+    """Default handlers do nothing; a machine overrides what it owns."""
+
+    name: ClassVar[str] = ""
+    decision: ClassVar[type[Decision]] = Decision
+    observes: ClassVar[frozenset[str]] = frozenset()   # object kinds, e.g. {"Pod"}
+    commands: ClassVar[frozenset[str]] = frozenset()   # command names, e.g. {"repo.bind"}
+
+    def on_observed(self, ctx: Any, rec: Observed) -> None: ...
+
+    def on_relist(self, ctx: Any, rec: Relist) -> None: ...
+
+    def on_command(self, ctx: Any, rec: Command) -> None: ...
+
+    def on_deadline(self, ctx: Any, key: str, name: str) -> None: ...
+
+    def on_outcome(self, ctx: Any, rec: Outcome, effect: Any) -> None: ...
+
+    def on_in_doubt(self, ctx: Any, effect: Any) -> None:
+        """Default for an effect issued before a crash with no outcome: nothing safe to assume.
+        Machines with unsafe effects override this to re-observe with a quorum read."""
+
+    def on_message(self, ctx: Any, key: str, message: str, args: dict[str, Any]) -> None:
+        raise IllegalTransition(f"{self.name}: unknown message {message!r}")
+
+
+def object_key(cluster: str, namespace: str, name: str) -> str:
+    return f"{cluster}/{namespace}/{name}"
+
+
+def split_key(key: str) -> tuple[str, str, str]:
+    cluster, namespace, name = key.split("/", 2)
+    return cluster, namespace, name
+
+
+def missing_after_relist(tracked: Iterable[str], rec: Relist) -> list[str]:
+    """Keys the machine tracks for this relist's cluster and scope that the list no longer holds."""
+    present = {object_key(rec.cluster, k.namespace, k.name) for k in rec.keys}
+    prefix = f"{rec.cluster}/{rec.scope + '/' if rec.scope else ''}"
+    return sorted(k for k in tracked if k.startswith(prefix) and k not in present)

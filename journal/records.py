@@ -1,0 +1,173 @@
+"""Journal records: one frozen, typed union of everything kfold ever learns or decides.
+
+Guarantees:
+- Every record carries ``seq`` (its position in the journal, assigned on append; ``-1`` on a
+  draft not yet appended) and ``at``: the apiserver's clock, in integer milliseconds since the
+  epoch, at which the record was observed, or ``None`` when no server time was known yet.
+- Records are immutable. The journal stamps ``seq`` on a copy.
+- ``parse_record`` refuses an unknown ``rec`` kind with a clear error; nothing is skipped.
+
+The ``obj`` carried by an observed event is already redacted (see ``journal.redact``); a record
+never holds secret material.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+SCHEMA_VERSION = 1
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seq: int = -1
+    at: int | None = None
+
+    def stamped(self, seq: int) -> "_Record":
+        return self.model_copy(update={"seq": seq})
+
+
+class Observed(_Record):
+    """One apiserver watch or list event for one object."""
+
+    rec: Literal["observed"] = "observed"
+    cluster: str
+    api_version: str
+    kind: str
+    namespace: str = ""
+    name: str
+    uid: str = ""
+    rv: str = ""
+    event: EventType
+    obj: dict[str, Any] = Field(default_factory=dict)
+
+
+class ListedKey(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    namespace: str = ""
+    name: str
+    uid: str = ""
+    rv: str = ""
+
+
+class Relist(_Record):
+    """The complete set of objects present after a fresh quorum list of one kind on one cluster.
+
+    A key folded earlier but absent here was deleted while kfold was not watching; the fold infers
+    that deletion. ``scope`` is the namespace the list covered ("" = all namespaces)."""
+
+    rec: Literal["relist"] = "relist"
+    cluster: str
+    api_version: str
+    kind: str
+    scope: str = ""
+    rv: str = ""
+    keys: tuple[ListedKey, ...] = ()
+
+
+class Command(_Record):
+    """A request from a user, the configuration or the daemon itself (e.g. ``repo.bind``)."""
+
+    rec: Literal["command"] = "command"
+    name: str
+    cluster: str = ""
+    namespace: str = ""
+    target: str = ""
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class Deadline(_Record):
+    """The server clock passed ``due`` for a timer the fold set."""
+
+    rec: Literal["deadline"] = "deadline"
+    timer: str
+    machine: str
+    key: str
+    name: str
+    due: int
+
+
+class EffectIssued(_Record):
+    """An effect the fold emitted, journaled before the executor performs it."""
+
+    rec: Literal["effect"] = "effect"
+    effect: dict[str, Any]
+
+
+Result = Literal[
+    "ok",             # 2xx
+    "not_found",      # 404 NotFound
+    "already_exists", # 409 AlreadyExists
+    "conflict",       # 409 Conflict (precondition or resourceVersion mismatch)
+    "forbidden",      # 403 Forbidden
+    "invalid",        # 422 Invalid / 400 BadRequest
+    "gone",           # 410 Gone / Expired
+    "transient",      # 5xx, 429, transport error: the request may or may not have happened
+    "refused",        # refused before sending (namespace bound, unknown cluster, bad input)
+    "error",          # anything else, permanent
+]
+
+
+class Outcome(_Record):
+    """What came back when the executor performed an effect."""
+
+    rec: Literal["outcome"] = "outcome"
+    effect_id: str
+    machine: str
+    key: str
+    result: Result
+    status_reason: str = ""
+    message: str = ""
+    code: int = 0
+    obj: dict[str, Any] | None = None
+    items: tuple[dict[str, Any], ...] | None = None
+    retry_after_ms: int | None = None
+
+
+Record = Annotated[
+    Union[Observed, Relist, Command, Deadline, EffectIssued, Outcome],
+    Field(discriminator="rec"),
+]
+RECORD_KINDS = ("observed", "relist", "command", "deadline", "effect", "outcome")
+
+RecordAdapter: TypeAdapter[Record] = TypeAdapter(Record)
+_RecordList: TypeAdapter[list[Record]] = TypeAdapter(list[Record])
+
+
+class RecordError(ValueError):
+    """A record that cannot be read: names where and why."""
+
+
+def parse_record(data: bytes | str, where: str = "record") -> Record:
+    """Validate one JSON record; an unknown ``rec`` kind or a bad field raises ``RecordError``."""
+    try:
+        return RecordAdapter.validate_json(data)
+    except Exception as exc:  # pydantic.ValidationError or JSON decode error
+        raise RecordError(f"{where}: {_describe(exc)}") from None
+
+
+def parse_records(payloads: list[bytes]) -> list[Record]:
+    """Validate many JSON records in one pass (fast path for trusted, checksummed payloads)."""
+    return _RecordList.validate_json(b"[" + b",".join(payloads) + b"]")
+
+
+def dump_record(record: Record) -> bytes:
+    return record.__pydantic_serializer__.to_json(record, exclude_defaults=False)
+
+
+def _describe(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        parts = []
+        for err in errors()[:3]:
+            loc = ".".join(str(p) for p in err.get("loc", ()))
+            msg = err.get("msg", "")
+            if err.get("type") == "union_tag_invalid":
+                msg = f"unknown record kind {err.get('input', {}).get('rec')!r}; expected one of {', '.join(RECORD_KINDS)}" if isinstance(err.get("input"), dict) else msg
+            parts.append(f"field {loc or '(root)'}: {msg}")
+        return "; ".join(parts)
+    return str(exc)

@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# controlplane.sh start|stop|status|env|compact - run kfold's local Kubernetes control plane.
+#
+# Binaries come from scripts/build_controlplane.sh (${KFOLD_CACHE:-~/.cache/kfold}/bin).
+# Everything listens on 127.0.0.1; state lives in $CACHE/cp/ (certs, etcd data, logs, pids,
+# kubeconfig). Components:
+#   etcd                    client :23790 (plain http), peer :23800
+#   kube-apiserver          https :26443, --watch-cache=false by default (see "compact")
+#   kube-scheduler          :26259 (leader election off) - binds pods to the fake nodes
+#   kube-controller-manager :26257, only if built (Deployments/ReplicaSets, GC, namespace
+#                           deletion, default ServiceAccounts)
+#   kwok                    :26247, fakes the kubelet for nodes annotated
+#                           kwok.x-k8s.io/node=fake: Ready nodes + Running/Ready pods w/ podIP
+# Two fake nodes (kfold-node-1, kfold-node-2; 32 cpu / 256Gi / 110 pods, no taints) are created.
+# Admission: ServiceAccount plugin is DISABLED so pods can be created in a fresh namespace
+# without a `default` ServiceAccount (no token is mounted into pods).
+# Auth: client certs from a local CA; $CACHE/cp/kubeconfig is admin (O=system:masters).
+#
+#   start    idempotent; waits for /readyz and Ready nodes, then prints the env
+#   stop     kills the processes recorded in $CACHE/cp/run/*.pid (keeps data; `stop --wipe` deletes it)
+#   status   shows which components are running
+#   env      prints shell exports (KUBECONFIG, KFOLD_APISERVER, KFOLD_ETCD)
+#   compact  compacts etcd to its current revision (physical) via the v3 JSON gateway; with
+#            the watch cache off, any later watch from an older resourceVersion gets a 410.
+# Ports override: KFOLD_ETCD_PORT, KFOLD_ETCD_PEER_PORT, KFOLD_APISERVER_PORT,
+# KFOLD_SCHEDULER_PORT, KFOLD_KCM_PORT, KFOLD_KWOK_PORT. KFOLD_WATCH_CACHE=true turns the
+# apiserver watch cache back on (then old-RV watches are answered from memory, not etcd).
+set -euo pipefail
+
+CACHE=${KFOLD_CACHE:-$HOME/.cache/kfold}
+BIN=$CACHE/bin
+CP=$CACHE/cp
+ETCD_PORT=${KFOLD_ETCD_PORT:-23790}
+ETCD_PEER_PORT=${KFOLD_ETCD_PEER_PORT:-23800}
+API_PORT=${KFOLD_APISERVER_PORT:-26443}
+SCHED_PORT=${KFOLD_SCHEDULER_PORT:-26259}
+KCM_PORT=${KFOLD_KCM_PORT:-26257}
+KWOK_PORT=${KFOLD_KWOK_PORT:-26247}
+WATCH_CACHE=${KFOLD_WATCH_CACHE:-false}
+NODES=(kfold-node-1 kfold-node-2)
+ETCD=http://127.0.0.1:$ETCD_PORT
+API=https://127.0.0.1:$API_PORT
+KUBECONFIG_FILE=$CP/kubeconfig
+PKI=$CP/pki
+
+log() { echo "[controlplane] $(date +%T) $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+kcurl() { curl -sS --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "$@"; }
+running() { local f=$CP/run/$1.pid; [[ -f $f ]] && kill -0 "$(cat "$f")" 2>/dev/null; }
+
+gen_certs() {
+  [[ -f $PKI/admin.crt ]] && return
+  log "generating certificates in $PKI"
+  mkdir -p "$PKI"
+  (
+    cd "$PKI"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
+      -subj "/CN=kfold-ca" 2>/dev/null
+    cert() { # name subject [extfile]
+      openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
+      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+        -out "$1.crt" ${3:+-extfile "$3"} 2>/dev/null
+      rm -f "$1.csr"
+    }
+    printf '%s\n' "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
+      "extendedKeyUsage=serverAuth" "keyUsage=digitalSignature,keyEncipherment" > apiserver.ext
+    printf '%s\n' "extendedKeyUsage=clientAuth" "keyUsage=digitalSignature,keyEncipherment" > client.ext
+    cert apiserver "/CN=kube-apiserver" apiserver.ext
+    cert admin "/O=system:masters/CN=kfold-admin" client.ext
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  )
+}
+
+write_kubeconfig() {
+  local b64="base64 -w0"
+  cat > "$KUBECONFIG_FILE" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: kfold
+  cluster:
+    server: $API
+    certificate-authority-data: $($b64 < "$PKI/ca.crt")
+users:
+- name: kfold-admin
+  user:
+    client-certificate-data: $($b64 < "$PKI/admin.crt")
+    client-key-data: $($b64 < "$PKI/admin.key")
+contexts:
+- name: kfold
+  context: {cluster: kfold, user: kfold-admin}
+current-context: kfold
+EOF
+}
+
+# spawn NAME BINARY ARGS... : start detached, log to logs/NAME.log, pid in run/NAME.pid
+spawn() {
+  local name=$1; shift
+  running "$name" && return
+  [[ -x $1 ]] || die "$1 not built; run scripts/build_controlplane.sh"
+  setsid nohup "$@" >> "$CP/logs/$name.log" 2>&1 < /dev/null &
+  echo $! > "$CP/run/$name.pid"
+  log "started $name (pid $!)"
+}
+
+wait_for() { # description timeout-seconds command...
+  local what=$1 t=$2; shift 2
+  for ((i = 0; i < t * 4; i++)); do "$@" >/dev/null 2>&1 && return 0; sleep 0.25; done
+  die "timed out after ${t}s waiting for $what (see $CP/logs/)"
+}
+
+node_json() {
+  cat <<EOF
+{"apiVersion":"v1","kind":"Node","metadata":{"name":"$1",
+ "annotations":{"kwok.x-k8s.io/node":"fake","node.alpha.kubernetes.io/ttl":"0"},
+ "labels":{"type":"kwok","kubernetes.io/hostname":"$1","kubernetes.io/os":"linux","kubernetes.io/arch":"amd64"}},
+ "spec":{},
+ "status":{"allocatable":{"cpu":"32","memory":"256Gi","pods":"110"},
+           "capacity":{"cpu":"32","memory":"256Gi","pods":"110"},
+           "nodeInfo":{"architecture":"amd64","operatingSystem":"linux","kubeletVersion":"fake"}}}
+EOF
+}
+
+node_ready() {
+  kcurl -f "$API/api/v1/nodes/$1" | python3 -c '
+import json,sys
+c={x["type"]:x["status"] for x in json.load(sys.stdin)["status"].get("conditions",[])}
+sys.exit(0 if c.get("Ready")=="True" else 1)'
+}
+
+cmd_env() {
+  cat <<EOF
+export KUBECONFIG=$KUBECONFIG_FILE
+export KFOLD_APISERVER=$API
+export KFOLD_ETCD=$ETCD
+EOF
+}
+
+cmd_start() {
+  local t0=$SECONDS
+  mkdir -p "$CP/logs" "$CP/run" "$CP/etcd"
+  gen_certs
+  write_kubeconfig
+  spawn etcd "$BIN/etcd" --name kfold --data-dir "$CP/etcd" \
+    --listen-client-urls "$ETCD" --advertise-client-urls "$ETCD" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "kfold=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --listen-metrics-urls "" --log-level warn
+  wait_for etcd 30 curl -sf "$ETCD/health"
+  spawn kube-apiserver "$BIN/kube-apiserver" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
+    --etcd-servers="$ETCD" --watch-cache="$WATCH_CACHE" \
+    --client-ca-file="$PKI/ca.crt" \
+    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+    --service-cluster-ip-range=10.96.0.0/16 --authorization-mode=Node,RBAC \
+    --disable-admission-plugins=ServiceAccount --allow-privileged=true --profiling=false
+  wait_for "apiserver /readyz" 120 kcurl -f "$API/readyz"
+  spawn kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$KUBECONFIG_FILE" \
+    --authentication-kubeconfig="$KUBECONFIG_FILE" --authorization-kubeconfig="$KUBECONFIG_FILE" \
+    --bind-address=127.0.0.1 --secure-port="$SCHED_PORT" --leader-elect=false
+  if [[ -x $BIN/kube-controller-manager ]]; then
+    spawn kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$KUBECONFIG_FILE" \
+      --authentication-kubeconfig="$KUBECONFIG_FILE" --authorization-kubeconfig="$KUBECONFIG_FILE" \
+      --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --leader-elect=false \
+      --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
+      --use-service-account-credentials=false \
+      --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key"
+  fi
+  spawn kwok "$BIN/kwok" --kubeconfig="$KUBECONFIG_FILE" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --node-ip=10.244.0.1 --cidr=10.244.0.0/16 --server-address="127.0.0.1:$KWOK_PORT"
+  local n
+  for n in "${NODES[@]}"; do
+    kcurl -f "$API/api/v1/nodes/$n" >/dev/null 2>&1 ||
+      node_json "$n" | kcurl -f -X POST -H 'Content-Type: application/json' \
+        --data-binary @- "$API/api/v1/nodes" >/dev/null
+  done
+  for n in "${NODES[@]}"; do wait_for "node $n Ready" 60 node_ready "$n"; done
+  log "control plane ready in $((SECONDS - t0))s ($API)"
+  cmd_env
+}
+
+cmd_stop() {
+  local name pid
+  for name in kwok kube-controller-manager kube-scheduler kube-apiserver etcd; do
+    [[ -f $CP/run/$name.pid ]] || continue
+    pid=$(cat "$CP/run/$name.pid")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid"
+      for ((i = 0; i < 40; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+      kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+      log "stopped $name (pid $pid)"
+    fi
+    rm -f "$CP/run/$name.pid"
+  done
+  if [[ ${1:-} == --wipe ]]; then rm -rf "$CP"; log "wiped $CP"; fi
+}
+
+cmd_status() {
+  local name rc=0
+  for name in etcd kube-apiserver kube-scheduler kube-controller-manager kwok; do
+    if running "$name"; then echo "$name: running (pid $(cat "$CP/run/$name.pid"))"
+    else echo "$name: stopped"; [[ $name == kube-controller-manager ]] || rc=1; fi
+  done
+  return $rc
+}
+
+cmd_compact() {
+  local rev
+  rev=$(curl -sf -X POST "$ETCD/v3/kv/range" -d '{"key":"AA=="}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
+  curl -sf -X POST "$ETCD/v3/kv/compaction" -d "{\"revision\":\"$rev\",\"physical\":true}" >/dev/null
+  echo "$rev"
+}
+
+case ${1:-} in
+  start) if cmd_status >/dev/null 2>&1; then cmd_env; else cmd_start; fi ;;
+  stop) cmd_stop "${2:-}" ;;
+  status) cmd_status ;;
+  env) cmd_env ;;
+  compact) cmd_compact ;;
+  *) echo "usage: $0 start|stop [--wipe]|status|env|compact" >&2; exit 2 ;;
+esac
