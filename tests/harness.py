@@ -1,0 +1,94 @@
+"""Scenario harness: feed records with server times, collect effects, answer them with outcomes.
+
+Time is explicit: every record carries ``at`` (server milliseconds). ``advance_to(t)`` plays the
+executor's part for timers: it appends a ``Deadline`` record for each timer due at or before ``t``.
+Run a scenario under ``frozen_worlds`` (see conftest) to prove the wall clock decides nothing.
+"""
+from __future__ import annotations
+
+import calendar
+from datetime import datetime
+from typing import Any
+
+from engine import fold, initial_state
+from engine.effects.models import effect_to_dict
+from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
+
+
+def ms(iso: str) -> int:
+    """'2030-01-01T00:00:00Z' -> epoch milliseconds (UTC)."""
+    dt = datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")
+    return calendar.timegm(dt.utctimetuple()) * 1000
+
+
+T0 = ms("2030-01-01T00:00:00Z")
+
+
+class Scenario:
+    def __init__(self, machines: Any = None, issue_effects: bool = True):
+        self.machines = machines
+        self.state = initial_state()
+        self.records: list[Any] = []
+        self.effects: list[Any] = []     # every effect, in order
+        self.issue_effects = issue_effects
+
+    # -- feeding ------------------------------------------------------------------------------
+    def feed(self, record: Any) -> tuple[Any, ...]:
+        rec = record.stamped(self.state.seq + 1)
+        self.records.append(rec)
+        self.state, effects = fold(self.state, rec, self.machines)
+        self.effects.extend(effects)
+        if self.issue_effects:
+            for e in effects:
+                if e.type != "log":
+                    self._append(EffectIssued(at=rec.at, effect=effect_to_dict(e)))
+        return effects
+
+    def _append(self, record: Any) -> None:
+        rec = record.stamped(self.state.seq + 1)
+        self.records.append(rec)
+        self.state, more = fold(self.state, rec, self.machines)
+        self.effects.extend(more)
+        assert not more, "EffectIssued must not emit effects"
+
+    def observe(self, obj: dict[str, Any], at: int | None, event: str = "MODIFIED", cluster: str = "local") -> tuple[Any, ...]:
+        md = obj.get("metadata", {})
+        return self.feed(Observed(
+            at=at, cluster=cluster, api_version=obj.get("apiVersion", "v1"), kind=obj["kind"],
+            namespace=md.get("namespace", ""), name=md["name"], uid=md.get("uid", ""),
+            rv=md.get("resourceVersion", ""), event=event, obj=obj))
+
+    def relist(self, kind: str, objs: list[dict[str, Any]], at: int | None, api_version: str = "v1",
+               cluster: str = "local", scope: str = "") -> tuple[Any, ...]:
+        keys = [{"namespace": o["metadata"].get("namespace", ""), "name": o["metadata"]["name"],
+                 "uid": o["metadata"].get("uid", ""), "rv": o["metadata"].get("resourceVersion", "")} for o in objs]
+        return self.feed(Relist(at=at, cluster=cluster, api_version=api_version, kind=kind, scope=scope, keys=keys))
+
+    def command(self, name: str, at: int | None, **args: Any) -> tuple[Any, ...]:
+        return self.feed(Command(at=at, name=name, args=args))
+
+    def outcome(self, effect: Any, result: str, at: int | None, **fields: Any) -> tuple[Any, ...]:
+        return self.feed(Outcome(at=at, effect_id=effect.id, machine=effect.machine, key=effect.key,
+                                 result=result, **fields))
+
+    def advance_to(self, at: int) -> list[Any]:
+        """Fire every timer due at or before ``at`` (as the executor would), in due order."""
+        out: list[Any] = []
+        for t in self.state.due_timers(at):
+            out.extend(self.feed(Deadline(at=at, timer=t.id, machine=t.machine, key=t.key, name=t.name, due=t.due)))
+        return out
+
+    # -- looking ------------------------------------------------------------------------------
+    def pending(self, type_: str | None = None) -> list[Any]:
+        return [e for e in (p.effect for p in self.state.pending.values()) if type_ in (None, e.type)]
+
+    def decision(self, machine: str, key: str) -> Any:
+        return self.state.table(machine).get(key)
+
+    def transcript(self) -> list[dict[str, Any]]:
+        """Every effect as plain data: compare two runs for equality."""
+        return [effect_to_dict(e) for e in self.effects]
+
+
+def of_type(effects: Any, type_: str) -> list[Any]:
+    return [e for e in effects if e.type == type_]
