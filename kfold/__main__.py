@@ -1,0 +1,5 @@
+import sys
+
+from kfold.cli import main
+
+sys.exit(main())

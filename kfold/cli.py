@@ -1,0 +1,47 @@
+"""The ``kfold`` command line: a thin dispatcher over ``kfold.commands.<name>.register``.
+
+Each subcommand module adds its parser and sets ``func`` (returning an exit code). A module that
+fails to import is reported by name rather than hiding every other command.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = ("run", "replay", "export", "trace", "manifests", "repos", "cluster")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kfold", description="Event-sourced Kubernetes reconciler for sandbox sessions.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"kfold.commands.{name}")
+        except ImportError as exc:
+            broken = sub.add_parser(name, help=f"(unavailable: {exc})")
+            broken.set_defaults(func=lambda _a, e=exc, n=name: _unavailable(n, e))
+            continue
+        module.register(sub)
+    return parser
+
+
+def _unavailable(name: str, exc: Exception) -> int:
+    print(f"kfold {name}: unavailable in this install: {exc}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""``kfold export JOURNAL [-o FILE]``: the journal as JSONL (one record per line), editable."""
+from __future__ import annotations
+
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("export", help="write a journal as JSONL (for bug reports; kfold replay reads it)")
+    p.add_argument("journal")
+    p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
+    p.add_argument("--until", type=int, default=None, metavar="SEQ")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from journal.jsonl import export_jsonl
+    from journal.store import JournalCorrupt, JournalError
+    from kfold.sources import iter_records
+
+    out = sys.stdout.buffer if args.output == "-" else open(args.output, "wb")
+    try:
+        n = export_jsonl(iter_records(args.journal, args.until), out)
+    except JournalCorrupt as exc:
+        print(f"kfold export: {args.journal}: {exc} (records before it were written)", file=sys.stderr)
+        return 3
+    except (JournalError, OSError) as exc:
+        print(f"kfold export: {args.journal}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if out is not sys.stdout.buffer:
+            out.close()
+    print(f"kfold export: {n} records", file=sys.stderr)
+    return 0

@@ -1,0 +1,34 @@
+"""``kfold trace JOURNAL KEY``: every record that changed KEY's decision, with the effects on it."""
+from __future__ import annotations
+
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("trace", help="show how the decisions about one object evolved in a journal")
+    p.add_argument("journal")
+    p.add_argument("key", help="object key <cluster>/<namespace>/<name>, as in replay output")
+    p.add_argument("--until", type=int, default=None, metavar="SEQ")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from journal.store import JournalCorrupt, JournalError
+    from kfold.replay import trace
+    from kfold.sources import iter_records
+
+    shown = 0
+    try:
+        for line in trace(iter_records(args.journal, args.until), args.key):
+            print(line)
+            shown += 1
+    except JournalCorrupt as exc:
+        print(f"kfold trace: {args.journal}: {exc}", file=sys.stderr)
+        return 3
+    except (JournalError, OSError) as exc:
+        print(f"kfold trace: {args.journal}: {exc}", file=sys.stderr)
+        return 2
+    if not shown:
+        print(f"kfold trace: no record touched {args.key}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,146 @@
+"""Replay: refold a journal with the current code; ``check`` compares decisions with the journal.
+
+Guarantees:
+- The same journal gives the same states and effects on every run (the fold is pure).
+- ``check`` compares every journaled ``EffectIssued`` with the effect recomputed from its cause
+  record (same id ``<cause seq>.<n>``) and stops at the FIRST divergence, reporting the cause
+  record, the object it concerns and both effects. A journaled effect that the current code no
+  longer emits is a divergence too. Effects recomputed at the tail but never issued (the daemon
+  stopped between fold and issue) are reported as in flight, not as divergences.
+- ``Log`` effects are not journaled and not compared.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+from engine.core import State, default_machines, fold, initial_state
+from engine.effects.models import effect_to_dict
+from journal.records import EffectIssued, Record
+
+
+@dataclass
+class Divergence:
+    cause: Record | None
+    effect_id: str
+    journaled: dict[str, Any] | None
+    recomputed: dict[str, Any] | None
+    at_seq: int
+
+    def describe(self) -> str:
+        lines = [f"divergence at record {self.at_seq}: effect {self.effect_id}"]
+        if self.cause is not None:
+            c = self.cause
+            obj = "/".join(x for x in (getattr(c, "cluster", ""), getattr(c, "namespace", ""), getattr(c, "name", "")) if x)
+            lines.append(f"  cause:      seq {c.seq} {c.rec} {getattr(c, 'kind', '') or getattr(c, 'name', '')} {obj}".rstrip())
+        lines.append(f"  journaled:  {_short(self.journaled)}")
+        lines.append(f"  recomputed: {_short(self.recomputed)}")
+        return "\n".join(lines)
+
+
+@dataclass
+class ReplayResult:
+    state: State
+    records: int = 0
+    effects: Counter = field(default_factory=Counter)
+    divergence: Divergence | None = None
+    in_flight: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [f"records folded: {self.records} (last seq {self.state.seq})"]
+        for name, table in sorted(self.state.tables.items()):
+            states = Counter(_state_of(d) for _, d in table.items())
+            shown = ", ".join(f"{s}={n}" for s, n in sorted(states.items()))
+            lines.append(f"machine {name}: {len(table)} objects ({shown})")
+        if self.effects:
+            lines.append("effects: " + ", ".join(f"{t}={n}" for t, n in sorted(self.effects.items())))
+        else:
+            lines.append("effects: none")
+        lines.append(f"pending effects: {len(self.state.pending)}; timers: {len(self.state.timers)}")
+        if self.in_flight:
+            lines.append(f"in flight at the end (emitted, never issued): {', '.join(self.in_flight[:10])}")
+        return "\n".join(lines)
+
+
+def replay(records: Iterable[Record], check: bool = False, state: State | None = None) -> ReplayResult:
+    reg = default_machines()
+    result = ReplayResult(state=state or initial_state())
+    expected: dict[str, tuple[Record, dict[str, Any]]] = {}
+    for rec in records:
+        if check and isinstance(rec, EffectIssued):
+            div = _compare(rec, expected, result.state)
+            if div is not None:
+                result.divergence = div
+                return result
+        result.state, effects = fold(result.state, rec, reg)
+        result.records += 1
+        for e in effects:
+            result.effects[e.type] += 1
+            if check and e.type != "log":
+                expected[e.id] = (rec, effect_to_dict(e))
+    result.in_flight = sorted(eid for eid in expected if eid in result.state.pending and not result.state.pending[eid].issued)
+    return result
+
+
+def _compare(rec: EffectIssued, expected: dict[str, tuple[Record, dict[str, Any]]], state: State) -> Divergence | None:
+    eid = rec.effect.get("id", "")
+    if eid in expected:
+        cause, mine = expected.pop(eid)
+    elif eid in state.pending:  # emitted before the snapshot replay started from
+        cause, mine = None, effect_to_dict(state.pending[eid].effect)
+    else:
+        return Divergence(None, eid, rec.effect, None, rec.seq)
+    if mine != rec.effect:
+        return Divergence(cause, eid, rec.effect, mine, rec.seq)
+    return None
+
+
+def trace(records: Iterable[Record], key: str) -> Iterator[str]:
+    """Every record that changed ``key``'s decision (in any machine) or emitted an effect on it."""
+    reg = default_machines()
+    state = initial_state()
+    for rec in records:
+        before = state
+        state, effects = fold(state, rec, reg)
+        changed = [(m, before.table(m).get(key), state.table(m).get(key)) for m in state.tables.keys()
+                   if before.table(m).get(key) is not state.table(m).get(key)]
+        mine = [e for e in effects if e.key == key]
+        if not changed and not mine:
+            continue
+        yield f"seq {rec.seq} at {rec.at} {rec.rec} {_what(rec)}"
+        for m, old, new in changed:
+            yield f"  {m}: {_state_of(old)} -> {_state_of(new)}"
+            if new is not None:
+                yield f"    {_short(new.model_dump(mode='json'), 400)}"
+        for e in mine:
+            yield f"  effect {e.id} {e.type}: {_short(effect_to_dict(e), 300)}"
+
+
+def _what(rec: Record) -> str:
+    if rec.rec == "observed":
+        return f"{rec.event} {rec.kind} {rec.namespace}/{rec.name} rv={rec.rv}"
+    if rec.rec == "command":
+        return f"{rec.name} {rec.args}"
+    if rec.rec == "deadline":
+        return f"{rec.machine} {rec.key} {rec.name} due={rec.due}"
+    if rec.rec == "outcome":
+        return f"{rec.effect_id} {rec.result} {rec.status_reason}".rstrip()
+    if rec.rec == "relist":
+        return f"{rec.kind} {len(rec.keys)} keys"
+    return rec.rec
+
+
+def _state_of(decision: Any) -> str:
+    if decision is None:
+        return "(absent)"
+    for attr in ("state", "phase"):
+        value = getattr(decision, attr, None)
+        if value is not None:
+            return str(value)
+    return type(decision).__name__
+
+
+def _short(value: Any, limit: int = 600) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

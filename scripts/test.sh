@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite: unit, scenario (time-frozen), contract, and e2e against a real
+# kube-apiserver + etcd started here. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/controlplane.sh start
+trap 'bash scripts/controlplane.sh stop || true' EXIT
+set +e
+python3 -m pytest -q "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "test.sh: pytest collected no tests; that is a failure" >&2
+  exit 1
+fi
+exit "$rc"

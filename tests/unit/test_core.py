@@ -1,0 +1,192 @@
+"""The fold's contract, with a toy machine: sequence discipline, purity, timers, pending effects,
+in-doubt routing, messages, snapshots."""
+import pytest
+
+from engine import snapshot
+from engine.core import FoldError, Machines, SequenceError, fold, initial_state
+from engine.effects.models import DeleteObject, GetObject
+from engine.machines.base import Decision, Machine
+from journal.records import Command, Deadline, EffectIssued, Observed, Outcome
+from tests.harness import T0, Scenario
+
+
+class Counter(Decision):
+    seen: int = 0
+    state: str = "idle"
+
+
+class Toy(Machine):
+    name = "toy"
+    decision = Counter
+    observes = frozenset({"Pod"})
+    commands = frozenset({"toy.poke", "toy.loop"})
+
+    def on_observed(self, ctx, rec):
+        key = f"{rec.cluster}/{rec.namespace}/{rec.name}"
+        d = ctx.get(key) or Counter()
+        ctx.put(key, d.but(seen=d.seen + 1))
+        if rec.event == "DELETED":
+            ctx.emit(DeleteObject, key, api_version="v1", kind="Pod", namespace=rec.namespace, name=rec.name)
+
+    def on_command(self, ctx, rec):
+        if rec.name == "toy.loop":
+            ctx.tell("toy", "k", "again")
+            return
+        ctx.set_timer(rec.target, "wake", ctx.now + 1000)
+        ctx.tell("echo", rec.target, "hello", n=1)
+
+    def on_message(self, ctx, key, message, args):
+        ctx.tell("toy", key, "again")
+
+    def on_deadline(self, ctx, key, name):
+        ctx.put(key, Counter(state=f"woke:{name}"))
+
+    def on_outcome(self, ctx, rec, effect):
+        ctx.put(effect.key, Counter(state=f"outcome:{rec.result}"))
+
+    def on_in_doubt(self, ctx, effect):
+        ctx.emit(GetObject, effect.key, api_version="v1", kind="Pod", namespace=effect.namespace, name=effect.name)
+
+
+class Echo(Machine):
+    name = "echo"
+    decision = Counter
+
+    def on_message(self, ctx, key, message, args):
+        ctx.put(key, Counter(state=message, seen=args["n"]))
+
+
+MACHINES = Machines([Toy(), Echo()])
+
+
+def pod(name, event="MODIFIED", at=T0, seq=-1):
+    return Observed(seq=seq, at=at, cluster="c", api_version="v1", kind="Pod", namespace="ns", name=name, event=event)
+
+
+def test_a_record_must_follow_the_last_sequence_number_exactly():
+    s, _ = fold(initial_state(), pod("a", seq=1), MACHINES)
+    with pytest.raises(SequenceError, match="gap"):
+        fold(s, pod("a", seq=3), MACHINES)
+    with pytest.raises(SequenceError, match="repeat"):
+        fold(s, pod("a", seq=1), MACHINES)
+
+
+def test_fold_leaves_the_previous_state_untouched():
+    s1, _ = fold(initial_state(), pod("a", seq=1), MACHINES)
+    s2, _ = fold(s1, pod("a", seq=2), MACHINES)
+    assert s1.table("toy")["c/ns/a"].seen == 1
+    assert s2.table("toy")["c/ns/a"].seen == 2
+
+
+def test_the_same_records_give_byte_identical_states_and_effects():
+    def run():
+        sc = Scenario(MACHINES)
+        for i in range(20):
+            sc.feed(pod(f"p{i % 3}", event="DELETED" if i % 5 == 0 else "MODIFIED", at=T0 + i))
+        return snapshot.dump(sc.state), sc.transcript()
+    assert run() == run()
+
+
+def test_effect_ids_derive_from_the_causing_record_and_stay_pending_until_the_outcome():
+    sc = Scenario(MACHINES)
+    sc.feed(pod("a"))
+    (eff,) = sc.feed(pod("a", event="DELETED"))
+    assert eff.id == "2.0" and eff.machine == "toy"
+    assert [e.id for e in sc.state.in_doubt()] == ["2.0"]
+    sc.outcome(eff, "not_found", T0)
+    assert len(sc.state.pending) == 0
+    assert sc.decision("toy", "c/ns/a").state == "outcome:not_found"
+
+
+def test_a_late_duplicate_outcome_decides_nothing():
+    sc = Scenario(MACHINES)
+    (eff,) = sc.feed(pod("a", event="DELETED"))
+    sc.outcome(eff, "ok", T0)
+    before = sc.state.table("toy")
+    sc.outcome(eff, "not_found", T0)
+    assert sc.state.table("toy") == before
+
+
+def test_an_in_doubt_effect_goes_back_to_its_machine_which_re_observes():
+    sc = Scenario(MACHINES)
+    (eff,) = sc.feed(pod("a", event="DELETED"))
+    (reread,) = sc.feed(Command(at=T0, name="effect.in_doubt", args={"effect_id": eff.id}))
+    assert reread.type == "get" and reread.key == eff.key
+    assert eff.id not in sc.state.pending
+
+
+def test_unissued_effects_are_told_apart_from_effects_in_doubt():
+    sc = Scenario(MACHINES, issue_effects=False)
+    (eff,) = sc.feed(pod("a", event="DELETED"))
+    assert sc.state.unissued() == [eff] and sc.state.in_doubt() == []
+    sc.feed(EffectIssued(at=T0, effect=eff.model_dump(mode="json")))
+    assert sc.state.in_doubt() == [eff] and sc.state.unissued() == []
+
+
+def test_timers_fire_once_at_their_due_server_time_and_stale_deadlines_are_ignored():
+    sc = Scenario(MACHINES)
+    sc.feed(Command(at=T0, name="toy.poke", target="k"))
+    assert sc.state.next_due() == T0 + 1000
+    assert sc.advance_to(T0 + 999) == []
+    assert sc.decision("toy", "k") is None
+    sc.advance_to(T0 + 1000)
+    assert sc.decision("toy", "k").state == "woke:wake"
+    stale = Deadline(at=T0 + 2000, timer="toy:k:wake", machine="toy", key="k", name="wake", due=T0 + 1000)
+    sc.feed(Command(at=T0 + 1500, name="toy.poke", target="k"))  # re-armed for T0+2500
+    sc.feed(stale)
+    assert sc.decision("toy", "k").state == "woke:wake" and sc.state.next_due() == T0 + 2500
+
+
+def test_messages_reach_other_machines_within_the_same_step():
+    sc = Scenario(MACHINES)
+    sc.feed(Command(at=T0, name="toy.poke", target="k"))
+    assert sc.decision("echo", "k").state == "hello"
+
+
+def test_a_message_loop_is_a_fold_error_not_a_hang():
+    with pytest.raises(FoldError, match="message loop"):
+        Scenario(MACHINES).feed(Command(at=T0, name="toy.loop"))
+
+
+def test_an_unknown_command_is_an_error_naming_the_known_ones():
+    with pytest.raises(FoldError, match="unknown command 'toy.nope'.*toy.poke"):
+        Scenario(MACHINES).feed(Command(at=T0, name="toy.nope"))
+
+
+def test_an_outcome_for_an_unknown_machine_is_an_error():
+    sc = Scenario(MACHINES)
+    (eff,) = sc.feed(pod("a", event="DELETED"))
+    bogus = Outcome(at=T0, effect_id=eff.id, machine="nope", key=eff.key, result="ok")
+    with pytest.raises(FoldError, match="unknown machine 'nope'"):
+        sc.feed(bogus)
+
+
+def test_a_snapshot_plus_the_tail_equals_the_full_replay():
+    full = Scenario(MACHINES)
+    recs = [pod(f"p{i % 4}", event="DELETED" if i % 3 == 0 else "MODIFIED", at=T0 + i) for i in range(30)]
+    for r in recs[:15]:
+        full.feed(r)
+    snap = snapshot.dump(full.state)
+    for r in recs[15:]:
+        full.feed(r)
+    resumed = snapshot.load(snap, MACHINES)
+    tail = full.records[len(full.records) - (full.state.seq - resumed.seq):]
+    for r in tail:
+        resumed, _ = fold(resumed, r, MACHINES)
+    assert snapshot.dump(resumed) == snapshot.dump(full.state)
+
+
+def test_a_record_without_server_time_gives_handlers_no_now():
+    seen = []
+
+    class Peek(Machine):
+        name = "peek"
+        commands = frozenset({"peek"})
+
+        def on_command(self, ctx, rec):
+            seen.append(ctx.now)
+
+    sc = Scenario(Machines([Peek()]))
+    sc.feed(Command(at=T0, name="peek"))
+    sc.feed(Command(at=None, name="peek"))
+    assert seen == [T0, None]
