@@ -1,6 +1,236 @@
-"""Placeholder: the session machine (being written)."""
-from engine.machines.base import Machine
+"""The session machine ("session"): a Session custom resource brought up, served and torn down.
+
+The Session ``spec`` is the command channel: ``suspended`` true/false suspends/resumes (a resume is
+generation N+1), a change of the app set recreates as N+1, a ports-only change re-routes, and
+``stopped`` true (or deleting the resource; finalizer ``kfold.dev/teardown``) tears down.
+
+This module routes; ``session_flow.decide`` decides. Every handler reduces what arrived to facts on
+the decision record (``session_model``), then calls ``decide``.
+
+Inputs: observed ``Session`` and ``Pod`` (pods by their ``kfold.dev/session`` label, namespace and
+cluster; only the current generation's pod counts), command ``session.configure`` {clusters,
+base_domain, defaults {start_deadline_s, ready_deadline_s}}, replies from the pod machine
+(``pod_created``, ``pod_create_failed``, ``pod_gone``, ``pod_delete_failed``, ``namespace_ready``,
+``namespace_failed``) and the repo machine (``repo_ensured``, ``repo_failed``, ``repo_status``),
+outcomes of its own effects, and the ``start``/``ready`` deadlines.
+
+Guarantees:
+- Nothing is decided before ``session.configure``: sessions are recorded and wait for it.
+- Replies and outcomes for a Session that is gone, or for a pod that is no longer current, decide
+  nothing beyond finishing the release of that pod.
+- An effect in doubt is re-observed (Session patch: quorum read) or repeated only where repeating
+  is harmless (Secret create, endpoint upsert, teardown deletes of non-pod objects).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.effects.models import DeleteObject, GetObject
+from engine.machines import session_endpoints as endpoints
+from engine.machines import session_flow as flow
+from engine.machines import session_replies as replies
+from engine.machines.base import Machine, missing_after_relist, object_key
+from engine.machines.session_model import CONFIG_KEY, FINALIZER, SessionConfig, SessionDecision, SessionEntry
+from engine.machines.session_observe import pod_view, session_view
+from engine.machines.session_spec import SpecError
+from engine.machines.session_status import API_VERSION
+from journal.records import Command, Observed, Outcome, Relist
+
+__all__ = ["SessionMachine"]
 
 
 class SessionMachine(Machine):
     name = "session"
+    decision = SessionEntry  # type: ignore[assignment]  # a union of two record kinds
+    observes = frozenset({"Session", "Pod"})
+    commands = frozenset({"session.configure"})
+
+    def on_command(self, ctx: Any, rec: Command) -> None:
+        defaults = rec.args.get("defaults") or {}
+        ctx.put(CONFIG_KEY, SessionConfig(
+            clusters=tuple(rec.args.get("clusters") or ()), base_domain=str(rec.args.get("base_domain") or ""),
+            start_ms=int(defaults.get("start_deadline_s", 180)) * 1000,
+            ready_ms=int(defaults.get("ready_deadline_s", 120)) * 1000))
+        for key, d in list(sessions(ctx)):
+            save(ctx, key, d)
+
+    def on_observed(self, ctx: Any, rec: Observed) -> None:
+        if rec.kind == "Pod":
+            return replies.pod_observed(ctx, rec, pod_view(rec.obj), save)
+        key = object_key(rec.cluster, rec.namespace, rec.name)
+        if rec.event == "DELETED":
+            return session_gone(ctx, key)
+        save(ctx, key, absorb(ctx.get(key), rec.cluster, rec.obj))
+
+    def on_relist(self, ctx: Any, rec: Relist) -> None:
+        if rec.kind == "Session":
+            for key in missing_after_relist([k for k, _ in sessions(ctx)], rec):
+                session_gone(ctx, key)
+            return
+        current = {flow.pod_key(d): k for k, d in sessions(ctx) if d.pod.created and not d.pod.gone}
+        for pk in missing_after_relist(current, rec):
+            d = ctx.get(current[pk])
+            save(ctx, current[pk], d.but(pod=d.pod.but(gone=True)))
+
+    def on_message(self, ctx: Any, key: str, message: str, args: dict[str, Any]) -> None:
+        d = ctx.get(key)
+        if not isinstance(d, SessionDecision):
+            return ctx.log(key, f"{message} for a session kfold no longer tracks; ignored", level="debug")
+        save(ctx, key, replies.on_message(ctx, key, d, message, args))
+
+    def on_outcome(self, ctx: Any, rec: Outcome, effect: Any) -> None:
+        d = ctx.get(effect.key)
+        if not isinstance(d, SessionDecision):
+            return
+        if effect.kind == "Session" and effect.subresource == "status":
+            if rec.result not in ("ok", "not_found"):  # written again on the next decision
+                ctx.put(effect.key, d.but(status_written=""))
+            return
+        save(ctx, effect.key, outcome(ctx, effect.key, d, rec, effect))
+
+    def on_in_doubt(self, ctx: Any, effect: Any) -> None:
+        d = ctx.get(effect.key)
+        if isinstance(d, SessionDecision):
+            save(ctx, effect.key, in_doubt(ctx, effect.key, d, effect))
+
+    def on_deadline(self, ctx: Any, key: str, name: str) -> None:
+        d = ctx.get(key)
+        if not isinstance(d, SessionDecision) or d.phase != "Provisioning":
+            return
+        if name == "start" and not flow.running(d):
+            d = flow.fail(ctx, key, d, "StartDeadlineExceeded",
+                          f"pod {d.pod.name} did not reach Running within the start deadline ({d.start_ms // 1000} s)")
+        elif name == "ready" and flow.running(d):
+            d = flow.fail(ctx, key, d, "ReadyDeadlineExceeded", _not_ready(d))
+        save(ctx, key, d)
+
+
+def _not_ready(d: SessionDecision) -> str:
+    why = [] if d.pod.ready else [f"the workspace container of pod {d.pod.name} did not become ready"]
+    if d.pod.ready:
+        why.append(f"repositories not synced on node {d.pod.node}: {', '.join(flow.unsynced(d))}")
+    return f"{'; '.join(why)} within the ready deadline ({d.ready_ms // 1000} s)"
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+def sessions(ctx: Any) -> list[tuple[str, SessionDecision]]:
+    return [(k, d) for k, d in ctx.items() if isinstance(d, SessionDecision)]
+
+
+def config(ctx: Any) -> SessionConfig | None:
+    cfg = ctx.get(CONFIG_KEY)
+    return cfg if isinstance(cfg, SessionConfig) else None
+
+
+def save(ctx: Any, key: str, d: SessionDecision) -> None:
+    """Decide (once configured) and store."""
+    cfg = config(ctx)
+    ctx.put(key, d if cfg is None else flow.decide(ctx, key, d, cfg))
+
+
+def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> SessionDecision:
+    """Fold a Session's latest state into its record (a new uid under the same name starts over)."""
+    v = session_view(obj)
+    if d is None or (d.uid and v.uid and d.uid != v.uid):
+        d = SessionDecision(name=v.name, namespace=v.namespace, home=cluster)
+    step = "" if d.finalizer_step == "reading" else d.finalizer_step
+    return d.but(uid=v.uid, rv=v.rv, spec_raw=v.spec, deleting=v.deleting, finalizers=v.finalizers,
+                 finalizer_step=step)
+
+
+def session_gone(ctx: Any, key: str) -> None:
+    """The Session is deleted: let go of its pod and repositories, forget it."""
+    d = ctx.get(key)
+    if not isinstance(d, SessionDecision):
+        return
+    d = flow.release(ctx, key, d, "session deleted")
+    for r in d.repos:
+        ctx.tell("repo", r.key, "release", reply_to="session", reply_key=key)
+    for name in ("start", "ready"):
+        ctx.cancel_timer(key, name)
+    ctx.drop(key)
+
+
+# -- outcomes of the session's own effects ------------------------------------------------------
+
+def outcome(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
+    match effect.kind, effect.type:
+        case "Session", "get":
+            if rec.result == "not_found":
+                return d.but(gone=True)
+            return absorb(d, d.home, rec.obj) if rec.result == "ok" and rec.obj else _reobserve(ctx, key, d)
+        case "Session", "patch":
+            return _finalizer_answer(ctx, key, d, rec)
+        case "Secret", "create":
+            return _secret_answer(ctx, key, d, rec)
+        case _, "delete" if d.phase in ("Stopping", "Stopped"):
+            return _teardown_answer(ctx, key, d, rec, effect)
+        case ("Service" | "Ingress"), _:
+            spec = flow.spec_of(d, config(ctx) or SessionConfig())
+            return d if isinstance(spec, SpecError) else endpoints.on_outcome(
+                ctx, key, d, rec, effect, spec, config(ctx) or SessionConfig())
+    return d
+
+
+def _reobserve(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+    ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
+             namespace=d.namespace, name=d.name)
+    return d.but(finalizer_step="reading")
+
+
+def _finalizer_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
+    if rec.result == "ok":
+        d = absorb(d, d.home, rec.obj) if rec.obj else d
+        return d if d.finalizer_step == "removing" else d.but(finalizer_step="done")
+    if rec.result == "not_found":
+        return d.but(gone=True)
+    if rec.result in ("conflict", "transient"):
+        return _reobserve(ctx, key, d)
+    if d.finalizer_step == "removing":
+        return d.but(blocked=f"cannot remove finalizer {FINALIZER}: {rec.result} {rec.message}".strip())
+    return flow.fail(ctx, key, d, "FinalizerFailed", f"cannot add finalizer {FINALIZER}: {rec.result} {rec.message}".strip())
+
+
+def _secret_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
+    if d.secret_step != "sent":
+        return d
+    if rec.result in ("ok", "already_exists"):
+        return d.but(secret_step="done")
+    if rec.result == "transient":
+        return d.but(secret_step="")  # a create is safe to repeat: AlreadyExists is fine
+    return flow.fail(ctx, key, d, "SecretFailed", f"cannot create Secret {d.name}-env: {rec.result} {rec.message}".strip())
+
+
+def _teardown_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
+    if effect.kind not in d.teardown:
+        return d
+    if rec.result == "transient":
+        _repeat(ctx, key, effect)
+        return d
+    rest = tuple(k for k in d.teardown if k != effect.kind)
+    if rec.result in ("ok", "not_found"):
+        return d.but(teardown=rest)
+    return d.but(teardown=rest, blocked=f"cannot delete {effect.kind} {effect.name}: {rec.result} {rec.message}".strip())
+
+
+def _repeat(ctx: Any, key: str, effect: Any) -> None:
+    ctx.emit(DeleteObject, key, **effect.model_dump(exclude={"id", "machine", "key", "type"}))
+
+
+def in_doubt(ctx: Any, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
+    match effect.kind, effect.type:
+        case "Session", "patch" if effect.subresource == "status":
+            return d.but(status_written="")
+        case "Session", _:
+            return _reobserve(ctx, key, d)
+        case "Secret", "create":
+            return d.but(secret_step="") if d.secret_step == "sent" else d
+        case _, "delete" if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
+            _repeat(ctx, key, effect)
+            return d
+        case ("Service" | "Ingress"), _:
+            field = "service" if effect.kind == "Service" else "ingress"
+            u = getattr(d, field)
+            return d.but(**{field: u.but(stage="idle", tries=u.tries + 1)})
+    return d

@@ -1,0 +1,114 @@
+"""Endpoints: one Service and one Ingress per session, upserted to match the declared ports.
+
+Expected flow, per object: ``CreateObject`` (or straight to the read when kfold already routed
+it); on ``already_exists`` a quorum ``GetObject``, then a
+``ReplaceObject`` carrying the read ``resourceVersion`` (and, for the Service, ``clusterIP`` and
+``clusterIPs``); a ``conflict`` on replace reads again. When no port is left to route, the object
+is deleted. One request per object is in flight at a time; a change of the desired manifest while
+one is in flight is picked up when it completes (``sync`` compares digests).
+
+Guarantees:
+- Desired manifests come from ``session_manifests`` only; the digest of what the apiserver last
+  accepted is kept (``Upsert.have``), so an unchanged port set sends nothing.
+- A ports-only change re-routes here; nothing in this module touches the pod.
+- Retries of one manifest are bounded (``MAX_TRIES``); the last error is kept for status.
+
+Caveats:
+- The Ingress only exists with a base domain and at least one TCP port (UDP is Service-only).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.effects.models import CreateObject, DeleteObject, GetObject, ReplaceObject
+from engine.machines import session_manifests as mf
+from engine.machines.session_model import SessionConfig, SessionDecision, Upsert
+from engine.machines.session_spec import Spec, route_ports
+
+MAX_TRIES = 4
+KINDS = {"Service": ("service", "v1"), "Ingress": ("ingress", "networking.k8s.io/v1")}
+
+
+def desired(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> dict[str, dict[str, Any] | None]:
+    routed = route_ports(spec.apps)[0]
+    if not routed or not d.pod.uid:
+        return {"Service": None, "Ingress": None}
+    svc = mf.service(d.name, d.namespace, d.generation, d.pod.uid, routed)
+    tcp = any(p.protocol == "TCP" for _, p in routed)
+    ing = mf.ingress(d.name, d.namespace, d.generation, d.pod.uid, routed, cfg.base_domain) \
+        if cfg.base_domain and tcp else None
+    return {"Service": svc, "Ingress": ing}
+
+
+def _digest(manifest: dict[str, Any] | None) -> str:
+    return "" if manifest is None else json.dumps(manifest, sort_keys=True, separators=(",", ":"))
+
+
+def _get(d: SessionDecision, kind: str) -> Upsert:
+    return getattr(d, KINDS[kind][0])
+
+
+def _set(d: SessionDecision, kind: str, u: Upsert) -> SessionDecision:
+    return d.but(**{KINDS[kind][0]: u})
+
+
+def sync(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+    """Start whatever request brings each endpoint object to its desired manifest."""
+    for kind, manifest in desired(d, spec, cfg).items():
+        d = _sync_one(ctx, key, d, kind, manifest)
+    return d
+
+
+def _sync_one(ctx: Any, key: str, d: SessionDecision, kind: str, manifest: dict[str, Any] | None) -> SessionDecision:
+    u, want = _get(d, kind), _digest(manifest)
+    if u.stage != "idle" or want == u.have:
+        return d
+    tries = u.tries if want == u.sending else 0
+    if tries >= MAX_TRIES:
+        return d
+    if manifest is None:
+        _request(ctx, key, d, kind, DeleteObject)
+        return _set(d, kind, u.but(stage="delete", sending="", tries=tries))
+    if u.have:  # it exists: re-route by read-then-replace
+        _request(ctx, key, d, kind, GetObject)
+        return _set(d, kind, u.but(stage="read", sending=want, tries=tries))
+    _request(ctx, key, d, kind, CreateObject, manifest=manifest)
+    return _set(d, kind, u.but(stage="create", sending=want, tries=tries))
+
+
+def _request(ctx: Any, key: str, d: SessionDecision, kind: str, effect: type, **fields: Any) -> None:
+    ctx.emit(effect, key, cluster=d.target, api_version=KINDS[kind][1], kind=kind,
+             namespace=d.namespace, name=d.name, **fields)
+
+
+def on_outcome(ctx: Any, key: str, d: SessionDecision, rec: Any, effect: Any, spec: Spec,
+               cfg: SessionConfig) -> SessionDecision:
+    """Advance one endpoint object after its request (``effect``) came back, then sync again."""
+    kind = effect.kind
+    u = _get(d, kind)
+    match (u.stage, rec.result):
+        case ("create" | "replace", "ok"):
+            u = u.but(stage="idle", have=u.sending, tries=0, error="")
+        case ("delete", "ok" | "not_found"):
+            u = u.but(stage="idle", have="", tries=0, error="")
+        case ("create", "already_exists") | ("replace", "conflict"):
+            _request(ctx, key, d, kind, GetObject)
+            u = u.but(stage="read", tries=u.tries + (rec.result == "conflict"))
+        case ("read", "ok"):
+            return _replace(ctx, key, d, kind, rec.obj or {}, desired(d, spec, cfg)[kind])
+        case ("read" | "replace", "not_found"):
+            u = u.but(stage="idle", have="", tries=u.tries + 1)
+        case _:
+            u = u.but(stage="idle", tries=u.tries + 1, error=f"{rec.result}: {rec.message or rec.status_reason}")
+    return sync(ctx, key, _set(d, kind, u), spec, cfg)
+
+
+def _replace(ctx: Any, key: str, d: SessionDecision, kind: str, existing: dict[str, Any],
+             manifest: dict[str, Any] | None) -> SessionDecision:
+    u = _get(d, kind)
+    if manifest is None:  # nothing to route any more: sync deletes it
+        return _set(d, kind, u.but(stage="idle", have="?"))
+    _request(ctx, key, d, kind, ReplaceObject, manifest=mf.for_replace(manifest, existing))
+    return _set(d, kind, u.but(stage="replace", sending=_digest(manifest)))
+

@@ -1,0 +1,278 @@
+"""Decide what a session does next, from its decision record alone: bring-up, serve, suspend, stop.
+
+Expected flow: every handler of the session machine updates facts on the decision record, then
+calls ``decide``. ``decide`` reduces the spec to one wish (tear down / invalid / suspend / run),
+handles each exhaustively, arms or cancels deadlines, and writes status if it changed.
+
+Bring-up of generation N, one step at a time (each step waits for its answer):
+finalizer -> namespace (pod machine) -> repositories (repo machine) -> session Secret -> pod
+``<session>-g<N>`` (pod machine ``create``) -> Running with a pod IP within the start deadline ->
+the workspace container ready (and every repository synced on the pod's node) within the ready
+deadline -> Ready. Endpoints are upserted once the pod runs.
+
+Guarantees:
+- Idempotent: calling ``decide`` again with the same record emits nothing new (steps are marked
+  "sent" before their answer, deadlines are armed once, status is written only when it changes).
+- Every pod create and delete goes through the pod machine; a delete wanted while a create is in
+  flight waits for the create's answer (``abandoned``), so no pod is leaked or raced.
+- A new generation always gets a new pod name; the predecessor is released, never reused.
+- A failure records a reason and a message for status and releases the pod.
+
+Caveats:
+- With no server time on the record that should arm a deadline (``ctx.now is None``), the deadline
+  is armed by the next record that has one: time-gated decisions wait rather than guess.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.effects.models import CreateObject, DeleteObject, Log, PatchObject
+from engine.machines import session_endpoints as endpoints
+from engine.machines import session_manifests as mf
+from engine.machines import session_status as status
+from engine.machines.base import object_key
+from engine.machines.repo_names import cache_key
+from engine.machines.session_model import (
+    FINALIZER, LIVE, Failure, PodFacts, RepoFacts, SessionConfig, SessionDecision,
+)
+from engine.machines.session_spec import Spec, SpecError, shape, validate
+
+TEARDOWN_KINDS = (("Service", "v1"), ("Ingress", "networking.k8s.io/v1"), ("Secret", "v1"))
+
+
+def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
+    return validate(d.spec_raw, d.home, cfg.clusters, d.name)
+
+
+def decide(ctx: Any, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
+    spec = spec_of(d, cfg)
+    if d.deleting or d.spec_raw.get("stopped") is True:
+        d = teardown(ctx, key, d)
+    elif isinstance(spec, SpecError):
+        d = _invalid(ctx, key, d, spec)
+    elif spec.suspended:
+        d = suspend(ctx, key, d)
+    else:
+        d = run(ctx, key, d, spec, cfg)
+    d = arm_deadlines(ctx, key, d)
+    return status.write(ctx, key, d, spec, cfg)
+
+
+def _spec_text(d: SessionDecision) -> str:
+    return json.dumps(d.spec_raw, sort_keys=True, separators=(",", ":"))
+
+
+# -- failing and releasing -----------------------------------------------------------------------
+
+def fail(ctx: Any, key: str, d: SessionDecision, reason: str, message: str) -> SessionDecision:
+    ctx.emit(Log, key, level="warning", message=f"session {d.name} failed: {message}", fields={"reason": reason})
+    d = release(ctx, key, d.move("fail"), f"session failed: {reason}")
+    return d.but(failure=Failure(reason=reason, message=message), failed_spec=_spec_text(d))
+
+
+def _invalid(ctx: Any, key: str, d: SessionDecision, spec: SpecError) -> SessionDecision:
+    if d.phase == "Failed" and d.failure and d.failure.message == spec.message:
+        return d
+    return fail(ctx, key, d, "InvalidSpec", spec.message)
+
+
+def pod_key(d: SessionDecision, pod: str | None = None) -> str:
+    return object_key(d.target, d.namespace, pod or d.pod.name)
+
+
+def release(ctx: Any, key: str, d: SessionDecision, reason: str) -> SessionDecision:
+    """Let go of the current pod: delete it through the pod machine (or once its create answers)."""
+    if not d.pod.name or d.pod.gone:
+        return d.but(pod=PodFacts())
+    pk = pod_key(d)
+    if not d.pod.created:
+        return d.but(pod=PodFacts(), abandoned=d.abandoned + (pk,))
+    return delete_pod(ctx, key, d, pk, reason).but(pod=PodFacts())
+
+
+def delete_pod(ctx: Any, key: str, d: SessionDecision, pk: str, reason: str) -> SessionDecision:
+    ctx.tell("pod", pk, "delete", reply_to="session", reply_key=key, reason=reason)
+    return d.but(releasing=tuple(dict.fromkeys(d.releasing + (pk,))))
+
+
+# -- suspend and teardown -------------------------------------------------------------------------
+
+def suspend(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+    if d.phase == "Suspended":
+        return d
+    return release(ctx, key, d.move("suspend").but(failure=None), "session suspended")
+
+
+def teardown(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+    """Stop: release the pod, delete Service, Ingress and Secret; then, if the Session is being
+    deleted, remove the finalizer. Repeated requests change nothing."""
+    if d.phase not in ("Stopping", "Stopped"):
+        d = release(ctx, key, d.move("stop"), "session stopped")
+        for kind, api in TEARDOWN_KINDS:
+            name = mf.secret_name(d.name) if kind == "Secret" else d.name
+            ctx.emit(DeleteObject, key, cluster=d.target or d.home, api_version=api, kind=kind,
+                     namespace=d.namespace, name=name, safe_to_retry=True)
+        d = d.but(teardown=tuple(k for k, _ in TEARDOWN_KINDS), secret_step="")
+    if d.phase == "Stopping" and not (d.teardown or d.releasing or d.abandoned or d.blocked):
+        d = d.move("stopped")
+    if d.phase == "Stopped" and d.deleting:
+        d = _remove_finalizer(ctx, key, d)
+    return d
+
+
+def _remove_finalizer(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+    if FINALIZER not in d.finalizers or d.finalizer_step in ("removing", "reading"):
+        return d
+    rest = [f for f in d.finalizers if f != FINALIZER]
+    _patch_session(ctx, key, d, {"metadata": {"finalizers": rest, "resourceVersion": d.rv}})
+    return d.but(finalizer_step="removing")
+
+
+def _patch_session(ctx: Any, key: str, d: SessionDecision, patch: dict[str, Any]) -> None:
+    ctx.emit(PatchObject, key, cluster=d.home, api_version=status.API_VERSION, kind="Session",
+             namespace=d.namespace, name=d.name, patch=patch, safe_to_retry=False)
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+def run(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+    if _needs_generation(d, spec):
+        d = begin(ctx, key, d, spec, cfg)
+    match d.phase:
+        case "Pending":
+            return bring_up(ctx, key, d, spec)
+        case "Creating" | "Failed":
+            return d
+        case "Provisioning" | "Ready":
+            return serve(ctx, key, d, spec, cfg)
+        case other:
+            raise AssertionError(f"session {key}: run() reached phase {other!r}")
+
+
+def _needs_generation(d: SessionDecision, spec: Spec) -> bool:
+    if d.generation == 0 or d.phase in ("Suspended", "Stopped", "Stopping"):
+        return True
+    if d.phase == "Failed":
+        return d.failed_spec != _spec_text(d)
+    return d.shape != shape(spec)   # set-apps (or image, env...): recreate as N+1
+
+
+def begin(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+    """Start generation N+1 from scratch: fresh pod name, repositories re-ensured at attach."""
+    d = release(ctx, key, d, "replaced by a new generation")
+    repos = tuple(RepoFacts(url=u, key=object_key(spec.cluster, d.namespace, cache_key(u))) for u in spec.repositories)
+    return d.move("begin").but(
+        generation=d.generation + 1, target=spec.cluster, shape=shape(spec), failure=None, failed_spec="",
+        namespace_step="", repos_step="", secret_step="", repos=repos, pod=PodFacts(),
+        start_ms=cfg.start_ms, ready_ms=cfg.ready_ms, teardown=(), blocked="")
+
+
+def bring_up(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
+    if FINALIZER not in d.finalizers:
+        if d.finalizer_step == "":
+            _patch_session(ctx, key, d, {"metadata": {"finalizers": [*d.finalizers, FINALIZER],
+                                                      "resourceVersion": d.rv}})
+            d = d.but(finalizer_step="sent")
+        return d
+    if d.namespace_step != "done":
+        if d.namespace_step == "":
+            ctx.tell("pod", object_key(d.target, d.namespace, ""), "ensure_namespace", reply_to="session", reply_key=key)
+            d = d.but(namespace_step="sent")
+        return d
+    if not all(r.ensured for r in d.repos):
+        if d.repos_step == "":
+            for r in d.repos:
+                ctx.tell("repo", r.key, "ensure", url=r.url, reply_to="session", reply_key=key)
+            d = d.but(repos_step="sent")
+        return d
+    if d.secret_step != "done":
+        if d.secret_step == "":
+            ctx.emit(CreateObject, key, cluster=d.target, api_version="v1", kind="Secret", namespace=d.namespace,
+                     name=mf.secret_name(d.name), manifest=mf.secret(d.name, d.namespace, spec))
+            d = d.but(secret_step="sent")
+        return d
+    return _create_pod(ctx, key, d, spec)
+
+
+def _create_pod(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
+    name = mf.pod_name(d.name, d.generation)
+    d = d.move("create").but(pod=PodFacts(name=name))
+    ctx.tell("pod", pod_key(d), "create", manifest=mf.pod(d.name, d.namespace, d.generation, spec),
+             reply_to="session", reply_key=key, session=d.name, generation=d.generation)
+    return d
+
+
+def serve(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+    """Provisioning and Ready: fail on what the pod or a clone says, else route and wait for ready."""
+    verdict = _pod_verdict(d)
+    if verdict is not None:
+        return fail(ctx, key, d, *verdict)
+    if not running(d):
+        return d
+    d = endpoints.sync(ctx, key, d, spec, cfg)
+    if d.phase == "Provisioning" and d.pod.ready and _repos_synced(d):
+        d = d.move("serve")
+    return d
+
+
+def running(d: SessionDecision) -> bool:
+    return d.pod.phase == "Running" and d.pod.ip != ""
+
+
+def _pod_verdict(d: SessionDecision) -> tuple[str, str] | None:
+    p, serving = d.pod, d.phase == "Ready"
+    if p.gone:
+        where = "after serving" if serving else ("before serving" if running(d) else "before reaching Running")
+        return "PodGone", f"pod {p.name} disappeared {where}"
+    if p.phase in ("Failed", "Succeeded"):
+        tail = f" ({p.detail})" if p.detail else ""
+        what = f"session pod {p.name} reached {p.phase}" + ("" if serving else " before serving")
+        return "PodFailed", what + tail
+    clone = _clone_error(d)
+    if clone is not None and not serving:
+        return "CloneFailed", clone
+    return None
+
+
+def _node_status(r: RepoFacts, node: str) -> dict[str, Any]:
+    got = r.nodes.get(node)
+    return got if isinstance(got, dict) else {}
+
+
+def _clone_error(d: SessionDecision) -> str | None:
+    for r in d.repos:
+        st = _node_status(r, d.pod.node) if d.pod.node else {}
+        if st.get("lastError") and not st.get("synced"):
+            return f"repository {r.url} failed to clone on node {d.pod.node}: {st['lastError']}"
+    return None
+
+
+def _repos_synced(d: SessionDecision) -> bool:
+    return bool(d.pod.node) and all(_node_status(r, d.pod.node).get("synced") is True for r in d.repos) \
+        if d.repos else True
+
+
+def unsynced(d: SessionDecision) -> list[str]:
+    return [r.url for r in d.repos if _node_status(r, d.pod.node).get("synced") is not True]
+
+
+# -- deadlines -------------------------------------------------------------------------------------
+
+def arm_deadlines(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+    """Start deadline while the pod is not Running, ready deadline once it is; cancelled otherwise."""
+    provisioning = d.phase == "Provisioning"
+    _want_timer(ctx, key, "start", provisioning and not running(d), d.start_ms)
+    _want_timer(ctx, key, "ready", provisioning and running(d), d.ready_ms)
+    return d
+
+
+def _want_timer(ctx: Any, key: str, name: str, wanted: bool, after_ms: int) -> None:
+    armed = ctx.timer_due(key, name) is not None
+    if not wanted and armed:
+        ctx.cancel_timer(key, name)
+    elif wanted and not armed and ctx.now is not None:
+        ctx.set_timer(key, name, ctx.now + after_ms)
+
+
+__all__ = ["LIVE", "decide", "fail", "release", "delete_pod", "running", "spec_of", "teardown", "unsynced"]

@@ -1,0 +1,117 @@
+"""Pure builders for what a session creates: its pod, Service, Ingress and Secret.
+
+Guarantees:
+- Every manifest carries ``app.kubernetes.io/managed-by: kfold`` and ``kfold.dev/session``; the
+  pod also ``kfold.dev/generation``. Names are deterministic: pod ``<session>-g<N>``, Service and
+  Ingress ``<session>``, Secret ``<session>-env``.
+- No manifest carries a secret value. Env entries become ``valueFrom.secretKeyRef``; the session
+  Secret holds only the list of referenced names (an annotation), never data.
+- Service and Ingress are owner-referenced to the pod (by uid), so they go with it; a new
+  generation re-points them through the endpoints upsert.
+- The Service selects the pod by session AND generation, never a terminating predecessor.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.machines.session_spec import App, Port, Spec
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "kfold"}
+SESSION_LABEL = "kfold.dev/session"
+GENERATION_LABEL = "kfold.dev/generation"
+WORKSPACE = "workspace"
+
+
+def pod_name(session: str, generation: int) -> str:
+    return f"{session}-g{generation}"
+
+
+def secret_name(session: str) -> str:
+    return f"{session}-env"
+
+
+def labels(session: str, generation: int | None = None) -> dict[str, str]:
+    out = {**MANAGED_BY, SESSION_LABEL: session}
+    if generation is not None:
+        out[GENERATION_LABEL] = str(generation)
+    return out
+
+
+def host(port: Port, session: str, base_domain: str) -> str:
+    return f"{port.port}-{session}.{base_domain}"
+
+
+def pod(session: str, namespace: str, generation: int, spec: Spec) -> dict[str, Any]:
+    containers = [_workspace(spec)] + [_app(app, spec) for app in spec.apps]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod_name(session, generation), "namespace": namespace,
+                     "labels": labels(session, generation)},
+        "spec": {"restartPolicy": "Never", "containers": containers,
+                 "volumes": [{"name": WORKSPACE, "emptyDir": {}}]},
+    }
+
+
+def _workspace(spec: Spec) -> dict[str, Any]:
+    return {"name": WORKSPACE, "image": spec.image, "env": _env(spec),
+            "resources": {"limits": dict(spec.limits)} if spec.limits else {},
+            "volumeMounts": [{"name": WORKSPACE, "mountPath": "/workspace"}]}
+
+
+def _app(app: App, spec: Spec) -> dict[str, Any]:
+    interactive = app.io in ("tty", "pipe", "streams")
+    return {"name": f"app-{app.name}", "image": spec.image, "env": _env(spec),
+            "ports": [{"containerPort": p.port, "protocol": p.protocol} for p in app.ports],
+            "stdin": interactive, "tty": app.io == "tty",
+            "volumeMounts": [{"name": WORKSPACE, "mountPath": "/workspace"}]}
+
+
+def _env(spec: Spec) -> list[dict[str, Any]]:
+    return [{"name": e.name, "valueFrom": {"secretKeyRef": {"name": e.secret, "key": e.key}}} for e in spec.env]
+
+
+def secret(session: str, namespace: str, spec: Spec) -> dict[str, Any]:
+    refs = ",".join(f"{e.name}={e.secret}/{e.key}" for e in spec.env)
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": secret_name(session), "namespace": namespace, "labels": labels(session),
+                         "annotations": {"kfold.dev/env-refs": refs}}}
+
+
+def _owner(pod: str, uid: str) -> list[dict[str, Any]]:
+    return [{"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid}]
+
+
+def service(session: str, namespace: str, generation: int, uid: str,
+            routed: tuple[tuple[str, Port], ...]) -> dict[str, Any]:
+    ports = [{"name": f"{p.protocol.lower()}-{p.port}", "port": p.port, "targetPort": p.port,
+              "protocol": p.protocol} for _, p in routed]
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": session, "namespace": namespace, "labels": labels(session),
+                         "ownerReferences": _owner(pod_name(session, generation), uid)},
+            "spec": {"type": "ClusterIP", "selector": labels(session, generation), "ports": ports}}
+
+
+def ingress(session: str, namespace: str, generation: int, uid: str,
+            routed: tuple[tuple[str, Port], ...], base_domain: str) -> dict[str, Any]:
+    rules = [_rule(session, p, base_domain) for _, p in routed if p.protocol == "TCP"]
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": session, "namespace": namespace, "labels": labels(session),
+                         "ownerReferences": _owner(pod_name(session, generation), uid)},
+            "spec": {"rules": rules}}
+
+
+def _rule(session: str, port: Port, base_domain: str) -> dict[str, Any]:
+    backend = {"service": {"name": session, "port": {"number": port.port}}}
+    return {"host": host(port, session, base_domain),
+            "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}}
+
+
+def for_replace(manifest: dict[str, Any], existing: dict[str, Any]) -> dict[str, Any]:
+    """The manifest to PUT over ``existing``: its resourceVersion (the write conflicts rather than
+    clobbers) and, for a Service, its assigned ``clusterIP``/``clusterIPs`` (immutable)."""
+    md = {**manifest["metadata"], "resourceVersion": existing.get("metadata", {}).get("resourceVersion", "")}
+    out = {**manifest, "metadata": md}
+    if manifest["kind"] == "Service":
+        have = existing.get("spec", {})
+        out["spec"] = {**manifest["spec"], **{k: have[k] for k in ("clusterIP", "clusterIPs") if k in have}}
+    return out

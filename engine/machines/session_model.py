@@ -1,0 +1,145 @@
+"""The session machine's decision records and its transition table, as data.
+
+Guarantees:
+- Everything here is frozen and JSON-serializable (snapshots). Records hold facts reduced from
+  objects (uid, resourceVersion, phase, names, due times), never whole objects; the one exception
+  is the Session's raw ``spec``, kept so a later ``session.configure`` can re-validate it.
+- The session table holds two record kinds under one discriminator: per-Session ``SessionDecision``
+  (keys are Session keys) and one ``SessionConfig`` under the key ``CONFIG_KEY`` (not an object
+  key). ``SessionEntry.model_validate`` reads either back (snapshot loading).
+- ``TABLE`` is the only place phases change (``move``); an event the table does not allow in the
+  current phase raises ``IllegalTransition`` naming both: a bug, never silently ignored.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, TypeAdapter
+
+from engine.machines.base import Decision, Table
+
+CONFIG_KEY = "#config"
+FINALIZER = "kfold.dev/teardown"
+DEFAULT_START_MS = 180_000
+DEFAULT_READY_MS = 120_000
+
+PHASES = ("Pending", "Creating", "Provisioning", "Ready", "Suspended", "Stopping", "Stopped", "Failed")
+BRINGING_UP = ("Pending", "Creating", "Provisioning")
+LIVE = ("Pending", "Creating", "Provisioning", "Ready")
+
+TABLE = Table("session", PHASES, [
+    ("begin", ["Pending", "Creating", "Provisioning", "Ready", "Suspended", "Stopped", "Failed"], "Pending"),
+    ("create", "Pending", "Creating"),
+    ("created", "Creating", "Provisioning"),
+    ("serve", "Provisioning", "Ready"),
+    ("fail", ["Pending", "Creating", "Provisioning", "Ready", "Suspended", "Stopped", "Failed"], "Failed"),
+    ("suspend", ["Pending", "Creating", "Provisioning", "Ready", "Failed"], "Suspended"),
+    ("stop", ["Pending", "Creating", "Provisioning", "Ready", "Suspended", "Failed", "Stopped"], "Stopping"),
+    ("stopped", "Stopping", "Stopped"),
+], initial="Pending")
+
+
+class SessionConfig(Decision):
+    """From ``session.configure`` (appended by the daemon at boot from its validated config)."""
+
+    kind: Literal["config"] = "config"
+    clusters: tuple[str, ...] = ()
+    base_domain: str = ""
+    start_ms: int = DEFAULT_START_MS
+    ready_ms: int = DEFAULT_READY_MS
+
+
+class PodFacts(Decision):
+    """The current generation's pod, as far as kfold knows it."""
+
+    name: str = ""
+    uid: str = ""
+    rv: str = ""
+    created: bool = False      # pod_created received (made or adopted)
+    phase: str = ""            # Pod status.phase
+    ip: str = ""
+    node: str = ""
+    ready: bool = False        # the workspace container's readiness
+    detail: str = ""           # status.reason/message, for a terminal phase
+    gone: bool = False
+    provisioning: str = ""     # the last provisioning message reported
+
+
+class RepoFacts(Decision):
+    url: str
+    key: str
+    ensured: bool = False
+    nodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class Run(Decision):
+    app: str
+    generation: int
+    reason: str
+    exitCode: int | None = None
+
+
+class Upsert(Decision):
+    """One endpoint object (Service or Ingress): create; on AlreadyExists read, then replace."""
+
+    stage: Literal["idle", "create", "read", "replace", "delete"] = "idle"
+    sending: str = ""          # digest of the manifest in flight
+    have: str = ""             # digest of what the apiserver last accepted ("" = nothing routed)
+    tries: int = 0
+    error: str = ""
+
+
+class Failure(Decision):
+    reason: str
+    message: str
+
+
+class SessionDecision(Decision):
+    kind: Literal["session"] = "session"
+    name: str
+    namespace: str
+    home: str
+    uid: str = ""
+    rv: str = ""
+    spec_raw: dict[str, Any] = Field(default_factory=dict)
+    deleting: bool = False
+    finalizers: tuple[str, ...] = ()
+    gone: bool = False                     # the Session itself was deleted
+    phase: str = "Pending"
+    generation: int = 0
+    target: str = ""                       # the cluster the pod runs on
+    shape: str = ""                        # session_spec.shape of the current generation
+    failed_spec: str = ""                  # the spec that failed; a different one retries
+    finalizer_step: str = ""               # "" | "sent" | "done"
+    namespace_step: str = ""
+    secret_step: str = ""
+    repos: tuple[RepoFacts, ...] = ()
+    pod: PodFacts = PodFacts()
+    repos_step: str = ""
+    abandoned: tuple[str, ...] = ()        # pod keys whose create was in flight when let go
+    releasing: tuple[str, ...] = ()        # pod keys asked to be deleted, not yet gone
+    runs: tuple[Run, ...] = ()
+    service: Upsert = Upsert()
+    ingress: Upsert = Upsert()
+    teardown: tuple[str, ...] = ()         # kinds still to delete on stop: Service, Ingress, Secret
+    teardown_sent: bool = False
+    failure: Failure | None = None
+    blocked: str = ""                      # why a teardown cannot finish
+    start_ms: int = DEFAULT_START_MS
+    ready_ms: int = DEFAULT_READY_MS
+    status_written: str = ""
+
+    def move(self, event: str) -> "SessionDecision":
+        return self.but(phase=TABLE.next(self.phase, event))
+
+
+_Entry = Annotated[Union[SessionDecision, SessionConfig], Field(discriminator="kind")]
+_ENTRY: TypeAdapter[Any] = TypeAdapter(_Entry)
+
+
+class SessionEntry:
+    """The session table's record type for snapshots: either kind, told apart by ``kind``."""
+
+    @staticmethod
+    def model_validate(data: Any) -> SessionDecision | SessionConfig:
+        return _ENTRY.validate_python(data)

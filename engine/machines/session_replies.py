@@ -1,0 +1,137 @@
+"""Facts from other machines and from observed pods, folded into a session's decision record.
+
+Guarantees:
+- Pure bookkeeping: these functions record what a reply or a pod says and decide nothing beyond
+  what the fact itself settles (a failed create/namespace/repository fails the bring-up; a pod
+  created for a generation that was let go is deleted). ``session_flow.decide`` runs afterwards.
+- Only the current generation's pod updates pod facts; a predecessor's events are ignored (the pod
+  machine reports its deletion with ``pod_gone``).
+- A provisioning message is recorded when it differs from the last one (each reported once);
+  an ended ``app-<name>`` container is recorded once per generation, with a Kubernetes Event.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from engine.effects.models import RecordEvent
+from engine.machines import session_flow as flow
+from engine.machines.base import split_key
+from engine.machines.session_model import BRINGING_UP, PodFacts, Run, SessionDecision
+from engine.machines.session_observe import PodView
+
+MAX_RUNS = 50
+
+
+def pod_observed(ctx: Any, rec: Any, view: PodView, save: Callable[..., None]) -> None:
+    if not view.session:
+        return
+    for key, d in list(ctx.items()):
+        if (isinstance(d, SessionDecision) and d.name == view.session and d.namespace == rec.namespace
+                and d.target == rec.cluster and d.pod.name == view.name):
+            save(ctx, key, _pod_facts(ctx, key, d, view, rec.event == "DELETED"))
+
+
+def _pod_facts(ctx: Any, key: str, d: SessionDecision, v: PodView, deleted: bool) -> SessionDecision:
+    if deleted and d.pod.uid and v.uid and v.uid != d.pod.uid:
+        return d  # a different pod under the current name went away: not ours
+    p = d.pod.but(uid=v.uid or d.pod.uid, rv=v.rv, phase=v.phase, ip=v.ip, node=v.node, ready=v.ready,
+                  detail=v.detail, gone=deleted)
+    if d.phase == "Provisioning" and v.phase == "Pending" and v.provisioning and v.provisioning != p.provisioning:
+        ctx.log(key, f"session {d.name}: {v.provisioning}", pod=v.name)
+        p = p.but(provisioning=v.provisioning)
+    return _runs_ended(ctx, key, d.but(pod=p), v)
+
+
+def _runs_ended(ctx: Any, key: str, d: SessionDecision, v: PodView) -> SessionDecision:
+    if d.phase not in ("Provisioning", "Ready"):
+        return d
+    seen = {r.app for r in d.runs if r.generation == d.generation}
+    new = [e for e in v.ended if e.app not in seen]
+    for e in new:
+        ctx.emit(RecordEvent, key, cluster=d.target, namespace=d.namespace,
+                 involved={"apiVersion": "v1", "kind": "Pod", "name": v.name, "uid": v.uid, "namespace": d.namespace},
+                 reason="RunEnded", message=f"app {e.app}: {e.reason}", event_type="Warning" if e.exit_code else "Normal",
+                 event_name=f"{v.name}.run-ended.{e.app}")
+    runs = d.runs + tuple(Run(app=e.app, generation=d.generation, reason=e.reason, exitCode=e.exit_code) for e in new)
+    return d.but(runs=runs[-MAX_RUNS:]) if new else d
+
+
+# -- replies from the pod and repo machines -------------------------------------------------------
+
+def on_message(ctx: Any, key: str, d: SessionDecision, message: str, args: dict[str, Any]) -> SessionDecision:
+    handler = _HANDLERS.get(message)
+    if handler is None:
+        raise ValueError(f"session: unknown message {message!r}")
+    return handler(ctx, key, d, args)
+
+
+def _namespace_ready(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+    return d.but(namespace_step="done") if d.namespace_step == "sent" else d
+
+
+def _namespace_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+    if d.phase != "Pending" or d.namespace_step != "sent":
+        return d
+    return flow.fail(ctx, key, d, "NamespaceFailed", str(args.get("reason", "")))
+
+
+def _repo(d: SessionDecision, repo_key: str, **changes: Any) -> SessionDecision:
+    return d.but(repos=tuple(r.but(**changes) if r.key == repo_key else r for r in d.repos))
+
+
+def _repo_ensured(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+    return _repo(d, args["repo"], ensured=True)
+
+
+def _repo_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+    hit = next((r for r in d.repos if r.key == args["repo"]), None)
+    if hit is None or d.phase not in BRINGING_UP:
+        return d
+    return flow.fail(ctx, key, d, "RepoFailed", f"repository {hit.url}: {args.get('reason', '')}")
+
+
+def _repo_status(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+    return _repo(d, args["repo"], nodes=dict(args.get("nodes") or {}))
+
+
+def _pod_created(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+    pk = args["pod"]
+    if pk in d.abandoned:
+        d = d.but(abandoned=tuple(k for k in d.abandoned if k != pk))
+        return flow.delete_pod(ctx, key, d, pk, "created for a generation that was let go")
+    if d.phase != "Creating" or pk != flow.pod_key(d):
+        return d
+    how = "adopted" if args.get("adopted") else "created"
+    ctx.log(key, f"session {d.name}: pod {d.pod.name} {how}", uid=args.get("uid", ""))
+    return d.move("created").but(pod=d.pod.but(created=True, uid=args.get("uid") or d.pod.uid))
+
+
+def _pod_create_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+    pk = args["pod"]
+    if pk in d.abandoned:
+        return d.but(abandoned=tuple(k for k in d.abandoned if k != pk))
+    if d.phase != "Creating" or pk != flow.pod_key(d):
+        return d
+    return flow.fail(ctx, key, d.but(pod=PodFacts()), "PodCreateFailed", str(args.get("reason", "")))
+
+
+def _pod_gone(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+    pk = args["pod"]
+    d = d.but(releasing=tuple(k for k in d.releasing if k != pk))
+    return d.but(pod=d.pod.but(gone=True)) if d.pod.name and pk == flow.pod_key(d) else d
+
+
+def _pod_delete_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+    pk = args["pod"]
+    reason = f"pod {split_key(pk)[2]} could not be deleted: {args.get('reason', '')}"
+    ctx.log(key, reason, level="warning")
+    d = d.but(releasing=tuple(k for k in d.releasing if k != pk))
+    return d.but(blocked=reason) if d.phase == "Stopping" else d
+
+
+_HANDLERS = {
+    "namespace_ready": _namespace_ready, "namespace_failed": _namespace_failed,
+    "repo_ensured": _repo_ensured, "repo_failed": _repo_failed, "repo_status": _repo_status,
+    "pod_created": _pod_created, "pod_create_failed": _pod_create_failed,
+    "pod_gone": _pod_gone, "pod_delete_failed": _pod_delete_failed,
+}

@@ -1,0 +1,213 @@
+"""A Session's ``spec``, validated into a small frozen record, or the first field that is wrong.
+
+Guarantees:
+- ``validate`` is pure and total: any JSON-ish input gives either a ``Spec`` or a ``SpecError``
+  naming the field path (``spec.apps[1].name``) and the reason. It never raises on bad input.
+- A ``Spec`` holds no secret values: env entries are references (Secret name + key) only.
+- ``route_ports`` never drops a port silently: each declared port is either routed or rejected
+  with a reason naming the app that already holds it.
+- ``shape`` is what a pod is built from; two specs with the same shape need no new pod. Ports are
+  not part of the shape: a pod's ``containerPort`` list is documentation, the Service and Ingress
+  are what route, so a ports-only change re-routes without a recreate.
+
+Caveats:
+- ``cluster`` defaults to the cluster the Session lives on; that cluster is always known.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from engine.machines.repo_names import RepoUrlError, cache_key
+
+IO_MODES = ("tty", "pipe", "streams", "none")
+PROTOCOLS = ("TCP", "UDP")
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MAX_APP_NAME = 59          # container ``app-<name>`` must fit a 63-character DNS label
+MAX_SESSION_NAME = 50      # room for ``-g<N>`` and Service/Ingress/Secret suffixes
+
+
+@dataclass(frozen=True, slots=True)
+class Port:
+    port: int
+    protocol: str = "TCP"
+
+
+@dataclass(frozen=True, slots=True)
+class App:
+    name: str
+    ports: tuple[Port, ...] = ()
+    io: str = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class EnvRef:
+    name: str
+    secret: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    image: str
+    apps: tuple[App, ...]
+    env: tuple[EnvRef, ...]
+    repositories: tuple[str, ...]
+    cluster: str
+    limits: tuple[tuple[str, str], ...]
+    suspended: bool
+    stopped: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SpecError:
+    field: str
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.field}: {self.reason}"
+
+
+class _Bad(Exception):
+    def __init__(self, field: str, reason: str):
+        super().__init__(field, reason)
+        self.error = SpecError(field, reason)
+
+
+def validate(raw: Any, home: str, clusters: tuple[str, ...], name: str = "") -> Spec | SpecError:
+    """``raw`` is the Session's ``spec``; ``home`` the cluster it lives on; ``clusters`` known names."""
+    try:
+        return _spec(raw if raw is not None else {}, home, clusters, name)
+    except _Bad as bad:
+        return bad.error
+
+
+def _spec(raw: Any, home: str, clusters: tuple[str, ...], name: str) -> Spec:
+    _need(isinstance(raw, dict), "spec", "must be an object")
+    _need(len(name) <= MAX_SESSION_NAME, "metadata.name",
+          f"at most {MAX_SESSION_NAME} characters (pods are named <session>-g<N>)")
+    image = raw.get("image")
+    _need(isinstance(image, str) and image.strip() != "", "spec.image", "required: the image to run")
+    return Spec(
+        image=image, apps=_apps(raw.get("apps", [])), env=_env(raw.get("env", [])),
+        repositories=_repos(raw.get("repositories", [])), cluster=_cluster(raw.get("cluster"), home, clusters),
+        limits=_limits(raw.get("resources", {})), suspended=_flag(raw, "suspended"), stopped=_flag(raw, "stopped"))
+
+
+def _need(ok: bool, field: str, reason: str) -> None:
+    if not ok:
+        raise _Bad(field, reason)
+
+
+def _list(raw: Any, field: str) -> list[Any]:
+    _need(isinstance(raw, list), field, "must be a list")
+    return raw
+
+
+def _apps(raw: Any) -> tuple[App, ...]:
+    apps, seen = [], set()
+    for i, item in enumerate(_list(raw, "spec.apps")):
+        app = _app(item, f"spec.apps[{i}]")
+        _need(app.name not in seen, f"spec.apps[{i}].name", f"duplicate app name {app.name!r}")
+        seen.add(app.name)
+        apps.append(app)
+    return tuple(apps)
+
+
+def _app(raw: Any, where: str) -> App:
+    _need(isinstance(raw, dict), where, "must be an object")
+    name = raw.get("name")
+    _need(isinstance(name, str) and bool(_LABEL.match(name)) and len(name) <= MAX_APP_NAME, f"{where}.name",
+          f"{name!r} is not a DNS label of at most {MAX_APP_NAME} characters")
+    io = raw.get("io", "none")
+    _need(io in IO_MODES, f"{where}.io", f"{io!r} is not one of {', '.join(IO_MODES)}")
+    ports = tuple(_port(p, f"{where}.ports[{j}]") for j, p in enumerate(_list(raw.get("ports", []), f"{where}.ports")))
+    return App(name=name, ports=ports, io=io)
+
+
+def _port(raw: Any, where: str) -> Port:
+    value = raw.get("port") if isinstance(raw, dict) else raw
+    ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
+    _need(ok, f"{where}.port", f"{value!r} is not a port number between 1 and 65535")
+    protocol = str(raw.get("protocol", "TCP")).upper() if isinstance(raw, dict) else "TCP"
+    _need(protocol in PROTOCOLS, f"{where}.protocol", f"{protocol!r} is not one of {', '.join(PROTOCOLS)}")
+    return Port(value, protocol)
+
+
+def _env(raw: Any) -> tuple[EnvRef, ...]:
+    out = []
+    for i, item in enumerate(_list(raw, "spec.env")):
+        ref = item.get("secretRef") if isinstance(item, dict) else None
+        ok = isinstance(ref, dict) and all(isinstance(ref.get(k), str) and ref.get(k) for k in ("name", "key"))
+        _need(ok and isinstance(item.get("name"), str) and item["name"] != "", f"spec.env[{i}]",
+              "needs a name and secretRef {name, key}; literal values are not accepted")
+        out.append(EnvRef(item["name"], ref["name"], ref["key"]))
+    return tuple(out)
+
+
+def _repos(raw: Any) -> tuple[str, ...]:
+    urls = []
+    for i, item in enumerate(_list(raw, "spec.repositories")):
+        url = item.get("url") if isinstance(item, dict) else None
+        _need(isinstance(url, str) and url != "", f"spec.repositories[{i}].url", "required")
+        try:
+            cache_key(url)
+        except RepoUrlError as exc:
+            raise _Bad(f"spec.repositories[{i}].url", exc.reason) from None
+        urls.append(url)
+    return tuple(dict.fromkeys(urls))
+
+
+def _cluster(raw: Any, home: str, clusters: tuple[str, ...]) -> str:
+    if raw in (None, ""):
+        return home
+    _need(isinstance(raw, str) and (raw == home or raw in clusters), "spec.cluster",
+          f"unknown cluster {raw!r}; known: {', '.join(sorted({home, *clusters}))}")
+    return raw
+
+
+def _limits(raw: Any) -> tuple[tuple[str, str], ...]:
+    _need(isinstance(raw, dict), "spec.resources", "must be an object")
+    limits = raw.get("limits", {})
+    _need(isinstance(limits, dict), "spec.resources.limits", "must be an object")
+    return tuple(sorted((str(k), str(v)) for k, v in limits.items()))
+
+
+def _flag(raw: dict[str, Any], name: str) -> bool:
+    value = raw.get(name, False)
+    _need(isinstance(value, bool), f"spec.{name}", "must be true or false")
+    return value
+
+
+# -- what the spec means ------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    app: str
+    port: Port
+    reason: str
+
+
+def route_ports(apps: tuple[App, ...]) -> tuple[tuple[tuple[str, Port], ...], tuple[Rejected, ...]]:
+    """(routed (app, port) pairs, rejected ports). The first app to declare a port keeps it."""
+    owner: dict[Port, str] = {}
+    routed, rejected = [], []
+    for app in apps:
+        for port in app.ports:
+            if port in owner:
+                who = "it already" if owner[port] == app.name else f"app {owner[port]!r} already"
+                rejected.append(Rejected(app.name, port, f"{who} declares {port.protocol} port {port.port}"))
+                continue
+            owner[port] = app.name
+            routed.append((app.name, port))
+    return tuple(routed), tuple(rejected)
+
+
+def shape(spec: Spec) -> str:
+    """What the pod is built from (everything but ports and the suspend/stop flags), as a digest."""
+    return json.dumps([spec.image, [(a.name, a.io) for a in spec.apps],
+                       [(e.name, e.secret, e.key) for e in spec.env], list(spec.repositories),
+                       spec.cluster, list(spec.limits)], separators=(",", ":"))

@@ -1,0 +1,112 @@
+"""What a Session's status says, computed from the decision record; written only when it changes.
+
+Guarantees:
+- ``compute`` is a pure function of (decision, validated spec, config): the same facts always
+  give the same status, byte for byte (``digest``).
+- ``write`` emits one ``PatchObject(subresource="status")`` only when the status differs from the
+  last one written (kept in ``status_written``); a failed write clears that, so the next decision
+  writes again. A Session that is gone is never written.
+- Every field the CRD declares is present (``None`` clears a field under a JSON merge patch), so a
+  stale provisioning message or pod name never lingers.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.effects.models import PatchObject
+from engine.machines.session_manifests import host, pod_name
+from engine.machines.session_model import SessionConfig, SessionDecision
+from engine.machines.session_spec import Spec, SpecError, route_ports
+
+API_VERSION = "kfold.dev/v1alpha1"
+
+
+def compute(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> dict[str, Any]:
+    live = d.phase in ("Creating", "Provisioning", "Ready") and d.pod.name != ""
+    return {
+        "phase": d.phase,
+        "generation": d.generation,
+        "podName": d.pod.name if live else None,
+        "endpoints": _endpoints(d, spec, cfg) if live and d.service.have else [],
+        "provisioningMessage": d.pod.provisioning or None if d.phase == "Provisioning" else None,
+        "runs": [r.model_dump() for r in d.runs],
+        "conditions": _conditions(d, spec),
+    }
+
+
+def _endpoints(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> list[dict[str, Any]]:
+    if isinstance(spec, SpecError):
+        return []
+    out = []
+    for app, port in route_ports(spec.apps)[0]:
+        if port.protocol == "TCP" and cfg.base_domain:
+            name = host(port, d.name, cfg.base_domain)
+            out.append({"app": app, "port": port.port, "host": name, "url": f"http://{name}"})
+        else:
+            name = f"{d.name}.{d.namespace}.svc"
+            out.append({"app": app, "port": port.port, "host": name, "url": f"{port.protocol.lower()}://{name}:{port.port}"})
+    return out
+
+
+def _cond(type_: str, ok: bool, reason: str, message: str) -> dict[str, str]:
+    return {"type": type_, "status": "True" if ok else "False", "reason": reason, "message": message}
+
+
+def _conditions(d: SessionDecision, spec: Spec | SpecError) -> list[dict[str, str]]:
+    if isinstance(spec, SpecError):
+        return [_cond("SpecValid", False, "InvalidSpec", spec.message), _ready(d)]
+    out = [_cond("SpecValid", True, "Valid", "spec accepted"), _ready(d)]
+    rejected = route_ports(spec.apps)[1]
+    if rejected:
+        text = "; ".join(f"app {r.app!r} {r.port.protocol} port {r.port.port} rejected: {r.reason}" for r in rejected)
+        out.append(_cond("PortsRouted", False, "PortConflict", text))
+    elif spec.apps:
+        out.append(_cond("PortsRouted", True, "AllRouted", "every declared port is routed"))
+    errors = [f"{k}: {u.error}" for k, u in (("Service", d.service), ("Ingress", d.ingress)) if u.error]
+    if errors:
+        out.append(_cond("EndpointsPublished", False, "UpsertFailed", "; ".join(errors)))
+    if d.blocked:
+        out.append(_cond("TeardownComplete", False, "TeardownBlocked", d.blocked))
+    return out
+
+
+_WAITING = {
+    "Pending": ("Preparing", "preparing namespace, repositories and secret"),
+    "Creating": ("CreatingPod", "creating pod {pod}"),
+    "Provisioning": ("Provisioning", "waiting for pod {pod} to serve"),
+    "Suspended": ("Suspended", "suspended; the pod was released"),
+    "Stopping": ("Stopping", "tearing down"),
+    "Stopped": ("Stopped", "stopped"),
+}
+
+
+def _ready(d: SessionDecision) -> dict[str, str]:
+    if d.phase == "Ready":
+        return _cond("Ready", True, "Serving", f"pod {d.pod.name} is serving")
+    if d.phase == "Failed" and d.failure is not None:
+        return _cond("Ready", False, d.failure.reason, d.failure.message)
+    reason, text = _WAITING.get(d.phase, ("Failed", "failed"))
+    return _cond("Ready", False, reason, text.format(pod=d.pod.name or pod_name(d.name, d.generation)))
+
+
+def digest(status: dict[str, Any]) -> str:
+    return json.dumps(status, sort_keys=True, separators=(",", ":"))
+
+
+def write(ctx: Any, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> SessionDecision:
+    """Emit a status patch if the status changed since the last write; returns the decision."""
+    if d.gone or (d.deleting and finalizer_released(d)):
+        return d
+    status = compute(d, spec, cfg)
+    text = digest(status)
+    if text == d.status_written:
+        return d
+    ctx.emit(PatchObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
+             namespace=d.namespace, name=d.name, patch={"status": status}, subresource="status")
+    return d.but(status_written=text)
+
+
+def finalizer_released(d: SessionDecision) -> bool:
+    """The finalizer removal was sent: the Session may vanish at any moment; stop writing to it."""
+    return d.phase == "Stopped" and d.finalizer_step == "removing"

@@ -1,0 +1,159 @@
+"""Session bring-up: create, provisioning messages, deadlines on the server clock, pod failures."""
+from __future__ import annotations
+
+import pytest
+
+from engine.core import Machines
+from engine.machines import all_machines
+from engine.machines.base import Machine
+from engine.machines.repo_names import cache_key
+from engine.machines.session_model import FINALIZER
+from tests.conftest import run_in_all_worlds
+from tests.scenario.test_session_support import KEY, SPEC, World, at, pod_obj, session_obj
+
+pytestmark = pytest.mark.usefixtures("frozen_world")
+
+
+def test_a_session_comes_up_in_order_and_serves_on_its_endpoints():
+    w = World()
+    w.submit(SPEC)
+    assert w.effects("patch", "Session")[0].patch["metadata"]["finalizers"] == [FINALIZER]
+    assert not w.pending("create", "Pod"), "nothing is created before the finalizer holds"
+    w.to_ready()
+    pod = w.effects("create", "Pod")[0]
+    assert pod.name == "demo-g1"
+    assert pod.manifest["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "kfold",
+                                                  "kfold.dev/session": "demo", "kfold.dev/generation": "1"}
+    assert w.phase == "Ready"
+    assert w.status()["podName"] == "demo-g1"
+    assert w.status()["endpoints"] == [{"app": "web", "port": 8080, "host": "8080-demo.sessions.example.test",
+                                        "url": "http://8080-demo.sessions.example.test"}]
+
+
+def test_the_session_secret_holds_references_never_values():
+    w = World().to_creating({**SPEC, "env": [{"name": "TOKEN", "secretRef": {"name": "creds", "key": "tok"}}]})
+    secret = w.effects("create", "Secret")[0].manifest
+    assert "data" not in secret and "stringData" not in secret
+    pod = w.pending("create", "Pod")[0].manifest
+    env = pod["spec"]["containers"][0]["env"]
+    assert env == [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "tok"}}}]
+
+
+def test_provisioning_messages_are_reported_each_once():
+    w = World().to_provisioning()
+    w.observe_pod(2, unscheduled="0/3 nodes are available: insufficient cpu")
+    first = len(w.effects("patch", "Session"))
+    w.observe_pod(3, unscheduled="0/3 nodes are available: insufficient cpu", rv="11")
+    assert len(w.effects("patch", "Session")) == first, "the same message is not reported twice"
+    w.observe_pod(4, waiting=("ImagePullBackOff", "Back-off pulling image"), rv="12")
+    assert w.status()["provisioningMessage"] == "container workspace: ImagePullBackOff: Back-off pulling image"
+    w.run_pod(5)
+    assert w.status()["provisioningMessage"] is None
+
+
+@pytest.mark.parametrize("late", [0, 30], ids=["exactly-at-due", "past-due"])
+def test_a_pod_not_running_by_the_start_deadline_fails_the_session(late):
+    w = World().to_provisioning(when=1)
+    w.observe_pod(100, waiting=("ContainerCreating", ""))
+    w.s.advance_to(at(1 + 180 + late))
+    assert w.phase == "Failed"
+    assert w.condition("Ready")["reason"] == "StartDeadlineExceeded"
+    assert w.pending("delete", "Pod"), "the abandoned pod is released through the pod machine"
+
+
+def test_a_pod_running_before_the_start_deadline_is_not_failed_by_it():
+    w = World().to_provisioning(when=1)
+    w.run_pod(180.999, ready=False)
+    w.s.advance_to(at(181))
+    assert w.phase == "Provisioning"
+    w.s.advance_to(at(181 + 120))
+    assert w.phase == "Failed"
+    assert w.condition("Ready")["reason"] == "ReadyDeadlineExceeded"
+    assert "workspace container" in w.condition("Ready")["message"]
+
+
+def test_deadlines_wait_for_a_server_time_rather_than_guess():
+    w = World().to_creating()
+    w.s.outcome(w.pending("create", "Pod")[0], "ok", None, obj=pod_obj(1))
+    assert not [t for t in w.s.state.timers.values() if t.machine == "session"]
+    w.observe_pod(50)
+    assert w.s.state.next_due() == at(50 + 180)
+
+
+def test_a_pod_gone_before_running_fails_with_that_reason_not_a_timeout():
+    w = World().to_provisioning()
+    w.observe_pod(2, event="DELETED")
+    assert w.phase == "Failed"
+    assert w.condition("Ready") == {"type": "Ready", "status": "False", "reason": "PodGone",
+                                    "message": "pod demo-g1 disappeared before reaching Running"}
+    assert not [t for t in w.s.state.timers.values() if t.machine == "session"]
+
+
+def test_a_pod_failed_before_ready_fails_the_bring_up_with_the_pods_reason():
+    w = World().to_provisioning()
+    w.observe_pod(2, phase="Failed")
+    assert w.phase == "Failed"
+    assert w.condition("Ready")["reason"] == "PodFailed"
+    assert "reached Failed before serving" in w.condition("Ready")["message"]
+
+
+URL = "https://github.com/org/app.git"
+
+
+def _with_repository(w: World) -> str:
+    """Bring up to the pod create with one repository; the repo machine's answers are relayed."""
+    w.submit({**SPEC, "repositories": [{"url": URL}]})
+    w.rv += 1
+    w.answer("patch", "Session", obj=session_obj(w.spec, rv=str(w.rv), finalizers=(FINALIZER,)))
+    w.answer("ensure_namespace", None)
+    repo = w.decision().repos[0].key
+    assert repo == f"local/team/{cache_key(URL)}"
+    _relay(w, "repo_ensured", repo=repo, url=URL)
+    w.answer("create", "Secret")
+    w.answer("create", "Pod", obj=pod_obj(1))
+    w.run_pod(5, node="node-a")
+    return repo
+
+
+def test_ready_waits_for_each_repository_synced_on_the_pods_node():
+    w = World()
+    repo = _with_repository(w)
+    assert w.phase == "Provisioning", "the workspace is ready but the repository is not synced yet"
+    _relay(w, "repo_status", repo=repo, nodes={"node-b": {"present": True, "synced": True}})
+    assert w.phase == "Provisioning", "synced on another node does not count"
+    _relay(w, "repo_status", repo=repo, nodes={"node-a": {"present": True, "synced": True}})
+    assert w.phase == "Ready"
+
+
+def test_a_failed_clone_on_the_pods_node_fails_with_gits_own_error():
+    w = World()
+    repo = _with_repository(w)
+    git = "fatal: repository 'https://github.com/org/app.git/' not found"
+    _relay(w, "repo_status", repo=repo, nodes={"node-a": {"present": False, "synced": False, "attempted": True,
+                                                          "lastError": git}})
+    assert w.phase == "Failed"
+    assert w.condition("Ready")["reason"] == "CloneFailed"
+    assert git in w.condition("Ready")["message"]
+
+
+def _relay(w: World, message: str, **args) -> None:
+    """Deliver a repo machine reply to the session, as the repo machine would within a fold step."""
+
+    class Relay(Machine):
+        name = "relay"
+        commands = frozenset({"test.relay"})
+
+        def on_command(self, ctx, rec):
+            ctx.tell("session", KEY, message, **args)
+
+    w.s.machines = Machines([*all_machines(), Relay()])
+    w.s.command("test.relay", at(7))
+
+
+def test_bring_up_is_identical_whatever_the_wall_clock_says():
+    def scenario():
+        w = World().to_provisioning(when=1)
+        w.observe_pod(2, waiting=("ErrImagePull", "pull access denied"))
+        w.s.advance_to(at(1 + 180))
+        return w.s.transcript()
+    run_in_all_worlds(scenario)

@@ -1,0 +1,62 @@
+"""Endpoints: Service and Ingress upserted for the declared ports, re-routed without a new pod."""
+from __future__ import annotations
+
+import pytest
+
+from tests.scenario.test_session_support import SPEC, World
+
+pytestmark = pytest.mark.usefixtures("frozen_world")
+
+EXISTING_SERVICE = {"metadata": {"name": "demo", "resourceVersion": "77"},
+                    "spec": {"clusterIP": "10.96.0.12", "clusterIPs": ["10.96.0.12"]}}
+
+
+def test_one_service_and_one_ingress_owned_by_the_pod_route_every_port():
+    w = World().to_provisioning(when=1)
+    w.run_pod(5)
+    service = w.pending("create", "Service")[0].manifest
+    ingress = w.pending("create", "Ingress")[0].manifest
+    owner = [{"apiVersion": "v1", "kind": "Pod", "name": "demo-g1", "uid": "pod-uid-1"}]
+    assert service["metadata"]["ownerReferences"] == owner == ingress["metadata"]["ownerReferences"]
+    assert [p["port"] for p in service["spec"]["ports"]] == [8080]
+    assert [r["host"] for r in ingress["spec"]["rules"]] == ["8080-demo.sessions.example.test"]
+
+
+def test_an_existing_service_is_read_then_replaced_keeping_its_cluster_ip_and_resource_version():
+    w = World().to_provisioning(when=1)
+    w.run_pod(5)
+    w.answer("create", "Service", "already_exists", when=6)
+    w.answer("get", "Service", when=7, obj=EXISTING_SERVICE)
+    replace = w.pending("replace", "Service")[0].manifest
+    assert replace["metadata"]["resourceVersion"] == "77"
+    assert (replace["spec"]["clusterIP"], replace["spec"]["clusterIPs"]) == ("10.96.0.12", ["10.96.0.12"])
+    w.answer("replace", "Service", when=8, obj={})
+    w.answer("create", "Ingress", when=8, obj={})
+    assert w.status()["endpoints"], "endpoints are reported once routed"
+
+
+def test_a_port_declared_by_two_apps_is_rejected_for_the_later_app_with_a_reason():
+    spec = {**SPEC, "apps": [{"name": "web", "ports": [{"port": 8080}]}, {"name": "api", "ports": [{"port": 8080}]}]}
+    w = World().to_provisioning(spec, when=1)
+    w.run_pod(5)
+    assert [p["port"] for p in w.pending("create", "Service")[0].manifest["spec"]["ports"]] == [8080]
+    cond = w.condition("PortsRouted")
+    assert cond["status"] == "False" and cond["reason"] == "PortConflict"
+    assert "app 'api' TCP port 8080 rejected: app 'web' already declares TCP port 8080" in cond["message"]
+
+
+def test_a_ports_only_change_re_routes_without_a_new_pod():
+    w = World().to_ready()
+    w.submit({**SPEC, "apps": [{"name": "web", "ports": [{"port": 8080}, {"port": 3000}], "io": "tty"}]}, 20)
+    w.answer("get", "Service", when=21, obj=EXISTING_SERVICE)
+    ports = [p["port"] for p in w.pending("replace", "Service")[0].manifest["spec"]["ports"]]
+    assert ports == [8080, 3000]
+    assert w.pod_creates() == ["demo-g1"] and not w.effects("delete", "Pod")
+    assert w.phase == "Ready"
+
+
+def test_no_ports_means_no_endpoints_and_an_unchanged_port_set_sends_nothing():
+    w = World().to_provisioning({**SPEC, "apps": [{"name": "cli"}]}, when=1)
+    w.run_pod(5)
+    assert not w.effects("create", "Service") and not w.effects("create", "Ingress")
+    assert w.phase == "Ready"

@@ -1,0 +1,163 @@
+"""Suspend, resume, set-apps, stop, delete, crash recovery, runs ending, bad input."""
+from __future__ import annotations
+
+import pytest
+
+from engine.machines.session_model import FINALIZER
+from tests.scenario.test_session_support import SPEC, World, at, pod_obj
+
+pytestmark = pytest.mark.usefixtures("frozen_world")
+
+TWO_APPS = {**SPEC, "apps": [*SPEC["apps"], {"name": "api", "ports": [{"port": 9090}]}]}
+
+
+def _pod_gone(w: World, gen: int, when: float) -> None:
+    """Answer the pod machine's fenced delete, then its watch sees the pod go."""
+    w.answer("delete", "Pod", when=when)
+    w.observe_pod(when, gen=gen, event="DELETED")
+
+
+def test_suspend_during_bring_up_releases_the_pod_once_its_create_answers():
+    w = World().to_creating()
+    w.submit({**SPEC, "suspended": True}, 2)
+    assert w.phase == "Suspended"
+    assert not w.pending("delete", "Pod"), "no delete races the create in flight"
+    w.answer("create", "Pod", when=3, obj=pod_obj(1))
+    delete = w.pending("delete", "Pod")[0]
+    assert (delete.name, delete.uid) == ("demo-g1", "pod-uid-1")
+
+
+def test_resume_is_a_fresh_generation_with_a_fresh_pod_name():
+    w = World().to_ready()
+    w.submit({**SPEC, "suspended": True}, 10)
+    _pod_gone(w, 1, 11)
+    assert w.phase == "Suspended" and w.status()["podName"] is None
+    w.submit(SPEC, 20)
+    w.answer("ensure_namespace", None, when=21)
+    w.answer("create", "Secret", when=21)
+    assert w.pod_creates() == ["demo-g1", "demo-g2"]
+    assert w.phase == "Creating"
+
+
+def test_suspend_twice_changes_nothing():
+    w = World().to_ready()
+    w.submit({**SPEC, "suspended": True}, 10)
+    before = len(w.s.effects)
+    w.submit({**SPEC, "suspended": True}, 11)
+    assert len(w.s.effects) == before
+
+
+def test_set_apps_while_suspended_creates_nothing_until_resume_then_uses_the_new_apps():
+    w = World().to_ready()
+    w.submit({**SPEC, "suspended": True}, 10)
+    w.submit({**TWO_APPS, "suspended": True}, 12)
+    assert w.pod_creates() == ["demo-g1"]
+    w.submit(TWO_APPS, 20)
+    w.answer("ensure_namespace", None, when=21)
+    w.answer("create", "Secret", when=21)
+    pod = w.pending("create", "Pod")[0]
+    assert pod.name == "demo-g2"
+    assert [c["name"] for c in pod.manifest["spec"]["containers"]] == ["workspace", "app-web", "app-api"]
+
+
+def test_set_apps_on_a_ready_session_recreates_as_the_next_generation():
+    w = World().to_ready()
+    w.submit(TWO_APPS, 10)
+    assert w.pending("delete", "Pod")[0].name == "demo-g1"
+    w.answer("ensure_namespace", None, when=11)
+    w.answer("create", "Secret", when=11)
+    assert w.pod_creates() == ["demo-g1", "demo-g2"]
+
+
+def test_stop_during_provisioning_tears_everything_down_then_reports_stopped():
+    w = World().to_provisioning()
+    w.observe_pod(2, waiting=("ContainerCreating", ""))
+    w.submit({**SPEC, "stopped": True}, 3)
+    assert w.phase == "Stopping"
+    assert not [t for t in w.s.state.timers.values() if t.machine == "session"], "no deadline fires into a teardown"
+    deletes = {e.kind: e.name for e in w.effects("delete")}
+    assert deletes == {"Pod": "demo-g1", "Service": "demo", "Ingress": "demo", "Secret": "demo-env"}
+    assert w.pending("delete", "Pod")[0].uid == "pod-uid-1", "the pod delete is fenced"
+    for kind in ("Service", "Ingress"):
+        w.answer("delete", kind, "not_found", when=4)
+    w.answer("delete", "Secret", when=4)
+    assert w.phase == "Stopping", "the pod is not gone yet"
+    _pod_gone(w, 1, 5)
+    assert w.phase == "Stopped"
+    assert w.status()["phase"] == "Stopped"
+
+
+def test_a_second_stop_changes_nothing():
+    w = World().to_ready()
+    w.submit({**SPEC, "stopped": True}, 10)
+    before = len(w.s.effects)
+    w.submit({**SPEC, "stopped": True}, 11)
+    assert len(w.s.effects) == before
+
+
+def test_deleting_the_session_tears_down_first_then_removes_the_finalizer():
+    w = World().to_ready()
+    w.submit(SPEC, 10, deleting=True)
+    assert not [e for e in w.effects("patch", "Session") if "finalizers" in e.patch.get("metadata", {})
+                and FINALIZER not in e.patch["metadata"]["finalizers"]]
+    for kind in ("Service", "Ingress", "Secret"):
+        w.answer("delete", kind, when=11)
+    _pod_gone(w, 1, 12)
+    removal = w.effects("patch", "Session")[-1]
+    assert removal.patch["metadata"]["finalizers"] == []
+    assert removal.patch["metadata"]["resourceVersion"] == str(w.rv)
+
+
+def test_a_crash_between_pod_create_and_its_outcome_adopts_the_same_pod_name():
+    w = World().to_creating()
+    create = w.pending("create", "Pod")[0]
+    w.s.command("effect.in_doubt", at(30), effect_id=create.id)
+    w.answer("get", "Pod", when=31, obj=pod_obj(1))
+    assert w.phase == "Provisioning"
+    assert w.pod_creates() == ["demo-g1"], "no second pod name"
+    assert w.decision().pod.uid == "pod-uid-1"
+
+
+def test_an_ended_app_container_is_reported_once_per_generation_and_the_session_stays_up():
+    w = World().to_ready()
+    ended = {"web": ("Error", 3)}
+    w.observe_pod(20, phase="Running", ip="10.0.0.7", node="node-a", ready=True, ended=ended)
+    w.observe_pod(21, phase="Running", ip="10.0.0.7", node="node-a", ready=True, ended=ended, rv="11")
+    assert w.phase == "Ready"
+    assert w.status()["runs"] == [{"app": "web", "generation": 1, "reason": "application container Error (exit code 3)",
+                                   "exitCode": 3}]
+    events = w.effects("event")
+    assert len(events) == 1 and events[0].reason == "RunEnded"
+
+
+def test_the_pod_failing_after_ready_fails_the_session_unless_a_stop_was_requested():
+    w = World().to_ready()
+    w.observe_pod(20, phase="Failed")
+    assert w.phase == "Failed"
+    assert w.condition("Ready")["message"] == "session pod demo-g1 reached Failed"
+    stopped = World().to_ready()
+    stopped.submit({**SPEC, "stopped": True}, 10)
+    stopped.observe_pod(11, phase="Failed")
+    assert stopped.phase == "Stopping"
+
+
+@pytest.mark.parametrize("spec, field", [
+    ({"apps": []}, "spec.image"),
+    ({**SPEC, "apps": [{"name": "web"}, {"name": "web"}]}, "spec.apps[1].name"),
+    ({**SPEC, "apps": [{"name": "web", "ports": [{"port": 70000}]}]}, "spec.apps[0].ports[0].port"),
+    ({**SPEC, "cluster": "mars"}, "spec.cluster"),
+], ids=["no-image", "duplicate-app", "bad-port", "unknown-cluster"])
+def test_an_invalid_spec_fails_with_a_condition_naming_the_field_and_creates_nothing(spec, field):
+    w = World()
+    w.submit(spec)
+    assert w.phase == "Failed"
+    cond = w.condition("SpecValid")
+    assert cond["status"] == "False" and cond["message"].startswith(f"{field}: ")
+    assert [e.type for e in w.s.effects if e.type != "log"] == ["patch"], "only the status is written"
+
+
+def test_fixing_an_invalid_spec_brings_the_session_up():
+    w = World()
+    w.submit({"apps": []})
+    w.to_creating(SPEC, 5)
+    assert w.pod_creates() == ["demo-g1"]
