@@ -1,0 +1,113 @@
+"""Create a session pod under its deterministic name, adopting only what is provably ours.
+
+Expected flow: ``create`` -> ``CreateObject`` -> ``ok``: ``pod_created`` (adopted False).
+``already_exists`` (an earlier attempt or a concurrent one won the name) or ``transient`` (in
+doubt) -> quorum read -> the pod carries this session's managed-by, session and generation labels
+and is not terminating: ``pod_created`` (adopted True); absent: create again (same name, so
+repeating is safe); anything else: ``pod_create_failed`` naming the pod and what holds it.
+
+Guarantees:
+- The manifest sent always carries the key's name and namespace and the three kfold labels; a
+  manifest naming another pod is refused before anything is sent.
+- A ``delete`` that arrives while a create runs waits for the create to answer, then starts.
+- Exceeding the budget answers ``pod_create_failed`` and sends nothing more.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.machines import pod_delete
+from engine.machines.base import split_key
+from engine.machines.pod_records import GENERATION, MANAGED_BY, SESSION, PodOp, PodView, Reply, view_of
+from engine.machines.pod_table import describe, name_of, retry_read, send_create, send_read, settled, step, tell_all
+
+
+def start(ctx: Any, key: str, reply: Reply, args: dict[str, Any], budget_ms: int) -> None:
+    session, generation = str(args["session"]), int(args["generation"])
+    manifest, problem = prepared(key, args.get("manifest") or {}, session, generation)
+    if problem:
+        ctx.tell(reply.to, reply.key, "pod_create_failed", pod=key, reason=problem)
+        return
+    e = (ctx.get(key) or PodOp()).but(
+        op="create", replies=(reply,), session=session, generation=generation, manifest=manifest,
+        attempts=0, budget_ms=budget_ms, deadline=None)
+    send_create(ctx, key, step(e, "create"))
+
+
+def prepared(key: str, manifest: dict[str, Any], session: str, generation: int) -> tuple[dict[str, Any], str]:
+    """The manifest to send, or a reason to refuse it."""
+    _, namespace, name = split_key(key)
+    md = dict(manifest.get("metadata") or {})
+    if md.get("name", name) != name or md.get("namespace", namespace) != namespace:
+        return {}, (f"manifest names pod {md.get('namespace', namespace)}/{md.get('name', name)} "
+                    f"but the create is for {namespace}/{name}")
+    labels = {**(md.get("labels") or {}), MANAGED_BY: "kfold", SESSION: session, GENERATION: str(generation)}
+    md.update(name=name, namespace=namespace, labels=labels)
+    return {**manifest, "apiVersion": "v1", "kind": "Pod", "metadata": md}, ""
+
+
+def on_outcome(ctx: Any, key: str, e: PodOp, rec: Any, effect: Any) -> None:
+    if effect.type == "create":
+        _created(ctx, key, e, rec)
+    else:
+        _confirmed(ctx, key, e, rec)
+
+
+def _created(ctx: Any, key: str, e: PodOp, rec: Any) -> None:
+    match rec.result:
+        case "ok":
+            view = view_of(rec.obj)
+            finish(ctx, key, e, "pod_created", view, uid=view.uid, adopted=False)
+        case "already_exists" | "transient":
+            send_read(ctx, key, step(e, "exists"))
+        case _:
+            fail(ctx, key, e, f"could not create pod {name_of(key)}: {describe(rec)}")
+
+
+def _confirmed(ctx: Any, key: str, e: PodOp, rec: Any) -> None:
+    match rec.result:
+        case "ok":
+            _adopt_or_refuse(ctx, key, e, view_of(rec.obj))
+        case "not_found":
+            send_create(ctx, key, step(e, "absent"))
+        case "transient":
+            retry_read(ctx, key, e, rec.retry_after_ms, fail)
+        case _:
+            fail(ctx, key, e, f"could not read pod {name_of(key)} after its create: {describe(rec)}")
+
+
+def _adopt_or_refuse(ctx: Any, key: str, e: PodOp, view: PodView) -> None:
+    ours = view.managed and view.session == e.session and view.generation == str(e.generation)
+    if ours and not view.terminating:
+        finish(ctx, key, e, "pod_created", view, uid=view.uid, adopted=True)
+    elif ours:
+        fail(ctx, key, e, f"pod {name_of(key)} exists for session {e.session} generation "
+                          f"{e.generation} but is terminating; it cannot be adopted", view)
+    else:
+        fail(ctx, key, e, f"pod {name_of(key)} already exists and is not session {e.session} "
+                          f"generation {e.generation}'s (labels: managed-by={'kfold' if view.managed else 'other'}, "
+                          f"session={view.session or '-'}, generation={view.generation or '-'}); "
+                          "refusing to adopt it", view)
+
+
+def in_doubt(ctx: Any, key: str, e: PodOp) -> None:
+    """Crash with the create or read in flight: a quorum read decides whether it landed."""
+    send_read(ctx, key, e if e.phase == "confirming" else step(e, "exists"))
+
+
+def finish(ctx: Any, key: str, e: PodOp, message: str, view: PodView | None = None, **args: Any) -> None:
+    """Answer every caller, keep the fence, then run a delete that queued behind the create."""
+    tell_all(ctx, e.replies, message, pod=key, **args)
+    fence = {"uid": view.uid, "rv": view.rv, "terminating": view.terminating} if view else {}
+    done = settled(ctx, key, e, session="", generation=0, then_delete=(), **fence)
+    if e.then_delete:
+        ctx.put(key, done)
+        pod_delete.start(ctx, key, e.then_delete, "requested during create", e.budget_ms)
+    elif done.uid:
+        ctx.put(key, done)
+    else:
+        ctx.drop(key)
+
+
+def fail(ctx: Any, key: str, e: PodOp, reason: str, view: PodView | None = None) -> None:
+    finish(ctx, key, e, "pod_create_failed", view, reason=reason)

@@ -1,0 +1,110 @@
+"""Fenced pod delete: the one operation here that can destroy someone's work.
+
+Expected flow: ``delete`` arrives -> the target is the uid of the latest observation (a quorum
+read first if there is none) -> ``DeleteObject`` with ``uid`` + ``resourceVersion`` preconditions
+-> ``terminating`` until the target's DELETED is observed, a relist misses it, or a quorum read
+finds it absent or replaced -> ``pod_gone`` to every caller.
+
+Guarantees:
+- Every delete carries the fence of the uid it means (``send_delete``); no grace period is sent.
+- A 409 ``Conflict`` (precondition failed) or a ``transient`` result (in doubt) is never retried
+  blindly: a quorum read decides. Same uid, not terminating -> delete again with the new fence;
+  another uid or absence -> the pod we meant is gone and the new one is left alone.
+- Watch events about another uid never move the fence. While terminating, such an event only
+  triggers a quorum read (a lagging watch cannot fake a replacement).
+- Exceeding the budget answers ``pod_delete_failed`` and sends nothing more.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.machines.pod_records import PodOp, PodView, Reply, view_of
+from engine.machines.pod_table import (
+    describe, name_of, retry_read, save, send_delete, send_read, settled, step, tell_all,
+)
+
+
+def start(ctx: Any, key: str, replies: tuple[Reply, ...], reason: str, budget_ms: int) -> None:
+    """Begin a delete from idle, deciding on the latest observation of the pod."""
+    e = (ctx.get(key) or PodOp()).but(op="delete", replies=replies, reason=reason, attempts=0,
+                                     budget_ms=budget_ms, deadline=None, target="")
+    if not e.uid:
+        send_read(ctx, key, step(e, "read"))
+    elif e.terminating:
+        save(ctx, key, step(e, "wait", target=e.uid))
+    else:
+        send_delete(ctx, key, step(e, "delete", target=e.uid))
+
+
+def on_outcome(ctx: Any, key: str, e: PodOp, rec: Any, effect: Any) -> None:
+    if effect.type == "delete":
+        _deleted(ctx, key, e, rec)
+    else:
+        _read(ctx, key, e, rec)
+
+
+def _deleted(ctx: Any, key: str, e: PodOp, rec: Any) -> None:
+    match rec.result:
+        case "ok":
+            save(ctx, key, step(e, "accepted", terminating=True))
+        case "not_found":
+            gone(ctx, key, e)
+        case "conflict" | "transient":
+            send_read(ctx, key, step(e, "read"))
+        case _:
+            fail(ctx, key, e, f"could not delete pod {name_of(key)}: {describe(rec)}")
+
+
+def _read(ctx: Any, key: str, e: PodOp, rec: Any) -> None:
+    match rec.result:
+        case "ok":
+            decide(ctx, key, e, view_of(rec.obj))
+        case "not_found":
+            gone(ctx, key, e)
+        case "transient":
+            retry_read(ctx, key, e, rec.retry_after_ms, fail)
+        case _:
+            fail(ctx, key, e, f"could not read pod {name_of(key)} to fence its delete: {describe(rec)}")
+
+
+def decide(ctx: Any, key: str, e: PodOp, view: PodView) -> None:
+    """Decide again on a quorum read of the pod."""
+    if e.target and view.uid != e.target:
+        gone(ctx, key, e)  # replaced: the pod we meant no longer exists
+        return
+    e = e.but(target=view.uid, uid=view.uid, rv=view.rv, terminating=view.terminating)
+    if view.terminating:
+        save(ctx, key, step(e, "wait"))
+    else:
+        send_delete(ctx, key, step(e, "fenced"))
+
+
+def observed(ctx: Any, key: str, e: PodOp, view: PodView) -> None:
+    """A watch event (not DELETED) during a delete."""
+    if view.uid == e.target:
+        save(ctx, key, e.but(uid=view.uid, rv=view.rv, terminating=view.terminating))
+    elif e.target and e.phase == "terminating":
+        send_read(ctx, key, step(e, "read"))
+
+
+def vanished(ctx: Any, key: str, e: PodOp, uid: str) -> None:
+    """A DELETED event (``uid``) or a relist without the pod (``uid`` = None: proof by quorum list)."""
+    if uid is None or (uid and uid == e.target):
+        gone(ctx, key, e)
+
+
+def in_doubt(ctx: Any, key: str, e: PodOp) -> None:
+    """Crash with the delete or read in flight: re-observe, never re-send."""
+    send_read(ctx, key, e if e.phase == "reading" else step(e, "read"))
+
+
+def gone(ctx: Any, key: str, e: PodOp) -> None:
+    tell_all(ctx, e.replies, "pod_gone", pod=key)
+    ctx.cancel_timer(key, "budget")
+    ctx.cancel_timer(key, "retry")
+    ctx.drop(key)
+
+
+def fail(ctx: Any, key: str, e: PodOp, reason: str) -> None:
+    tell_all(ctx, e.replies, "pod_delete_failed", pod=key, reason=reason)
+    ctx.put(key, settled(ctx, key, e))

@@ -1,0 +1,89 @@
+"""Ensure a session namespace exists, at key ``<cluster>/<namespace>/``.
+
+Expected flow: ``ensure_namespace`` -> ``EnsureNamespace`` (the executor GETs, creates when
+absent, takes AlreadyExists as success) -> ``namespace_ready`` or ``namespace_failed``.
+
+Guarantees:
+- Forbidden fails with a reason naming the exact command an administrator runs
+  (``kubectl create namespace <ns>``). No other namespace is ever tried instead.
+- The effect is idempotent, so a transient failure or a crash in flight repeats it (after a
+  backoff on server time when there is one, at most ``MAX_ATTEMPTS`` times).
+- A second request while one runs only adds its reply target.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.effects.models import EnsureNamespace
+from engine.machines.base import split_key
+from engine.machines.pod_records import MANAGED_BY, NamespaceOp, Reply, reply_list
+from engine.machines.pod_table import MAX_BACKOFF_MS, describe
+
+MAX_ATTEMPTS = 5
+
+
+def ensure(ctx: Any, key: str, reply: Reply) -> None:
+    e = ctx.get(key)
+    if isinstance(e, NamespaceOp):
+        ctx.put(key, e.but(replies=reply_list(e.replies, reply.to, reply.key)))
+        return
+    _send(ctx, key, NamespaceOp(replies=(reply,)))
+
+
+def _send(ctx: Any, key: str, e: NamespaceOp) -> None:
+    cluster, namespace, _ = split_key(key)
+    eff = ctx.emit(EnsureNamespace, key, cluster=cluster, namespace=namespace, labels={MANAGED_BY: "kfold"})
+    ctx.put(key, e.but(awaiting=eff.id))
+
+
+def on_outcome(ctx: Any, key: str, rec: Any, effect: Any) -> None:
+    e = ctx.get(key)
+    if not isinstance(e, NamespaceOp) or e.awaiting != effect.id:
+        return
+    namespace = split_key(key)[1]
+    match rec.result:
+        case "ok" | "already_exists":
+            _answer(ctx, key, e, "namespace_ready", namespace=namespace)
+        case "forbidden":
+            _answer(ctx, key, e, "namespace_failed", namespace=namespace, reason=forbidden_reason(namespace))
+        case "transient":
+            _retry(ctx, key, e, rec)
+        case _:
+            _answer(ctx, key, e, "namespace_failed", namespace=namespace,
+                    reason=f"could not ensure namespace {namespace}: {describe(rec)}")
+
+
+def forbidden_reason(namespace: str) -> str:
+    return (f"not authorized to create namespace {namespace}. Ask a cluster administrator to run "
+            f"`kubectl create namespace {namespace}`, then try again.")
+
+
+def _retry(ctx: Any, key: str, e: NamespaceOp, rec: Any) -> None:
+    e = e.but(attempts=e.attempts + 1, awaiting="")
+    if e.attempts >= MAX_ATTEMPTS:
+        _answer(ctx, key, e, "namespace_failed", namespace=split_key(key)[1],
+                reason=f"could not ensure namespace {split_key(key)[1]} after {e.attempts} attempts: {describe(rec)}")
+    elif ctx.now is None:
+        _send(ctx, key, e)
+    else:
+        ctx.set_timer(key, "retry", ctx.now + (rec.retry_after_ms or min(1000 * 2 ** e.attempts, MAX_BACKOFF_MS)))
+        ctx.put(key, e)
+
+
+def on_deadline(ctx: Any, key: str) -> None:
+    e = ctx.get(key)
+    if isinstance(e, NamespaceOp) and not e.awaiting:
+        _send(ctx, key, e)
+
+
+def in_doubt(ctx: Any, key: str, effect: Any) -> None:
+    e = ctx.get(key)
+    if isinstance(e, NamespaceOp) and e.awaiting == effect.id:
+        _send(ctx, key, e)
+
+
+def _answer(ctx: Any, key: str, e: NamespaceOp, message: str, **args: Any) -> None:
+    for r in e.replies:
+        ctx.tell(r.to, r.key, message, **args)
+    ctx.cancel_timer(key, "retry")
+    ctx.drop(key)

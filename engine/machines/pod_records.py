@@ -1,0 +1,151 @@
+"""The pod machine's decision records, and the reductions from raw objects to them.
+
+Reduce, then decide: a Pod is reduced to a ``PodView`` (uid, resourceVersion, kfold labels,
+terminating) before anything decides; a Secret to a ``SecretRef``. Engine state keeps only these.
+
+The pod machine's table holds three kinds of entry, told apart by ``kind``:
+- ``PodOp`` at a pod key ``<cluster>/<namespace>/<name>``: the fence and the running operation;
+- ``NamespaceOp`` at ``<cluster>/<namespace>/`` (empty name): a namespace being ensured;
+- ``SweepOp`` at ``<cluster>/<namespace>/#sweep`` ("" namespace = all): an orphan Secret sweep.
+``Entries.model_validate`` reads any of them back from a snapshot.
+
+Guarantees: records are frozen and small; a ``PodOp`` never holds a whole object (the manifest is
+kept only while a create is running, to re-create after a quorum read proves absence).
+"""
+from __future__ import annotations
+
+import calendar
+from datetime import datetime
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, TypeAdapter
+
+from engine.machines.base import Decision
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+SESSION = "kfold.dev/session"
+GENERATION = "kfold.dev/generation"
+MANAGED_SELECTOR = f"{MANAGED_BY}=kfold"
+SWEEP_NAME = "#sweep"
+DEFAULT_BUDGET_S = 600
+
+
+class Reply(Decision):
+    """Where to send the answer: ``ctx.tell(to, key, ...)``."""
+
+    to: str
+    key: str
+
+
+class PodView(Decision):
+    """One observation of a pod, reduced."""
+
+    uid: str
+    rv: str
+    managed: bool = False
+    session: str = ""
+    generation: str = ""
+    terminating: bool = False
+
+
+class PodOp(Decision):
+    """The fence of one pod name and the operation running on it.
+
+    ``uid``/``rv`` is the latest observation (watch event or quorum read). During a delete,
+    ``target`` is the uid the delete means; observations of another uid never move the fence.
+    ``awaiting`` is the id of the effect whose outcome decides next ("" = none in flight)."""
+
+    kind: Literal["pod"] = "pod"
+    phase: str = "idle"
+    uid: str = ""
+    rv: str = ""
+    terminating: bool = False
+    op: Literal["", "create", "delete"] = ""
+    target: str = ""
+    replies: tuple[Reply, ...] = ()
+    then_delete: tuple[Reply, ...] = ()
+    reason: str = ""
+    session: str = ""
+    generation: int = 0
+    manifest: dict[str, Any] | None = None
+    awaiting: str = ""
+    attempts: int = 0
+    budget_ms: int = DEFAULT_BUDGET_S * 1000
+    deadline: int | None = None
+
+
+class NamespaceOp(Decision):
+    kind: Literal["namespace"] = "namespace"
+    replies: tuple[Reply, ...] = ()
+    awaiting: str = ""
+    attempts: int = 0
+
+
+class SecretRef(Decision):
+    namespace: str
+    name: str
+    uid: str
+    session: str
+    created_ms: int | None
+
+
+class SweepOp(Decision):
+    """A sweep in progress: Secrets listed first (their response's Date is the clock), then Pods."""
+
+    kind: Literal["sweep"] = "sweep"
+    phase: Literal["secrets", "pods"] = "secrets"
+    awaiting: str = ""
+    grace_ms: int = 600_000
+    at: int | None = None
+    secrets: tuple[SecretRef, ...] = ()
+
+
+Entry = Annotated[Union[PodOp, NamespaceOp, SweepOp], Field(discriminator="kind")]
+_ENTRY: TypeAdapter[Entry] = TypeAdapter(Entry)
+
+
+class Entries:
+    """Snapshot loader for the pod machine's table (``Machine.decision`` protocol)."""
+
+    @staticmethod
+    def model_validate(data: Any) -> Any:
+        return _ENTRY.validate_python(data)
+
+
+# -- reductions ---------------------------------------------------------------------------------
+def labels_of(obj: dict[str, Any] | None) -> dict[str, str]:
+    return ((obj or {}).get("metadata") or {}).get("labels") or {}
+
+
+def view_of(obj: dict[str, Any] | None, uid: str = "", rv: str = "") -> PodView:
+    """Reduce a Pod object; ``uid``/``rv`` fill in what the object lacks (e.g. a bare event)."""
+    md = (obj or {}).get("metadata") or {}
+    labels = md.get("labels") or {}
+    return PodView(
+        uid=md.get("uid") or uid, rv=md.get("resourceVersion") or rv,
+        managed=labels.get(MANAGED_BY) == "kfold", session=labels.get(SESSION, ""),
+        generation=labels.get(GENERATION, ""), terminating=bool(md.get("deletionTimestamp")))
+
+
+def secret_ref(obj: dict[str, Any]) -> SecretRef:
+    md = obj.get("metadata") or {}
+    return SecretRef(namespace=md.get("namespace", ""), name=md.get("name", ""), uid=md.get("uid", ""),
+                     session=(md.get("labels") or {}).get(SESSION, ""),
+                     created_ms=rfc3339_ms(md.get("creationTimestamp")))
+
+
+def rfc3339_ms(value: Any) -> int | None:
+    """'2030-01-01T00:00:00Z' -> epoch ms; anything else -> None. Pure (no clock)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return None
+    return calendar.timegm(moment.utctimetuple()) * 1000
+
+
+def reply_list(replies: tuple[Reply, ...], to: str, key: str) -> tuple[Reply, ...]:
+    """``replies`` plus ``(to, key)``, once: a repeated request keeps one reply target."""
+    r = Reply(to=to, key=key)
+    return replies if r in replies else replies + (r,)

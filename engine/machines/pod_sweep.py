@@ -1,0 +1,112 @@
+"""Orphan Secret sweep (command ``pod.sweep_secrets``), at key ``<cluster>/<namespace>/#sweep``.
+
+Expected flow: quorum list of Secrets labelled managed-by kfold -> its outcome's ``at`` (the
+executor sets it from THAT response's Date header) is the clock -> candidates = Secrets with a
+session label older than the grace -> quorum list of kfold Pods, taken after the Secret list ->
+a candidate whose session has no pod in its namespace is deleted with a uid precondition.
+
+Guarantees:
+- The local clock is never used. ``at`` None (missing or malformed Date) skips the sweep with a
+  logged reason; a Secret whose creationTimestamp cannot be read is kept.
+- A Secret is deleted only when its age is strictly greater than the grace.
+- Secrets without a ``kfold.dev/session`` label (e.g. repository credentials) are never swept.
+- A pod that still exists, even terminating, keeps its session's Secrets.
+- A failed or in-doubt list ends the sweep with a log; the next sweep starts afresh. One sweep
+  per key at a time.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.effects.models import DeleteObject, ListObjects
+from engine.machines.base import object_key
+from engine.machines.pod_records import MANAGED_SELECTOR, SESSION, SWEEP_NAME, SecretRef, SweepOp, labels_of, secret_ref
+from engine.machines.pod_table import describe
+
+DEFAULT_GRACE_S = 600
+
+
+def start(ctx: Any, rec: Any) -> None:
+    cluster = rec.args.get("cluster", rec.cluster)
+    namespace = rec.args.get("namespace", rec.namespace)
+    key = object_key(cluster, namespace, SWEEP_NAME)
+    if ctx.get(key) is not None:
+        ctx.log(key, "orphan Secret sweep skipped: the previous sweep is still running", cluster=cluster)
+        return
+    grace_ms = int(rec.args.get("grace_seconds", DEFAULT_GRACE_S)) * 1000
+    eff = _list(ctx, key, cluster, namespace, "Secret")
+    ctx.put(key, SweepOp(awaiting=eff.id, grace_ms=grace_ms))
+
+
+def _list(ctx: Any, key: str, cluster: str, namespace: str, kind: str) -> Any:
+    return ctx.emit(ListObjects, key, cluster=cluster, api_version="v1", kind=kind,
+                    namespace=namespace, label_selector=MANAGED_SELECTOR)
+
+
+def on_outcome(ctx: Any, key: str, rec: Any, effect: Any) -> None:
+    if effect.type == "delete":
+        _secret_deleted(ctx, key, rec, effect)
+        return
+    e = ctx.get(key)
+    if not isinstance(e, SweepOp) or e.awaiting != effect.id:
+        return
+    if rec.result != "ok":
+        _end(ctx, key, f"orphan Secret sweep skipped: listing {effect.kind}s failed: {describe(rec)}", "warning")
+    elif e.phase == "secrets":
+        _secrets_listed(ctx, key, e, rec, effect)
+    else:
+        _pods_listed(ctx, key, e, rec)
+
+
+def _secrets_listed(ctx: Any, key: str, e: SweepOp, rec: Any, effect: Any) -> None:
+    if rec.at is None:
+        _end(ctx, key, "orphan Secret sweep skipped: the Secret list response carried no valid Date "
+                       "header, so Secret ages cannot be measured on the server clock", "warning")
+        return
+    old = tuple(s for s in map(secret_ref, rec.items or ()) if _older_than_grace(s, rec.at, e.grace_ms))
+    if not old:
+        _end(ctx, key, "orphan Secret sweep: no session Secret is older than the grace", "debug")
+        return
+    eff = _list(ctx, key, effect.cluster, effect.namespace, "Pod")
+    ctx.put(key, e.but(phase="pods", awaiting=eff.id, at=rec.at, secrets=old))
+
+
+def _older_than_grace(s: SecretRef, now: int, grace_ms: int) -> bool:
+    return bool(s.session) and s.created_ms is not None and now - s.created_ms > grace_ms
+
+
+def _pods_listed(ctx: Any, key: str, e: SweepOp, rec: Any) -> None:
+    live = {(_namespace_of(p), labels_of(p).get(SESSION, "")) for p in rec.items or ()}
+    orphans = [s for s in e.secrets if (s.namespace, s.session) not in live]
+    cluster = key.split("/", 1)[0]
+    for s in orphans:
+        ctx.emit(DeleteObject, key, cluster=cluster, api_version="v1", kind="Secret",
+                 namespace=s.namespace, name=s.name, uid=s.uid)
+    _end(ctx, key, f"orphan Secret sweep: {len(orphans)} of {len(e.secrets)} old session Secrets "
+                   "have no pod and are deleted", "info", deleted=[f"{s.namespace}/{s.name}" for s in orphans])
+
+
+def _namespace_of(obj: dict[str, Any]) -> str:
+    return (obj.get("metadata") or {}).get("namespace", "")
+
+
+def _secret_deleted(ctx: Any, key: str, rec: Any, effect: Any) -> None:
+    if rec.result not in ("ok", "not_found"):
+        ctx.log(key, f"orphan Secret {effect.namespace}/{effect.name} was not deleted: {describe(rec)}",
+                level="warning")
+
+
+def in_doubt(ctx: Any, key: str, effect: Any) -> None:
+    """A list in doubt ends the sweep; a Secret delete in doubt is left to the next sweep."""
+    if effect.type == "delete":
+        ctx.log(key, f"orphan Secret delete {effect.namespace}/{effect.name} in doubt; "
+                     "the next sweep decides again", level="warning")
+        return
+    e = ctx.get(key)
+    if isinstance(e, SweepOp) and e.awaiting == effect.id:
+        _end(ctx, key, "orphan Secret sweep abandoned: a list was in doubt after a restart", "warning")
+
+
+def _end(ctx: Any, key: str, message: str, level: str, **fields: Any) -> None:
+    ctx.log(key, message, level=level, **fields)
+    ctx.drop(key)

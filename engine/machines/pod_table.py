@@ -1,0 +1,120 @@
+"""The pod operation table and the few acts every pod operation shares.
+
+Phases of one pod name (``PodOp.phase``)::
+
+    idle --create--> creating --exists--> confirming --absent--> creating
+    idle --delete--> deleting --accepted--> terminating
+    idle|deleting|reading|terminating --read--> reading --fenced--> deleting
+    idle|reading --wait--> terminating            (the pod is already terminating)
+    any but idle --settle--> idle                 (the operation answered its callers)
+
+Guarantees:
+- ``send_delete`` is the only place a pod ``DeleteObject`` is built, and it refuses to build one
+  without a complete fence for the target uid (it re-reads instead): no unfenced delete exists.
+- Every operation is armed with a budget timer on server time as soon as a record carries one;
+  with no server time yet the budget waits rather than guesses.
+- Quorum reads that fail transiently are retried after a backoff on server time (never a delete).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.effects.models import CreateObject, DeleteObject, GetObject
+from engine.machines.base import Table, split_key
+from engine.machines.pod_records import PodOp, Reply
+
+PHASES = ("idle", "creating", "confirming", "deleting", "reading", "terminating")
+BUSY = ["creating", "confirming", "deleting", "reading", "terminating"]
+TABLE = Table("pod", PHASES, [
+    ("create", "idle", "creating"),
+    ("exists", ["creating", "confirming"], "confirming"),
+    ("absent", "confirming", "creating"),
+    ("delete", "idle", "deleting"),
+    ("read", ["idle", "deleting", "reading", "terminating"], "reading"),
+    ("fenced", "reading", "deleting"),
+    ("accepted", "deleting", "terminating"),
+    ("wait", ["idle", "reading"], "terminating"),
+    ("settle", BUSY, "idle"),
+], initial="idle")
+
+MAX_UNTIMED_RETRIES = 5
+MAX_BACKOFF_MS = 30_000
+
+
+def step(e: PodOp, event: str, **changes: Any) -> PodOp:
+    """``e`` moved along the table by ``event`` (``IllegalTransition`` if the table forbids it)."""
+    return e.but(phase=TABLE.next(e.phase, event), **changes)
+
+
+def save(ctx: Any, key: str, e: PodOp) -> PodOp:
+    """Store ``e``, arming the operation budget once server time is known."""
+    if e.op and e.deadline is None and ctx.now is not None:
+        e = e.but(deadline=ctx.now + e.budget_ms)
+        ctx.set_timer(key, "budget", e.deadline)
+    ctx.put(key, e)
+    return e
+
+
+def _ref(key: str) -> dict[str, str]:
+    cluster, namespace, name = split_key(key)
+    return {"cluster": cluster, "api_version": "v1", "kind": "Pod", "namespace": namespace, "name": name}
+
+
+def send_create(ctx: Any, key: str, e: PodOp) -> PodOp:
+    eff = ctx.emit(CreateObject, key, manifest=e.manifest or {}, **_ref(key))
+    return save(ctx, key, e.but(awaiting=eff.id))
+
+
+def send_read(ctx: Any, key: str, e: PodOp) -> PodOp:
+    """A quorum GET; its answer may be taken as proof of absence."""
+    eff = ctx.emit(GetObject, key, **_ref(key))
+    return save(ctx, key, e.but(awaiting=eff.id))
+
+
+def send_delete(ctx: Any, key: str, e: PodOp) -> PodOp:
+    """DELETE fenced by ``(target, rv)``; without a complete fence, a quorum read instead."""
+    if not (e.target and e.uid == e.target and e.rv):
+        return send_read(ctx, key, step(e, "read"))
+    eff = ctx.emit(DeleteObject, key, uid=e.target, rv=e.rv, **_ref(key))
+    return save(ctx, key, e.but(awaiting=eff.id))
+
+
+def retry_read(ctx: Any, key: str, e: PodOp, retry_after_ms: int | None, fail: Any) -> None:
+    """A quorum read failed transiently: read again after a backoff on server time.
+
+    With no server time there is nothing to back off on; a few immediate retries, then ``fail``."""
+    e = e.but(attempts=e.attempts + 1, awaiting="")
+    if ctx.now is None:
+        if e.attempts > MAX_UNTIMED_RETRIES:
+            return fail(ctx, key, e, f"could not read pod {name_of(key)} after {e.attempts - 1} "
+                                     "attempts and there is no server time to back off on")
+        send_read(ctx, key, e)
+        return None
+    delay = retry_after_ms or min(1000 * 2 ** (e.attempts - 1), MAX_BACKOFF_MS)
+    ctx.set_timer(key, "retry", ctx.now + delay)
+    save(ctx, key, e)
+    return None
+
+
+def settled(ctx: Any, key: str, e: PodOp, **changes: Any) -> PodOp:
+    """``e`` with its operation finished: timers cancelled, callers forgotten (already told)."""
+    ctx.cancel_timer(key, "budget")
+    ctx.cancel_timer(key, "retry")
+    return step(e, "settle", op="", replies=(), target="", reason="", manifest=None, awaiting="",
+                attempts=0, deadline=None, **changes)
+
+
+def tell_all(ctx: Any, replies: tuple[Reply, ...], message: str, **args: Any) -> None:
+    for r in replies:
+        ctx.tell(r.to, r.key, message, **args)
+
+
+def name_of(key: str) -> str:
+    cluster, namespace, name = split_key(key)
+    return f"{namespace}/{name}"
+
+
+def describe(rec: Any) -> str:
+    """An outcome in words, for a failure reason."""
+    detail = f" ({rec.status_reason})" if rec.status_reason else ""
+    return f"{rec.result}{detail}: {rec.message}" if rec.message else f"{rec.result}{detail}"

@@ -1,0 +1,129 @@
+"""Creating a session pod under its deterministic name, and adopting it only when provably ours."""
+from __future__ import annotations
+
+import pytest
+
+from journal.records import EffectIssued
+from engine.effects.models import effect_to_dict
+from tests.harness import T0, Scenario
+from tests.scenario.test_pod_world import KEY, SECOND, answers, ask_create, ask_delete, deletes, one, pod, world
+
+
+def test_a_create_sends_the_manifest_with_the_keys_name_and_the_kfold_labels(frozen_world):
+    s = world()
+    c = one(ask_create(s, T0, session="s1", generation=1), "create")
+    md = c.manifest["metadata"]
+    assert (c.kind, c.namespace, c.name) == ("Pod", "ns", "s1-g1")
+    assert (md["name"], md["namespace"]) == ("s1-g1", "ns")
+    assert md["labels"] == {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": "s1",
+                            "kfold.dev/generation": "1"}
+    assert c.manifest["spec"]["containers"][0]["name"] == "agent"
+
+
+def test_a_created_pod_is_reported_with_its_uid_and_fenced(frozen_world):
+    s = world()
+    s.outcome(one(ask_create(s, T0), "create"), "ok", T0 + SECOND, obj=pod("A", "1"))
+    assert answers(s) == [("pod_created", {"pod": KEY, "uid": "A", "adopted": False})]
+    e = s.decision("pod", KEY)
+    assert (e.op, e.uid, e.rv, e.manifest) == ("", "A", "1", None)
+    assert s.state.next_due() is None
+
+
+@pytest.mark.parametrize("first", ["already_exists", "transient"])
+def test_a_lost_or_doubtful_create_adopts_this_sessions_generation_after_a_quorum_read(first, frozen_world):
+    s = world()
+    read = one(s.outcome(one(ask_create(s, T0), "create"), first, T0 + SECOND), "get")
+    s.outcome(read, "ok", T0 + 2 * SECOND, obj=pod("A", "4"))
+    assert answers(s) == [("pod_created", {"pod": KEY, "uid": "A", "adopted": True})]
+
+
+@pytest.mark.parametrize("holder", [
+    pod("X", "1", session="other"),
+    pod("X", "1", generation=2),
+    pod("X", "1", managed=False),
+], ids=["another-session", "another-generation", "not-kfolds"])
+def test_a_name_held_by_someone_else_fails_with_a_conflict_naming_the_pod(holder, frozen_world):
+    s = world()
+    read = one(s.outcome(one(ask_create(s, T0), "create"), "already_exists", T0 + SECOND,
+                         status_reason="AlreadyExists", code=409), "get")
+    assert s.outcome(read, "ok", T0 + 2 * SECOND, obj=holder) == ()
+    [(message, args)] = answers(s)
+    assert message == "pod_create_failed"
+    assert "pod ns/s1-g1 already exists" in args["reason"] and "refusing to adopt" in args["reason"]
+    assert deletes(s) == []
+
+
+def test_our_pod_found_terminating_is_not_adopted(frozen_world):
+    s = world()
+    read = one(s.outcome(one(ask_create(s, T0), "create"), "already_exists", T0 + SECOND), "get")
+    s.outcome(read, "ok", T0 + 2 * SECOND, obj=pod("A", "4", terminating=True))
+    [(message, args)] = answers(s)
+    assert message == "pod_create_failed" and "terminating" in args["reason"]
+
+
+def test_a_name_freed_before_the_read_is_created_again(frozen_world):
+    s = world()
+    first = one(ask_create(s, T0), "create")
+    read = one(s.outcome(first, "already_exists", T0 + SECOND), "get")
+    second = one(s.outcome(read, "not_found", T0 + 2 * SECOND, status_reason="NotFound"), "create")
+    assert second.manifest == first.manifest
+
+
+@pytest.mark.parametrize("result", ["forbidden", "invalid", "error", "conflict"])
+def test_a_refused_create_fails_with_the_servers_reason(result, frozen_world):
+    s = world()
+    s.outcome(one(ask_create(s, T0), "create"), result, T0 + SECOND, message="denied by policy")
+    [(message, args)] = answers(s)
+    assert message == "pod_create_failed"
+    assert args["reason"].startswith(f"could not create pod ns/s1-g1: {result}") and "denied by policy" in args["reason"]
+    assert s.decision("pod", KEY) is None
+
+
+def test_a_create_in_doubt_after_a_crash_is_resolved_by_a_quorum_read(frozen_world):
+    s = Scenario(world().machines, issue_effects=False)
+    c = one(ask_create(s, T0), "create")
+    s.feed(EffectIssued(at=T0, effect=effect_to_dict(c)))
+    read = one(s.command("effect.in_doubt", T0 + 30 * SECOND, effect_id=c.id), "get")
+    s.outcome(read, "ok", T0 + 31 * SECOND, obj=pod("A", "2"))
+    assert answers(s) == [("pod_created", {"pod": KEY, "uid": "A", "adopted": True})]
+    assert [e.type for e in s.effects] == ["create", "get"]
+
+
+def test_a_create_over_budget_fails_and_late_answers_change_nothing(frozen_world):
+    s = world()
+    c = one(ask_create(s, T0, budget_s=60), "create")
+    s.advance_to(T0 + 60 * SECOND)
+    [(message, args)] = answers(s)
+    assert message == "pod_create_failed" and "exceeded its budget of 60 s" in args["reason"]
+    assert s.outcome(c, "already_exists", T0 + 61 * SECOND) == ()
+    assert len(answers(s)) == 1
+
+
+def test_a_delete_asked_during_a_create_runs_after_it_with_the_created_fence(frozen_world):
+    s = world()
+    c = one(ask_create(s, T0), "create")
+    assert ask_delete(s, T0 + SECOND) == ()
+    d = one(s.outcome(c, "ok", T0 + 2 * SECOND, obj=pod("A", "1")), "delete")
+    assert (d.uid, d.rv) == ("A", "1")
+    s.outcome(d, "not_found", T0 + 3 * SECOND)
+    assert [m for m, _ in answers(s)] == ["pod_created", "pod_gone"]
+
+
+def test_a_second_create_while_deleting_is_refused(frozen_world):
+    s = world()
+    s.observe(pod("A", "5"), T0)
+    ask_delete(s, T0)
+    assert ask_create(s, T0) == ()
+    [(message, args)] = answers(s)
+    assert message == "pod_create_failed" and "is being deleted" in args["reason"]
+
+
+def test_a_manifest_naming_another_pod_is_refused_before_anything_is_sent(frozen_world):
+    s = world()
+    manifest = {"metadata": {"name": "elsewhere"}, "spec": {}}
+    effects = s.command("probe.tell", T0, machine="pod", key=KEY, message="create",
+                        args={"reply_to": "probe", "reply_key": "s1", "manifest": manifest,
+                              "session": "s1", "generation": 1})
+    assert effects == ()
+    [(message, args)] = answers(s)
+    assert message == "pod_create_failed" and "names pod ns/elsewhere" in args["reason"]

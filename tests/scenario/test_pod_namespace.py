@@ -1,0 +1,72 @@
+"""Ensuring a session namespace: ready, Forbidden with the administrator's command, retries."""
+from __future__ import annotations
+
+import pytest
+
+from journal.records import EffectIssued
+from engine.effects.models import effect_to_dict
+from tests.harness import T0, Scenario
+from tests.scenario.test_pod_world import SECOND, answers, ask, one, world
+
+NS_KEY = "local/team-a/"
+
+
+def ensure(s: Scenario, at: int | None, reply_key: str = "s1"):
+    return ask(s, "ensure_namespace", at, key=NS_KEY, reply_key=reply_key)
+
+
+@pytest.mark.parametrize("result", ["ok", "already_exists"])
+def test_an_existing_or_created_namespace_is_ready(result, frozen_world):
+    s = world()
+    e = one(ensure(s, T0), "ensure_namespace")
+    assert (e.cluster, e.namespace, e.labels) == ("local", "team-a", {"app.kubernetes.io/managed-by": "kfold"})
+    s.outcome(e, result, T0 + SECOND)
+    assert answers(s) == [("namespace_ready", {"namespace": "team-a"})]
+    assert s.decision("pod", NS_KEY) is None
+
+
+def test_forbidden_names_the_command_an_administrator_runs_and_tries_no_other_namespace(frozen_world):
+    s = world()
+    s.outcome(one(ensure(s, T0), "ensure_namespace"), "forbidden", T0 + SECOND, status_reason="Forbidden")
+    [(message, args)] = answers(s)
+    assert message == "namespace_failed" and args["namespace"] == "team-a"
+    assert "`kubectl create namespace team-a`" in args["reason"]
+    assert [e.type for e in s.effects] == ["ensure_namespace"]
+
+
+def test_a_transient_failure_repeats_the_idempotent_ensure_after_a_backoff(frozen_world):
+    s = world()
+    e = one(ensure(s, T0), "ensure_namespace")
+    assert s.outcome(e, "transient", T0 + SECOND) == ()
+    again = one(s.advance_to(T0 + 3 * SECOND), "ensure_namespace")
+    s.outcome(again, "ok", T0 + 4 * SECOND)
+    assert answers(s) == [("namespace_ready", {"namespace": "team-a"})]
+
+
+def test_repeated_transient_failures_give_up_with_a_reason(frozen_world):
+    s = world()
+    e = one(ensure(s, T0), "ensure_namespace")
+    at = T0
+    for _ in range(4):
+        at += 60 * SECOND
+        s.outcome(e, "transient", at, message="apiserver unavailable")
+        e = one(s.advance_to(at + 60 * SECOND), "ensure_namespace")
+    s.outcome(e, "transient", at + 61 * SECOND, message="apiserver unavailable")
+    [(message, args)] = answers(s)
+    assert message == "namespace_failed" and "after 5 attempts" in args["reason"]
+
+
+def test_a_second_request_joins_the_running_one(frozen_world):
+    s = world()
+    e = one(ensure(s, T0), "ensure_namespace")
+    assert ensure(s, T0, reply_key="s2") == ()
+    s.outcome(e, "ok", T0 + SECOND)
+    assert answers(s) == answers(s, "s2") == [("namespace_ready", {"namespace": "team-a"})]
+
+
+def test_an_ensure_in_doubt_after_a_crash_is_simply_repeated(frozen_world):
+    s = Scenario(world().machines, issue_effects=False)
+    e = one(ensure(s, T0), "ensure_namespace")
+    s.feed(EffectIssued(at=T0, effect=effect_to_dict(e)))
+    again = one(s.command("effect.in_doubt", T0 + SECOND, effect_id=e.id), "ensure_namespace")
+    assert again.namespace == "team-a" and again.id != e.id
