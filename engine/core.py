@@ -54,6 +54,8 @@ class Pending:
 
     effect: Any
     issued: bool = False
+    attempt: int = 0                 # retries of a safe effect after transient outcomes
+    not_before: int | None = None    # server ms before which a retry must not be issued
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +216,9 @@ def _dispatch(reg: "Machines", ctx: Ctx, record: Record) -> None:
         p = ctx._pending.get(record.effect_id)
         if p is None:
             return  # a duplicate or late outcome: already decided
+        if _retrying(record, p):
+            ctx._pending = ctx._pending.set(record.effect_id, _retry(record, p))
+            return  # the executor retries it; the machine hears only the final outcome
         ctx._pending = ctx._pending.delete(record.effect_id)
         m = reg.by_name.get(record.machine)
         if m is None:
@@ -221,6 +226,18 @@ def _dispatch(reg: "Machines", ctx: Ctx, record: Record) -> None:
         _call(ctx, m, m.on_outcome, record, p.effect)
     else:  # pragma: no cover - the union is closed
         raise FoldError(f"record {record.seq}: unknown record type {type(record).__name__}")
+
+
+def _retrying(record: Outcome, p: Pending) -> bool:
+    """A transient outcome of a safe effect with ``retry_after_ms`` is a journaled retry decision."""
+    return record.result == "transient" and record.retry_after_ms is not None and p.effect.safe_to_retry
+
+
+def _retry(record: Outcome, p: Pending) -> Pending:
+    """Pending again, not issued: re-issued when the server clock passes ``not_before`` (after a
+    restart too: it is not in doubt, its last attempt's outcome is journaled)."""
+    due = None if record.at is None else record.at + int(record.retry_after_ms or 0)
+    return Pending(p.effect, issued=False, attempt=p.attempt + 1, not_before=due)
 
 
 def _command(reg: "Machines", ctx: Ctx, record: Command) -> None:

@@ -24,7 +24,7 @@ def to_data(state: State) -> dict[str, Any]:
         "at": state.at,
         "tables": {m: {k: d.model_dump(mode="json") for k, d in t.items()} for m, t in state.tables.items()},
         "timers": {t.id: [t.due, t.machine, t.key, t.name] for t in state.timers.values()},
-        "pending": {eid: [effect_to_dict(p.effect), p.issued] for eid, p in state.pending.items()},
+        "pending": {eid: _pending_data(p) for eid, p in state.pending.items()},
     }
 
 
@@ -42,5 +42,16 @@ def load(data: bytes, machines: Machines | None = None) -> State:
         for m, t in raw["tables"].items()
     })
     timers = Map({tid: Timer(tid, *v) for tid, v in raw["timers"].items()})
-    pending = Map({eid: Pending(effect_from_dict(e), issued) for eid, (e, issued) in raw["pending"].items()})
+    pending = Map({eid: _pending(v) for eid, v in raw["pending"].items()})
     return State(seq=raw["seq"], at=raw["at"], tables=tables, timers=timers, pending=pending)
+
+
+def _pending_data(p: Pending) -> list[Any]:
+    """``[effect, issued]``, plus ``attempt, not_before`` only for a retry (older snapshots stay valid)."""
+    out = [effect_to_dict(p.effect), p.issued]
+    return out + [p.attempt, p.not_before] if p.attempt or p.not_before is not None else out
+
+
+def _pending(v: list[Any]) -> Pending:
+    effect, issued, *retry = v
+    return Pending(effect_from_dict(effect), issued, *retry)

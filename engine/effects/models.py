@@ -44,6 +44,7 @@ class CreateObject(_ObjectRef):
 
     type: Literal["create"] = "create"
     manifest: dict[str, Any]
+    safe_to_retry: bool = False  # a repeat after an unknown result answers AlreadyExists, not ok
 
 
 class GetObject(_ObjectRef):

@@ -1,0 +1,99 @@
+"""Which REST path serves which kind: the one table both the executor and the fake apiserver use.
+
+Guarantees:
+- ``path(api_version, kind, namespace, name, subresource)`` builds the apiserver path for every kind
+  kfold touches (core/v1 Pod, Secret, Service, Event, Namespace, ConfigMap; networking.k8s.io/v1
+  Ingress; kfold.dev/v1alpha1 Repo and Session) and raises ``UnknownKind`` for anything else, so
+  an effect on an unlisted kind is refused before any request is sent.
+- ``parse_path`` is its inverse (used by the HTTP stub apiserver).
+
+Caveat: the table is also what ``kfold manifests`` derives its RBAC rules from; adding a kind here
+without a rule there leaves the daemon Forbidden in-cluster.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+
+class UnknownKind(ValueError):
+    """An (apiVersion, kind) kfold has no REST mapping for."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def prefix(self) -> str:
+        return f"/apis/{self.api_version}" if "/" in self.api_version else f"/api/{self.api_version}"
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource("v1", "Pod", "pods", True),
+    Resource("v1", "Secret", "secrets", True),
+    Resource("v1", "Service", "services", True),
+    Resource("v1", "Event", "events", True),
+    Resource("v1", "ConfigMap", "configmaps", True),
+    Resource("v1", "Namespace", "namespaces", False),
+    Resource("networking.k8s.io/v1", "Ingress", "ingresses", True),
+    Resource("kfold.dev/v1alpha1", "Repo", "repos", True),
+    Resource("kfold.dev/v1alpha1", "Session", "sessions", True),
+)
+_BY_KIND = {(r.api_version, r.kind): r for r in RESOURCES}
+_BY_PLURAL = {(r.prefix, r.plural): r for r in RESOURCES}
+
+
+def resource(api_version: str, kind: str) -> Resource:
+    r = _BY_KIND.get((api_version, kind))
+    if r is None:
+        known = ", ".join(f"{a} {k}" for a, k in _BY_KIND)
+        raise UnknownKind(f"kfold has no REST mapping for {api_version} {kind}; known: {known}")
+    return r
+
+
+def path(api_version: str, kind: str, namespace: str = "", name: str = "", subresource: str = "") -> str:
+    """The collection path (no name) or the object path; namespaced kinds need a namespace."""
+    r = resource(api_version, kind)
+    if r.namespaced and not namespace:
+        raise UnknownKind(f"{kind} is namespaced: a namespace is required")
+    base = r.prefix + (f"/namespaces/{quote(namespace, safe='')}" if r.namespaced else "")
+    out = f"{base}/{r.plural}"
+    if name:
+        out += f"/{quote(name, safe='')}"
+    if subresource:
+        out += f"/{subresource}"
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedPath:
+    resource: Resource
+    namespace: str
+    name: str
+    subresource: str
+
+
+def parse_path(p: str) -> ParsedPath | None:
+    """Inverse of ``path``; ``None`` for a path outside the table."""
+    parts = [x for x in p.split("?")[0].split("/") if x]
+    if len(parts) < 3:
+        return None
+    n = 2 if parts[0] == "api" else 3
+    prefix, rest = "/" + "/".join(parts[:n]), parts[n:]
+    namespace = ""
+    if len(rest) >= 3 and rest[0] == "namespaces" and (prefix, rest[2]) in _BY_PLURAL:
+        namespace, rest = rest[1], rest[2:]
+    if not rest or (prefix, rest[0]) not in _BY_PLURAL:
+        return None
+    r = _BY_PLURAL[(prefix, rest[0])]
+    name = rest[1] if len(rest) > 1 else ""
+    sub = rest[2] if len(rest) > 2 else ""
+    return ParsedPath(r, namespace, name, sub)

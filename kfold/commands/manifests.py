@@ -1,0 +1,29 @@
+"""``kfold manifests [--namespace kfold] [--image ...] [--config FILE]``: print a complete install."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("manifests", help="print the in-cluster install (RBAC, CRDs, Deployment)")
+    p.add_argument("--namespace", default="kfold", help="namespace kfold runs in (default: kfold)")
+    p.add_argument("--image", default="ghcr.io/kfold/kfold:latest", help="container image")
+    p.add_argument("--config", help="config file to ship in the ConfigMap (default: the example)")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from kfold.config import ConfigError, read_config
+    from kfold.manifests import install, render
+    text = None
+    if args.config:
+        try:
+            read_config(args.config)
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        with open(args.config) as fh:
+            text = fh.read()
+    sys.stdout.write(render(install(args.namespace, args.image, text)))
+    return 0

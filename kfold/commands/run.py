@@ -1,0 +1,36 @@
+"""``kfold run --config PATH [--kubeconfig] [--context] [--journal]``: the daemon."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("run", help="run the reconciler daemon")
+    p.add_argument("--config", required=True, help="config file (YAML), see docs/config.md")
+    p.add_argument("--kubeconfig", help="override cluster.kubeconfig (default: in-cluster service account)")
+    p.add_argument("--context", help="override cluster.context")
+    p.add_argument("--journal", help="override journal.path")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from kfold import logs
+    from kfold.config import ConfigError, read_config
+    from kfold.daemon_boot import run
+    try:
+        cfg = read_config(args.config, {"cluster.kubeconfig": args.kubeconfig, "cluster.context": args.context,
+                                        "journal.path": args.journal})
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    logs.setup(cfg.log.format, cfg.log.level)
+    try:
+        return asyncio.run(run(cfg))
+    except Exception as exc:  # noqa: BLE001 - the operator needs one clear line, not a traceback
+        from kfold.registry import RegistryError
+        if isinstance(exc, RegistryError):
+            print(f"kfold run: {exc}", file=sys.stderr)
+            return 2
+        raise

@@ -1,0 +1,210 @@
+"""The ``kfold run`` configuration file (YAML), validated field by field. See docs/config.md.
+
+Guarantees:
+- ``read_config(path)`` returns a frozen ``Config`` or raises ``ConfigError`` whose message names
+  the file, the field (``repos.bindings[0].url``) and what to do:
+  ``kfold: config /etc/kfold/config.yaml: field repos.bindings[0].url: ...``.
+- Unknown fields are errors (a typo never silently falls back to a default).
+- The configuration holds no secret values: credentials name environment variables or Secrets.
+- ``command_drafts`` turns it into the boot commands the machines read; only the NAMES of the
+  environment variables that are set are passed (``env_present``), never their values.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_LISTEN = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]*):(\d{1,5})$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ClusterConfig(_Model):
+    name: str = "local"
+    kubeconfig: str | None = None
+    context: str | None = None
+    service_account_dir: str = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _DNS_LABEL.match(v):
+            raise ValueError(f"{v!r} is not a DNS label (lower-case letters, digits, '-'); e.g. 'local'")
+        return v
+
+
+class JournalConfig(_Model):
+    path: str = "/var/lib/kfold/journal.db"
+    snapshot_every: int = Field(1000, ge=1)
+
+
+class Deadlines(_Model):
+    start_seconds: int = Field(180, ge=1)
+    ready_seconds: int = Field(120, ge=1)
+    watch_idle_seconds: int = Field(70, ge=5)
+
+
+class SweepConfig(_Model):
+    grace_seconds: int = Field(600, ge=0)
+    interval_seconds: int = Field(300, ge=10)
+
+
+class Binding(_Model):
+    url: str
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if "://" not in v and "@" not in v:
+            raise ValueError(f"{v!r} is not a git URL; use https://host/path.git or git@host:path.git")
+        if re.match(r"^[a-z]+://[^/@]*:[^/@]*@", v):
+            raise ValueError("the URL carries a password; put the token in an environment variable "
+                             "and name it under repos.credentials")
+        return v
+
+
+class Credential(_Model):
+    match: str
+    env: str | None = None
+    secret: str | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v):
+            raise ValueError(f"{v!r} is not an environment variable name")
+        return v
+
+
+class ReposConfig(_Model):
+    bindings: tuple[Binding, ...] = ()
+    credentials: tuple[Credential, ...] = ()
+    refresh_interval: str = "5m"
+    gc_ttl_seconds: int = Field(7 * 24 * 3600, ge=0)
+    gc_interval_seconds: int = Field(3600, ge=60)
+
+
+class LogConfig(_Model):
+    format: Literal["plain", "json"] = "plain"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class HttpConfig(_Model):
+    listen: str = "0.0.0.0:8080"
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        m = _LISTEN.match(v)
+        if not m or not 0 < int(m.group(2)) < 65536:
+            raise ValueError(f"{v!r} is not HOST:PORT; e.g. '0.0.0.0:8080' or '127.0.0.1:9090'")
+        return v
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class ExecutorConfig(_Model):
+    threads: int = Field(8, ge=1, le=64)
+    max_attempts: int = Field(6, ge=1)
+
+
+class Config(_Model):
+    cluster: ClusterConfig = ClusterConfig()
+    namespaces: tuple[str, ...] = Field(min_length=1)
+    base_domain: str
+    journal: JournalConfig = JournalConfig()
+    deadlines: Deadlines = Deadlines()
+    sweep: SweepConfig = SweepConfig()
+    repos: ReposConfig = ReposConfig()
+    log: LogConfig = LogConfig()
+    http: HttpConfig = HttpConfig()
+    executor: ExecutorConfig = ExecutorConfig()
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for i, ns in enumerate(v):
+            if not _DNS_LABEL.match(ns):
+                raise ValueError(f"namespaces[{i}] {ns!r} is not a namespace name (DNS label)")
+        return v
+
+    @field_validator("base_domain")
+    @classmethod
+    def _domain(cls, v: str) -> str:
+        labels = v.split(".")
+        if len(labels) < 2 or not all(_DNS_LABEL.match(x) for x in labels):
+            raise ValueError(f"{v!r} is not a DNS domain; e.g. 'sessions.example.com'")
+        return v
+
+
+class ConfigError(Exception):
+    """A config file kfold cannot run with; the message is meant for the operator as is."""
+
+
+def read_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Config:
+    """Read, parse and validate; ``overrides`` are dotted paths (``journal.path``) from the CLI."""
+    where = f"kfold: config {path}"
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read: {exc.strerror}; pass --config PATH to an existing file") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{where}: not valid YAML{at}: {getattr(exc, 'problem', exc)}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: the top level must be a mapping of fields (see kfold/data/config.example.yaml)")
+    return parse_config(_apply(raw, overrides or {}), where)
+
+
+def parse_config(raw: dict[str, Any], where: str = "kfold: config") -> Config:
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError("\n".join(f"{where}: {_explain(e)}" for e in exc.errors())) from None
+
+
+def _explain(err: dict[str, Any]) -> str:
+    field = _field(err["loc"])
+    kind, msg = err["type"], err["msg"]
+    if kind == "missing":
+        return f"field {field}: required; add it (see docs/config.md)"
+    if kind == "extra_forbidden":
+        return f"field {field}: unknown field; check the spelling against docs/config.md"
+    msg = msg.removeprefix("Value error, ")
+    return f"field {field}: {msg} (got {err.get('input')!r})" if kind != "value_error" else f"field {field}: {msg}"
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _apply(raw: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(raw)
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        node = out
+        *parents, leaf = dotted.split(".")
+        for p in parents:
+            node[p] = dict(node.get(p) or {})
+            node = node[p]
+        node[leaf] = value
+    return out

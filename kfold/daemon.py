@@ -1,0 +1,213 @@
+"""The daemon loop: drafts in, journal first, fold, effects journaled, then executed.
+
+Expected flow (one committer task owns the journal and the state):
+  drafts (observers, executor outcomes, deadlines, commands) -> ``journal.append`` (group commit:
+  everything waiting is appended in one call) -> fold each committed record -> for the new effects
+  ``EffectIssued`` appended (committed) and folded -> only then handed to the executor.
+
+Crash recovery (``recover``), before any observer or executor runs:
+  1. latest snapshot + fold of the journal tail (the tail's effects are NOT re-run);
+  2. every issued effect without an outcome is in doubt: ``Command("effect.in_doubt")`` is
+     appended for each, before anything else, so its machine re-observes (quorum read);
+  3. every effect the fold emitted that was never journaled as issued (a crash between fold and
+     ``EffectIssued``) was never sent: it is issued now; a journaled retry waits for its
+     ``not_before`` (the ticker) — none of these is an unsafe effect repeated blindly;
+  4. then boot commands, observers (fresh lists), the ticker and periodic commands start.
+
+Guarantees:
+- Journal first: a record is folded only after ``append`` returned it; an effect is submitted only
+  after its ``EffectIssued`` was appended; an outcome is folded only after it was appended.
+- An effect is submitted exactly once per ``EffectIssued`` that flipped it to issued.
+- ``stop()`` (SIGTERM): observers stop, in-flight effects finish (bounded wait) and their outcomes
+  are committed, a snapshot is written and the journal closed.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable, Iterable
+
+from engine import snapshot
+from engine.core import Machines, State, default_machines, fold, initial_state
+from engine.effects.models import effect_to_dict
+from engine.effects.timers import Ticker
+from journal.records import Command, EffectIssued, Outcome
+
+log = logging.getLogger("kfold.daemon")
+MAX_BATCH = 512
+
+
+class Daemon:
+    def __init__(self, journal: Any, executor_factory: Callable[[Any], Any], clock: Any, *,
+                 machines: Machines | None = None, snapshot_every: int = 1000, metrics: Any = None):
+        self.journal = journal
+        self.clock = clock
+        self.machines = machines or default_machines()
+        self.snapshot_every = snapshot_every
+        self.metrics = metrics
+        self.state: State = initial_state()
+        self.executor = executor_factory(self.outcome_sink)
+        self.ticker = Ticker()
+        self._inbox: asyncio.Queue[tuple[list[Any], asyncio.Future | None]] = asyncio.Queue()
+        self._snap_seq = 0
+        self._tasks: list[asyncio.Task] = []
+        self._changed = asyncio.Event()
+        self.stopping = False
+
+    # -- sinks (observers, executor, ticker, periodic commands) ---------------------------------
+    async def submit(self, drafts: Iterable[Any]) -> None:
+        """Queue drafts and wait until they are committed and folded (backpressure)."""
+        fut = asyncio.get_running_loop().create_future()
+        self._inbox.put_nowait((list(drafts), fut))
+        await fut
+
+    async def outcome_sink(self, outcome: Outcome) -> None:
+        self._inbox.put_nowait(([outcome], None))
+
+    # -- recovery -------------------------------------------------------------------------------
+    async def recover(self) -> dict[str, int]:
+        """Rebuild state, resolve in-doubt effects first, issue the never-sent. See module doc."""
+        await self._load()
+        in_doubt = sorted(self.state.in_doubt(), key=lambda e: _seq_key(e.id))
+        unissued = [p for p in self.state.pending.values() if not p.issued]
+        await self.commit([Command(at=self.clock.now_ms(), name="effect.in_doubt", args={"effect_id": e.id})
+                           for e in in_doubt])
+        fresh = [p.effect for p in unissued if not p.attempt and p.effect.id in self.state.pending]
+        await self.commit([self._issued(e) for e in sorted(fresh, key=lambda e: _seq_key(e.id))])
+        for p in unissued:
+            if p.attempt and p.not_before is None:
+                await self.commit([self._issued(p.effect)])
+        log.info("recovered at seq %d: %d in doubt, %d never sent", self.state.seq, len(in_doubt), len(fresh))
+        return {"seq": self.state.seq, "in_doubt": len(in_doubt), "unissued": len(fresh)}
+
+    async def _load(self) -> None:
+        snap = await self.journal.latest_snapshot()
+        if snap is not None:
+            self.state = snapshot.load(snap[1], self.machines)
+            self._snap_seq = self.state.seq
+        async for rec in self.journal.read(self.state.seq + 1):
+            self.state, _ = fold(self.state, rec, self.machines)
+
+    # -- the committer --------------------------------------------------------------------------
+    async def commit(self, drafts: list[Any]) -> list[Any]:
+        """Append, fold, journal the new effects as issued, submit them. The only writer."""
+        if not drafts:
+            return []
+        stamped = await self.journal.append(drafts)
+        effects: list[Any] = []
+        for rec in stamped:
+            effects.extend(self._fold(rec))
+        # While stopping, new effects stay unissued: never sent, so issued (not in doubt) at next start.
+        issued = [] if self.stopping else [self._issued(e) for e in effects if e.type != "log"]
+        for e in effects:
+            if e.type == "log":
+                self.executor.submit(e)
+        if issued:
+            for rec in await self.journal.append(issued):
+                self._fold(rec)
+        await self._maybe_snapshot()
+        self._changed.set()
+        return stamped
+
+    def _fold(self, rec: Any) -> tuple[Any, ...]:
+        before = self.state.pending.get(rec.effect.get("id")) if isinstance(rec, EffectIssued) else None
+        t0 = time.perf_counter()
+        self.state, effects = fold(self.state, rec, self.machines)
+        if self.metrics is not None:
+            self.metrics.folded(rec, time.perf_counter() - t0)
+        if isinstance(rec, EffectIssued) and before is not None and not before.issued and not self.stopping:
+            self.executor.submit(before.effect, before.attempt)
+        if isinstance(rec, Outcome):
+            self._schedule_unclocked_retry(rec)
+        return effects
+
+    def _issued(self, effect: Any) -> EffectIssued:
+        return EffectIssued(at=self.clock.now_ms(), effect=effect_to_dict(effect))
+
+    def _schedule_unclocked_retry(self, rec: Outcome) -> None:
+        p = self.state.pending.get(rec.effect_id)
+        if p is None or p.issued or not p.attempt or p.not_before is not None:
+            return
+        delay = (rec.retry_after_ms or 0) / 1000
+        asyncio.get_running_loop().call_later(delay, self._inbox.put_nowait, ([self._issued(p.effect)], None))
+
+    async def _maybe_snapshot(self, force: bool = False) -> None:
+        if self.state.seq and (force or self.state.seq - self._snap_seq >= self.snapshot_every):
+            await self.journal.put_snapshot(self.state.seq, snapshot.dump(self.state))
+            self._snap_seq = self.state.seq
+
+    async def run_committer(self) -> None:
+        while True:
+            batch = [await self._inbox.get()]
+            while not self._inbox.empty() and sum(len(d) for d, _ in batch) < MAX_BATCH:
+                batch.append(self._inbox.get_nowait())
+            await self._commit_batch(batch)
+
+    async def _commit_batch(self, batch: list[tuple[list[Any], asyncio.Future | None]]) -> None:
+        try:
+            await self.commit([d for drafts, _ in batch for d in drafts])
+        except BaseException as exc:
+            for _, fut in batch:
+                if fut is not None and not fut.done():
+                    fut.set_exception(exc if isinstance(exc, Exception) else RuntimeError("stopped"))
+            raise
+        for _, fut in batch:
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+
+    async def run_ticker(self) -> None:
+        """Deadlines and clocked retries, as the server clock passes them."""
+        while True:
+            now = self.clock.now_ms()
+            drafts = self.ticker.due(self.state, now)
+            if drafts:
+                await self.submit(drafts)
+                continue
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), self.ticker.sleep_s(self.state, now))
+            except asyncio.TimeoutError:
+                pass
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start_loops(self) -> None:
+        self._tasks.append(asyncio.create_task(self.run_committer(), name="committer"))
+        self._tasks.append(asyncio.create_task(self.run_ticker(), name="ticker"))
+
+    def spawn(self, coro: Any, name: str) -> asyncio.Task:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.append(task)
+        return task
+
+    async def stop(self, drain_s: float = 10.0) -> None:
+        """Stop inputs, let in-flight effects finish, commit what came back, snapshot, close."""
+        self.stopping = True
+        committer = next((t for t in self._tasks if t.get_name() == "committer"), None)
+        for t in self._tasks:
+            if t is not committer:
+                t.cancel()
+        try:
+            await asyncio.wait_for(self.executor.join(), drain_s)
+        except asyncio.TimeoutError:
+            log.warning("stop: effects still in flight after %.0fs; they will be in doubt at next start", drain_s)
+        await self.executor.close()
+        if committer is not None:
+            committer.cancel()
+            await asyncio.gather(committer, return_exceptions=True)
+        await self._drain_inbox()
+        await self._maybe_snapshot(force=True)
+        await self.journal.close()
+
+    async def _drain_inbox(self) -> None:
+        batch = []
+        while not self._inbox.empty():
+            batch.append(self._inbox.get_nowait())
+        if batch:
+            drafts = [d for ds, _ in batch for d in ds if not isinstance(d, EffectIssued)]
+            await self.commit([d for d in drafts if isinstance(d, Outcome)])
+
+
+def _seq_key(effect_id: str) -> tuple[int, int]:
+    a, _, b = effect_id.partition(".")
+    return int(a), int(b or 0)

@@ -1,0 +1,144 @@
+"""``kfold run``: wire config, registry, journal, executor, observers and HTTP around ``Daemon``.
+
+Expected flow: ``run(config)`` -> home client from the registry -> journal opened -> ``recover``
+(in-doubt commands first) -> boot commands -> observers (fresh lists) -> ticker, periodic
+commands, HTTP -> wait for SIGTERM/SIGINT -> ``Daemon.stop`` -> exit 0.
+
+Guarantees:
+- Boot commands: ``session.configure``; per watched namespace ``repo.bind`` (with the NAMES of
+  the credential variables that are set, never values) and ``repo.reconcile_bound``; then every
+  ``repos.gc_interval_seconds`` ``repo.gc`` and every ``sweep.interval_seconds``
+  ``pod.sweep_secrets``. Intervals are monotonic waits: they choose when to ask, the fold decides
+  with server time.
+- The registry is the only client constructor (``Registry.home``); this module never builds one.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from typing import Any, Mapping
+
+from engine.effects import executor_resources as res
+from engine.effects.clock import ServerClock
+from engine.effects.executor import Backoff, Executor
+from engine.effects.executor_transport import KubeTransport
+from journal.records import Command
+from kfold.config import Config
+from kfold.daemon import Daemon
+from kfold.http import HttpServer, Metrics, routes_for
+
+log = logging.getLogger("kfold.daemon")
+MANAGED = "app.kubernetes.io/managed-by=kfold"
+
+
+def boot_commands(cfg: Config, env: Mapping[str, str], now_ms: int | None) -> list[Command]:
+    home = cfg.cluster.name
+    out = [Command(at=now_ms, name="session.configure", cluster=home, args={
+        "clusters": [home], "base_domain": cfg.base_domain,
+        "start_ms": cfg.deadlines.start_seconds * 1000, "ready_ms": cfg.deadlines.ready_seconds * 1000,
+        "defaults": {"start_seconds": cfg.deadlines.start_seconds, "ready_seconds": cfg.deadlines.ready_seconds}})]
+    for ns in cfg.namespaces:
+        out += [Command(at=now_ms, name="repo.bind", cluster=home, namespace=ns, args=_bind_args(cfg, env, ns)),
+                Command(at=now_ms, name="repo.reconcile_bound", cluster=home, namespace=ns,
+                        args={"cluster": home, "namespace": ns, "bindings": _bindings(cfg)})]
+    return out
+
+
+def _bindings(cfg: Config) -> list[dict[str, str]]:
+    return [{"url": b.url} for b in cfg.repos.bindings]
+
+
+def _bind_args(cfg: Config, env: Mapping[str, str], ns: str) -> dict[str, Any]:
+    creds = [c.model_dump(exclude_none=True) for c in cfg.repos.credentials]
+    names = sorted({c.env for c in cfg.repos.credentials if c.env and env.get(c.env)})
+    return {"cluster": cfg.cluster.name, "namespace": ns, "bindings": _bindings(cfg), "credentials": creds,
+            "env_present": names, "refresh_interval": cfg.repos.refresh_interval}
+
+
+def periodic_commands(cfg: Config) -> list[tuple[int, str, list[dict[str, Any]]]]:
+    """``(interval_s, command, [args per namespace])``."""
+    home = cfg.cluster.name
+    return [
+        (cfg.repos.gc_interval_seconds, "repo.gc",
+         [{"cluster": home, "namespace": ns, "ttl_seconds": cfg.repos.gc_ttl_seconds} for ns in cfg.namespaces]),
+        (cfg.sweep.interval_seconds, "pod.sweep_secrets",
+         [{"cluster": home, "namespace": ns, "grace_seconds": cfg.sweep.grace_seconds} for ns in cfg.namespaces]),
+    ]
+
+
+async def run_periodic(daemon: Daemon, interval_s: int, name: str, args_list: list[dict[str, Any]]) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        await daemon.submit([Command(at=daemon.clock.now_ms(), name=name, cluster=a["cluster"],
+                                     namespace=a["namespace"], args=a) for a in args_list])
+
+
+def observed_kinds(daemon: Daemon) -> list[res.Resource]:
+    return [r for r in res.RESOURCES if r.kind in daemon.machines.by_kind]
+
+
+def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock) -> list[Any]:
+    from engine.effects.observer import Observer
+    out = []
+    for r in observed_kinds(daemon):
+        for ns in cfg.namespaces:
+            selector = MANAGED if r.kind in ("Pod", "Secret") else ""
+            out.append(Observer(lambda: client, cfg.cluster.name, r.api_version, r.kind, r.plural, ns,
+                                daemon.submit, clock, idle_timeout_s=cfg.deadlines.watch_idle_seconds,
+                                label_selector=selector))
+    return out
+
+
+def home_client(cfg: Config) -> Any:
+    from kfold.registry import MemoryCredentials, RegistrationIndex, Registry
+    state_dir = os.path.join(os.path.dirname(os.path.abspath(cfg.journal.path)), "registry")
+    registry = Registry(RegistrationIndex(state_dir), MemoryCredentials(), home_name=cfg.cluster.name)
+    client = registry.home(cfg.cluster.kubeconfig, cfg.cluster.context,
+                           service_account_dir=cfg.cluster.service_account_dir)
+    return registry, client
+
+
+async def run(cfg: Config, journal: Any = None, env: Mapping[str, str] | None = None) -> int:
+    from kfold.daemon_journal import open_journal
+    env = os.environ if env is None else env
+    registry, client = home_client(cfg)
+    clock, metrics = ServerClock(), Metrics()
+    transport = KubeTransport(lambda c, t: registry.reach(t or None, c or cfg.cluster.name),
+                              max_threads=cfg.executor.threads)
+    backoff = Backoff(max_attempts=cfg.executor.max_attempts)
+    journal = journal or open_journal(cfg.journal.path)
+    await journal.open()
+    daemon = Daemon(journal, lambda sink: Executor(transport, clock, sink, env=env, backoff=backoff, metrics=metrics),
+                    clock, snapshot_every=cfg.journal.snapshot_every, metrics=metrics)
+    daemon.start_loops()
+    await daemon.recover()
+    await daemon.submit(boot_commands(cfg, env, clock.now_ms()))
+    observers = make_observers(cfg, daemon, client, clock)
+    for o in observers:
+        daemon.spawn(o.run(), f"observe:{o.kind}:{o.namespace}")
+    for interval, name, args in periodic_commands(cfg):
+        daemon.spawn(run_periodic(daemon, interval, name, args), f"periodic:{name}")
+    http = HttpServer(*cfg.http.host_port, routes_for(daemon, observers, metrics))
+    await http.start()
+    log.info("kfold running", extra={"listen": f"{http.host}:{http.port}", "seq": daemon.state.seq})
+    code = await _wait_for_stop(daemon)
+    await http.close()
+    await daemon.stop()
+    registry.close()
+    return code
+
+
+async def _wait_for_stop(daemon: Daemon) -> int:
+    loop, stop = asyncio.get_running_loop(), asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    committer = next(t for t in daemon._tasks if t.get_name() == "committer")
+    waiter = asyncio.create_task(stop.wait())
+    await asyncio.wait({waiter, committer}, return_when=asyncio.FIRST_COMPLETED)
+    if committer.done():
+        log.error("the committer stopped: %r", committer.exception())
+        return 1
+    log.info("signal received: draining and closing the journal")
+    return 0

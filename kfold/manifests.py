@@ -1,0 +1,100 @@
+"""``kfold manifests``: a complete in-cluster install as one multi-document YAML stream.
+
+Guarantees:
+- Namespace, ServiceAccount, least-privilege RBAC, the CRDs (``kfold/data/crds/*.yaml``), a
+  ConfigMap with the config, a PVC and a Deployment running ``kfold run --config
+  /etc/kfold/config.yaml`` with ``/healthz`` liveness and ``/readyz`` readiness probes.
+- RBAC lists only what kfold does: the observers' list/watch, the effects' verbs
+  (``executor_ops``) on the kinds of ``executor_resources``; namespaces get/create only; no
+  ``deletecollection``, no ``escalate``, no wildcards.
+- The journal lives on a PersistentVolumeClaim, not an emptyDir: the journal IS the state (an
+  emptyDir would lose every in-flight decision on a reschedule and make "in doubt" unknowable),
+  and ``replicas: 1`` + ``strategy: Recreate`` keep a single writer on the ReadWriteOnce volume.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DATA = Path(__file__).parent / "data"
+LABELS = {"app.kubernetes.io/name": "kfold", "app.kubernetes.io/managed-by": "kfold"}
+WATCH = ["get", "list", "watch"]
+
+RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": WATCH + ["create", "delete", "patch"]},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": WATCH + ["create", "update", "delete"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "create", "update", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["get", "list", "create", "update", "patch", "delete"]},
+    {"apiGroups": ["kfold.dev"], "resources": ["sessions", "repos"], "verbs": WATCH + ["create", "update", "patch", "delete"]},
+    {"apiGroups": ["kfold.dev"], "resources": ["sessions/status", "repos/status"], "verbs": ["get", "patch", "update"]},
+]
+CLUSTER_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "create"]},
+]
+
+
+def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
+    md: dict[str, Any] = {"name": name, "labels": dict(LABELS)}
+    if namespace:
+        md["namespace"] = namespace
+    return md
+
+
+def crds() -> list[dict[str, Any]]:
+    return [doc for f in sorted((DATA / "crds").glob("*.yaml")) for doc in yaml.safe_load_all(f.read_text()) if doc]
+
+
+def rbac(ns: str, watched: list[str]) -> list[dict[str, Any]]:
+    sa = [{"kind": "ServiceAccount", "name": "kfold", "namespace": ns}]
+    out: list[dict[str, Any]] = [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": _meta("kfold"), "rules": CLUSTER_RULES},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": _meta("kfold"), "subjects": sa,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kfold"}},
+    ]
+    for w in watched:
+        out.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta("kfold", w), "rules": RULES})
+        out.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta("kfold", w),
+                    "subjects": sa, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kfold"}})
+    return out
+
+
+def deployment(ns: str, image: str, port: int) -> dict[str, Any]:
+    probe = lambda path, delay: {"httpGet": {"path": path, "port": port}, "initialDelaySeconds": delay, "periodSeconds": 10}  # noqa: E731
+    container = {
+        "name": "kfold", "image": image, "args": ["run", "--config", "/etc/kfold/config.yaml"],
+        "ports": [{"name": "http", "containerPort": port}],
+        "livenessProbe": probe("/healthz", 10), "readinessProbe": probe("/readyz", 5),
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/kfold"}, {"name": "journal", "mountPath": "/var/lib/kfold"}],
+        "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    spec = {"serviceAccountName": "kfold", "terminationGracePeriodSeconds": 30, "containers": [container],
+            "securityContext": {"fsGroup": 65532, "runAsUser": 65532},
+            "volumes": [{"name": "config", "configMap": {"name": "kfold-config"}},
+                        {"name": "journal", "persistentVolumeClaim": {"claimName": "kfold-journal"}}]}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta("kfold", ns),
+            "spec": {"replicas": 1, "strategy": {"type": "Recreate"},
+                     "selector": {"matchLabels": {"app.kubernetes.io/name": "kfold"}},
+                     "template": {"metadata": {"labels": dict(LABELS)}, "spec": spec}}}
+
+
+def install(namespace: str = "kfold", image: str = "ghcr.io/kfold/kfold:latest", config_text: str | None = None) -> list[dict[str, Any]]:
+    text = config_text or (DATA / "config.example.yaml").read_text()
+    cfg = yaml.safe_load(text) or {}
+    watched = list(cfg.get("namespaces") or [namespace])
+    port = int(str((cfg.get("http") or {}).get("listen", "0.0.0.0:8080")).rpartition(":")[2])
+    docs: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(n)} for n in dict.fromkeys([namespace] + watched)]
+    docs += [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta("kfold", namespace)}]
+    docs += crds() + rbac(namespace, watched)
+    docs += [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("kfold-config", namespace), "data": {"config.yaml": text}},
+             {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta("kfold-journal", namespace),
+              "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}},
+             deployment(namespace, image, port)]
+    return docs
+
+
+def render(docs: list[dict[str, Any]]) -> str:
+    return yaml.safe_dump_all(docs, sort_keys=False)

@@ -1,0 +1,65 @@
+"""Config files: a good one loads; a bad one fails with the file, the field and the fix."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kfold.config import ConfigError, read_config
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "kfold" / "data" / "config.example.yaml"
+MINIMAL = "namespaces: [sessions]\nbase_domain: sessions.example.com\n"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "config.yaml"
+    p.write_text(text)
+    return p
+
+
+def error_of(path: Path) -> str:
+    with pytest.raises(ConfigError) as err:
+        read_config(path)
+    return str(err.value)
+
+
+def test_the_shipped_example_is_valid():
+    cfg = read_config(EXAMPLE)
+    assert cfg.namespaces == ("kfold-sessions",) and cfg.repos.credentials[0].env == "KFOLD_GIT_TOKEN"
+
+
+def test_a_minimal_file_gets_documented_defaults(tmp_path):
+    cfg = read_config(write(tmp_path, MINIMAL))
+    assert (cfg.journal.snapshot_every, cfg.deadlines.watch_idle_seconds, cfg.http.host_port) == (1000, 70, ("0.0.0.0", 8080))
+
+
+def test_cli_overrides_win_over_the_file(tmp_path):
+    cfg = read_config(write(tmp_path, MINIMAL), {"journal.path": "/tmp/j.db", "cluster.context": None})
+    assert cfg.journal.path == "/tmp/j.db"
+
+
+@pytest.mark.parametrize("text, field, hint", [
+    ("base_domain: a.example.com\n", "field namespaces", "required"),
+    (MINIMAL + "repos:\n  bindings:\n    - url: not-a-url\n", "field repos.bindings[0].url", "https://host/path.git"),
+    (MINIMAL + "repos:\n  bindings:\n    - url: https://me:pw@github.com/x.git\n", "field repos.bindings[0].url", "environment variable"),
+    (MINIMAL + "journl:\n  path: x\n", "field journl", "unknown field"),
+    (MINIMAL + "log:\n  format: xml\n", "field log.format", "'plain' or 'json'"),
+    (MINIMAL + "http:\n  listen: eighty\n", "field http.listen", "HOST:PORT"),
+    (MINIMAL + "journal:\n  snapshot_every: 0\n", "field journal.snapshot_every", "greater than or equal to 1"),
+    ("namespaces: [Bad_NS]\nbase_domain: x.example.com\n", "field namespaces", "DNS label"),
+], ids=["missing-namespaces", "bad-url", "password-in-url", "typo", "log-format", "listen", "snapshot", "namespace-name"])
+def test_a_bad_field_is_named_with_its_file_and_a_fix(tmp_path, text, field, hint):
+    path = write(tmp_path, text)
+    msg = error_of(path)
+    assert msg.startswith(f"kfold: config {path}: {field}")
+    assert hint in msg
+
+
+def test_broken_yaml_names_the_line(tmp_path):
+    msg = error_of(write(tmp_path, "namespaces: [a\nbase_domain: x\n"))
+    assert "not valid YAML at line" in msg
+
+
+def test_a_missing_file_says_what_to_pass(tmp_path):
+    msg = error_of(tmp_path / "nope.yaml")
+    assert "cannot read" in msg and "--config" in msg
