@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import Any, Callable, Iterable
 
@@ -63,6 +64,9 @@ class Daemon:
         await fut
 
     async def outcome_sink(self, outcome: Outcome) -> None:
+        p = self.state.pending.get(outcome.effect_id)
+        if p is not None:
+            _crash_hook("performed", p.effect)
         self._inbox.put_nowait(([outcome], None))
 
     # -- recovery -------------------------------------------------------------------------------
@@ -105,6 +109,7 @@ class Daemon:
                 self.executor.submit(e)
         if issued:
             for rec in await self.journal.append(issued):
+                _crash_hook("issued", rec.effect)
                 self._fold(rec)
         await self._maybe_snapshot()
         self._changed.set()
@@ -192,11 +197,13 @@ class Daemon:
         except asyncio.TimeoutError:
             log.warning("stop: effects still in flight after %.0fs; they will be in doubt at next start", drain_s)
         await self.executor.close()
+        broken = committer is not None and committer.done() and not committer.cancelled() and committer.exception()
         if committer is not None:
             committer.cancel()
             await asyncio.gather(committer, return_exceptions=True)
-        await self._drain_inbox()
-        await self._maybe_snapshot(force=True)
+        if not broken:  # after a fold failure the state no longer matches the journal: fold nothing more
+            await self._drain_inbox()
+            await self._maybe_snapshot(force=True)
         await self.journal.close()
 
     async def _drain_inbox(self) -> None:
@@ -206,6 +213,29 @@ class Daemon:
         if batch:
             drafts = [d for ds, _ in batch for d in ds if not isinstance(d, EffectIssued)]
             await self.commit([d for d in drafts if isinstance(d, Outcome)])
+
+
+_CRASH_COUNTS: dict[str, int] = {}
+
+
+def _crash_hook(point: str, effect: Any) -> None:
+    """TEST-ONLY fault injection (tests/e2e/test_kill9.py); inert unless ``KFOLD_CRASH_AFTER`` is set.
+
+    ``KFOLD_CRASH_AFTER=<point>:<type>:<kind>:<n>`` with point ``issued`` (the n-th matching
+    ``EffectIssued`` is durable, nothing sent yet) or ``performed`` (the executor performed it, its
+    outcome not journaled): the process ``os._exit(137)``s there, as a kill -9 would leave it."""
+    spec = os.environ.get("KFOLD_CRASH_AFTER")
+    if not spec:
+        return
+    want_point, want_type, want_kind, n = spec.split(":")
+    e = effect if isinstance(effect, dict) else effect_to_dict(effect)
+    if point != want_point or e.get("type") != want_type or e.get("kind") != want_kind:
+        return
+    _CRASH_COUNTS[spec] = _CRASH_COUNTS.get(spec, 0) + 1
+    if _CRASH_COUNTS[spec] >= int(n):
+        log.warning("KFOLD_CRASH_AFTER=%s: exiting 137 (test-only crash hook)", spec)
+        logging.shutdown()
+        os._exit(137)
 
 
 def _seq_key(effect_id: str) -> tuple[int, int]:

@@ -46,3 +46,5 @@ def setup(fmt: str = "plain", level: str = "info", stream=None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # transitions narrates every callback at INFO; kfold logs its own decisions instead.
+    logging.getLogger("transitions").setLevel(logging.WARNING)

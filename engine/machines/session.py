@@ -82,7 +82,7 @@ class SessionMachine(Machine):
         d = ctx.get(effect.key)
         if not isinstance(d, SessionDecision):
             return
-        if effect.kind == "Session" and effect.subresource == "status":
+        if effect.kind == "Session" and getattr(effect, "subresource", "") == "status":
             if rec.result not in ("ok", "not_found"):  # written again on the next decision
                 ctx.put(effect.key, d.but(status_written=""))
             return

@@ -1,0 +1,197 @@
+"""Shared e2e fixtures: the real control plane, kfold's install, a ServiceAccount identity, and
+a daemon factory that runs ``kfold run`` as a real process.
+
+The control plane comes from scripts/controlplane.sh (built by scripts/build_controlplane.sh);
+scripts/test.sh starts it before pytest, and ``ensure_controlplane`` is idempotent.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.controlplane import ensure_controlplane
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def cp():
+    return ensure_controlplane(build=False)
+
+
+@pytest.fixture(scope="session")
+def admin(cp):
+    from kubernetes import client, config
+    cfg = client.Configuration()
+    config.load_kube_config(cp["kubeconfig"], client_configuration=cfg)
+    return client.ApiClient(cfg)
+
+
+def apply(api, docs):
+    """Create each document, replacing nothing: AlreadyExists is fine (idempotent install)."""
+    from kubernetes import utils
+    from kubernetes.client.exceptions import ApiException
+    for doc in docs:
+        try:
+            utils.create_from_dict(api, doc)
+        except utils.FailToCreateError as exc:
+            if not all(getattr(e, "status", 0) == 409 for e in exc.api_exceptions):
+                raise
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+
+@pytest.fixture(scope="session")
+def crds(admin):
+    from kfold.manifests import crds as crd_docs
+    apply(admin, crd_docs())
+    time.sleep(1.0)  # CRD establishment
+    return True
+
+
+@pytest.fixture
+def namespace(admin, crds):
+    """A fresh namespace for one test; deleted afterwards (the controller manager finishes it)."""
+    from kubernetes import client
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    client.CoreV1Api(admin).create_namespace({"metadata": {"name": name}})
+    yield name
+    try:
+        client.CoreV1Api(admin).delete_namespace(name)
+    except Exception:
+        pass
+
+
+def install_rbac(admin, kfold_ns: str, watched: list[str]) -> None:
+    from kfold.manifests import rbac
+    from kubernetes import client
+    try:
+        client.CoreV1Api(admin).create_namespace({"metadata": {"name": kfold_ns}})
+    except Exception:
+        pass
+    apply(admin, [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "kfold", "namespace": kfold_ns}}])
+    apply(admin, rbac(kfold_ns, watched))
+
+
+def service_account_kubeconfig(admin, cp, kfold_ns: str, path: Path) -> Path:
+    """A kubeconfig holding a short-lived token of the kfold ServiceAccount (TokenRequest API)."""
+    from kubernetes import client
+    tr = client.CoreV1Api(admin).create_namespaced_service_account_token(
+        "kfold", kfold_ns, {"spec": {"expirationSeconds": 3600}})
+    ca = base64.b64encode(Path(cp["ca"]).read_bytes()).decode()
+    cfg = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "kfold",
+        "clusters": [{"name": "e2e", "cluster": {"server": cp["server"], "certificate-authority-data": ca}}],
+        "users": [{"name": "kfold", "user": {"token": tr.status.token}}],
+        "contexts": [{"name": "kfold", "context": {"cluster": "e2e", "user": "kfold"}}],
+    }
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """``kfold run`` as a real process."""
+
+    def __init__(self, tmp: Path, kubeconfig: str, namespaces: list[str], extra: dict | None = None):
+        self.port = free_port()
+        self.journal = tmp / "journal.db"
+        self.log = tmp / f"kfold-{uuid.uuid4().hex[:6]}.log"
+        cfg = {
+            "cluster": {"name": "local", "kubeconfig": kubeconfig},
+            "namespaces": namespaces,
+            "base_domain": "sessions.test",
+            "journal": {"path": str(self.journal), "snapshot_every": 100},
+            "log": {"format": "plain", "level": "info"},
+            "http": {"listen": f"127.0.0.1:{self.port}"},
+        }
+        for k, v in (extra or {}).items():
+            cfg[k] = v
+        self.config = tmp / "config.yaml"
+        self.config.write_text(yaml.safe_dump(cfg))
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, wait_ready: bool = True, env: dict | None = None) -> "Daemon":
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kfold", "run", "--config", str(self.config)],
+            cwd=REPO, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})})
+        if wait_ready:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"kfold run exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except Exception:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"kfold run not ready in {timeout}s:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> int:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode if self.proc else 0
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+
+@pytest.fixture
+def daemon_factory(tmp_path):
+    started: list[Daemon] = []
+
+    def make(kubeconfig: str, namespaces: list[str], extra: dict | None = None) -> Daemon:
+        d = Daemon(tmp_path, kubeconfig, namespaces, extra)
+        started.append(d)
+        return d
+
+    yield make
+    for d in started:
+        d.stop()
+
+
+def wait_for(fn, timeout: float = 30.0, interval: float = 0.25, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")

@@ -1,0 +1,127 @@
+"""A Session's whole life on a real apiserver, with ``kfold run`` as its least-privilege
+ServiceAccount: create -> Ready (pod, Service, Ingress), suspend, resume (new generation, old pod
+gone), set-apps (new generation), stop (everything kfold created is deleted), stop again."""
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from tests.e2e.conftest import install_rbac, service_account_kubeconfig, wait_for
+
+GROUP, VERSION, PLURAL = "kfold.dev", "v1alpha1", "sessions"
+
+
+def session_manifest(ns: str, apps: list[dict]) -> dict:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Session",
+            "metadata": {"name": "demo", "namespace": ns},
+            "spec": {"image": "registry.example/sandbox:1", "apps": apps}}
+
+
+WEB = {"name": "web", "ports": [{"port": 8080, "protocol": "TCP"}]}
+API = {"name": "api", "ports": [{"port": 9090, "protocol": "TCP"}]}
+
+
+@pytest.fixture
+def sa_daemon(admin, cp, namespace, daemon_factory, tmp_path):
+    install_rbac(admin, "kfold-e2e", [namespace])
+    kubeconfig = service_account_kubeconfig(admin, cp, "kfold-e2e", tmp_path / "sa.kubeconfig")
+    return daemon_factory(str(kubeconfig), [namespace]).start()
+
+
+class World:
+    def __init__(self, admin, ns):
+        self.ns = ns
+        self.co = client.CustomObjectsApi(admin)
+        self.core = client.CoreV1Api(admin)
+        self.net = client.NetworkingV1Api(admin)
+
+    def status(self) -> dict:
+        return self.co.get_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, "demo").get("status", {})
+
+    def phase_is(self, phase: str, generation: int | None = None):
+        def check():
+            st = self.status()
+            ok = st.get("phase") == phase and (generation is None or st.get("generation") == generation)
+            return st if ok else None
+        return wait_for(check, 45, what=f"phase {phase} generation {generation}")
+
+    def patch_spec(self, **spec) -> None:
+        self.co.patch_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, "demo", {"spec": spec})
+
+    def pods(self) -> list[str]:
+        return sorted(p.metadata.name for p in self.core.list_namespaced_pod(self.ns).items
+                      if p.metadata.deletion_timestamp is None)
+
+    def all_pods(self) -> list[str]:
+        return sorted(p.metadata.name for p in self.core.list_namespaced_pod(self.ns).items)
+
+    def managed(self, lister) -> list[str]:
+        return sorted(o.metadata.name for o in lister(self.ns, label_selector="app.kubernetes.io/managed-by=kfold").items)
+
+
+def test_a_session_lives_and_ends_on_a_real_apiserver(admin, namespace, sa_daemon):
+    w = World(admin, namespace)
+    w.co.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, session_manifest(namespace, [WEB]))
+
+    st = w.phase_is("Ready", 1)
+    assert st["podName"] == "demo-g1"
+    assert w.pods() == ["demo-g1"]
+    pod = w.core.read_namespaced_pod("demo-g1", namespace)
+    assert pod.metadata.labels["kfold.dev/session"] == "demo"
+    assert pod.metadata.labels["kfold.dev/generation"] == "1"
+    svc = w.core.read_namespaced_service("demo", namespace)
+    assert [p.port for p in svc.spec.ports] == [8080]
+    assert svc.metadata.owner_references[0].uid == pod.metadata.uid
+    ing = w.net.read_namespaced_ingress("demo", namespace)
+    assert [r.host for r in ing.spec.rules] == ["8080-demo.sessions.test"]
+
+    w.patch_spec(suspended=True)
+    w.phase_is("Suspended")
+    wait_for(lambda: w.all_pods() == [], 30, what="pod demo-g1 deleted on suspend")
+
+    w.patch_spec(suspended=False)
+    st = w.phase_is("Ready", 2)
+    assert st["podName"] == "demo-g2" and w.pods() == ["demo-g2"]
+
+    w.patch_spec(apps=[WEB, API])
+    st = w.phase_is("Ready", 3)
+    assert st["podName"] == "demo-g3"
+    wait_for(lambda: w.all_pods() == ["demo-g3"], 30, what="only demo-g3 left after set-apps")
+    wait_for(lambda: sorted(p.port for p in w.core.read_namespaced_service("demo", namespace).spec.ports) == [8080, 9090],
+             30, what="Service routes both apps' ports")
+
+    w.patch_spec(stopped=True)
+    w.phase_is("Stopped")
+    wait_for(lambda: w.all_pods() == [], 30, what="pods deleted on stop")
+    wait_for(lambda: w.managed(w.core.list_namespaced_service) == [], 30, what="Service deleted on stop")
+    wait_for(lambda: w.managed(w.net.list_namespaced_ingress) == [], 30, what="Ingress deleted on stop")
+    wait_for(lambda: w.managed(w.core.list_namespaced_secret) == [], 30, what="Secret deleted on stop")
+
+    before = w.status()
+    w.patch_spec(stopped=True)  # a repeated stop changes nothing
+    assert w.phase_is("Stopped")["generation"] == before["generation"]
+    assert w.all_pods() == []
+
+
+def test_an_invalid_session_fails_with_the_field_named_and_no_pod(admin, namespace, sa_daemon):
+    w = World(admin, namespace)
+    bad = session_manifest(namespace, [WEB, {"name": "web", "ports": [{"port": 9090}]}])
+    w.co.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, bad)
+    st = w.phase_is("Failed")
+    text = " ".join(c.get("message", "") for c in st.get("conditions", []))
+    assert "spec.apps[1].name" in text and "duplicate" in text
+    assert w.all_pods() == []
+
+
+def test_deleting_the_session_tears_everything_down_first(admin, namespace, sa_daemon):
+    w = World(admin, namespace)
+    w.co.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, session_manifest(namespace, [WEB]))
+    w.phase_is("Ready", 1)
+    w.co.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "demo")
+
+    def gone():
+        items = w.co.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
+        return not items and w.all_pods() == []
+    wait_for(gone, 45, what="Session finalized after its pod was deleted")
+    assert w.managed(w.core.list_namespaced_service) == []
+    assert w.managed(w.core.list_namespaced_secret) == []
