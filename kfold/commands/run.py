@@ -27,10 +27,34 @@ def main(args: argparse.Namespace) -> int:
         return 2
     logs.setup(cfg.log.format, cfg.log.level)
     try:
-        return asyncio.run(run(cfg))
+        code = _run_to_completion(run(cfg))
     except Exception as exc:  # noqa: BLE001 - the operator needs one clear line, not a traceback
         from kfold.registry import RegistryError
         if isinstance(exc, RegistryError):
             print(f"kfold run: {exc}", file=sys.stderr)
             return 2
         raise
+    _exit_now(code)
+    return code
+
+
+def _run_to_completion(main_coro) -> int:
+    """Run the daemon; do not wait for worker threads still blocked in a watch read.
+
+    By the time ``run`` returns the journal is closed cleanly. A thread blocked reading a watch
+    stream cannot be interrupted and would hold ``asyncio.run`` (and interpreter exit) until the
+    server-side watch timeout; nothing it could still deliver would be journaled anyway."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(main_coro)
+    finally:
+        loop.close()
+
+
+def _exit_now(code: int) -> None:
+    import logging
+    import os
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
