@@ -5,28 +5,37 @@
 # Everything listens on 127.0.0.1; state lives in $CACHE/cp/ (certs, etcd data, logs, pids,
 # kubeconfig). Components:
 #   etcd                    client :23790 (plain http), peer :23800
-#   kube-apiserver          https :26443, --watch-cache=false by default (see "compact")
+#   kube-apiserver          https :26443, --watch-cache=false by default (see "compact");
+#                           --endpoint-reconciler-type=none (a loopback advertise address is
+#                           rejected by the endpoint reconciler)
 #   kube-scheduler          :26259 (leader election off) - binds pods to the fake nodes
 #   kube-controller-manager :26257, only if built (Deployments/ReplicaSets, GC, namespace
 #                           deletion, default ServiceAccounts)
 #   kwok                    :26247, fakes the kubelet for nodes annotated
-#                           kwok.x-k8s.io/node=fake: Ready nodes + Running/Ready pods w/ podIP
+#                           kwok.x-k8s.io/node=fake: Ready nodes (lease heartbeats) and
+#                           Running/Ready pods with a podIP from 10.244.0.0/16; stages from
+#                           scripts/controlplane/kwok-stages.yaml
 # Two fake nodes (kfold-node-1, kfold-node-2; 32 cpu / 256Gi / 110 pods, no taints) are created.
-# Admission: ServiceAccount plugin is DISABLED so pods can be created in a fresh namespace
-# without a `default` ServiceAccount (no token is mounted into pods).
+# Admission: ServiceAccount plugin is DISABLED so pods can be created in a brand-new
+# namespace without racing the controller-manager's `default` ServiceAccount creation
+# (pods get no serviceAccountName and no token volume).
 # Auth: client certs from a local CA; $CACHE/cp/kubeconfig is admin (O=system:masters).
 #
 #   start    idempotent; waits for /readyz and Ready nodes, then prints the env
 #   stop     kills the processes recorded in $CACHE/cp/run/*.pid (keeps data; `stop --wipe` deletes it)
 #   status   shows which components are running
 #   env      prints shell exports (KUBECONFIG, KFOLD_APISERVER, KFOLD_ETCD)
-#   compact  compacts etcd to its current revision (physical) via the v3 JSON gateway; with
-#            the watch cache off, any later watch from an older resourceVersion gets a 410.
+#   compact  compacts etcd to its current revision (physical) via the v3 JSON gateway and
+#            prints it. With the watch cache off, a later watch from any older
+#            resourceVersion gets HTTP 200 + {"type":"ERROR","object":{Status code 410,
+#            reason Expired}} (the python client raises ApiException(status=410)).
 # Ports override: KFOLD_ETCD_PORT, KFOLD_ETCD_PEER_PORT, KFOLD_APISERVER_PORT,
 # KFOLD_SCHEDULER_PORT, KFOLD_KCM_PORT, KFOLD_KWOK_PORT. KFOLD_WATCH_CACHE=true turns the
-# apiserver watch cache back on (then old-RV watches are answered from memory, not etcd).
+# apiserver watch cache back on: old-RV watches are then served from memory and compaction
+# does NOT cause a 410 (only RVs older than the cache's start do).
 set -euo pipefail
 
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${KFOLD_CACHE:-$HOME/.cache/kfold}
 BIN=$CACHE/bin
 CP=$CACHE/cp
@@ -104,9 +113,13 @@ spawn() {
   log "started $name (pid $!)"
 }
 
-wait_for() { # description timeout-seconds command...
-  local what=$1 t=$2; shift 2
-  for ((i = 0; i < t * 4; i++)); do "$@" >/dev/null 2>&1 && return 0; sleep 0.25; done
+wait_for() { # component description timeout-seconds command...
+  local comp=$1 what=$2 t=$3; shift 3
+  for ((i = 0; i < t * 4; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    running "$comp" || { tail -5 "$CP/logs/$comp.log" >&2; die "$comp exited (see $CP/logs/$comp.log)"; }
+    sleep 0.25
+  done
   die "timed out after ${t}s waiting for $what (see $CP/logs/)"
 }
 
@@ -148,7 +161,7 @@ cmd_start() {
     --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "kfold=http://127.0.0.1:$ETCD_PEER_PORT" \
     --listen-metrics-urls "" --log-level warn
-  wait_for etcd 30 curl -sf "$ETCD/health"
+  wait_for etcd etcd 30 curl -sf "$ETCD/health"
   spawn kube-apiserver "$BIN/kube-apiserver" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
     --etcd-servers="$ETCD" --watch-cache="$WATCH_CACHE" \
@@ -157,8 +170,9 @@ cmd_start() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 --authorization-mode=Node,RBAC \
-    --disable-admission-plugins=ServiceAccount --allow-privileged=true --profiling=false
-  wait_for "apiserver /readyz" 120 kcurl -f "$API/readyz"
+    --disable-admission-plugins=ServiceAccount --allow-privileged=true --profiling=false \
+    --endpoint-reconciler-type=none
+  wait_for kube-apiserver "apiserver /readyz" 120 kcurl -f "$API/readyz"
   spawn kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$KUBECONFIG_FILE" \
     --authentication-kubeconfig="$KUBECONFIG_FILE" --authorization-kubeconfig="$KUBECONFIG_FILE" \
     --bind-address=127.0.0.1 --secure-port="$SCHED_PORT" --leader-elect=false
@@ -170,32 +184,34 @@ cmd_start() {
       --use-service-account-credentials=false \
       --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key"
   fi
-  spawn kwok "$BIN/kwok" --kubeconfig="$KUBECONFIG_FILE" \
+  spawn kwok "$BIN/kwok" --kubeconfig="$KUBECONFIG_FILE" -c "$HERE/controlplane/kwok-stages.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --node-ip=10.244.0.1 --cidr=10.244.0.0/16 --server-address="127.0.0.1:$KWOK_PORT"
+    --node-ip=10.240.0.1 --cidr=10.244.0.0/16 --server-address="127.0.0.1:$KWOK_PORT"
   local n
   for n in "${NODES[@]}"; do
     kcurl -f "$API/api/v1/nodes/$n" >/dev/null 2>&1 ||
       node_json "$n" | kcurl -f -X POST -H 'Content-Type: application/json' \
         --data-binary @- "$API/api/v1/nodes" >/dev/null
   done
-  for n in "${NODES[@]}"; do wait_for "node $n Ready" 60 node_ready "$n"; done
+  for n in "${NODES[@]}"; do wait_for kwok "node $n Ready" 60 node_ready "$n"; done
   log "control plane ready in $((SECONDS - t0))s ($API)"
   cmd_env
 }
 
 cmd_stop() {
-  local name pid
-  for name in kwok kube-controller-manager kube-scheduler kube-apiserver etcd; do
-    [[ -f $CP/run/$name.pid ]] || continue
-    pid=$(cat "$CP/run/$name.pid")
-    if kill -0 "$pid" 2>/dev/null; then
-      kill "$pid"
+  # SIGTERM everything but etcd at once, wait (<=10s, then SIGKILL), then etcd the same way.
+  local group name pid pids
+  for group in "kwok kube-controller-manager kube-scheduler kube-apiserver" etcd; do
+    pids=()
+    for name in $group; do
+      pid=$(cat "$CP/run/$name.pid" 2>/dev/null) || continue
+      rm -f "$CP/run/$name.pid"
+      kill "$pid" 2>/dev/null && { pids+=("$pid"); log "stopping $name (pid $pid)"; }
+    done
+    for pid in "${pids[@]}"; do
       for ((i = 0; i < 40; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-      kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-      log "stopped $name (pid $pid)"
-    fi
-    rm -f "$CP/run/$name.pid"
+      kill -9 "$pid" 2>/dev/null || true
+    done
   done
   if [[ ${1:-} == --wipe ]]; then rm -rf "$CP"; log "wiped $CP"; fi
 }
@@ -213,7 +229,10 @@ cmd_compact() {
   local rev
   rev=$(curl -sf -X POST "$ETCD/v3/kv/range" -d '{"key":"AA=="}' |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])')
-  curl -sf -X POST "$ETCD/v3/kv/compaction" -d "{\"revision\":\"$rev\",\"physical\":true}" >/dev/null
+  local out
+  out=$(curl -s -X POST "$ETCD/v3/kv/compaction" -d "{\"revision\":\"$rev\",\"physical\":true}")
+  # already compacted to this revision (idle cluster) is fine
+  [[ $out == *'"header"'* || $out == *"has been compacted"* ]] || die "compaction failed: $out"
   echo "$rev"
 }
 
