@@ -1,0 +1,227 @@
+"""The cluster registry: the only door from kfold to a Kubernetes apiserver.
+
+A cluster is a registered entity: a name, in ONE tenant's index, with a credential in the
+credential store under a reference derived from (tenant, name). Every client kfold uses comes from
+``reach(tenant, name)`` (registered clusters) or ``home(...)`` (kfold's own cluster, the tenant-less
+entry ``home_name``); nothing else in kfold constructs one (tests/unit/test_layering_clients.py).
+
+Guarantees:
+- Tenancy: a name is looked up only in the calling tenant's index; another tenant's cluster answers
+  exactly like a missing one (``NotRegistered``, same message).
+- Register validates the name and kubeconfig, probes the cluster (15 s) and refuses one it cannot
+  reach with the reason; only then is the credential stored and the record written. Re-registering
+  a name replaces the credential and refreshes the inventory; the next ``reach`` sees the new
+  credential's digest and builds a new client (the same credential keeps its cached client).
+- Deregister removes the record and destroys the credential.
+- Reach reuses one client per (tenant, name, credential digest), but that client reads the FRESH
+  record on every request: a tightened bound or a deregistration applies to the next request.
+- Records hold no credential; ``repr`` of the registry and its clients shows none.
+Caveats: ``reach`` reads the credential store each call (to compare digests); with
+``SecretCredentials`` that is one GET, so hold the client for a batch rather than per request.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Mapping
+
+from kfold.registry import bounds
+from kfold.registry.client import BoundedApiClient, configuration_for
+from kfold.registry.credentials import CredentialStore
+from kfold.registry.errors import CredentialMissing, NotRegistered
+from kfold.registry.home import HomeSource, home_configuration
+from kfold.registry.index import RegistrationIndex, Records
+from kfold.registry.kubeconfig import Kubeconfig, select
+from kfold.registry.limiter import TokenBucket
+from kfold.registry.probe import probe
+from kfold.registry.records import (
+    Registration,
+    check_name,
+    clean_namespaces,
+    credential_ref,
+    name_problem,
+)
+
+CacheKey = tuple[str, str, str]
+log = logging.getLogger("kfold.registry")
+
+
+def _upsert(records: Records, new: Registration) -> Records:
+    kept = [r for r in records if r.name != new.name]
+    if new.default:
+        kept = [r.model_copy(update={"default": False}) for r in kept]
+    return (*kept, new)
+
+
+class Registry:
+    """Per-deployment cluster registry (see module contract)."""
+
+    def __init__(
+        self,
+        index: RegistrationIndex,
+        credentials: CredentialStore,
+        *,
+        tenants: Mapping[str, str] | None = None,
+        home_name: str = "local",
+    ) -> None:
+        self._index = index
+        self._credentials = credentials
+        self._tenants = dict(tenants or {})
+        self.home_name = check_name(home_name)
+        self._clients: dict[CacheKey, BoundedApiClient] = {}
+        self._home: BoundedApiClient | None = None
+        self.home_source: HomeSource | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Registry({self._index!r}, {self._credentials!r}, home={self.home_name!r})"
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def tenant_for_namespace(self, namespace: str) -> str | None:
+        """The tenant a Session in ``namespace`` (on the home cluster) acts for; None if unmapped."""
+        return self._tenants.get(namespace)
+
+    def list(self, tenant: str) -> Records:
+        """The tenant's registrations."""
+        return self._index.read(tenant)
+
+    def list_all(self) -> Records:
+        """Every tenant's registrations (operator view, e.g. the CLI)."""
+        return tuple(r for t in self._index.tenants() for r in self._index.read(t))
+
+    def get(self, tenant: str | None, name: str) -> Registration:
+        """The tenant's record named ``name``, or ``NotRegistered``."""
+        if tenant is None or name_problem(name) is not None:
+            raise NotRegistered(name)
+        for record in self._index.read(tenant):
+            if record.name == name:
+                return record
+        raise NotRegistered(name)
+
+    def resolve_namespace(self, tenant: str, name: str, namespace: str | None) -> tuple[str, ...]:
+        """``bounds.resolve`` against the tenant's fresh record of ``name``."""
+        return bounds.resolve(self.get(tenant, name), namespace)
+
+    # -- register / deregister -----------------------------------------------------------------
+
+    def register(
+        self,
+        tenant: str,
+        name: str,
+        kubeconfig_text: str,
+        *,
+        provider: str = "byo",
+        namespaces: tuple[str, ...] | list[str] = (),
+        default: bool = False,
+        allow_exec: bool = False,
+        allow_files: bool = False,
+    ) -> Registration:
+        """Validate, probe, store the credential, write the record (see module contract)."""
+        draft = Registration(
+            name=check_name(name), tenant=check_name(tenant, "tenant"), provider=provider or "byo",
+            namespaces=clean_namespaces(namespaces), default=default, allow_exec=allow_exec,
+            allow_files=allow_files,
+        )
+        kubeconfig = Kubeconfig(kubeconfig_text)
+        record = self._probed(draft, kubeconfig)
+        self._credentials.put(credential_ref(tenant, name), kubeconfig)
+        self._index.update(tenant, lambda records: _upsert(records, record))
+        log.info("registered cluster %s/%s at %s (bound: %s, inventory: %s)", tenant, name,
+                 record.endpoint, ",".join(record.namespaces) or "whole cluster", record.inventory)
+        return record
+
+    def _probed(self, draft: Registration, kubeconfig: Kubeconfig) -> Registration:
+        """``draft`` completed from a probe made with ``kubeconfig`` (no retries, 15 s bound)."""
+        selected = select(kubeconfig, allow_exec=draft.allow_exec, allow_files=draft.allow_files)
+        config = configuration_for(selected)
+        config.retries = 0
+        prober = BoundedApiClient(config, label=f"{draft.tenant}/{draft.name}", record_source=lambda: draft)
+        try:
+            result = probe(draft.name, prober, draft.namespaces)
+        finally:
+            prober.close()
+        return draft.model_copy(update={
+            "endpoint": config.host, "inventory": result.inventory,
+            "registered_at": result.server_time_ms,
+        })
+
+    def deregister(self, tenant: str, name: str) -> Registration:
+        """Remove the record and destroy the credential; ``NotRegistered`` if there is none."""
+        record = self.get(tenant, name)
+        self._index.update(tenant, lambda records: tuple(r for r in records if r.name != name))
+        self._credentials.destroy(credential_ref(tenant, name))
+        self._forget(tenant, name)
+        log.info("deregistered cluster %s/%s; credential destroyed", tenant, name)
+        return record
+
+    # -- clients -------------------------------------------------------------------------------
+
+    def reach(self, tenant: str | None, name: str) -> BoundedApiClient:
+        """The client for the tenant's cluster ``name`` (``tenant=None``: the home entry only)."""
+        if tenant is None:
+            return self._reach_home(name)
+        record = self.get(tenant, name)
+        kubeconfig = self._credentials.get(credential_ref(tenant, name))
+        if kubeconfig is None:
+            raise CredentialMissing(name)
+        key = (tenant, name, kubeconfig.digest)
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                client = self._build(record, kubeconfig)
+                self._forget_locked(tenant, name)
+                self._clients[key] = client
+            return client
+
+    def home(
+        self,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        *,
+        allow_exec: bool = False,
+        allow_files: bool = True,
+        **source: object,
+    ) -> BoundedApiClient:
+        """kfold's own cluster: a kubeconfig file/context, or in-cluster; built once, then reused.
+
+        Extra keywords (``service_account_dir``, ``environ``) go to ``home_configuration``."""
+        with self._lock:
+            if self._home is None:
+                config, self.home_source = home_configuration(
+                    kubeconfig, context, allow_exec=allow_exec, allow_files=allow_files, **source
+                )
+                self._home = BoundedApiClient(config, label=self.home_name, record_source=lambda: None)
+            return self._home
+
+    def close(self) -> None:
+        """Close every cached client's pools."""
+        with self._lock:
+            for client in self._clients.values():
+                client.close()
+            self._clients.clear()
+
+    def _reach_home(self, name: str) -> BoundedApiClient:
+        if name != self.home_name or self._home is None:
+            raise NotRegistered(name)
+        return self._home
+
+    def _build(self, record: Registration, kubeconfig: Kubeconfig) -> BoundedApiClient:
+        selected = select(kubeconfig, allow_exec=record.allow_exec, allow_files=record.allow_files)
+        tenant, name = record.tenant, record.name
+        log.debug("new client for cluster %s/%s at %s", tenant, name, selected.server)
+        return BoundedApiClient(
+            configuration_for(selected),
+            label=f"{tenant}/{name}",
+            record_source=lambda: self.get(tenant, name),
+            limiter=TokenBucket(),
+        )
+
+    def _forget(self, tenant: str, name: str) -> None:
+        with self._lock:
+            self._forget_locked(tenant, name)
+
+    def _forget_locked(self, tenant: str, name: str) -> None:
+        for key in [k for k in self._clients if k[:2] == (tenant, name)]:
+            self._clients.pop(key).close()

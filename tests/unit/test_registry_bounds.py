@@ -1,0 +1,78 @@
+"""Namespace bounds: resolve inside, refuse outside (never narrow), refuse cluster scope when bounded."""
+
+import pytest
+
+from kfold.registry import ALL_NAMESPACES, OutOfBounds, Registration, classify, resolve, resolve_one
+from kfold.registry.bounds import admit
+
+BOUNDED = Registration(name="shared", tenant="acme", namespaces=["team-a", "team-b"])
+WHOLE = Registration(name="own", tenant="acme")
+
+
+def test_a_named_namespace_inside_the_bound_resolves_to_itself():
+    assert resolve(BOUNDED, "team-b") == ("team-b",)
+
+
+def test_a_named_namespace_outside_the_bound_is_refused_not_narrowed():
+    with pytest.raises(OutOfBounds, match="namespace 'other' is outside what this org's registration of cluster 'shared' may address"):
+        resolve(BOUNDED, "other")
+
+
+def test_no_namespace_on_a_bounded_registration_means_the_whole_bound():
+    assert resolve(BOUNDED, None) == ("team-a", "team-b")
+    assert resolve(BOUNDED, "  ") == ("team-a", "team-b")
+
+
+def test_an_unbounded_registration_takes_the_callers_namespace_or_all():
+    assert resolve(WHOLE, "anything") == ("anything",)
+    assert resolve(WHOLE, None) == (ALL_NAMESPACES,)
+
+
+def test_a_single_object_operation_needs_a_named_namespace():
+    assert resolve_one(BOUNDED, "team-a") == "team-a"
+    with pytest.raises(OutOfBounds, match="requires a namespace"):
+        resolve_one(BOUNDED, None)
+    with pytest.raises(OutOfBounds):
+        resolve_one(BOUNDED, "other")
+
+
+@pytest.mark.parametrize(
+    "method, path, scope, namespace",
+    [
+        ("GET", "/api/v1/namespaces/team-a/pods", "namespaced", "team-a"),
+        ("DELETE", "/api/v1/namespaces/team-a/pods/p-g1", "namespaced", "team-a"),
+        ("GET", "/api/v1/watch/namespaces/team-a/pods", "namespaced", "team-a"),
+        ("POST", "/apis/kfold.dev/v1/namespaces/team-a/sessions", "namespaced", "team-a"),
+        ("GET", "/apis/apps/v1/namespaces/team%2Da/deployments", "namespaced", "team-a"),
+        ("GET", "/api/v1/nodes", "cluster", None),
+        ("POST", "/api/v1/namespaces", "cluster", None),
+        ("GET", "/api/v1/namespaces/team-a", "cluster", None),
+        ("PUT", "/api/v1/namespaces/team-a/finalize", "cluster", None),
+        ("GET", "/api/v1/pods", "cluster", None),
+        ("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "cluster", None),
+        ("GET", "/apis/kfold.dev/v1/sessions", "cluster", None),
+        ("GET", "/healthz", "cluster", None),
+        ("GET", "/api", "discovery", None),
+        ("GET", "/api/v1", "discovery", None),
+        ("GET", "/apis/apps/v1", "discovery", None),
+        ("GET", "/version", "discovery", None),
+        ("POST", "/api/v1", "cluster", None),
+    ],
+)
+def test_request_paths_are_classified_by_what_they_address(method, path, scope, namespace):
+    target = classify(method, path)
+    assert (target.scope, target.namespace) == (scope, namespace)
+
+
+@pytest.mark.parametrize("path", ["/api/v1/nodes", "/api/v1/namespaces", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"])
+def test_cluster_scoped_requests_are_refused_on_a_bounded_registration(path):
+    with pytest.raises(OutOfBounds, match="cluster-scoped operations are not available"):
+        admit(BOUNDED, "GET", path)
+    admit(WHOLE, "GET", path)
+
+
+def test_requests_into_the_bound_pass_and_outside_it_are_refused():
+    admit(BOUNDED, "GET", "/api/v1/namespaces/team-a/pods")
+    admit(BOUNDED, "GET", "/apis")
+    with pytest.raises(OutOfBounds, match="'team-c' is outside"):
+        admit(BOUNDED, "POST", "/api/v1/namespaces/team-c/pods")
