@@ -3,6 +3,7 @@ phases until Ready, stop it, show it go away. Uses the admin kubeconfig of the l
 from __future__ import annotations
 
 import argparse
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,7 +38,13 @@ def main() -> int:
         return demo(api, proc)
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            if shutil.which("py-spy"):  # show where it hangs, for the bug report
+                subprocess.run(["py-spy", "dump", "--pid", str(proc.pid)])
+            proc.kill()
+            raise
         print(f"kfold run exited {proc.returncode}; log: {work / 'kfold.log'}")
 
 

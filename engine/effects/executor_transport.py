@@ -106,8 +106,19 @@ class KubeTransport:
             resp = api.call_api(method, url, header_params=hdrs, body=body, _request_timeout=self._timeout)
             raw = resp.read()
         except Exception as exc:
+            if _refused_before_sending(exc):
+                raise Refused(f"cluster {req.cluster or '(home)'}: {exc}") from None
             raise _transport_error(exc) from None
         return Reply(resp.status, dict(resp.headers), decode_body(raw))
+
+
+class NotSent(Exception):
+    """Raised by a client before any byte left the process (e.g. the registry's bounds check):
+    the request certainly did not happen, so its outcome is ``refused``, never in doubt."""
+
+
+def _refused_before_sending(exc: Exception) -> bool:
+    return isinstance(exc, NotSent)
 
 
 def _transport_error(exc: Exception) -> Exception:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 
+from engine.effects.executor_transport import NotSent
+
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
@@ -24,7 +26,7 @@ def printable(name: object) -> str:
     return json.dumps(text[:80])
 
 
-class RegistryError(Exception):
+class RegistryError(NotSent):
     """Base of every registry refusal."""
 
 
