@@ -1,0 +1,273 @@
+"""The observer: one (cluster, kind) of the apiserver turned into journal drafts, forever.
+
+Expected flow (``run()``, until cancelled):
+1. Quorum LIST (``resourceVersion`` unset, so the answer is proof of absence). Every item becomes
+   an ``Observed`` ADDED draft, followed by one ``Relist`` draft holding the complete key set; the
+   fold infers a deletion for every key it tracked that the Relist no longer holds.
+2. WATCH from the list's resourceVersion with ``allowWatchBookmarks=true``, the server-side
+   ``timeoutSeconds`` and a client read timeout always set. ADDED/MODIFIED/DELETED become drafts;
+   a BOOKMARK only moves the resume resourceVersion.
+3. The stream ends normally (server timeout) -> re-watch from the last resourceVersion. An ERROR
+   event with code 410, or a 410 answer to the watch request -> back to 1 (fresh list + Relist).
+   Nothing at all (not even a bookmark) for ``idle_timeout_s`` -> the watch is restarted.
+4. Any other failure backs off exponentially with jitter (``backoff=(floor, cap)``, reset after
+   ``backoff_reset_s`` without failures); a 429 waits exactly its ``Retry-After`` when given.
+
+Guarantees:
+- Every response's ``Date`` feeds the ``ServerClock``; every draft is stamped
+  ``at=clock.now_ms()`` (``None`` while no Date was ever seen).
+- Every object goes through ``redact(kind, obj)`` before it becomes a draft.
+- ``sink(drafts)`` is awaited before the resume resourceVersion moves past those events: a failed
+  sink re-delivers them (the fold tolerates repeats by resourceVersion), never skips them.
+- Drafts of one list arrive in order, with the Relist last.
+
+Caveats:
+- The LIST is not paginated (no ``limit``/``continue``): one response holds every object of the
+  kind in scope. Fine for thousands of sessions; paginate before watching very large kinds.
+- The blocking kubernetes client runs in worker threads (see ``watch_stream`` for why).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import Any, Awaitable, Callable
+
+from urllib3.exceptions import ReadTimeoutError
+
+from engine.effects.clock import ServerClock
+from engine.effects.watch_stream import (
+    HttpStatusError, LinePump, Redactor, StreamEnd, decode_event, open_get, raise_for_status,
+    read_json, resource_path,
+)
+from journal.records import ListedKey, Observed, Record, Relist
+
+log = logging.getLogger("kfold.observer")
+
+Sink = Callable[[list[Record]], Awaitable[Any]]
+CHANGE_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
+
+
+class Gone(Exception):
+    """The resume resourceVersion is too old (410): only a fresh list can continue."""
+
+
+class WatchError(Exception):
+    """The watch stream said something we cannot continue from (ERROR event, bad line)."""
+
+
+class Backoff:
+    """Exponential backoff with full jitter above a floor: attempt n waits uniformly in
+    ``[floor, min(cap, floor * 2**(n+1))]``. The attempt count resets when the last failure is
+    ``reset_after_s`` or more ago (a quiet period)."""
+
+    def __init__(self, floor: float, cap: float, reset_after_s: float,
+                 rng: Callable[[], float], monotonic: Callable[[], float]):
+        self.floor, self.cap, self.reset_after_s = floor, cap, reset_after_s
+        self._rng, self._monotonic = rng, monotonic
+        self.attempt = 0
+        self._last_failure: float | None = None
+
+    def next_delay(self) -> float:
+        now = self._monotonic()
+        if self._last_failure is not None and now - self._last_failure >= self.reset_after_s:
+            self.attempt = 0
+        self._last_failure = now
+        ceiling = min(self.cap, self.floor * 2 ** (self.attempt + 1))
+        self.attempt = min(self.attempt + 1, 64)
+        return self.floor + self._rng() * (ceiling - self.floor)
+
+
+def default_redact() -> Redactor:
+    """``journal.redact.redact`` when present; else a fallback that drops Secret payloads."""
+    try:
+        from journal.redact import redact  # type: ignore[import-not-found]
+        return redact
+    except ImportError:
+        return _drop_secret_payload
+
+
+def _drop_secret_payload(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    if kind != "Secret":
+        return obj
+    return {k: v for k, v in obj.items() if k not in ("data", "stringData")}
+
+
+class Observer:
+    """Lists then watches one kind on one cluster; see the module docstring for the contract.
+
+    Counters (plain attributes, read by /metrics): ``events``, ``listed``, ``bookmarks``,
+    ``relists``, ``restarts`` (by reason: timeout, idle, gone, throttled, error), ``failures``,
+    ``watch_requests``; ``synced`` is True once the first list is journaled."""
+
+    def __init__(self, client_factory: Callable[[], Any], cluster: str, api_version: str,
+                 kind: str, plural: str, namespace: str, sink: Sink, clock: ServerClock,
+                 redact: Redactor | None = None, idle_timeout_s: float = 70.0,
+                 server_timeout_s: int = 300, read_timeout_s: float | None = None,
+                 backoff: tuple[float, float] = (0.8, 30.0), label_selector: str = "", *,
+                 connect_timeout_s: float = 10.0, backoff_reset_s: float = 60.0,
+                 list_batch: int = 1000, rng: Callable[[], float] = random.random,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                 monotonic: Callable[[], float] = time.monotonic):
+        self.client_factory, self.cluster, self.kind = client_factory, cluster, kind
+        self.api_version, self.namespace, self.label_selector = api_version, namespace, label_selector
+        self.path = resource_path(api_version, plural, namespace)
+        self.sink, self.clock = sink, clock
+        self.redact = redact or default_redact()
+        self.idle_timeout_s, self.server_timeout_s = idle_timeout_s, int(server_timeout_s)
+        self.timeouts = (connect_timeout_s, read_timeout_s or idle_timeout_s + 5.0)
+        self.backoff = Backoff(backoff[0], backoff[1], backoff_reset_s, rng, monotonic)
+        self.list_batch, self._sleep = list_batch, sleep
+        self.rv = ""
+        self.synced = False
+        self.events = self.listed = self.bookmarks = self.relists = self.watch_requests = 0
+        self.failures = 0
+        self.restarts: dict[str, int] = {}
+        self._api: Any = None
+
+    # -- the loop ---------------------------------------------------------------------------
+    async def run(self) -> None:
+        """List, then watch, forever. Returns only by cancellation."""
+        self._api = self.client_factory()
+        must_list, gone_in_a_row = True, 0
+        while True:
+            try:
+                if must_list:
+                    await self._list_and_relist()
+                    must_list = False
+                self._restart(await self._watch_once())
+                gone_in_a_row = 0
+            except Gone:
+                self._restart("gone")
+                must_list, gone_in_a_row = True, gone_in_a_row + 1
+                if gone_in_a_row > 1:  # gone right after a fresh list: do not spin
+                    await self._sleep(self.backoff.next_delay())
+            except HttpStatusError as exc:
+                await self._after_failure(exc, "throttled" if exc.code == 429 else "error")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # transport errors, bad lines, ERROR events: back off
+                await self._after_failure(exc, "error")
+
+    async def _after_failure(self, exc: BaseException, reason: str) -> None:
+        self.failures += 1
+        self._restart(reason)
+        delay = self.backoff.next_delay()
+        if isinstance(exc, HttpStatusError) and exc.code == 429 and exc.retry_after_s is not None:
+            delay = exc.retry_after_s
+        log.warning("observer %s/%s %s: %s; retrying in %.2fs", self.cluster, self.kind,
+                    reason, exc, delay, extra={"cluster": self.cluster, "kind": self.kind})
+        await self._sleep(delay)
+
+    def _restart(self, reason: str) -> None:
+        self.restarts[reason] = self.restarts.get(reason, 0) + 1
+
+    # -- list -------------------------------------------------------------------------------
+    async def _list_and_relist(self) -> None:
+        body = await asyncio.to_thread(self._get_json, self._list_query())
+        items = body.get("items") or []
+        rv = (body.get("metadata") or {}).get("resourceVersion", "")
+        at = self.clock.now_ms()
+        drafts: list[Record] = [self._observed("ADDED", self._with_type(i), at) for i in items]
+        keys = tuple(ListedKey(namespace=d.namespace, name=d.name, uid=d.uid, rv=d.rv) for d in drafts)
+        drafts.append(Relist(at=at, cluster=self.cluster, api_version=self.api_version,
+                             kind=self.kind, scope=self.namespace, rv=rv, keys=keys))
+        for start in range(0, len(drafts), self.list_batch):
+            await self.sink(drafts[start:start + self.list_batch])
+        self.rv, self.synced = rv, True
+        self.listed += len(items)
+        self.relists += 1
+
+    def _list_query(self) -> list[tuple[str, Any]]:
+        return [("labelSelector", self.label_selector)] if self.label_selector else []
+
+    def _with_type(self, item: dict[str, Any]) -> dict[str, Any]:
+        if "kind" in item and "apiVersion" in item:
+            return item
+        return {"apiVersion": self.api_version, "kind": self.kind, **item}
+
+    # -- watch ------------------------------------------------------------------------------
+    async def _watch_once(self) -> str:
+        """One watch request; returns why it ended normally ("timeout" or "idle")."""
+        self.watch_requests += 1
+        try:
+            resp = await asyncio.to_thread(self._get, self._watch_query())
+        except HttpStatusError as exc:
+            if exc.code == 410:
+                raise Gone(str(exc)) from None
+            raise
+        pump = LinePump(resp, asyncio.get_running_loop(), name=f"{self.cluster}-{self.kind}").start()
+        try:
+            return await self._consume(pump)
+        finally:
+            pump.close()
+
+    async def _consume(self, pump: LinePump) -> str:
+        while True:
+            try:
+                item = await pump.next(self.idle_timeout_s)
+            except asyncio.TimeoutError:
+                return "idle"
+            if isinstance(item, StreamEnd):
+                return self._ended(item)
+            await self._handle_lines(item)
+
+    def _ended(self, end: StreamEnd) -> str:
+        if end.error is None:
+            return "timeout"
+        if isinstance(end.error, ReadTimeoutError):  # the client read timeout: silence too long
+            return "idle"
+        raise end.error
+
+    def _watch_query(self) -> list[tuple[str, Any]]:
+        query = [("watch", "true"), ("resourceVersion", self.rv), ("allowWatchBookmarks", "true"),
+                 ("timeoutSeconds", str(self.server_timeout_s))]
+        return query + self._list_query()
+
+    async def _handle_lines(self, lines: list[bytes]) -> None:
+        drafts: list[Record] = []
+        rv, at = self.rv, self.clock.now_ms()
+        for line in lines:
+            kind, obj = decode_event(line)
+            if kind in CHANGE_TYPES:
+                drafts.append(self._observed(kind, obj, at))
+                rv = drafts[-1].rv or rv
+            elif kind == "BOOKMARK":
+                self.bookmarks += 1
+                rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+            else:
+                await self._flush(drafts, rv)
+                raise self._error_event(kind, obj)
+        await self._flush(drafts, rv)
+
+    async def _flush(self, drafts: list[Record], rv: str) -> None:
+        if drafts:
+            await self.sink(drafts)
+            self.events += len(drafts)
+        self.rv = rv
+
+    @staticmethod
+    def _error_event(kind: str, obj: dict[str, Any]) -> Exception:
+        if kind == "ERROR" and obj.get("code") == 410:
+            return Gone(obj.get("message", "resourceVersion too old"))
+        return WatchError(f"watch event {kind!r}: {obj.get('code', '')} {obj.get('reason', '')} "
+                          f"{obj.get('message', '')}".strip())
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _get(self, query: list[tuple[str, Any]]) -> Any:
+        """Blocking GET in a worker thread: feeds the clock from any answer, raises on non-2xx."""
+        resp = open_get(self._api, self.path, query, self.timeouts)
+        self.clock.observe(resp.headers.get("Date"))
+        raise_for_status(resp)
+        return resp
+
+    def _get_json(self, query: list[tuple[str, Any]]) -> dict[str, Any]:
+        return read_json(self._get(query))
+
+    def _observed(self, event: str, obj: dict[str, Any], at: int | None) -> Observed:
+        md = obj.get("metadata") or {}
+        return Observed(at=at, cluster=self.cluster, api_version=obj.get("apiVersion", self.api_version),
+                        kind=self.kind, namespace=md.get("namespace", ""), name=md.get("name", ""),
+                        uid=md.get("uid", ""), rv=md.get("resourceVersion", ""), event=event,
+                        obj=self.redact(self.kind, obj))

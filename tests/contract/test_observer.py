@@ -1,0 +1,274 @@
+"""The observer against a local stub apiserver: each fault recovers the way the contract says."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any, Callable
+
+import pytest
+
+from engine.effects.clock import ServerClock
+from engine.effects.observer import Backoff, Observer
+from engine.machines.base import missing_after_relist, object_key
+from journal.records import Observed, Relist
+from tests.contract.watch_stub import (
+    DEFAULT_DATE, DEFAULT_DATE_MS, ListReply, StatusReply, StubApiserver, WatchReply, bookmark,
+    event, gone_event, pod,
+)
+
+LATER_DATE = "Tue, 01 Jan 2030 00:10:00 GMT"
+LATER_DATE_MS = DEFAULT_DATE_MS + 600_000
+
+
+class Harness:
+    """One stub, one observer, the drafts it sank, the sleeps it asked for, the timeouts it sent."""
+
+    def __init__(self, stub: StubApiserver, **overrides: Any):
+        self.stub = stub
+        self.drafts: list[Any] = []
+        self.sleeps: list[float] = []
+        self.request_timeouts: list[Any] = []
+        self.clock = ServerClock()
+        self.fail_sink_once = False
+        options = dict(idle_timeout_s=0.3, server_timeout_s=7, read_timeout_s=1.0,
+                       rng=lambda: 0.5, sleep=self._sleep)
+        options.update(overrides)
+        self.observer = Observer(self._client, "c1", "v1", "Pod", "pods", "", self._sink,
+                                 self.clock, **options)
+
+    def _client(self) -> Any:
+        api = self.stub.api_client()
+        pool = api.rest_client.pool_manager
+        real = pool.request
+
+        def recording_request(*args: Any, **kwargs: Any) -> Any:
+            timeout = kwargs.get("timeout")
+            self.request_timeouts.append((timeout.connect_timeout, timeout.read_timeout))
+            return real(*args, **kwargs)
+
+        pool.request = recording_request
+        return api
+
+    async def _sink(self, drafts: list[Any]) -> None:
+        if self.fail_sink_once and any(isinstance(d, Observed) for d in drafts):
+            self.fail_sink_once = False
+            raise OSError("journal full")
+        self.drafts.extend(drafts)
+
+    async def _sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        await asyncio.sleep(0)
+
+    async def run_until(self, done: Callable[[], bool], timeout: float = 1.5) -> None:
+        task = asyncio.create_task(self.observer.run())
+        try:
+            async with asyncio.timeout(timeout):
+                while not done():
+                    if task.done():
+                        task.result()
+                    await asyncio.sleep(0.005)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def observed(self) -> list[tuple[str, str]]:
+        return [(d.event, d.name) for d in self.drafts if isinstance(d, Observed)]
+
+    def relists(self) -> list[Relist]:
+        return [d for d in self.drafts if isinstance(d, Relist)]
+
+    def watches(self) -> list[dict[str, str]]:
+        return [r.query for r in self.stub.of_kind("watch")]
+
+
+@pytest.fixture
+def stub():
+    with StubApiserver() as s:
+        yield s
+
+
+def watches_at_least(h: Harness, n: int) -> Callable[[], bool]:
+    return lambda: len(h.stub.of_kind("watch")) >= n
+
+
+async def test_the_list_is_a_quorum_read_and_ends_with_a_relist_of_every_key(stub, frozen_world):
+    stub.lists = [ListReply([pod("a", "5"), pod("b", "6")], rv="10")]
+    h = Harness(stub)
+    await h.run_until(watches_at_least(h, 1))
+    assert "resourceVersion" not in stub.of_kind("list")[0].query
+    assert h.observed() == [("ADDED", "a"), ("ADDED", "b")]
+    (relist,) = h.relists()
+    assert h.drafts[-1] is relist
+    assert [(k.namespace, k.name, k.uid, k.rv) for k in relist.keys] == [
+        ("ns", "a", "uid-a", "5"), ("ns", "b", "uid-b", "6")]
+    assert relist.rv == "10" and h.observer.synced
+
+
+async def test_records_are_stamped_with_the_server_date_not_the_wall_clock(stub, frozen_world):
+    stub.lists = [ListReply([pod("a", "5")], rv="10")]
+    stub.watches = [WatchReply([event("MODIFIED", pod("a", "11"))], date=LATER_DATE)]
+    h = Harness(stub)
+    await h.run_until(lambda: len(h.observed()) == 2)
+    listed, modified = [d.at for d in h.drafts if isinstance(d, Observed)]
+    assert DEFAULT_DATE_MS <= listed < DEFAULT_DATE_MS + 1000
+    assert LATER_DATE_MS <= modified < LATER_DATE_MS + 1000
+
+
+async def test_records_carry_no_time_before_any_date_was_seen(stub):
+    stub.lists = [ListReply([pod("a", "5")], rv="10", date=None)]
+    stub.watches = [WatchReply([event("MODIFIED", pod("a", "11"))], date=None)]
+    h = Harness(stub)
+    await h.run_until(lambda: len(h.observed()) == 2)
+    assert [d.at for d in h.drafts] == [None, None, None]
+
+
+async def test_a_garbage_date_is_ignored_and_the_clock_keeps_its_reading(stub):
+    stub.lists = [ListReply([pod("a", "5")], rv="10", date=DEFAULT_DATE)]
+    stub.watches = [WatchReply([event("MODIFIED", pod("a", "11"))], date="Funday, 99 Smarch 20x0")]
+    h = Harness(stub)
+    await h.run_until(lambda: len(h.observed()) == 2)
+    assert DEFAULT_DATE_MS <= h.drafts[-1].at < DEFAULT_DATE_MS + 1000
+    assert h.clock.rejected >= 1
+
+
+async def test_every_watch_sets_bookmarks_server_timeout_and_resumes_from_the_last_rv(stub):
+    stub.lists = [ListReply([], rv="10")]
+    stub.watches = [WatchReply([event("ADDED", pod("a", "11"))]),
+                    WatchReply([bookmark("15")]),
+                    WatchReply([])]
+    h = Harness(stub)
+    await h.run_until(watches_at_least(h, 4))
+    assert [q["resourceVersion"] for q in h.watches()[:4]] == ["10", "11", "15", "15"]
+    assert all(q["allowWatchBookmarks"] == "true" and q["timeoutSeconds"] == "7" for q in h.watches())
+    assert h.observed() == [("ADDED", "a")]        # a bookmark is never a record
+    assert h.observer.restarts["timeout"] >= 3 and h.observer.bookmarks == 1
+
+
+async def test_every_request_carries_a_connect_and_a_read_timeout(stub):
+    stub.watches = [WatchReply([]), StatusReply(500, "InternalError")]
+    h = Harness(stub)
+    await h.run_until(watches_at_least(h, 3))
+    assert h.request_timeouts and all(t == (10.0, 1.0) for t in h.request_timeouts)
+
+
+@pytest.mark.parametrize("gone", [
+    pytest.param(lambda: WatchReply([gone_event()], end="stall"), id="error-event"),
+    pytest.param(lambda: StatusReply(410, "Expired", "too old resource version"), id="http-status"),
+])
+async def test_a_410_relists_and_the_relist_reveals_the_missed_deletion(stub, gone):
+    stub.lists = [ListReply([pod("a", "5"), pod("b", "6")], rv="10"),
+                  ListReply([pod("a", "5")], rv="20")]
+    stub.watches = [gone()]
+    h = Harness(stub)
+    await h.run_until(lambda: len(h.relists()) == 2 and len(stub.of_kind("watch")) >= 2)
+    assert all("resourceVersion" not in r.query for r in stub.of_kind("list"))
+    tracked = [object_key("c1", "ns", "a"), object_key("c1", "ns", "b")]
+    assert missing_after_relist(tracked, h.relists()[-1]) == [object_key("c1", "ns", "b")]
+    assert h.watches()[1]["resourceVersion"] == "20"
+    assert h.observer.restarts["gone"] == 1 and h.observer.relists == 2
+
+
+async def test_a_stalled_watch_is_restarted_after_the_idle_timeout_from_the_same_rv(stub):
+    stub.lists = [ListReply([], rv="10")]
+    stub.watches = [WatchReply([event("ADDED", pod("a", "11"))], end="stall")]
+    h = Harness(stub, idle_timeout_s=0.2, read_timeout_s=5.0)
+    await h.run_until(watches_at_least(h, 2))
+    assert h.observer.restarts == {"idle": 1}
+    assert h.watches()[1]["resourceVersion"] == "11"
+    assert len(stub.of_kind("list")) == 1 and h.sleeps == []
+
+
+async def test_the_client_read_timeout_also_ends_a_silent_stream_as_idle(stub):
+    stub.watches = [WatchReply([], end="stall")]
+    h = Harness(stub, idle_timeout_s=5.0, read_timeout_s=0.2)
+    await h.run_until(watches_at_least(h, 2))
+    assert h.observer.restarts == {"idle": 1}
+
+
+async def test_a_429_waits_exactly_its_retry_after(stub):
+    stub.watches = [StatusReply(429, "TooManyRequests", retry_after="3")]
+    h = Harness(stub)
+    await h.run_until(watches_at_least(h, 2))
+    assert h.sleeps == [3.0] and h.observer.restarts == {"throttled": 1}
+
+
+async def test_a_429_without_retry_after_backs_off(stub):
+    stub.watches = [StatusReply(429, "TooManyRequests")]
+    h = Harness(stub, rng=lambda: 0.0)
+    await h.run_until(watches_at_least(h, 2))
+    assert h.sleeps == [0.8]
+
+
+async def test_a_500_backs_off_with_jitter_then_watches_again_from_the_same_rv(stub):
+    stub.lists = [ListReply([], rv="10")]
+    stub.watches = [StatusReply(500, "InternalError"), StatusReply(500, "InternalError")]
+    h = Harness(stub, rng=lambda: 1.0)
+    await h.run_until(watches_at_least(h, 3))
+    assert h.sleeps == [1.6, 3.2]
+    assert [q["resourceVersion"] for q in h.watches()[:3]] == ["10", "10", "10"]
+    assert h.observer.restarts == {"error": 2}
+
+
+async def test_a_connection_reset_mid_stream_keeps_what_arrived_and_resumes_after_it(stub):
+    stub.lists = [ListReply([], rv="10")]
+    stub.watches = [WatchReply([event("ADDED", pod("a", "11")), 0.05], end="reset")]
+    h = Harness(stub)
+    await h.run_until(watches_at_least(h, 2))
+    assert h.observed() == [("ADDED", "a")]
+    assert h.watches()[1]["resourceVersion"] == "11"
+    assert h.observer.restarts == {"error": 1} and len(h.sleeps) == 1
+
+
+async def test_a_failed_sink_redelivers_the_events_instead_of_skipping_them(stub):
+    stub.lists = [ListReply([], rv="10")]
+    stub.watches = [WatchReply([event("MODIFIED", pod("a", "11"))]),
+                    WatchReply([event("MODIFIED", pod("a", "11"))])]
+    h = Harness(stub)
+    h.fail_sink_once = True
+    await h.run_until(lambda: len(h.observed()) == 1)
+    assert h.watches()[1]["resourceVersion"] == "10"
+
+
+async def test_every_object_is_redacted_before_it_becomes_a_record(stub):
+    stub.lists = [ListReply([pod("a", "5")], rv="10")]
+    stub.watches = [WatchReply([event("MODIFIED", pod("a", "11"))])]
+    seen: list[str] = []
+
+    def redact(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        seen.append(kind)
+        return {"redacted": True}
+
+    h = Harness(stub, redact=redact)
+    await h.run_until(lambda: len(h.observed()) == 2)
+    assert seen == ["Pod", "Pod"]
+    assert all(d.obj == {"redacted": True} for d in h.drafts if isinstance(d, Observed))
+
+
+@pytest.mark.parametrize("draw", [0.0, 0.37, 1.0], ids=["low", "mid", "high"])
+def test_backoff_grows_from_the_floor_to_the_cap_and_never_leaves_them(draw):
+    clock = [0.0]
+    b = Backoff(0.8, 30.0, 60.0, rng=lambda: draw, monotonic=lambda: clock[0])
+    delays = [b.next_delay() for _ in range(10)]
+    ceilings = [min(30.0, 0.8 * 2 ** (n + 1)) for n in range(10)]
+    assert delays == [pytest.approx(0.8 + draw * (c - 0.8)) for c in ceilings]
+    assert all(0.8 <= d <= 30.0 for d in delays)
+
+
+def test_backoff_is_jittered_by_the_random_source():
+    draws = iter([0.1, 0.9])
+    b = Backoff(0.8, 30.0, 60.0, rng=lambda: next(draws), monotonic=lambda: 0.0)
+    b.attempt = 4
+    first = b.next_delay()
+    b.attempt = 4
+    assert first != b.next_delay()
+
+
+def test_backoff_resets_after_a_quiet_period():
+    clock = [0.0]
+    b = Backoff(0.8, 30.0, 60.0, rng=lambda: 1.0, monotonic=lambda: clock[0])
+    assert [b.next_delay() for _ in range(3)] == pytest.approx([1.6, 3.2, 6.4])
+    clock[0] += 59.9
+    assert b.next_delay() == pytest.approx(12.8)
+    clock[0] += 60.0
+    assert b.next_delay() == pytest.approx(1.6)
