@@ -50,9 +50,12 @@ def configuration_for(selected: Selected, base_path: str = "") -> Configuration:
 
 
 def tuned(cfg: Configuration, pool_size: int = DEFAULT_BURST) -> Configuration:
-    """Apply kfold's transport settings: no debug logging, a pool that can carry the burst."""
+    """Apply kfold's transport settings: no debug logging, a pool that can carry the burst, and
+    no urllib3 retries: its default ``Retry(3)`` would silently repeat a DELETE after a read error
+    and wait out 429s behind kfold's back. kfold decides every retry itself (journaled)."""
     cfg.debug = False
     cfg.connection_pool_maxsize = pool_size
+    cfg.retries = False
     return cfg
 
 

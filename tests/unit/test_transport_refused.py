@@ -34,3 +34,11 @@ async def test_a_reset_after_sending_is_in_doubt():
     with pytest.raises(TransportError, match="ConnectionResetError"):
         await t.call(REQ)
     await t.close()
+
+
+def test_clients_from_the_registry_never_retry_behind_kfolds_back():
+    from kubernetes.client import ApiClient, Configuration
+    from kfold.registry.client import tuned
+    client = ApiClient(tuned(Configuration()))
+    retries = client.rest_client.pool_manager.connection_pool_kw["retries"]
+    assert retries is False or retries.total is False
