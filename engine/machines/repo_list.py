@@ -1,0 +1,314 @@
+"""The repo machine's decision records, and its list-driven commands (reconcileBound, gc).
+
+Records (one table, two row kinds, told apart by ``row``):
+- ``RepoEntry`` per Repo key ``<cluster>/<namespace>/<cachekey>``: what was observed (uid, rv,
+  url, identity, bound, last-attached, per-node rows: everything ``kfold repos`` lists), the
+  operation in flight and its queue, and the subscribers told of status changes.
+- ``RepoConfig`` per ``<cluster>/<namespace>/`` (empty name): what the last ``repo.bind`` said
+  (credentials, the NAMES of set variables, bound keys) and the list operations in flight.
+
+reconcileBound: a quorum list of bound Repos; each one whose key the configuration no longer binds
+is unlabelled. A 404 list outcome (``not_found``, or ``error`` with code 404: a real apiserver
+answers a collection it does not serve with a plain-text 404 and no Status, which ``classify``
+rightly refuses to call ``not_found``) means the apiserver has no Repo resource type: no Repos,
+nothing to do, no error. Any other failure is logged at error level and recorded.
+
+gc: a quorum list of all Repos, decided on the SERVER time of that response (the outcome's
+``at``). A Repo is evicted when it is unbound (no label, not in the configured bindings) and its
+clock (``last-attached``, else ``creationTimestamp``) is strictly older than the TTL:
+``at - clock > ttl``. Exactly at the TTL it is kept; one millisecond past, evicted. No server time
+(``at`` is None), or a clock that cannot be parsed: nothing is evicted. The delete is fenced by the
+listed uid + resourceVersion, so an attach that lands after the list keeps the Repo.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable, Literal, Union
+
+from pydantic import Field, TypeAdapter
+
+from engine.effects.models import ListObjects
+from engine.machines.base import Decision, object_key, split_key
+from engine.machines.repo_creds import CredEntry, CredentialError, parse_credentials
+from engine.machines.repo_names import (
+    ANNOTATION_IDENTITY, ANNOTATION_LAST_ATTACHED, API_VERSION, KIND, LABEL_BOUND, RepoUrlError,
+    epoch_ms, identity, key_of_identity, repo_status_rows, without_password,
+)
+from journal.records import Command, Outcome
+
+DEFAULT_REFRESH = "5m"
+
+
+class Target(Decision):
+    machine: str
+    key: str
+
+
+class Op(Decision):
+    """One operation on one Repo: what to state, and where it stands."""
+
+    kind: Literal["bind", "ensure", "unbind", "evict"]
+    url: str = ""
+    identity: str = ""
+    slot_bound: bool = False        # ensure: a configured binding names this key
+    configured: bool = True         # ensure: a repo.bind was seen (credentials are known)
+    restate: bool = False           # ensure: nothing binds it, so this attach restates secretRef
+    stamp: str | None = None        # ensure: last-attached, the attach's server time
+    ref: str | None = None
+    token_env: str = ""             # a Secret to apply before the statement (variable NAME)
+    secured: bool = False           # that Secret was applied in this operation
+    then: str = ""                  # after the Secret: "create" | "patch"
+    waiters: tuple[Target, ...] = ()
+    uid: str = ""                   # evict: the fence from the listed item
+    rv: str = ""
+    effect_id: str = ""
+    attempts: int = 0
+
+
+class RepoEntry(Decision):
+    row: Literal["repo"] = "repo"
+    key: str
+    cluster: str
+    namespace: str
+    name: str
+    exists: bool = False
+    uid: str = ""
+    rv: str = ""
+    url: str = ""
+    identity: str = ""
+    bound: bool = False
+    last_attached: str | None = None
+    created: str | None = None
+    secret_ref: str | None = None
+    nodes: tuple[dict[str, Any], ...] = ()
+    phase: str = "idle"
+    op: Op | None = None
+    queue: tuple[Op, ...] = ()
+    subscribers: tuple[Target, ...] = ()
+    last_error: str = ""
+
+
+class ListOp(Decision):
+    effect_id: str
+    purpose: Literal["reconcile", "gc"]
+    keep: tuple[str, ...] = ()
+    ttl_ms: int = 0
+
+
+class RepoConfig(Decision):
+    row: Literal["config"] = "config"
+    cluster: str
+    namespace: str
+    configured: bool = False
+    credentials: tuple[CredEntry, ...] = ()
+    env_present: tuple[str, ...] = ()
+    bound_keys: tuple[str, ...] = ()
+    refresh: str = DEFAULT_REFRESH
+    lists: tuple[ListOp, ...] = ()
+    last_reconcile: str = ""
+    last_gc: str = ""
+    last_error: str = ""
+
+
+_ROW: TypeAdapter = TypeAdapter(Annotated[Union[RepoEntry, RepoConfig], Field(discriminator="row")])
+
+
+class RepoRow:
+    """The table's decision type for snapshots: validates either row kind by its ``row`` tag."""
+
+    @staticmethod
+    def model_validate(data: Any) -> RepoEntry | RepoConfig:
+        return _ROW.validate_python(data)
+
+
+# -- records -------------------------------------------------------------------------------------
+def config_key(cluster: str, namespace: str) -> str:
+    return object_key(cluster, namespace, "")
+
+
+def config_of(ctx: Any, cluster: str, namespace: str) -> RepoConfig:
+    cfg = ctx.get(config_key(cluster, namespace))
+    return cfg if isinstance(cfg, RepoConfig) else RepoConfig(cluster=cluster, namespace=namespace)
+
+
+def entry_of(ctx: Any, key: str) -> RepoEntry:
+    entry = ctx.get(key)
+    if isinstance(entry, RepoEntry):
+        return entry
+    cluster, ns, name = split_key(key)
+    return RepoEntry(key=key, cluster=cluster, namespace=ns, name=name)
+
+
+def absorb(entry: RepoEntry, obj: dict[str, Any]) -> RepoEntry:
+    """Reduce a Repo object to the fields the machine and ``kfold repos`` decide from."""
+    md = obj.get("metadata") or {}
+    labels, ann, spec = md.get("labels") or {}, md.get("annotations") or {}, obj.get("spec") or {}
+    return entry.but(
+        exists=True, uid=md.get("uid", ""), rv=md.get("resourceVersion", ""), url=spec.get("url", ""),
+        identity=ann.get(ANNOTATION_IDENTITY, ""), bound=labels.get(LABEL_BOUND) == "true",
+        last_attached=ann.get(ANNOTATION_LAST_ATTACHED), created=md.get("creationTimestamp"),
+        secret_ref=(spec.get("secretRef") or {}).get("name"), nodes=tuple(repo_status_rows(obj)))
+
+
+def gone(entry: RepoEntry) -> RepoEntry:
+    return entry.but(exists=False, uid="", rv="", nodes=(), bound=False)
+
+
+def settle(ctx: Any, before: RepoEntry, after: RepoEntry) -> None:
+    """Store ``after``; when the per-node status changed, tell every subscriber."""
+    ctx.put(after.key, after)
+    if after.nodes != before.nodes:
+        for s in after.subscribers:
+            ctx.tell(s.machine, s.key, "repo_status", repo=after.key, nodes=status_nodes(after.nodes))
+
+
+def status_nodes(nodes: tuple[dict[str, Any], ...]) -> dict[str, dict[str, Any]]:
+    """``repo_status`` payload: per node present/synced, and attempted/lastError when reported."""
+    keep = ("present", "synced", "attempted", "lastError")
+    return {n["node"]: {f: n[f] for f in keep if f in n} for n in nodes}
+
+
+def listing(entry: RepoEntry) -> dict[str, Any]:
+    """One ``kfold repos`` row: absent fields stay absent."""
+    row: dict[str, Any] = {"cluster": entry.cluster, "namespace": entry.namespace, "key": entry.name,
+                           "url": entry.url}
+    if entry.identity:
+        row["identity"] = entry.identity
+    row["bound"] = entry.bound
+    if entry.last_attached:
+        row["lastAttached"] = entry.last_attached
+    row["nodes"] = [dict(n) for n in entry.nodes]
+    return row
+
+
+# -- command input -------------------------------------------------------------------------------
+def where(rec: Command) -> tuple[str, str]:
+    return rec.args.get("cluster") or rec.cluster, rec.args.get("namespace") or rec.namespace
+
+
+def bindings_of(raw: Any) -> list[tuple[str, str]]:
+    """``[(url, identity)]``, one per identity: the first spelling met stands for it."""
+    if not isinstance(raw, (list, tuple)):
+        raise RepoUrlError(raw, "bindings must be a list of {url}")
+    out: dict[str, str] = {}
+    for b in raw:
+        url = b.get("url") if isinstance(b, dict) else b
+        out.setdefault(identity(url), without_password(url))
+    return [(url, ident) for ident, url in out.items()]
+
+
+def bind_config(ctx: Any, rec: Command, cluster: str, ns: str) -> tuple[RepoConfig, list[tuple[str, str]]]:
+    bindings = bindings_of(rec.args.get("bindings", []))
+    creds = parse_credentials(rec.args.get("credentials"))
+    env = rec.args.get("env_present") or []
+    if not isinstance(env, (list, tuple)) or not all(isinstance(e, str) for e in env):
+        raise CredentialError(f"env_present {env!r} refused: expected a list of variable names")
+    keys = tuple(object_key(cluster, ns, key_of_identity(i)) for _, i in bindings)
+    cfg = config_of(ctx, cluster, ns).but(
+        configured=True, credentials=creds, env_present=tuple(sorted(set(env))), bound_keys=keys,
+        refresh=rec.args.get("refresh_interval") or DEFAULT_REFRESH, last_error="")
+    return cfg, bindings
+
+
+def refuse(ctx: Any, ckey: str, command: str, exc: Exception) -> None:
+    """Bad input: one error Log naming the value and the reason; no other effect."""
+    ctx.log(ckey, f"{command} refused: {exc}", level="error", command=command)
+    cluster, ns, _ = split_key(ckey)
+    ctx.put(ckey, config_of(ctx, cluster, ns).but(last_error=str(exc)))
+
+
+# -- reconcileBound and gc -----------------------------------------------------------------------
+def command(ctx: Any, rec: Command, start: Callable) -> None:
+    cluster, ns = where(rec)
+    ckey = config_key(cluster, ns)
+    try:
+        lop = _list_op(rec, cluster, ns)
+    except (RepoUrlError, ValueError) as exc:
+        return refuse(ctx, ckey, rec.name, exc)
+    cfg = config_of(ctx, cluster, ns)
+    if lop.purpose == "reconcile":
+        cfg = cfg.but(bound_keys=tuple(object_key(cluster, ns, k) for k in lop.keep))
+    selector = f"{LABEL_BOUND}=true" if lop.purpose == "reconcile" else ""
+    effect = ctx.emit(ListObjects, ckey, cluster=cluster, api_version=API_VERSION, kind=KIND,
+                      namespace=ns, label_selector=selector)
+    ctx.put(ckey, cfg.but(lists=cfg.lists + (lop.but(effect_id=effect.id),)))
+
+
+def _list_op(rec: Command, cluster: str, ns: str) -> ListOp:
+    if rec.name == "repo.reconcile_bound":
+        keep = tuple(key_of_identity(i) for _, i in bindings_of(rec.args.get("bindings", [])))
+        return ListOp(effect_id="", purpose="reconcile", keep=keep)
+    ttl = rec.args.get("ttl_seconds")
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0:
+        raise ValueError(f"ttl_seconds {ttl!r} refused: expected a whole number of seconds >= 0")
+    return ListOp(effect_id="", purpose="gc", ttl_ms=ttl * 1000)
+
+
+def outcome(ctx: Any, rec: Outcome, effect: Any, start: Callable) -> None:
+    cluster, ns, _ = split_key(effect.key)
+    cfg = config_of(ctx, cluster, ns)
+    lop = next((lo for lo in cfg.lists if lo.effect_id == effect.id), None)
+    if lop is None:
+        return
+    cfg = cfg.but(lists=tuple(lo for lo in cfg.lists if lo is not lop))
+    ctx.put(effect.key, cfg)
+    if rec.result == "not_found" or rec.code == 404:  # a real apiserver answers a plain-text 404
+        return _note(ctx, cfg, lop, "no Repo resource type on this cluster: nothing to do")
+    if rec.result != "ok":
+        ctx.log(effect.key, f"listing Repos for {lop.purpose} failed: {rec.result} {rec.message}".rstrip(),
+                level="error", result=rec.result, status_reason=rec.status_reason)
+        return _note(ctx, cfg, lop, f"failed: {rec.result} {rec.message}".rstrip())
+    decide = _reconcile if lop.purpose == "reconcile" else _gc
+    _note(ctx, cfg, lop, decide(ctx, cfg, lop, rec, start))
+
+
+def in_doubt(ctx: Any, effect: Any) -> None:
+    """A list is a read: ask again, keeping what the operation was for."""
+    cluster, ns, _ = split_key(effect.key)
+    cfg = config_of(ctx, cluster, ns)
+    lop = next((lo for lo in cfg.lists if lo.effect_id == effect.id), None)
+    if lop is not None:
+        again = ctx.emit(ListObjects, effect.key, **effect.model_dump(exclude={"id", "machine", "key", "type"}))
+        lists = tuple(lo.but(effect_id=again.id) if lo is lop else lo for lo in cfg.lists)
+        ctx.put(effect.key, cfg.but(lists=lists))
+
+
+def _note(ctx: Any, cfg: RepoConfig, lop: ListOp, text: str) -> None:
+    field = "last_reconcile" if lop.purpose == "reconcile" else "last_gc"
+    ctx.put(config_key(cfg.cluster, cfg.namespace), config_of(ctx, cfg.cluster, cfg.namespace).but(**{field: text}))
+
+
+def _items(ctx: Any, cfg: RepoConfig, rec: Outcome) -> list[RepoEntry]:
+    out = []
+    for item in rec.items or ():
+        name = (item.get("metadata") or {}).get("name")
+        if name:
+            before = entry_of(ctx, object_key(cfg.cluster, cfg.namespace, name))
+            settle(ctx, before, absorb(before, item))
+            out.append(ctx.get(before.key))
+    return out
+
+
+def _reconcile(ctx: Any, cfg: RepoConfig, lop: ListOp, rec: Outcome, start: Callable) -> str:
+    stale = [e for e in _items(ctx, cfg, rec) if e.bound and e.name not in lop.keep]
+    for e in stale:
+        start(ctx, e, Op(kind="unbind"))
+    return f"unbound {len(stale)}: {', '.join(e.name for e in stale)}" if stale else "nothing to unbind"
+
+
+def _gc(ctx: Any, cfg: RepoConfig, lop: ListOp, rec: Outcome, start: Callable) -> str:
+    if rec.at is None:
+        ctx.log(config_key(cfg.cluster, cfg.namespace), "gc: no server time on the list response; nothing evicted",
+                level="warning")
+        return "no server time: nothing evicted"
+    evict = [e for e in _items(ctx, cfg, rec) if evictable(e, rec.at, lop.ttl_ms, cfg.bound_keys)]
+    for e in evict:
+        start(ctx, e, Op(kind="evict", uid=e.uid, rv=e.rv))
+    return f"evicting {len(evict)}: {', '.join(e.name for e in evict)}" if evict else "nothing to evict"
+
+
+def evictable(entry: RepoEntry, now: int, ttl_ms: int, bound_keys: tuple[str, ...]) -> bool:
+    """Unbound, and its clock strictly older than the TTL at server time ``now`` (see module doc)."""
+    if entry.bound or entry.key in bound_keys:
+        return False
+    clock = epoch_ms(entry.last_attached if entry.last_attached is not None else entry.created)
+    return clock is not None and now - clock > ttl_ms
