@@ -54,6 +54,7 @@ class Daemon:
         self._snap_seq = 0
         self._tasks: list[asyncio.Task] = []
         self._changed = asyncio.Event()
+        self._committing: asyncio.Future | None = None
         self.stopping = False
 
     # -- sinks (observers, executor, ticker, periodic commands) ---------------------------------
@@ -147,7 +148,10 @@ class Daemon:
             batch = [await self._inbox.get()]
             while not self._inbox.empty() and sum(len(d) for d, _ in batch) < MAX_BATCH:
                 batch.append(self._inbox.get_nowait())
-            await self._commit_batch(batch)
+            # Shielded: stop() cancels the committer between commits, never half-way through one
+            # (records journaled but not folded would make the next fold a gap).
+            self._committing = asyncio.ensure_future(self._commit_batch(batch))
+            await asyncio.shield(self._committing)
 
     async def _commit_batch(self, batch: list[tuple[list[Any], asyncio.Future | None]]) -> None:
         try:
@@ -201,6 +205,8 @@ class Daemon:
         if committer is not None:
             committer.cancel()
             await asyncio.gather(committer, return_exceptions=True)
+        if self._committing is not None:
+            await asyncio.gather(self._committing, return_exceptions=True)
         if not broken:  # after a fold failure the state no longer matches the journal: fold nothing more
             await self._drain_inbox()
             await self._maybe_snapshot(force=True)

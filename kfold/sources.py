@@ -1,7 +1,9 @@
 """Open a journal for offline use: a SQLite journal file or its JSONL export, detected by content.
 
-``iter_records`` yields records in sequence order up to ``until``. A broken checksum chain raises
-``JournalCorrupt`` naming the first bad sequence number before any record past it is yielded.
+- ``iter_records`` yields records in sequence order up to ``until``. A broken checksum chain
+  raises ``JournalCorrupt`` naming the first bad sequence number; no record past it is yielded.
+- ``first_bad_seq`` verifies the whole chain without folding (SQLite only; a JSONL export carries
+  no checksums: it is meant to be edited, and the fold's own sequence check still applies).
 """
 from __future__ import annotations
 
@@ -16,6 +18,21 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 def is_sqlite(path: str) -> bool:
     with open(path, "rb") as fh:
         return fh.read(16) == SQLITE_MAGIC
+
+
+def first_bad_seq(path: str) -> int | None:
+    if not is_sqlite(path):
+        return None
+    from journal.sqlite import SqliteJournal
+
+    async def verify() -> int | None:
+        journal = SqliteJournal(path, readonly=True)
+        await journal.open()
+        try:
+            return await journal.verify()
+        finally:
+            await journal.close()
+    return asyncio.run(verify())
 
 
 def iter_records(path: str, until: int | None = None) -> Iterator[Record]:
@@ -35,13 +52,13 @@ def _iter_sqlite(path: str, until: int | None) -> Iterator[Record]:
     journal = SqliteJournal(path, readonly=True)
     try:
         loop.run_until_complete(journal.open())
-        agen = journal.read(1, until).__aiter__()
+        batches = journal.read_batches(1, until).__aiter__()
         while True:
             try:
-                rec = loop.run_until_complete(agen.__anext__())
+                batch = loop.run_until_complete(batches.__anext__())
             except StopAsyncIteration:
                 break
-            yield rec
+            yield from batch
     finally:
         loop.run_until_complete(journal.close())
         loop.close()

@@ -1,4 +1,8 @@
-"""``kfold replay JOURNAL [--until SEQ] [--check] [--up-to-corruption]``."""
+"""``kfold replay JOURNAL [--until SEQ] [--check] [--up-to-corruption]``.
+
+Exit codes: 0 folded (and, with --check, no divergence); 1 divergence; 2 unreadable input (a
+malformed JSONL line, a newer schema, a fold error); 3 a broken checksum chain.
+"""
 from __future__ import annotations
 
 import sys
@@ -16,49 +20,35 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from journal.store import JournalCorrupt, JournalError
+    from engine.core import FoldError
     from journal.jsonl import JsonlError
+    from journal.records import RecordError
+    from journal.store import JournalCorrupt, JournalError
     from kfold.replay import replay
-    from kfold.sources import iter_records
+    from kfold.sources import first_bad_seq, iter_records
 
-    corrupt = None
-    good: list = []
-
-    def records():
-        nonlocal corrupt
-        try:
-            for rec in iter_records(args.journal, args.until):
-                yield rec
-        except JournalCorrupt as exc:
-            corrupt = exc
-
+    name = f"kfold replay: {args.journal}"
     try:
-        if args.up_to_corruption:
-            result = replay(records(), check=args.check)
-        else:
-            source = records()
-            good = list(_until_corrupt(source))
-            if corrupt is not None:
-                print(f"kfold replay: {args.journal}: {corrupt}", file=sys.stderr)
-                print("kfold replay: refusing to fold a corrupt journal; "
-                      "--up-to-corruption folds the records before the first bad one", file=sys.stderr)
-                return 3
-            result = replay(good, check=args.check)
-    except (JournalError, JsonlError, OSError) as exc:
-        print(f"kfold replay: {args.journal}: {exc}", file=sys.stderr)
+        bad = first_bad_seq(args.journal)
+        if bad is not None and (args.until is None or bad <= args.until) and not args.up_to_corruption:
+            print(f"{name}: checksum chain broken at seq {bad}; refusing to fold past it "
+                  f"(--up-to-corruption folds records 1..{bad - 1})", file=sys.stderr)
+            return 3
+        until = args.until if bad is None else min(bad - 1, args.until or bad - 1)
+        result = replay(iter_records(args.journal, until), check=args.check)
+    except JournalCorrupt as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 3
+    except (JournalError, JsonlError, RecordError, FoldError, OSError) as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
         return 2
     print(result.summary())
-    if corrupt is not None:
-        print(f"kfold replay: stopped before corruption: {corrupt}", file=sys.stderr)
-        return 3
     if result.divergence is not None:
         print(result.divergence.describe(), file=sys.stderr)
         return 1
+    if bad is not None:
+        print(f"{name}: stopped before the broken checksum chain at seq {bad}", file=sys.stderr)
+        return 3
     if args.check:
         print("check: every journaled effect matches the current code")
     return 0
-
-
-def _until_corrupt(source):
-    # Materialise only after verifying the whole chain, so nothing past a bad record is folded.
-    return list(source)

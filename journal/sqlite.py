@@ -1,0 +1,140 @@
+"""``SqliteJournal``: the journal in one SQLite file (WAL), through aiosqlite.
+
+Layout: ``journal(seq INTEGER PRIMARY KEY, at, kind, payload BLOB, chk)`` (the primary key refuses
+a duplicate seq), ``meta(key, value)`` (schema version, salt, writer version, head) and
+``snapshots(seq PRIMARY KEY, data, chk)``. Rows are only ever inserted.
+
+Durability choice: ``synchronous=FULL`` by default. In WAL mode NORMAL survives a process crash
+but may lose the last transactions on power loss; FULL fsyncs the WAL at every commit. Invariant 3
+("journal first") is about effects performed after a record is durable, so a lost tail would
+turn performed effects into unknown ones; with group commit one fsync covers a whole batch, which
+keeps FULL affordable (``scripts/bench_journal.py --synchronous`` measures both).
+
+Two connections: the writer (used only by the writer task, one transaction per batch) and a
+read-only reader, so a read never sees a transaction that is still open.
+"""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import aiosqlite
+
+from journal.chain import DuplicateSeq, JournalCorrupt, JournalError, Row, check_schema, kfold_version
+from journal.records import SCHEMA_VERSION
+from journal.redact import new_salt
+from journal.store import Journal
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, at INTEGER, kind TEXT NOT NULL,"
+    " payload BLOB NOT NULL, chk INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS snapshots (seq INTEGER PRIMARY KEY, data BLOB NOT NULL, chk INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
+)
+_INSERT = "INSERT INTO journal (seq, at, kind, payload, chk) VALUES (?, ?, ?, ?, ?)"
+
+
+class SqliteJournal(Journal):
+    def __init__(self, path: str | Path, synchronous: str = "FULL", readonly: bool = False):
+        super().__init__()
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError("synchronous must be FULL or NORMAL")
+        self.path = str(path)
+        self.synchronous = synchronous
+        self.readonly = readonly  # offline readers (replay, export): nothing is created or written
+        self._db: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+
+    async def _load_meta(self) -> tuple[bytes, int, int]:
+        if self.readonly:
+            return await self._load_meta_readonly()
+        self._db = await aiosqlite.connect(self.path)
+        try:
+            await self._db.execute("PRAGMA journal_mode=WAL")
+            await self._db.execute(f"PRAGMA synchronous={self.synchronous}")
+            meta = await self._meta_or_create()
+            check_schema(int(meta["schema_version"]), _text(meta.get("written_by")), self.path)
+        except BaseException:
+            await self._db.close()
+            raise
+        self._reader = await aiosqlite.connect(self.path)
+        await self._reader.execute("PRAGMA query_only=1")
+        seq, chk = _text(meta["head"]).split()
+        return bytes(meta["salt"]), int(seq), int(chk)
+
+    async def _load_meta_readonly(self) -> tuple[bytes, int, int]:
+        self._db = await aiosqlite.connect(f"file:{Path(self.path).absolute()}?mode=ro", uri=True)
+        self._reader = self._db
+        try:
+            async with self._db.execute("SELECT name FROM sqlite_master WHERE name='meta'") as cur:
+                if await cur.fetchone() is None:
+                    raise JournalError(f"{self.path} is not a kfold journal (no meta table)")
+            async with self._db.execute("SELECT key, value FROM meta") as cur:
+                meta = {k: v for k, v in await cur.fetchall()}
+            check_schema(int(meta["schema_version"]), _text(meta.get("written_by")), self.path)
+        except BaseException:
+            await self._release()
+            raise
+        seq, chk = _text(meta["head"]).split()
+        return bytes(meta["salt"]), int(seq), int(chk)
+
+    async def _meta_or_create(self) -> dict[str, object]:
+        async with self._db.execute("SELECT name FROM sqlite_master WHERE name='meta'") as cur:
+            exists = await cur.fetchone() is not None
+        if not exists:
+            for stmt in _SCHEMA:
+                await self._db.execute(stmt)
+            await self._db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", [
+                ("schema_version", str(SCHEMA_VERSION)), ("salt", new_salt()),
+                ("written_by", kfold_version()), ("head", "0 0")])
+            await self._db.commit()
+        async with self._db.execute("SELECT key, value FROM meta") as cur:
+            return {k: v for k, v in await cur.fetchall()}
+
+    async def _commit(self, rows: list[Row], snaps: list[tuple[int, bytes, int]], head: tuple[int, int]) -> None:
+        db = self._db
+        try:
+            if rows:
+                await db.executemany(_INSERT, rows)
+            if snaps:
+                await db.executemany("INSERT OR IGNORE INTO snapshots VALUES (?, ?, ?)", snaps)
+            await db.execute("UPDATE meta SET value = ? WHERE key = 'head'", (f"{head[0]} {head[1]}",))
+            await db.commit()
+        except sqlite3.IntegrityError as exc:
+            await db.rollback()
+            raise DuplicateSeq(f"seq {rows[0][0]}..{rows[-1][0]} refused by the store: {exc}") from None
+        except BaseException:
+            await db.rollback()
+            raise
+
+    async def _fetch(self, first: int, last: int) -> list[Row]:
+        async with self._reader.execute(
+                "SELECT seq, at, kind, payload, chk FROM journal WHERE seq BETWEEN ? AND ? ORDER BY seq",
+                (first, last)) as cur:
+            return await cur.fetchall()
+
+    async def _chk_before(self, seq: int) -> int:
+        if seq <= 1:
+            return 0
+        async with self._reader.execute("SELECT chk FROM journal WHERE seq = ?", (seq - 1,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            raise JournalCorrupt(seq - 1, f"record {seq - 1} is missing")
+        return row[0]
+
+    async def _snapshot_at_most(self, seq: int) -> tuple[int, bytes, int] | None:
+        async with self._reader.execute(
+                "SELECT seq, data, chk FROM snapshots WHERE seq <= ? ORDER BY seq DESC LIMIT 1", (seq,)) as cur:
+            return await cur.fetchone()
+
+    async def _release(self) -> None:
+        for conn in {id(c): c for c in (self._reader, self._db) if c is not None}.values():
+            await conn.close()
+        self._reader = self._db = None
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value or "")
+
+
+__all__ = ["SqliteJournal"]

@@ -1,0 +1,284 @@
+"""The journal port: append-only, checksum-chained, group-committed, redacted before append.
+
+Expected flow: ``async with SqliteJournal(path) as j`` (or ``MemoryJournal()``); the daemon calls
+``committed = await j.append(drafts)`` from any number of tasks and folds ``committed`` in order.
+
+Guarantees (both implementations; ``tests/contract/test_journal_contract.py``):
+- ONE writer task. Concurrent ``append`` calls that queue while a transaction is in flight are
+  gathered into the next transaction (group commit; ``transactions`` counts them). ``append``
+  returns the stamped records only after their transaction committed: callers fold only durable
+  records.
+- Sequence numbers are assigned by the writer: 1, 2, 3... with no gap, across batches and reopen.
+  A draft that already carries a ``seq`` must be exactly the next one (``DuplicateSeq`` if it is
+  already journaled, ``JournalError`` for a gap); the store refuses a duplicate too (primary key),
+  which catches a second writer on the same journal.
+- Before anything is serialized, observed objects and outcome objects are redacted with the
+  journal's salt (``journal.redact``); the records returned are the redacted ones, so the fold sees
+  exactly what a replay will read back.
+- Each row's ``chk`` is CRC-32 chained to the previous row over ``(seq, at, kind, payload)``; the
+  ``meta`` head (last seq and chk) commits in the same transaction. A flipped byte, a missing row
+  or a truncated tail raises ``JournalCorrupt(seq, reason)`` at the first bad seq; reading yields
+  every record before it and none after. Nothing journaled is ever rewritten.
+
+Caveats: CRC-32 detects corruption (every burst up to 32 bits, any single-bit flip) but is not a
+MAC: someone rewriting the file on purpose can recompute the chain. A read covers the head
+committed when it started; records appended meanwhile are left for the next read.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator, Sequence
+
+from journal.chain import (DuplicateSeq, JournalCorrupt, JournalError, Row, check_rows, check_schema,
+                           dump, kfold_version, link, parse_payloads, snapshot_chk, stamp)
+from journal.records import Record, parse_record
+from journal.redact import Redactor
+
+__all__ = ["DuplicateSeq", "Journal", "JournalCorrupt", "JournalError", "Row", "check_schema",
+           "kfold_version", "READ_BATCH"]
+
+READ_BATCH = 2000
+
+
+class Journal:
+    """The port, with the behaviour shared by every implementation.
+
+    An implementation provides storage primitives: ``_load_meta``, ``_commit``, ``_fetch``,
+    ``_chk_before``, ``_snapshot_at_most``, ``_release``."""
+
+    def __init__(self) -> None:
+        self.transactions = 0
+        self.redactor: Redactor | None = None
+        self._queue: list[tuple[str, Any, asyncio.Future]] = []
+        self._wake: asyncio.Event | None = None
+        self._writer: asyncio.Task | None = None
+        self._next = 1
+        self._prev = 0
+        self._failed: JournalError | None = None
+        self._opened = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def open(self) -> "Journal":
+        salt, head_seq, head_chk = await self._load_meta()
+        self.redactor = Redactor(salt)
+        self._next, self._prev = head_seq + 1, head_chk
+        self._wake = asyncio.Event()
+        self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+        self._opened = True
+        return self
+
+    async def close(self) -> None:
+        """Commit what is queued, stop the writer, release the store. Idempotent."""
+        if not self._opened:
+            return
+        self._opened = False
+        self._queue.append(("stop", None, asyncio.get_running_loop().create_future()))
+        self._wake.set()
+        await self._writer
+        await self._release()
+
+    async def __aenter__(self) -> "Journal":
+        return await self.open()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    @property
+    def salt(self) -> bytes:
+        return self.redactor.salt
+
+    @property
+    def last_seq(self) -> int:
+        """The last committed sequence number (0 when empty)."""
+        return self._next - 1
+
+    # -- writing --------------------------------------------------------------------------------
+    async def append(self, drafts: Sequence[Record]) -> list[Record]:
+        """Journal ``drafts`` in order; return them stamped and redacted once committed."""
+        if not drafts:
+            return []
+        return await self._submit("append", list(drafts))
+
+    async def put_snapshot(self, seq: int, data: bytes) -> None:
+        """Store a state snapshot taken after folding ``seq``. The same bytes again is a no-op;
+        different bytes for a stored seq are refused (nothing is rewritten)."""
+        if not 0 < seq <= self.last_seq:
+            raise JournalError(f"snapshot at seq {seq}: the journal ends at {self.last_seq}")
+        stored = await self._snapshot_at_most(seq)
+        if stored is not None and stored[0] == seq:
+            if stored[1] != bytes(data):
+                raise JournalError(f"a different snapshot is already stored at seq {seq}")
+            return
+        await self._submit("snapshot", (seq, bytes(data)))
+
+    async def _submit(self, what: str, payload: Any) -> Any:
+        if not self._opened:
+            raise JournalError("the journal is closed")
+        if self._failed is not None:
+            raise self._failed
+        fut = asyncio.get_running_loop().create_future()
+        self._queue.append((what, payload, fut))
+        self._wake.set()
+        return await fut
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            jobs, self._queue = self._queue, []
+            stop = any(what == "stop" for what, _, _ in jobs)
+            work = [j for j in jobs if j[0] != "stop"]
+            if work:
+                await self._commit_jobs(work)
+            if stop:
+                return
+
+    async def _commit_jobs(self, jobs: list[tuple[str, Any, asyncio.Future]]) -> None:
+        seq, prev = self._next, self._prev
+        rows: list[Row] = []
+        snaps: list[tuple[int, bytes, int]] = []
+        done: list[tuple[asyncio.Future, Any]] = []
+        for what, payload, fut in jobs:
+            try:
+                if what == "append":
+                    records, seq, prev = self._prepare(payload, seq, prev, rows)
+                    done.append((fut, records))
+                else:
+                    snaps.append((payload[0], payload[1], snapshot_chk(*payload)))
+                    done.append((fut, None))
+            except Exception as exc:  # this caller's drafts only; the others still commit
+                fut.set_exception(exc)
+        await self._commit_done(rows, snaps, seq, prev, done)
+
+    async def _commit_done(self, rows, snaps, seq, prev, done) -> None:
+        try:
+            await self._commit(rows, snaps, (seq - 1, prev))
+        except Exception as exc:  # rolled back: nothing of this transaction is journaled
+            if isinstance(exc, DuplicateSeq):  # another writer appended: our head is stale
+                self._failed = DuplicateSeq(f"{exc}; another writer appended to this journal: reopen it")
+            for fut, _ in done:
+                fut.set_exception(exc)
+            return
+        self._next, self._prev = seq, prev
+        self.transactions += 1
+        for fut, result in done:
+            fut.set_result(result)
+
+    def _prepare(self, drafts: list[Record], seq: int, prev: int, rows: list[Row]):
+        out: list[Record] = []
+        mine: list[Row] = []
+        for draft in drafts:
+            rec = self._seal(draft, seq)
+            payload = dump(rec)
+            if self.redactor.needs_walk(rec, payload):
+                red = self.redactor.record(rec)
+                rec, payload = red, (payload if red is rec else dump(red))
+            prev = link(prev, seq, rec.at, rec.rec, payload)
+            mine.append((seq, rec.at, rec.rec, payload, prev))
+            out.append(rec)
+            seq += 1
+        rows.extend(mine)
+        return out, seq, prev
+
+    def _seal(self, draft: Record, seq: int) -> Record:
+        if draft.seq == -1:
+            return stamp(draft, seq)
+        if draft.seq < seq:
+            raise DuplicateSeq(f"seq {draft.seq} is already journaled (the next is {seq})")
+        if draft.seq > seq:
+            raise JournalError(f"seq {draft.seq} would leave a gap (the next is {seq})")
+        return draft
+
+    # -- reading --------------------------------------------------------------------------------
+    async def read(self, from_seq: int = 1, until: int | None = None) -> AsyncIterator[Record]:
+        """Records ``from_seq..until`` in order; see ``read_batches``."""
+        async for batch in self.read_batches(from_seq, until):
+            for rec in batch:
+                yield rec
+
+    async def read_batches(self, from_seq: int = 1, until: int | None = None) -> AsyncIterator[list[Record]]:
+        """Verified, parsed records in batches. On a broken chain: yields the good records before
+        it, then raises ``JournalCorrupt`` naming the first bad seq (never yields past it)."""
+        end = self.last_seq if until is None else min(until, self.last_seq)
+        head = self.last_seq
+        expect, prev = from_seq, await self._chk_before(from_seq)
+        while expect <= end:
+            rows = await self._fetch(expect, min(end, expect + READ_BATCH - 1))
+            good, prev, error = check_rows(rows, expect, prev)
+            if good:
+                yield self._parse(rows[:good])
+            if error is None and good == 0:
+                error = JournalCorrupt(expect, f"journal truncated: it ends before {expect} but its head is {head}")
+            if error is not None:
+                raise error
+            expect += good
+
+    def _parse(self, rows: Sequence[Row]) -> list[Record]:
+        try:
+            records = parse_payloads([r[3] for r in rows])
+        except Exception:
+            for seq, _, _, payload, _ in rows:  # find the first record that does not parse
+                try:
+                    parse_record(payload)
+                except Exception as exc:
+                    raise JournalCorrupt(seq, f"record does not parse: {exc}") from None
+            raise
+        for rec, row in zip(records, rows):
+            if rec.seq != row[0]:
+                raise JournalCorrupt(row[0], f"payload says seq {rec.seq}")
+        return records
+
+    async def verify(self) -> int | None:
+        """The first bad sequence number (chain, gap or truncation), or None when intact."""
+        expect, prev, end = 1, 0, self.last_seq
+        while expect <= end:
+            rows = await self._fetch(expect, min(end, expect + READ_BATCH - 1))
+            good, prev, error = check_rows(rows, expect, prev)
+            if error is not None or good == 0:
+                return expect + good
+            expect += good
+        return None
+
+    async def latest_snapshot(self, max_seq: int | None = None) -> tuple[int, bytes] | None:
+        """The newest snapshot at or before ``max_seq``; ``JournalCorrupt`` if its checksum fails
+        (ask again with ``max_seq=bad - 1`` to fall back to an older one)."""
+        row = await self._snapshot_at_most(self.last_seq if max_seq is None else max_seq)
+        if row is None:
+            return None
+        seq, data, chk = row
+        if snapshot_chk(seq, data) != chk:
+            raise JournalCorrupt(seq, "snapshot checksum mismatch")
+        return seq, data
+
+    # -- storage primitives (implemented by each store) ------------------------------------------
+    async def _load_meta(self) -> tuple[bytes, int, int]:
+        """Create or check the store; return (salt, head seq, head chk). Raise ``too_new``."""
+        raise NotImplementedError
+
+    async def _commit(self, rows: list[Row], snaps: list[tuple[int, bytes, int]], head: tuple[int, int]) -> None:
+        """One transaction: insert rows and snapshots, set the head. ``DuplicateSeq`` on a taken seq."""
+        raise NotImplementedError
+
+    async def _fetch(self, first: int, last: int) -> list[Row]:
+        raise NotImplementedError
+
+    async def _chk_before(self, seq: int) -> int:
+        raise NotImplementedError
+
+    async def _snapshot_at_most(self, seq: int) -> tuple[int, bytes, int] | None:
+        raise NotImplementedError
+
+    async def _release(self) -> None:
+        raise NotImplementedError
+
+
+def __getattr__(name: str) -> Any:
+    """``journal.store.SqliteJournal`` / ``MemoryJournal``: the implementations, importable from
+    the port's module too (lazily: they import this module)."""
+    if name == "SqliteJournal":
+        from journal.sqlite import SqliteJournal
+        return SqliteJournal
+    if name == "MemoryJournal":
+        from journal.memory import MemoryJournal
+        return MemoryJournal
+    raise AttributeError(name)

@@ -1,0 +1,234 @@
+"""One contract, two journals: SqliteJournal (a real file) and MemoryJournal behave the same."""
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from journal.memory import MemoryJournal, MemoryStore
+from journal.records import SCHEMA_VERSION, Command, Observed, Outcome
+from journal.redact import PREFIX
+from journal.sqlite import SqliteJournal
+from journal.store import DuplicateSeq, JournalCorrupt, JournalError
+
+
+class SqliteBackend:
+    """Opens journals on one file; tampers with the file through sqlite3 directly."""
+
+    name = "sqlite"
+
+    def __init__(self, tmp_path):
+        self.path = tmp_path / "journal.sqlite"
+
+    def journal(self):
+        return SqliteJournal(self.path)
+
+    def _sql(self, sql, *args):
+        with sqlite3.connect(self.path) as db:
+            db.execute(sql, args)
+
+    def flip_byte(self, seq, index=10):
+        with sqlite3.connect(self.path) as db:
+            (payload,) = db.execute("SELECT payload FROM journal WHERE seq = ?", (seq,)).fetchone()
+        flipped = bytearray(payload)
+        flipped[index] ^= 0x01
+        self._sql("UPDATE journal SET payload = ? WHERE seq = ?", bytes(flipped), seq)
+
+    def delete(self, seq):
+        self._sql("DELETE FROM journal WHERE seq = ?", seq)
+
+    def truncate(self, after):
+        self._sql("DELETE FROM journal WHERE seq > ?", after)
+
+    def corrupt_snapshot(self, seq):
+        self._sql("UPDATE snapshots SET data = ? WHERE seq = ?", b"tampered", seq)
+
+    def set_meta(self, key, value):
+        self._sql("UPDATE meta SET value = ? WHERE key = ?", value, key)
+
+
+class MemoryBackend:
+    """Opens journals on one shared MemoryStore; tampers through its test hooks."""
+
+    name = "memory"
+
+    def __init__(self, tmp_path):
+        self.store = MemoryStore()
+
+    def journal(self):
+        return MemoryJournal(self.store)
+
+    def flip_byte(self, seq, index=10):
+        payload = bytearray(self.store.rows[seq][3])
+        payload[index] ^= 0x01
+        self.store.tamper(seq, payload=bytes(payload))
+
+    def delete(self, seq):
+        self.store.delete(seq)
+
+    def truncate(self, after):
+        self.store.truncate(after)
+
+    def corrupt_snapshot(self, seq):
+        s, _, chk = self.store.snapshots[seq]
+        self.store.snapshots[seq] = (s, b"tampered", chk)
+
+    def set_meta(self, key, value):
+        self.store.meta[key] = value
+
+
+@pytest.fixture(params=[SqliteBackend, MemoryBackend], ids=["sqlite", "memory"])
+def backend(request, tmp_path):
+    return request.param(tmp_path)
+
+
+def commands(n, prefix="c"):
+    return [Command(name=f"{prefix}{i}", at=1_000 + i) for i in range(n)]
+
+
+async def read_all(journal, **kw):
+    return [r async for r in journal.read(**kw)]
+
+
+async def filled(backend, n):
+    async with backend.journal() as j:
+        await j.append(commands(n))
+
+
+class TestJournalContract:
+    async def test_appended_records_come_back_stamped_and_read_back_equal(self, backend):
+        async with backend.journal() as j:
+            committed = await j.append(commands(3))
+            assert [r.seq for r in committed] == [1, 2, 3]
+            assert [r.name for r in committed] == ["c0", "c1", "c2"]
+            assert await read_all(j) == committed
+
+    async def test_sequence_numbers_continue_across_batches_and_reopen(self, backend):
+        async with backend.journal() as j:
+            await j.append(commands(2))
+            assert [r.seq for r in await j.append(commands(3))] == [3, 4, 5]
+        async with backend.journal() as j:
+            assert j.last_seq == 5
+            assert [r.seq for r in await j.append(commands(1))] == [6]
+            assert [r.seq for r in await read_all(j)] == [1, 2, 3, 4, 5, 6]
+
+    async def test_concurrent_appenders_share_few_transactions_and_all_commit(self, backend):
+        async with backend.journal() as j:
+            results = await asyncio.gather(*(j.append(commands(5, f"t{t}-")) for t in range(20)))
+            assert j.transactions <= 3
+            for batch in results:  # each caller's records stay contiguous and in order
+                assert [r.seq for r in batch] == list(range(batch[0].seq, batch[0].seq + 5))
+            assert sorted(r.seq for b in results for r in b) == list(range(1, 101))
+        async with backend.journal() as again:
+            assert len(await read_all(again)) == 100
+
+    async def test_append_returns_only_after_the_batch_is_visible_to_another_reader(self, backend):
+        async with backend.journal() as writer:
+            await writer.append(commands(4))
+            async with backend.journal() as reader:
+                assert [r.seq for r in await read_all(reader)] == [1, 2, 3, 4]
+
+    async def test_a_seq_already_journaled_is_refused_and_the_others_in_the_group_commit(self, backend):
+        async with backend.journal() as j:
+            await j.append(commands(2))
+            dup = j.append([Command(name="again", seq=2)])
+            fine = j.append(commands(1))
+            outcomes = await asyncio.gather(dup, fine, return_exceptions=True)
+            assert isinstance(outcomes[0], DuplicateSeq)
+            assert [r.seq for r in outcomes[1]] == [3]
+
+    async def test_a_gap_in_given_seqs_is_refused(self, backend):
+        async with backend.journal() as j:
+            with pytest.raises(JournalError, match="gap"):
+                await j.append([Command(name="far", seq=7)])
+
+    async def test_a_second_writer_on_the_same_journal_is_refused_by_the_store(self, backend):
+        async with backend.journal() as first, backend.journal() as second:
+            await first.append(commands(1))
+            with pytest.raises(DuplicateSeq, match="seq 1"):
+                await second.append(commands(1))
+            with pytest.raises(DuplicateSeq, match="another writer"):
+                await second.append(commands(1))
+            assert [r.name for r in await read_all(first)] == ["c0"]
+
+    async def test_a_flipped_byte_is_detected_at_its_exact_seq(self, backend):
+        await filled(backend, 10)
+        backend.flip_byte(7)
+        async with backend.journal() as j:
+            assert await j.verify() == 7
+            got = []
+            with pytest.raises(JournalCorrupt) as err:
+                async for rec in j.read():
+                    got.append(rec.seq)
+            assert err.value.seq == 7 and "checksum" in err.value.reason
+            assert got == [1, 2, 3, 4, 5, 6]
+
+    async def test_a_deleted_record_is_detected_at_its_exact_seq(self, backend):
+        await filled(backend, 10)
+        backend.delete(4)
+        async with backend.journal() as j:
+            assert await j.verify() == 4
+            with pytest.raises(JournalCorrupt, match="seq 4: record 4 is missing"):
+                await read_all(j)
+
+    async def test_a_truncated_tail_is_detected_at_the_first_missing_seq(self, backend):
+        await filled(backend, 10)
+        backend.truncate(after=6)
+        async with backend.journal() as j:
+            assert await j.verify() == 7
+            with pytest.raises(JournalCorrupt, match="seq 7: journal truncated"):
+                await read_all(j)
+
+    async def test_reading_a_range_stops_at_until_and_verifies_from_the_previous_link(self, backend):
+        await filled(backend, 10)
+        backend.flip_byte(9)
+        async with backend.journal() as j:
+            assert [r.seq for r in await read_all(j, from_seq=3, until=8)] == [3, 4, 5, 6, 7, 8]
+
+    async def test_a_journal_from_a_newer_schema_is_refused_naming_versions(self, backend):
+        await filled(backend, 1)
+        backend.set_meta("schema_version", str(SCHEMA_VERSION + 1))
+        backend.set_meta("written_by", "9.9.9")
+        with pytest.raises(JournalError, match=rf"schema version {SCHEMA_VERSION + 1} by kfold 9.9.9.*use kfold 9.9.9"):
+            await backend.journal().open()
+
+    async def test_snapshots_are_stored_and_the_latest_at_or_before_is_returned(self, backend):
+        async with backend.journal() as j:
+            await j.append(commands(10))
+            assert await j.latest_snapshot() is None
+            await j.put_snapshot(4, b"state-4")
+            await j.put_snapshot(8, b"state-8")
+            await j.put_snapshot(8, b"state-8")  # the same bytes again: a no-op
+            assert await j.latest_snapshot() == (8, b"state-8")
+            assert await j.latest_snapshot(max_seq=7) == (4, b"state-4")
+            with pytest.raises(JournalError, match="different snapshot"):
+                await j.put_snapshot(8, b"other")
+            with pytest.raises(JournalError, match="ends at 10"):
+                await j.put_snapshot(11, b"future")
+
+    async def test_a_corrupted_snapshot_is_reported_not_used(self, backend):
+        async with backend.journal() as j:
+            await j.append(commands(5))
+            await j.put_snapshot(5, b"state-5")
+        backend.corrupt_snapshot(5)
+        async with backend.journal() as j:
+            with pytest.raises(JournalCorrupt, match="seq 5: snapshot checksum"):
+                await j.latest_snapshot()
+
+    async def test_observed_and_outcome_objects_are_redacted_on_append(self, backend):
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "git"},
+                  "data": {"password": "aHVudGVyMg=="}}
+        async with backend.journal() as j:
+            committed = await j.append([
+                Observed(cluster="c", api_version="v1", kind="Secret", name="git", event="ADDED", obj=secret),
+                Outcome(effect_id="1.0", machine="repo", key="c/ns/git", result="ok", obj=secret,
+                        items=(secret,)),
+            ])
+            stored = await read_all(j)
+        assert stored == committed
+        observed, outcome = stored
+        for obj in (observed.obj, outcome.obj, outcome.items[0]):
+            assert obj["data"]["password"].startswith(PREFIX)
+            assert obj["metadata"] == {"name": "git"}
+        assert secret["data"]["password"] == "aHVudGVyMg=="  # the caller's object is untouched

@@ -1,0 +1,73 @@
+"""Golden journals: every tests/data/*.jsonl (recorded by scripts/record_golden.py from a real run)
+replays with the current code without a divergence, and an edited effect is caught and named.
+
+A failure here means the current code decides differently from the code that recorded the journal:
+a regression, or an intended change (then re-record with scripts/record_golden.py).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from journal.redact import PREFIX
+from kfold.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+GOLDEN = sorted(DATA.glob("*.jsonl"))
+
+
+def test_there_is_a_golden_journal():
+    assert GOLDEN, f"no golden journals in {DATA}; record one with scripts/record_golden.py"
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name)
+def test_golden_journal_replays_without_divergence(path, capsys):
+    code = main(["replay", str(path), "--check"])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "divergence" not in out + err
+    assert "check: every journaled effect matches the current code" in out
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name)
+def test_golden_journal_holds_no_secret_values(path):
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        obj = rec.get("obj") or {}
+        if obj.get("kind") == "Secret":
+            for field in ("data", "stringData"):
+                for value in (obj.get(field) or {}).values():
+                    assert str(value).startswith(PREFIX), f"seq {rec['seq']}: Secret {field} not redacted"
+
+
+def _edited(src: Path, dst: Path) -> tuple[int, str, str, str]:
+    """Copy ``src`` with the first pod create's pod renamed; returns (seq, effect id, old, new)."""
+    lines = src.read_text().splitlines()
+    for i, line in enumerate(lines):
+        rec = json.loads(line)
+        eff = rec.get("effect") or {}
+        if rec["rec"] == "effect" and eff.get("type") == "create" and eff.get("kind") == "Pod":
+            old = eff["name"]
+            new = old + "-edited"
+            eff["name"] = new
+            eff["manifest"]["metadata"]["name"] = new
+            lines[i] = json.dumps(rec, separators=(",", ":"))
+            dst.write_text("\n".join(lines) + "\n")
+            return rec["seq"], eff["id"], old, new
+    pytest.skip(f"{src.name} has no pod create to edit")
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name)
+def test_an_edited_effect_is_a_divergence_naming_record_and_both_effects(path, tmp_path, capsys):
+    seq, eid, old, new = _edited(path, tmp_path / "edited.jsonl")
+    code = main(["replay", str(tmp_path / "edited.jsonl"), "--check"])
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    assert f"divergence at record {seq}: effect {eid}" in err
+    journaled = next(line for line in err.splitlines() if line.strip().startswith("journaled:"))
+    recomputed = next(line for line in err.splitlines() if line.strip().startswith("recomputed:"))
+    assert f"'name': '{new}'" in journaled
+    assert f"'name': '{old}'" in recomputed and new not in recomputed
+    assert "cause:" in err  # the record whose fold emitted the effect

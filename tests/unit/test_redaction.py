@@ -1,0 +1,141 @@
+"""No secret material at rest: values written through append never reach the SQLite files."""
+from __future__ import annotations
+
+import base64
+import copy
+
+import orjson
+import pytest
+
+from journal.records import Observed, Outcome
+from journal.redact import PREFIX, Redactor, redact, suspicious
+from journal.sqlite import SqliteJournal
+
+SECRET_VALUES = {
+    "data": "s3cr3t-alpha-VALUE",
+    "string_data": "plain-stringdata-VALUE",
+    "configmap_token": "tok-ABCDEF1234567890",
+    "client_key": "LS0tLS1CRUdJTi1DTElFTlQtS0VZLURBVEE=",
+    "kubeconfig_token": "kubeconfig-bearer-TOKEN-77",
+    "env_password": "pod-env-PASSWORD-42",
+    "header": "Bearer hdr-SECRET-abc",
+}
+V = SECRET_VALUES
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def secret(name: str, value: str) -> dict:
+    applied = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+               "stringData": {"extra": V["string_data"]}}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": "ns", "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": orjson.dumps(applied).decode()}},
+            "data": {"password": b64(value)}, "stringData": {"extra": V["string_data"]}}
+
+
+KUBECONFIG = (f"apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user:\n"
+              f"    client-key-data: {V['client_key']}\n    token: {V['kubeconfig_token']}\n")
+
+CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app", "namespace": "ns"},
+             "data": {"api_token": V["configmap_token"], "kubeconfig": KUBECONFIG, "config": KUBECONFIG,
+                      "mode": "fast"}}
+
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "s-g1", "namespace": "ns",
+                                                       "labels": {"kfold.dev/session": "s"}},
+       "spec": {"containers": [{"name": "app", "image": "app:1",
+                                "env": [{"name": "DB_PASSWORD", "value": V["env_password"]},
+                                        {"name": "LOG_LEVEL", "value": "debug"}],
+                                "args": ["--header", V["header"]]}],
+                "volumes": [{"name": "creds", "secret": {"secretName": "git-creds"}}]},
+       "status": {"phase": "Pending", "message": "secret \"git-creds\" not found"}}
+
+
+def observed(obj: dict) -> Observed:
+    md = obj["metadata"]
+    return Observed(cluster="c", api_version="v1", kind=obj["kind"], namespace=md.get("namespace", ""),
+                    name=md["name"], event="ADDED", obj=obj)
+
+
+def forbidden_bytes() -> list[bytes]:
+    out = []
+    for value in SECRET_VALUES.values():
+        bare = value.removeprefix("Bearer ")
+        out += [bare.encode(), b64(bare).encode(), b64(b64(bare)).encode()]
+    return out
+
+
+async def test_known_secret_values_appear_nowhere_in_the_sqlite_file_or_its_wal(tmp_path):
+    path = tmp_path / "j.sqlite"
+    journal = SqliteJournal(path)
+    async with journal:
+        await journal.append([observed(secret("one", V["data"])), observed(CONFIGMAP), observed(POD)])
+        await journal.append([Outcome(effect_id="1.0", machine="pod", key="c/ns/x", result="ok",
+                                      items=tuple(copy.deepcopy([secret("two", V["data"])])))])
+        wal = path.with_name(path.name + "-wal")
+        assert wal.exists() and wal.stat().st_size > 0
+        files_while_open = {p.name: p.read_bytes() for p in (path, wal)}
+    files_after_close = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for files in (files_while_open, files_after_close):
+        for name, raw in files.items():
+            for needle in forbidden_bytes():
+                assert needle not in raw, f"{needle!r} found in {name}"
+
+
+async def test_the_journal_keeps_digests_that_tell_equal_values_from_different_ones(tmp_path):
+    async with SqliteJournal(tmp_path / "j.sqlite") as journal:
+        a, b, c = await journal.append([observed(secret("a", "same")), observed(secret("b", "same")),
+                                        observed(secret("c", "different"))])
+    assert a.obj["data"]["password"] == b.obj["data"]["password"]
+    assert a.obj["data"]["password"] != c.obj["data"]["password"]
+    assert a.obj["data"]["password"].startswith(PREFIX) and len(a.obj["data"]["password"]) == len(PREFIX) + 16
+
+
+def test_two_journals_digest_the_same_value_differently():
+    assert Redactor(b"salt-1").digest("v") != Redactor(b"salt-2").digest("v")
+
+
+def test_what_merely_refers_to_a_secret_is_kept():
+    red = redact("Pod", POD)
+    container = red["spec"]["containers"][0]
+    assert container["env"][0]["value"].startswith(PREFIX)
+    assert container["env"][1] == {"name": "LOG_LEVEL", "value": "debug"}
+    assert container["args"][1].startswith(PREFIX)
+    assert red["spec"]["volumes"] == POD["spec"]["volumes"]
+    assert red["status"] == POD["status"]
+    assert red["metadata"] == POD["metadata"]
+
+
+def test_a_configmap_keeps_innocent_keys_and_loses_tokens_and_kubeconfigs():
+    red = redact("ConfigMap", CONFIGMAP)
+    assert red["data"]["mode"] == "fast"
+    assert all(red["data"][k].startswith(PREFIX) for k in ("api_token", "kubeconfig", "config"))
+
+
+def test_redaction_never_mutates_its_input_and_is_idempotent():
+    before = copy.deepcopy(POD)
+    once = redact("Pod", POD)
+    assert POD == before and once is not POD
+    assert redact("Pod", once) == once
+
+
+REALISTIC = {
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "ns", "labels": {"app": "web"}},
+    "spec": {"containers": [{"name": "web", "image": "nginx", "envFrom": [{"secretRef": {"name": "s"}}],
+                             "env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}],
+             "imagePullSecrets": [{"name": "regcred"}],
+             "volumes": [{"name": "kube-api-access", "projected": {"sources": [
+                 {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                 {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                 {"secret": {"name": "s"}}]}}]},
+}
+
+
+@pytest.mark.parametrize("obj", [REALISTIC, POD, CONFIGMAP, secret("x", "y")], ids=["refs-only", "pod", "configmap", "secret"])
+def test_the_prefilter_clears_only_objects_that_need_no_redaction(obj):
+    needs = redact(obj["kind"], obj) != obj
+    assert suspicious(orjson.dumps(obj)) or not needs
+    if obj is REALISTIC:
+        assert not suspicious(orjson.dumps(obj)), "references alone must take the fast path"
