@@ -79,6 +79,13 @@ def observed_kinds(daemon: Daemon) -> list[res.Resource]:
     return [r for r in res.RESOURCES if r.kind in daemon.machines.by_kind]
 
 
+def _journal_redact(daemon: Daemon) -> Any:
+    """The journal's own redactor (keyed with its salt), so the observer's digests are the ones the
+    journal stores; the journal redacts again on append, which is idempotent."""
+    redactor = getattr(daemon.journal, "redactor", None)
+    return redactor.redact if redactor is not None else None
+
+
 def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock) -> list[Any]:
     from engine.effects.observer import Observer
     out = []
@@ -86,8 +93,8 @@ def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock)
         for ns in cfg.namespaces:
             selector = MANAGED if r.kind in ("Pod", "Secret") else ""
             out.append(Observer(lambda: client, cfg.cluster.name, r.api_version, r.kind, r.plural, ns,
-                                daemon.submit, clock, idle_timeout_s=cfg.deadlines.watch_idle_seconds,
-                                label_selector=selector))
+                                daemon.submit, clock, redact=_journal_redact(daemon),
+                                idle_timeout_s=cfg.deadlines.watch_idle_seconds, label_selector=selector))
     return out
 
 
