@@ -10,7 +10,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+
 from engine.core import Machines
+from engine.effects.fake import merge_patch
 from engine.machines.base import Machine
 from engine.machines.repo import RepoMachine
 from engine.machines.repo_names import rfc3339
@@ -35,19 +37,6 @@ class Probe(Machine):
 
     def on_message(self, ctx: Any, key: str, message: str, args: dict[str, Any]) -> None:
         self.got.append((key, message, args))
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge_patch(out.get(k), v)
-    return out
 
 
 class RepoWorld:
