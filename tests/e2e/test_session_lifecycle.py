@@ -125,3 +125,34 @@ def test_deleting_the_session_tears_everything_down_first(admin, namespace, sa_d
     wait_for(gone, 45, what="Session finalized after its pod was deleted")
     assert w.managed(w.core.list_namespaced_service) == []
     assert w.managed(w.core.list_namespaced_secret) == []
+
+
+def _get(daemon, path):
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{daemon.port}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_health_readiness_and_metrics_describe_the_running_daemon(admin, namespace, sa_daemon):
+    import re
+    w = World(admin, namespace)
+    assert _get(sa_daemon, "/healthz") == (200, "ok\n")
+    assert _get(sa_daemon, "/readyz") == (200, "ready\n")
+    w.co.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, session_manifest(namespace, [WEB]))
+    w.phase_is("Ready", 1)
+    status, text = _get(sa_daemon, "/metrics")
+    assert status == 200
+
+    def value(pattern):
+        m = re.search(r"^" + pattern + r" (\S+)$", text, re.M)
+        assert m, f"{pattern} missing from /metrics"
+        return float(m.group(1))
+    assert value(r'kfold_effects_total\{type="create",result="ok"\}') >= 2      # Secret and pod
+    assert value(r'kfold_records_ingested_total\{rec="observed"\}') >= 1
+    assert value(r'kfold_fold_seconds_count') >= value(r'kfold_records_ingested_total\{rec="observed"\}')
+    assert value(r"kfold_journal_bytes") > 0
+    assert abs(value(r"kfold_server_clock_skew_seconds")) < 5  # same machine: Date vs local clock
