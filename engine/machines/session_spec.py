@@ -165,7 +165,8 @@ def _cluster(raw: Any, home: str, clusters: tuple[str, ...]) -> str:
     if raw in (None, ""):
         return home
     _need(isinstance(raw, str) and (raw == home or raw in clusters), "spec.cluster",
-          f"unknown cluster {raw!r}; known: {', '.join(sorted({home, *clusters}))}")
+          # Never list the known names: another org's cluster must answer exactly like a missing one.
+          f"no cluster named {raw!r} is registered for this org")
     return raw
 
 

@@ -67,3 +67,10 @@ def test_provisioning_message_prefers_scheduling_then_container_waiting_reasons(
 def test_a_malformed_pod_reduces_without_raising():
     v = pod_view({"metadata": {"labels": {"kfold.dev/generation": "x"}}, "status": {"containerStatuses": "oops"}})
     assert v.generation is None and v.ended == () and not v.ready
+
+
+def test_an_unknown_cluster_is_refused_without_revealing_which_clusters_exist():
+    err = check({"image": "ws", "cluster": "mars"}, clusters=("local", "secret-edge"))
+    assert isinstance(err, SpecError)
+    assert "no cluster named 'mars' is registered for this org" in str(err)
+    assert "secret-edge" not in str(err) and "local" not in str(err)
