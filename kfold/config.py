@@ -118,8 +118,25 @@ class ExecutorConfig(_Model):
     max_attempts: int = Field(6, ge=1)
 
 
+class RegistryConfig(_Model):
+    """Where registered clusters live: the same layout as ``kfold cluster --registry-dir``."""
+
+    dir: str | None = None        # None: "<journal dir>/registry"
+    credentials: Literal["directory", "secrets"] = "directory"
+    secrets_namespace: str | None = None   # credentials=secrets: kfold's own namespace
+
+    @field_validator("secrets_namespace")
+    @classmethod
+    def _ns(cls, v: str | None) -> str | None:
+        if v is not None and not _DNS_LABEL.match(v):
+            raise ValueError(f"{v!r} is not a namespace name (DNS label)")
+        return v
+
+
 class Config(_Model):
     cluster: ClusterConfig = ClusterConfig()
+    registry: RegistryConfig = RegistryConfig()
+    tenants: dict[str, str] = Field(default_factory=dict)   # Session namespace -> tenant (org)
     namespaces: tuple[str, ...] = Field(min_length=1)
     base_domain: str
     journal: JournalConfig = JournalConfig()
@@ -136,6 +153,16 @@ class Config(_Model):
         for i, ns in enumerate(v):
             if not _DNS_LABEL.match(ns):
                 raise ValueError(f"namespaces[{i}] {ns!r} is not a namespace name (DNS label)")
+        return v
+
+    @field_validator("tenants")
+    @classmethod
+    def _tenants(cls, v: dict[str, str]) -> dict[str, str]:
+        for ns, tenant in v.items():
+            if not _DNS_LABEL.match(ns):
+                raise ValueError(f"key {ns!r} is not a namespace name (DNS label)")
+            if not _DNS_LABEL.match(tenant):
+                raise ValueError(f"tenants[{ns}] {tenant!r} is not a tenant name (DNS label)")
         return v
 
     @field_validator("base_domain")

@@ -27,16 +27,18 @@ from engine.effects.executor_transport import KubeTransport
 from journal.records import Command
 from kfold.config import Config
 from kfold.daemon import Daemon
+from kfold.daemon_clusters import client_for, configure_args, open_registry, remote_targets
 from kfold.http import HttpServer, Metrics, routes_for
 
 log = logging.getLogger("kfold.daemon")
 MANAGED = "app.kubernetes.io/managed-by=kfold"
 
 
-def boot_commands(cfg: Config, env: Mapping[str, str], now_ms: int | None) -> list[Command]:
+def boot_commands(cfg: Config, env: Mapping[str, str], now_ms: int | None,
+                  clusters: dict[str, Any] | None = None) -> list[Command]:
     home = cfg.cluster.name
     out = [Command(at=now_ms, name="session.configure", cluster=home, args={
-        "clusters": [home], "base_domain": cfg.base_domain,
+        "clusters": [home], "base_domain": cfg.base_domain, **(clusters or {}),
         "start_ms": cfg.deadlines.start_seconds * 1000, "ready_ms": cfg.deadlines.ready_seconds * 1000,
         "defaults": {"start_seconds": cfg.deadlines.start_seconds, "ready_seconds": cfg.deadlines.ready_seconds}})]
     for ns in cfg.namespaces:
@@ -57,14 +59,15 @@ def _bind_args(cfg: Config, env: Mapping[str, str], ns: str) -> dict[str, Any]:
             "env_present": names, "refresh_interval": cfg.repos.refresh_interval}
 
 
-def periodic_commands(cfg: Config) -> list[tuple[int, str, list[dict[str, Any]]]]:
-    """``(interval_s, command, [args per namespace])``."""
+def periodic_commands(cfg: Config, remote: list[tuple[str, str, str, str]] = ()) -> list[tuple[int, str, list[dict[str, Any]]]]:
+    """``(interval_s, command, [args per namespace])``; sweeps run on registered clusters too."""
     home = cfg.cluster.name
+    where = [(home, ns) for ns in cfg.namespaces] + [(h, ns) for h, _t, _n, ns in remote]
     return [
         (cfg.repos.gc_interval_seconds, "repo.gc",
          [{"cluster": home, "namespace": ns, "ttl_seconds": cfg.repos.gc_ttl_seconds} for ns in cfg.namespaces]),
         (cfg.sweep.interval_seconds, "pod.sweep_secrets",
-         [{"cluster": home, "namespace": ns, "grace_seconds": cfg.sweep.grace_seconds} for ns in cfg.namespaces]),
+         [{"cluster": c, "namespace": ns, "grace_seconds": cfg.sweep.grace_seconds} for c, ns in where]),
     ]
 
 
@@ -86,34 +89,32 @@ def _journal_redact(daemon: Daemon) -> Any:
     return redactor.redact if redactor is not None else None
 
 
-def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock) -> list[Any]:
+def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock, registry: Any = None,
+                   remote: list[tuple[str, str, str, str]] = ()) -> list[Any]:
+    """Every observed kind in every watched namespace of the home cluster, plus kfold's pods on each
+    registered cluster (in its bound, or the Session namespaces of its tenant)."""
     from engine.effects.observer import Observer
     out = []
+    common = dict(redact=_journal_redact(daemon), idle_timeout_s=cfg.deadlines.watch_idle_seconds)
     for r in observed_kinds(daemon):
         for ns in cfg.namespaces:
             selector = MANAGED if r.kind in ("Pod", "Secret") else ""
             out.append(Observer(lambda: client, cfg.cluster.name, r.api_version, r.kind, r.plural, ns,
-                                daemon.submit, clock, redact=_journal_redact(daemon),
-                                idle_timeout_s=cfg.deadlines.watch_idle_seconds, label_selector=selector))
+                                daemon.submit, clock, label_selector=selector, **common))
+    for handle, tenant, name, ns in remote:
+        reach = (lambda t=tenant, n=name: registry.reach(t, n))
+        out.append(Observer(reach, handle, "v1", "Pod", "pods", ns, daemon.submit, clock,
+                            label_selector=MANAGED, **common))
     return out
-
-
-def home_client(cfg: Config) -> Any:
-    from kfold.registry import MemoryCredentials, RegistrationIndex, Registry
-    state_dir = os.path.join(os.path.dirname(os.path.abspath(cfg.journal.path)), "registry")
-    registry = Registry(RegistrationIndex(state_dir), MemoryCredentials(), home_name=cfg.cluster.name)
-    client = registry.home(cfg.cluster.kubeconfig, cfg.cluster.context,
-                           service_account_dir=cfg.cluster.service_account_dir)
-    return registry, client
 
 
 async def run(cfg: Config, journal: Any = None, env: Mapping[str, str] | None = None) -> int:
     from kfold.daemon_journal import open_journal
     env = os.environ if env is None else env
-    registry, client = home_client(cfg)
+    registry, client = open_registry(cfg)
+    remote = remote_targets(cfg, registry)
     clock, metrics = ServerClock(), Metrics()
-    transport = KubeTransport(lambda c, t: registry.reach(t or None, c or cfg.cluster.name),
-                              max_threads=cfg.executor.threads)
+    transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads)
     backoff = Backoff(max_attempts=cfg.executor.max_attempts)
     journal = journal or open_journal(cfg.journal.path)
     await journal.open()
@@ -121,11 +122,11 @@ async def run(cfg: Config, journal: Any = None, env: Mapping[str, str] | None = 
                     clock, snapshot_every=cfg.journal.snapshot_every, metrics=metrics)
     daemon.start_loops()
     await daemon.recover()
-    await daemon.submit(boot_commands(cfg, env, clock.now_ms()))
-    observers = make_observers(cfg, daemon, client, clock)
+    await daemon.submit(boot_commands(cfg, env, clock.now_ms(), configure_args(cfg, registry)))
+    observers = make_observers(cfg, daemon, client, clock, registry, remote)
     for o in observers:
-        daemon.spawn(o.run(), f"observe:{o.kind}:{o.namespace}")
-    for interval, name, args in periodic_commands(cfg):
+        daemon.spawn(o.run(), f"observe:{o.cluster}:{o.kind}:{o.namespace}")
+    for interval, name, args in periodic_commands(cfg, remote):
         daemon.spawn(run_periodic(daemon, interval, name, args), f"periodic:{name}")
     http = HttpServer(*cfg.http.host_port, routes_for(daemon, observers, metrics))
     await http.start()

@@ -1,0 +1,88 @@
+"""The daemon's clusters: the registry built from config, cluster handles, per-cluster observers.
+
+Contract (shared with the session machine and the executor):
+- The home cluster is known by ``cluster.name`` (tenant ""). A registered cluster is known inside
+  kfold by its handle ``"<name>@<tenant>"``: in observed records, object keys and effects. Cluster
+  names are per tenant, so the handle is what makes two orgs' "edge" two different clusters.
+- Every client comes from the registry: ``client_for(handle, tenant)`` maps a handle to
+  ``registry.reach(tenant, name)`` and the home name to the home client. A handle whose
+  registration is gone is refused by the registry before any request is sent.
+- Registrations are read at start: a cluster registered or deregistered while the daemon runs is
+  picked up at the next start (the CLI says so).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from kfold.config import Config
+
+
+def handle(name: str, tenant: str) -> str:
+    return f"{name}@{tenant}"
+
+
+def split_handle(cluster: str, home: str) -> tuple[str | None, str]:
+    """``(tenant, name)`` of a cluster handle; the home cluster has no tenant."""
+    if "@" in cluster:
+        name, tenant = cluster.split("@", 1)
+        return tenant, name
+    return None, cluster or home
+
+
+def registry_dir(cfg: Config) -> Path:
+    if cfg.registry.dir:
+        return Path(cfg.registry.dir).expanduser()
+    return Path(cfg.journal.path).expanduser().resolve().parent / "registry"
+
+
+def open_registry(cfg: Config) -> tuple[Any, Any]:
+    """``(registry, home client)``. With ``registry.credentials: secrets`` the kubeconfigs are
+    Secrets in kfold's own namespace, read through the home client."""
+    from kfold.registry import DirectoryCredentials, MemoryCredentials, RegistrationIndex, Registry
+    root = registry_dir(cfg)
+    index = RegistrationIndex(root / "index")
+    home_args = dict(kubeconfig=cfg.cluster.kubeconfig, context=cfg.cluster.context,
+                     service_account_dir=cfg.cluster.service_account_dir)
+    if cfg.registry.credentials == "secrets":
+        from kubernetes.client import CoreV1Api
+        from kfold.registry import SecretCredentials
+        boot = Registry(index, MemoryCredentials(), home_name=cfg.cluster.name)
+        home = boot.home(**home_args)
+        namespace = cfg.registry.secrets_namespace or (boot.home_source.namespace if boot.home_source else None)
+        if not namespace:
+            from kfold.registry import RegistryError
+            raise RegistryError("registry.credentials is 'secrets' but no namespace is known: "
+                                "set registry.secrets_namespace")
+        creds = SecretCredentials(CoreV1Api(home), namespace)
+    else:
+        creds = DirectoryCredentials(root / "credentials")
+    registry = Registry(index, creds, tenants=cfg.tenants, home_name=cfg.cluster.name)
+    return registry, registry.home(**home_args)
+
+
+def client_for(registry: Any, home: str) -> Callable[[str, str], Any]:
+    def client(cluster: str, tenant: str) -> Any:
+        t, name = split_handle(cluster, home)
+        return registry.reach(t, name)
+    return client
+
+
+def configure_args(cfg: Config, registry: Any) -> dict[str, Any]:
+    """What ``session.configure`` needs to decide tenancy and target namespaces (no credentials)."""
+    return {
+        "home": cfg.cluster.name,
+        "tenants": dict(cfg.tenants),
+        "registered": [{"handle": handle(r.name, r.tenant), "name": r.name, "tenant": r.tenant,
+                        "namespaces": list(r.namespaces)} for r in registry.list_all()],
+    }
+
+
+def remote_targets(cfg: Config, registry: Any) -> list[tuple[str, str, str, str]]:
+    """``(handle, tenant, name, namespace)`` to watch on registered clusters: a bounded
+    registration's bound, or else the Session namespaces mapped to its tenant."""
+    out = []
+    for r in registry.list_all():
+        namespaces = r.namespaces or tuple(ns for ns in cfg.namespaces if cfg.tenants.get(ns) == r.tenant)
+        out += [(handle(r.name, r.tenant), r.tenant, r.name, ns) for ns in namespaces]
+    return out
