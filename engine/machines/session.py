@@ -8,8 +8,10 @@ This module routes; ``session_flow.decide`` decides. Every handler reduces what 
 the decision record (``session_model``), then calls ``decide``.
 
 Inputs: observed ``Session`` and ``Pod`` (pods by their ``kfold.dev/session`` label, namespace and
-cluster; only the current generation's pod counts), command ``session.configure`` {clusters,
-base_domain, defaults {start_deadline_s, ready_deadline_s}}, replies from the pod machine
+cluster handle, which must be the Session's target; only the current generation's pod counts),
+command ``session.configure`` {home, tenants {namespace: tenant}, registered [{handle, name, tenant,
+namespaces}], clusters (old form: names every Session may use), base_domain, defaults
+{start_deadline_s, ready_deadline_s}} (tenancy and placement: ``session_tenancy``), replies from the pod machine
 (``pod_created``, ``pod_create_failed``, ``pod_gone``, ``pod_delete_failed``, ``namespace_ready``,
 ``namespace_failed``) and the repo machine (``repo_ensured``, ``repo_failed``, ``repo_status``),
 outcomes of its own effects, and the ``start``/``ready`` deadlines.
@@ -31,7 +33,9 @@ from engine.machines import session_flow as flow
 from engine.machines import session_replies as replies
 from engine.machines.base import Machine, missing_after_relist, object_key
 from engine.machines.session_model import CONFIG_KEY, FINALIZER, SessionConfig, SessionDecision, SessionEntry
-from engine.machines.session_observe import pod_view, session_view
+from engine.machines import session_targets as targets
+from engine.machines import session_tenancy as tenancy
+from engine.machines.session_observe import session_view
 from engine.machines.session_spec import SpecError
 from engine.machines.session_status import API_VERSION
 from journal.records import Command, Observed, Outcome, Relist
@@ -50,13 +54,14 @@ class SessionMachine(Machine):
         ctx.put(CONFIG_KEY, SessionConfig(
             clusters=tuple(rec.args.get("clusters") or ()), base_domain=str(rec.args.get("base_domain") or ""),
             start_ms=int(defaults.get("start_deadline_s", 180)) * 1000,
-            ready_ms=int(defaults.get("ready_deadline_s", 120)) * 1000))
+            ready_ms=int(defaults.get("ready_deadline_s", 120)) * 1000, **tenancy.configure(rec.args)))
         for key, d in list(sessions(ctx)):
             save(ctx, key, d)
 
     def on_observed(self, ctx: Any, rec: Observed) -> None:
         if rec.kind == "Pod":
-            return replies.pod_observed(ctx, rec, pod_view(rec.obj), save)
+            owner = replies.pod_owner(ctx, rec)  # before any reduction: most pods are no session's
+            return None if owner is None else replies.pod_observed(ctx, owner, rec, save)
         key = object_key(rec.cluster, rec.namespace, rec.name)
         if rec.event == "DELETED":
             return session_gone(ctx, key)
@@ -124,9 +129,12 @@ def config(ctx: Any) -> SessionConfig | None:
 
 
 def save(ctx: Any, key: str, d: SessionDecision) -> None:
-    """Decide (once configured) and store."""
+    """Decide (once configured) and store; keep the target index in step."""
     cfg = config(ctx)
-    ctx.put(key, d if cfg is None else flow.decide(ctx, key, d, cfg))
+    before = ctx.get(key)
+    after = d if cfg is None else flow.decide(ctx, key, d, cfg)
+    ctx.put(key, after)
+    targets.update(ctx, key, before, after)
 
 
 def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> SessionDecision:
@@ -149,6 +157,7 @@ def session_gone(ctx: Any, key: str) -> None:
         ctx.tell("repo", r.key, "release", reply_to="session", reply_key=key)
     for name in ("start", "ready"):
         ctx.cancel_timer(key, name)
+    targets.update(ctx, key, ctx.get(key), None)
     ctx.drop(key)
 
 

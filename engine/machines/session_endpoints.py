@@ -34,9 +34,9 @@ def desired(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> dict[str, dic
     routed = route_ports(spec.apps)[0]
     if not routed or not d.pod.uid:
         return {"Service": None, "Ingress": None}
-    svc = mf.service(d.name, d.namespace, d.generation, d.pod.uid, routed)
+    svc = mf.service(d.name, d.target_ns, d.generation, d.pod.uid, routed)
     tcp = any(p.protocol == "TCP" for _, p in routed)
-    ing = mf.ingress(d.name, d.namespace, d.generation, d.pod.uid, routed, cfg.base_domain) \
+    ing = mf.ingress(d.name, d.target_ns, d.generation, d.pod.uid, routed, cfg.base_domain) \
         if cfg.base_domain and tcp else None
     return {"Service": svc, "Ingress": ing}
 
@@ -78,8 +78,8 @@ def _sync_one(ctx: Any, key: str, d: SessionDecision, kind: str, manifest: dict[
 
 
 def _request(ctx: Any, key: str, d: SessionDecision, kind: str, effect: type, **fields: Any) -> None:
-    ctx.emit(effect, key, cluster=d.target, api_version=KINDS[kind][1], kind=kind,
-             namespace=d.namespace, name=d.name, **fields)
+    ctx.emit(effect, key, cluster=d.target, tenant=d.target_tenant, api_version=KINDS[kind][1], kind=kind,
+             namespace=d.target_ns, name=d.name, **fields)
 
 
 def on_outcome(ctx: Any, key: str, d: SessionDecision, rec: Any, effect: Any, spec: Spec,

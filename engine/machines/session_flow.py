@@ -5,7 +5,8 @@ calls ``decide``. ``decide`` reduces the spec to one wish (tear down / invalid /
 handles each exhaustively, arms or cancels deadlines, and writes status if it changed.
 
 Bring-up of generation N, one step at a time (each step waits for its answer):
-finalizer -> namespace (pod machine) -> repositories (repo machine) -> session Secret -> pod
+finalizer -> namespace (pod machine; skipped on a namespace-bounded registration, where
+namespaces are cluster-scoped and refused) -> repositories (repo machine) -> session Secret -> pod
 ``<session>-g<N>`` (pod machine ``create``) -> Running with a pod IP within the start deadline ->
 the workspace container ready (and every repository synced on the pod's node) within the ready
 deadline -> Ready. Endpoints are upserted once the pod runs.
@@ -18,7 +19,13 @@ Guarantees:
 - A new generation always gets a new pod name; the predecessor is released, never reused.
 - A failure records a reason and a message for status and releases the pod.
 
+- Everything on the target side (pod, Secret, Service, Ingress, Events, repositories) goes to the
+  Session's target cluster handle, tenant and namespace (session_tenancy); the Session's own
+  finalizer and status patches go to its home cluster.
+
 Caveats:
+- A Session whose target slot (cluster handle, namespace, name) is held by another Session fails
+  with ``TargetTaken`` and stays failed until its spec changes.
 - With no server time on the record that should arm a deadline (``ctx.now is None``), the deadline
   is armed by the next record that has one: time-gated decisions wait rather than guess.
 """
@@ -31,6 +38,8 @@ from engine.effects.models import CreateObject, DeleteObject, Log, PatchObject
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_manifests as mf
 from engine.machines import session_status as status
+from engine.machines import session_targets as targets
+from engine.machines import session_tenancy as tenancy
 from engine.machines.base import object_key
 from engine.machines.repo_names import cache_key
 from engine.machines.session_model import (
@@ -42,7 +51,9 @@ TEARDOWN_KINDS = (("Service", "v1"), ("Ingress", "networking.k8s.io/v1"), ("Secr
 
 
 def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
-    return validate(d.spec_raw, d.home, cfg.clusters, d.name)
+    """The validated spec, placed for this Session's tenant (session_tenancy)."""
+    return validate(d.spec_raw, d.home, cfg.clusters, d.name,
+                    place=lambda wanted: tenancy.place(cfg, d.home, d.namespace, wanted))
 
 
 def decide(ctx: Any, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
@@ -78,7 +89,7 @@ def _invalid(ctx: Any, key: str, d: SessionDecision, spec: SpecError) -> Session
 
 
 def pod_key(d: SessionDecision, pod: str | None = None) -> str:
-    return object_key(d.target, d.namespace, pod or d.pod.name)
+    return object_key(d.target, d.target_ns, pod or d.pod.name)
 
 
 def release(ctx: Any, key: str, d: SessionDecision, reason: str) -> SessionDecision:
@@ -111,8 +122,8 @@ def teardown(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
         d = release(ctx, key, d.move("stop"), "session stopped")
         for kind, api in TEARDOWN_KINDS:
             name = mf.secret_name(d.name) if kind == "Secret" else d.name
-            ctx.emit(DeleteObject, key, cluster=d.target or d.home, api_version=api, kind=kind,
-                     namespace=d.namespace, name=name, safe_to_retry=True)
+            ctx.emit(DeleteObject, key, cluster=d.target or d.home, tenant=d.target_tenant, api_version=api,
+                     kind=kind, namespace=d.target_ns, name=name, safe_to_retry=True)
         d = d.but(teardown=tuple(k for k, _ in TEARDOWN_KINDS), secret_step="")
     if d.phase == "Stopping" and not (d.teardown or d.releasing or d.abandoned or d.blocked):
         d = d.move("stopped")
@@ -138,6 +149,9 @@ def _patch_session(ctx: Any, key: str, d: SessionDecision, patch: dict[str, Any]
 
 def run(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
     if _needs_generation(d, spec):
+        taken = _taken(ctx, key, d, spec)
+        if taken:
+            return fail(ctx, key, d, "TargetTaken", taken)
         d = begin(ctx, key, d, spec, cfg)
     match d.phase:
         case "Pending":
@@ -158,12 +172,24 @@ def _needs_generation(d: SessionDecision, spec: Spec) -> bool:
     return d.shape != shape(spec)   # set-apps (or image, env...): recreate as N+1
 
 
+def _taken(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> str:
+    """Why this Session cannot run its pods where its spec places them ("" = it can)."""
+    namespace = spec.namespace or d.namespace
+    holder = targets.lookup(ctx, spec.cluster, namespace, d.name)
+    if holder is None or holder == key:
+        return ""
+    return (f"another Session named {d.name!r} already runs in namespace {namespace} of cluster "
+            f"{d.spec_raw.get('cluster')!r}; rename this Session or create it in that namespace")
+
+
 def begin(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
     """Start generation N+1 from scratch: fresh pod name, repositories re-ensured at attach."""
     d = release(ctx, key, d, "replaced by a new generation")
-    repos = tuple(RepoFacts(url=u, key=object_key(spec.cluster, d.namespace, cache_key(u))) for u in spec.repositories)
+    namespace = spec.namespace or d.namespace
+    repos = tuple(RepoFacts(url=u, key=object_key(spec.cluster, namespace, cache_key(u))) for u in spec.repositories)
     return d.move("begin").but(
-        generation=d.generation + 1, target=spec.cluster, shape=shape(spec), failure=None, failed_spec="",
+        generation=d.generation + 1, target=spec.cluster, target_tenant=spec.tenant,
+        target_namespace=spec.namespace, shape=shape(spec), failure=None, failed_spec="",
         namespace_step="", repos_step="", secret_step="", repos=repos, pod=PodFacts(),
         start_ms=cfg.start_ms, ready_ms=cfg.ready_ms, teardown=(), blocked="")
 
@@ -175,9 +201,12 @@ def bring_up(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> SessionDecis
                                                       "resourceVersion": d.rv}})
             d = d.but(finalizer_step="sent")
         return d
+    if d.namespace_step != "done" and spec.bounded:
+        d = d.but(namespace_step="done")  # namespaces are cluster-scoped: refused on a bounded registration
     if d.namespace_step != "done":
         if d.namespace_step == "":
-            ctx.tell("pod", object_key(d.target, d.namespace, ""), "ensure_namespace", reply_to="session", reply_key=key)
+            ctx.tell("pod", object_key(d.target, d.target_ns, ""), "ensure_namespace",
+                     reply_to="session", reply_key=key)
             d = d.but(namespace_step="sent")
         return d
     if not all(r.ensured for r in d.repos):
@@ -188,8 +217,8 @@ def bring_up(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> SessionDecis
         return d
     if d.secret_step != "done":
         if d.secret_step == "":
-            ctx.emit(CreateObject, key, cluster=d.target, api_version="v1", kind="Secret", namespace=d.namespace,
-                     name=mf.secret_name(d.name), manifest=mf.secret(d.name, d.namespace, spec))
+            ctx.emit(CreateObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1", kind="Secret",
+                     namespace=d.target_ns, name=mf.secret_name(d.name), manifest=mf.secret(d.name, d.target_ns, spec))
             d = d.but(secret_step="sent")
         return d
     return _create_pod(ctx, key, d, spec)
@@ -198,7 +227,7 @@ def bring_up(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> SessionDecis
 def _create_pod(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
     name = mf.pod_name(d.name, d.generation)
     d = d.move("create").but(pod=PodFacts(name=name))
-    ctx.tell("pod", pod_key(d), "create", manifest=mf.pod(d.name, d.namespace, d.generation, spec),
+    ctx.tell("pod", pod_key(d), "create", manifest=mf.pod(d.name, d.target_ns, d.generation, spec),
              reply_to="session", reply_key=key, session=d.name, generation=d.generation)
     return d
 

@@ -6,7 +6,8 @@ Guarantees:
   is the Session's raw ``spec``, kept so a later ``session.configure`` can re-validate it.
 - The session table holds two record kinds under one discriminator: per-Session ``SessionDecision``
   (keys are Session keys) and one ``SessionConfig`` under the key ``CONFIG_KEY`` (not an object
-  key). ``SessionEntry.model_validate`` reads either back (snapshot loading).
+  key), plus one ``TargetIndex`` under ``INDEX_KEY`` (where each session's pods live, for the
+  Pod early exit). ``SessionEntry.model_validate`` reads any of them back (snapshot loading).
 - ``TABLE`` is the only place phases change (``move``); an event the table does not allow in the
   current phase raises ``IllegalTransition`` naming both: a bug, never silently ignored.
 """
@@ -19,6 +20,7 @@ from pydantic import Field, TypeAdapter
 from engine.machines.base import Decision, Table
 
 CONFIG_KEY = "#config"
+INDEX_KEY = "#targets"
 FINALIZER = "kfold.dev/teardown"
 DEFAULT_START_MS = 180_000
 DEFAULT_READY_MS = 120_000
@@ -39,11 +41,27 @@ TABLE = Table("session", PHASES, [
 ], initial="Pending")
 
 
+class Registration(Decision):
+    """A registered cluster as the fold knows it: its handle, owning tenant and namespace bound
+    (``()`` = unbounded). Never a credential."""
+
+    handle: str
+    name: str
+    tenant: str
+    namespaces: tuple[str, ...] = ()
+
+
 class SessionConfig(Decision):
-    """From ``session.configure`` (appended by the daemon at boot from its validated config)."""
+    """From ``session.configure`` (appended by the daemon at boot from its validated config).
+
+    ``clusters`` is the old form: names usable by every Session, unbounded, reached as themselves
+    with no tenant. ``home``/``tenants``/``registered`` are the registry's view (session_tenancy)."""
 
     kind: Literal["config"] = "config"
     clusters: tuple[str, ...] = ()
+    home: str = ""
+    tenants: dict[str, str] = Field(default_factory=dict)      # Session namespace -> tenant
+    registered: tuple[Registration, ...] = ()
     base_domain: str = ""
     start_ms: int = DEFAULT_START_MS
     ready_ms: int = DEFAULT_READY_MS
@@ -107,7 +125,9 @@ class SessionDecision(Decision):
     gone: bool = False                     # the Session itself was deleted
     phase: str = "Pending"
     generation: int = 0
-    target: str = ""                       # the cluster the pod runs on
+    target: str = ""                       # the cluster handle the pod runs on
+    target_tenant: str = ""                # its tenant ("" = home, or an old-form cluster)
+    target_namespace: str = ""             # where the pod runs when not the Session's namespace
     shape: str = ""                        # session_spec.shape of the current generation
     failed_spec: str = ""                  # the spec that failed; a different one retries
     finalizer_step: str = ""               # "" | "sent" | "done"
@@ -132,14 +152,26 @@ class SessionDecision(Decision):
     def move(self, event: str) -> "SessionDecision":
         return self.but(phase=TABLE.next(self.phase, event))
 
+    @property
+    def target_ns(self) -> str:
+        """The namespace of everything on the target side (pod, Secret, Service, Ingress, Events)."""
+        return self.target_namespace or self.namespace
 
-_Entry = Annotated[Union[SessionDecision, SessionConfig], Field(discriminator="kind")]
+
+class TargetIndex(Decision):
+    """``"<handle>/<namespace>/<session name>"`` -> the key of the Session whose pods live there."""
+
+    kind: Literal["targets"] = "targets"
+    slots: dict[str, str] = Field(default_factory=dict)
+
+
+_Entry = Annotated[Union[SessionDecision, SessionConfig, TargetIndex], Field(discriminator="kind")]
 _ENTRY: TypeAdapter[Any] = TypeAdapter(_Entry)
 
 
 class SessionEntry:
-    """The session table's record type for snapshots: either kind, told apart by ``kind``."""
+    """The session table's record type for snapshots: any kind, told apart by ``kind``."""
 
     @staticmethod
-    def model_validate(data: Any) -> SessionDecision | SessionConfig:
+    def model_validate(data: Any) -> SessionDecision | SessionConfig | TargetIndex:
         return _ENTRY.validate_python(data)

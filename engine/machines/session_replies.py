@@ -5,7 +5,11 @@ Guarantees:
   what the fact itself settles (a failed create/namespace/repository fails the bring-up; a pod
   created for a generation that was let go is deleted). ``session_flow.decide`` runs afterwards.
 - Only the current generation's pod updates pod facts; a predecessor's events are ignored (the pod
-  machine reports its deletion with ``pod_gone``).
+  machine reports its deletion with ``pod_gone``). A pod counts only when observed on the
+  Session's target cluster handle and namespace: the same labels seen elsewhere are not its pod.
+- ``pod_owner`` decides from the record's name, cluster, namespace and ``kfold.dev/session`` label
+  alone, through the target index (session_targets): a pod of no tracked Session is dropped before
+  anything is reduced.
 - A provisioning message is recorded when it differs from the last one (each reported once);
   an ended ``app-<name>`` container is recorded once per generation, with a Kubernetes Event.
 """
@@ -16,19 +20,35 @@ from typing import Any, Callable
 from engine.effects.models import RecordEvent
 from engine.machines import session_flow as flow
 from engine.machines.base import split_key
+from engine.machines import session_targets as targets
+from engine.machines.session_manifests import SESSION_LABEL
 from engine.machines.session_model import BRINGING_UP, PodFacts, Run, SessionDecision
-from engine.machines.session_observe import PodView
+from engine.machines.session_observe import PodView, pod_view
 
 MAX_RUNS = 50
 
 
-def pod_observed(ctx: Any, rec: Any, view: PodView, save: Callable[..., None]) -> None:
-    if not view.session:
-        return
-    for key, d in list(ctx.items()):
-        if (isinstance(d, SessionDecision) and d.name == view.session and d.namespace == rec.namespace
-                and d.target == rec.cluster and d.pod.name == view.name):
-            save(ctx, key, _pod_facts(ctx, key, d, view, rec.event == "DELETED"))
+def pod_owner(ctx: Any, rec: Any) -> str | None:
+    """The key of the Session whose current pod this observation is about, or None. Cheap: reads
+    one label, one index entry and one record; reduces nothing."""
+    md = rec.obj.get("metadata") if isinstance(rec.obj, dict) else None
+    labels = md.get("labels") if isinstance(md, dict) else None
+    session = labels.get(SESSION_LABEL) if isinstance(labels, dict) else None
+    if not session or not isinstance(session, str):
+        return None
+    key = targets.lookup(ctx, rec.cluster, rec.namespace, session)
+    if key is None:
+        return None
+    d = ctx.get(key)
+    if not isinstance(d, SessionDecision) or d.pod.name != rec.name:
+        return None
+    return key
+
+
+def pod_observed(ctx: Any, key: str, rec: Any, save: Callable[..., None]) -> None:
+    """Fold an observation of the pod of the Session at ``key`` (see ``pod_owner``)."""
+    d = ctx.get(key)
+    save(ctx, key, _pod_facts(ctx, key, d, pod_view(rec.obj), rec.event == "DELETED"))
 
 
 def _pod_facts(ctx: Any, key: str, d: SessionDecision, v: PodView, deleted: bool) -> SessionDecision:
@@ -48,8 +68,8 @@ def _runs_ended(ctx: Any, key: str, d: SessionDecision, v: PodView) -> SessionDe
     seen = {r.app for r in d.runs if r.generation == d.generation}
     new = [e for e in v.ended if e.app not in seen]
     for e in new:
-        ctx.emit(RecordEvent, key, cluster=d.target, namespace=d.namespace,
-                 involved={"apiVersion": "v1", "kind": "Pod", "name": v.name, "uid": v.uid, "namespace": d.namespace},
+        ctx.emit(RecordEvent, key, cluster=d.target, tenant=d.target_tenant, namespace=d.target_ns,
+                 involved={"apiVersion": "v1", "kind": "Pod", "name": v.name, "uid": v.uid, "namespace": d.target_ns},
                  reason="RunEnded", message=f"app {e.app}: {e.reason}", event_type="Warning" if e.exit_code else "Normal",
                  event_name=f"{v.name}.run-ended.{e.app}")
     runs = d.runs + tuple(Run(app=e.app, generation=d.generation, reason=e.reason, exitCode=e.exit_code) for e in new)

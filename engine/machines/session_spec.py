@@ -10,6 +10,10 @@ Guarantees:
   not part of the shape: a pod's ``containerPort`` list is documentation, the Service and Ingress
   are what route, so a ports-only change re-routes without a recreate.
 
+- With ``place`` (session_tenancy.place, bound to the Session), ``cluster`` is the resolved cluster
+  handle and ``tenant``/``namespace``/``bounded`` say where on it; a refusal is a ``spec.cluster``
+  error. Without it, ``cluster`` is checked against the plain ``clusters`` names.
+
 Caveats:
 - ``cluster`` defaults to the cluster the Session lives on; that cluster is always known.
 """
@@ -18,9 +22,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from engine.machines.repo_names import RepoUrlError, cache_key
+from engine.machines.session_tenancy import Refused
 
 IO_MODES = ("tty", "pipe", "streams", "none")
 PROTOCOLS = ("TCP", "UDP")
@@ -59,6 +64,9 @@ class Spec:
     limits: tuple[tuple[str, str], ...]
     suspended: bool
     stopped: bool
+    tenant: str = ""           # the target cluster's tenant ("" = home or an old-form cluster)
+    namespace: str = ""        # the target namespace when it is not the Session's own
+    bounded: bool = False      # the target registration is namespace-bounded
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,24 +85,37 @@ class _Bad(Exception):
         self.error = SpecError(field, reason)
 
 
-def validate(raw: Any, home: str, clusters: tuple[str, ...], name: str = "") -> Spec | SpecError:
-    """``raw`` is the Session's ``spec``; ``home`` the cluster it lives on; ``clusters`` known names."""
+def validate(raw: Any, home: str, clusters: tuple[str, ...], name: str = "",
+             place: Callable[[Any], Any] | None = None) -> Spec | SpecError:
+    """``raw`` is the Session's ``spec``; ``home`` the cluster it lives on; ``clusters`` known names;
+    ``place(spec.cluster)`` (optional) resolves the target or raises ``session_tenancy.Refused``."""
     try:
-        return _spec(raw if raw is not None else {}, home, clusters, name)
+        return _spec(raw if raw is not None else {}, home, clusters, name, place)
     except _Bad as bad:
         return bad.error
 
 
-def _spec(raw: Any, home: str, clusters: tuple[str, ...], name: str) -> Spec:
+def _spec(raw: Any, home: str, clusters: tuple[str, ...], name: str, place: Callable[[Any], Any] | None) -> Spec:
     _need(isinstance(raw, dict), "spec", "must be an object")
     _need(len(name) <= MAX_SESSION_NAME, "metadata.name",
           f"at most {MAX_SESSION_NAME} characters (pods are named <session>-g<N>)")
     image = raw.get("image")
     _need(isinstance(image, str) and image.strip() != "", "spec.image", "required: the image to run")
+    apps, env, repos = _apps(raw.get("apps", [])), _env(raw.get("env", [])), _repos(raw.get("repositories", []))
+    where = _placed(raw.get("cluster"), place) if place is not None else None
+    cluster = where.handle if where is not None else _cluster(raw.get("cluster"), home, clusters)
     return Spec(
-        image=image, apps=_apps(raw.get("apps", [])), env=_env(raw.get("env", [])),
-        repositories=_repos(raw.get("repositories", [])), cluster=_cluster(raw.get("cluster"), home, clusters),
-        limits=_limits(raw.get("resources", {})), suspended=_flag(raw, "suspended"), stopped=_flag(raw, "stopped"))
+        image=image, apps=apps, env=env, repositories=repos, cluster=cluster,
+        limits=_limits(raw.get("resources", {})), suspended=_flag(raw, "suspended"), stopped=_flag(raw, "stopped"),
+        tenant=where.tenant if where else "", namespace=where.namespace if where else "",
+        bounded=where.bounded if where else False)
+
+
+def _placed(raw: Any, place: Callable[[Any], Any]) -> Any:
+    try:
+        return place(raw)
+    except Refused as no:
+        raise _Bad("spec.cluster", no.reason) from None
 
 
 def _need(ok: bool, field: str, reason: str) -> None:
@@ -209,6 +230,9 @@ def route_ports(apps: tuple[App, ...]) -> tuple[tuple[tuple[str, Port], ...], tu
 
 def shape(spec: Spec) -> str:
     """What the pod is built from (everything but ports and the suspend/stop flags), as a digest."""
-    return json.dumps([spec.image, [(a.name, a.io) for a in spec.apps],
-                       [(e.name, e.secret, e.key) for e in spec.env], list(spec.repositories),
-                       spec.cluster, list(spec.limits)], separators=(",", ":"))
+    parts: list[Any] = [spec.image, [(a.name, a.io) for a in spec.apps],
+                        [(e.name, e.secret, e.key) for e in spec.env], list(spec.repositories),
+                        spec.cluster, list(spec.limits)]
+    if spec.namespace:  # only when not the Session's own: home-cluster shapes are unchanged
+        parts.append(spec.namespace)
+    return json.dumps(parts, separators=(",", ":"))

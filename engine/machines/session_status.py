@@ -44,7 +44,7 @@ def _endpoints(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -
             name = host(port, d.name, cfg.base_domain)
             out.append({"app": app, "port": port.port, "host": name, "url": f"http://{name}"})
         else:
-            name = f"{d.name}.{d.namespace}.svc"
+            name = f"{d.name}.{d.target_ns}.svc"
             out.append({"app": app, "port": port.port, "host": name, "url": f"{port.protocol.lower()}://{name}:{port.port}"})
     return out
 

@@ -1,0 +1,64 @@
+"""Which Session's pods live where: ``"<handle>/<namespace>/<session name>"`` -> Session key.
+
+Expected flow: ``session.save`` calls ``update`` whenever a Session's target changes (a new
+generation placed elsewhere, a Session dropped); a Pod observation looks its
+``kfold.dev/session`` label up with ``lookup`` before anything is reduced.
+
+Guarantees:
+- A slot names one Session at a time: ``lookup`` tells a Session that another Session already
+  runs its pods under the same name in the same target namespace (two Session namespaces of one
+  tenant sent to a single-namespace bound), so it can refuse instead of adopting the other's pod.
+- The index is derived state: missing (a snapshot written before it existed) it is rebuilt from
+  the Session records, so it can never disagree with them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.machines.session_model import INDEX_KEY, SessionDecision, TargetIndex
+
+
+def slot(handle: str, namespace: str, session: str) -> str:
+    return f"{handle}/{namespace}/{session}"
+
+
+def slot_of(d: SessionDecision | None) -> str | None:
+    if not isinstance(d, SessionDecision) or not d.target:
+        return None
+    return slot(d.target, d.target_ns, d.name)
+
+
+def _index(ctx: Any) -> TargetIndex:
+    got = ctx.get(INDEX_KEY)
+    if isinstance(got, TargetIndex):
+        return got
+    slots: dict[str, str] = {}
+    any_session = False
+    for key, d in ctx.items():
+        any_session = any_session or isinstance(d, SessionDecision)
+        s = slot_of(d)
+        if s is not None and s not in slots:
+            slots[s] = key
+    index = TargetIndex(slots=slots)
+    if any_session:  # stored once there is anything to index; an empty table stays empty
+        ctx.put(INDEX_KEY, index)
+    return index
+
+
+def lookup(ctx: Any, handle: str, namespace: str, session: str) -> str | None:
+    return _index(ctx).slots.get(slot(handle, namespace, session))
+
+
+def update(ctx: Any, key: str, before: SessionDecision | None, after: SessionDecision | None) -> None:
+    """Move ``key``'s slot from where ``before`` ran to where ``after`` runs (None: dropped)."""
+    old, new = slot_of(before), slot_of(after)
+    index = _index(ctx)
+    if old == new and (new is None or new in index.slots):
+        return
+    slots = dict(index.slots)
+    if old is not None and slots.get(old) == key:
+        del slots[old]
+    if new is not None:
+        slots.setdefault(new, key)
+    if slots != index.slots:
+        ctx.put(INDEX_KEY, index.but(slots=slots))
