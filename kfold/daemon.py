@@ -10,14 +10,26 @@ Crash recovery (``recover``), before any observer or executor runs:
   2. every issued effect without an outcome is in doubt: ``Command("effect.in_doubt")`` is
      appended for each, before anything else, so its machine re-observes (quorum read);
   3. every effect the fold emitted that was never journaled as issued (a crash between fold and
-     ``EffectIssued``) was never sent: it is issued now; a journaled retry waits for its
-     ``not_before`` (the ticker) — none of these is an unsafe effect repeated blindly;
-  4. then boot commands, observers (fresh lists), the ticker and periodic commands start.
+     ``EffectIssued``, or held behind an earlier effect of its key) was never sent: it is issued
+     now if it heads its key, else it keeps waiting its turn; a journaled retry waits for its
+     ``not_before`` (the ticker) and keeps holding its key — none of these is an unsafe effect
+     repeated blindly;
+  4. then boot commands, observers (fresh lists), the ticker and periodic commands start. The
+     ticker issues nothing until recovery is done.
+
+Order per object key (``engine.effects.timers``): the daemon issues (journals ``EffectIssued``,
+then submits) only the oldest pending effect of each key, so at most one effect per key is in the
+executor. A later effect stays pending and unissued until every earlier effect of its key has its
+final outcome folded — including one waiting for a retry, which the ticker re-issues when due.
+The rule reads only the fold's pending map (journaled, snapshotted), so it holds across restarts.
 
 Guarantees:
 - Journal first: a record is folded only after ``append`` returned it; an effect is submitted only
   after its ``EffectIssued`` was appended; an outcome is folded only after it was appended.
 - An effect is submitted exactly once per ``EffectIssued`` that flipped it to issued.
+- Retries: a clocked retry is re-issued when the server clock passes its ``not_before``; an
+  unclocked one (its outcome had no server time) after its ``retry_after_ms`` on the monotonic
+  clock. With no server clock reading the ticker sleeps (``MAX_SLEEP_S`` at most); it never spins.
 - ``stop()`` (SIGTERM): observers stop, in-flight effects finish (bounded wait) and their outcomes
   are committed, a snapshot is written and the journal closed.
 """
@@ -32,7 +44,7 @@ from typing import Any, Callable, Iterable
 from engine import snapshot
 from engine.core import Machines, State, default_machines, fold, initial_state
 from engine.effects.models import effect_to_dict
-from engine.effects.timers import Ticker
+from engine.effects.timers import Ticker, ready_to_issue, seq_key
 from journal.records import Command, EffectIssued, Outcome
 
 log = logging.getLogger("kfold.daemon")
@@ -41,7 +53,8 @@ MAX_BATCH = 512
 
 class Daemon:
     def __init__(self, journal: Any, executor_factory: Callable[[Any], Any], clock: Any, *,
-                 machines: Machines | None = None, snapshot_every: int = 1000, metrics: Any = None):
+                 machines: Machines | None = None, snapshot_every: int = 1000, metrics: Any = None,
+                 monotonic: Callable[[], float] = time.monotonic):
         self.journal = journal
         self.clock = clock
         self.machines = machines or default_machines()
@@ -50,6 +63,9 @@ class Daemon:
         self.state: State = initial_state()
         self.executor = executor_factory(self.outcome_sink)
         self.ticker = Ticker()
+        self._monotonic = monotonic
+        self._touched: set[str] = set()   # object keys whose pending effects changed since the last release
+        self._recovering = False
         self._inbox: asyncio.Queue[tuple[list[Any], asyncio.Future | None]] = asyncio.Queue()
         self._snap_seq = 0
         self._tasks: list[asyncio.Task] = []
@@ -73,18 +89,19 @@ class Daemon:
     # -- recovery -------------------------------------------------------------------------------
     async def recover(self) -> dict[str, int]:
         """Rebuild state, resolve in-doubt effects first, issue the never-sent. See module doc."""
-        await self._load()
-        in_doubt = sorted(self.state.in_doubt(), key=lambda e: _seq_key(e.id))
-        unissued = [p for p in self.state.pending.values() if not p.issued]
-        await self.commit([Command(at=self.clock.now_ms(), name="effect.in_doubt", args={"effect_id": e.id})
-                           for e in in_doubt])
-        fresh = [p.effect for p in unissued if not p.attempt and p.effect.id in self.state.pending]
-        await self.commit([self._issued(e) for e in sorted(fresh, key=lambda e: _seq_key(e.id))])
-        for p in unissued:
-            if p.attempt and p.not_before is None:
-                await self.commit([self._issued(p.effect)])
-        log.info("recovered at seq %d: %d in doubt, %d never sent", self.state.seq, len(in_doubt), len(fresh))
-        return {"seq": self.state.seq, "in_doubt": len(in_doubt), "unissued": len(fresh)}
+        self._recovering = True
+        try:
+            await self._load()
+            in_doubt = sorted(self.state.in_doubt(), key=lambda e: seq_key(e.id))
+            never_sent = [p for p in self.state.pending.values() if not p.issued and not p.attempt]
+            await self.commit([Command(at=self.clock.now_ms(), name="effect.in_doubt", args={"effect_id": e.id})
+                               for e in in_doubt])
+            await self._release({p.effect.key for p in self.state.pending.values()})
+        finally:
+            self._recovering = False
+            self._changed.set()
+        log.info("recovered at seq %d: %d in doubt, %d never sent", self.state.seq, len(in_doubt), len(never_sent))
+        return {"seq": self.state.seq, "in_doubt": len(in_doubt), "unissued": len(never_sent)}
 
     async def _load(self) -> None:
         snap = await self.journal.latest_snapshot()
@@ -96,47 +113,63 @@ class Daemon:
 
     # -- the committer --------------------------------------------------------------------------
     async def commit(self, drafts: list[Any]) -> list[Any]:
-        """Append, fold, journal the new effects as issued, submit them. The only writer."""
+        """Append, fold, journal the keys' next effects as issued, submit them. The only writer."""
         if not drafts:
             return []
         stamped = await self.journal.append(drafts)
-        effects: list[Any] = []
         for rec in stamped:
-            effects.extend(self._fold(rec))
-        # While stopping, new effects stay unissued: never sent, so issued (not in doubt) at next start.
-        issued = [] if self.stopping else [self._issued(e) for e in effects if e.type != "log"]
-        for e in effects:
-            if e.type == "log":
-                self.executor.submit(e)
-        if issued:
-            for rec in await self.journal.append(issued):
-                _crash_hook("issued", rec.effect)
-                self._fold(rec)
+            for e in self._fold(rec):
+                if e.type == "log":
+                    self.executor.submit(e)
+        await self._release()
         await self._maybe_snapshot()
         self._changed.set()
         return stamped
 
+    async def _release(self, keys: set[str] | None = None) -> None:
+        """Journal as issued (then submit) each touched key's head if it is fresh; see module doc.
+        While stopping, nothing is issued: never sent, so issued (not in doubt) at next start."""
+        keys = self._touched if keys is None else keys | self._touched
+        self._touched = set()
+        if self.stopping or not keys:
+            return
+        issued = [self._issued(e) for e in ready_to_issue(self.state, keys)]
+        if issued:
+            for rec in await self.journal.append(issued):
+                _crash_hook("issued", rec.effect)
+                self._fold(rec)
+
     def _fold(self, rec: Any) -> tuple[Any, ...]:
-        before = self.state.pending.get(rec.effect.get("id")) if isinstance(rec, EffectIssued) else None
+        before = None
+        if isinstance(rec, EffectIssued):
+            before = self.state.pending.get(rec.effect.get("id"))
+        elif isinstance(rec, Outcome):
+            before = self.state.pending.get(rec.effect_id)
+        elif isinstance(rec, Command) and rec.name == "effect.in_doubt":
+            before = self.state.pending.get(rec.args.get("effect_id", ""))
         t0 = time.perf_counter()
         self.state, effects = fold(self.state, rec, self.machines)
         if self.metrics is not None:
             self.metrics.folded(rec, time.perf_counter() - t0)
         if isinstance(rec, EffectIssued) and before is not None and not before.issued and not self.stopping:
             self.executor.submit(before.effect, before.attempt)
-        if isinstance(rec, Outcome):
-            self._schedule_unclocked_retry(rec)
+        if isinstance(rec, Outcome) and before is not None:
+            self._wait_unclocked_retry(rec)
+        if before is not None and not isinstance(rec, EffectIssued):
+            self._touched.add(before.effect.key)    # an outcome or in-doubt may free the key
+        self._touched.update(e.key for e in effects if e.type != "log")
         return effects
 
     def _issued(self, effect: Any) -> EffectIssued:
         return EffectIssued(at=self.clock.now_ms(), effect=effect_to_dict(effect))
 
-    def _schedule_unclocked_retry(self, rec: Outcome) -> None:
+    def _wait_unclocked_retry(self, rec: Outcome) -> None:
+        """A retry decided without server time waits ``retry_after_ms`` in-process (the ticker)."""
         p = self.state.pending.get(rec.effect_id)
         if p is None or p.issued or not p.attempt or p.not_before is not None:
             return
-        delay = (rec.retry_after_ms or 0) / 1000
-        asyncio.get_running_loop().call_later(delay, self._inbox.put_nowait, ([self._issued(p.effect)], None))
+        due = int(self._monotonic() * 1000) + int(rec.retry_after_ms or 0)
+        self.ticker.wait_locally(p.effect.id, p.attempt, due)
 
     async def _maybe_snapshot(self, force: bool = False) -> None:
         if self.state.seq and (force or self.state.seq - self._snap_seq >= self.snapshot_every):
@@ -166,16 +199,16 @@ class Daemon:
                 fut.set_result(None)
 
     async def run_ticker(self) -> None:
-        """Deadlines and clocked retries, as the server clock passes them."""
+        """Deadlines and retries, as their clock passes them (not while recovering)."""
         while True:
-            now = self.clock.now_ms()
-            drafts = self.ticker.due(self.state, now)
+            now, mono = self.clock.now_ms(), int(self._monotonic() * 1000)
+            drafts = [] if self._recovering else self.ticker.due(self.state, now, mono)
             if drafts:
                 await self.submit(drafts)
                 continue
             self._changed.clear()
             try:
-                await asyncio.wait_for(self._changed.wait(), self.ticker.sleep_s(self.state, now))
+                await asyncio.wait_for(self._changed.wait(), self.ticker.sleep_s(self.state, now, mono))
             except asyncio.TimeoutError:
                 pass
 
@@ -243,7 +276,3 @@ def _crash_hook(point: str, effect: Any) -> None:
         logging.shutdown()
         os._exit(137)
 
-
-def _seq_key(effect_id: str) -> tuple[int, int]:
-    a, _, b = effect_id.partition(".")
-    return int(a), int(b or 0)

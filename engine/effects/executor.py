@@ -16,15 +16,18 @@ Guarantees:
   ``safe_to_retry`` effect below ``max_attempts`` comes back as ``Outcome(result="transient",
   retry_after_ms=N)`` with N = max(Retry-After, exponential backoff of the attempt, with jitter).
   The fold keeps such an effect pending-unissued with its attempt count and ``not_before`` server
-  time (engine/core.py), and the daemon re-issues it when due — before the retry, after a
-  restart alike (``kfold.daemon_effects``). A safe effect out of attempts, and every unsafe effect
-  (create, delete), come back ``transient`` to the machine, which re-observes; nothing unsafe is
-  ever repeated here.
+  time (engine/core.py), and the daemon's ticker re-issues it when due (``None`` server time:
+  after N ms on the monotonic clock), before and after a restart alike (``engine.effects.timers``,
+  ``kfold.daemon``). A safe effect out of attempts, and every unsafe effect (create, delete), come
+  back ``transient`` to the machine, which re-observes; nothing unsafe is ever repeated here.
 
-Caveats:
-- While a safe effect waits for its retry, later effects on the same key may run before it (the
-  key's FIFO is not held during the wait); machines wait for an outcome before acting again on a
-  key, so in practice nothing overtakes it.
+Order while a retry waits (the contract with the caller): an outcome carrying a retry ends that
+effect's turn in its key's FIFO; the executor does not hold the key while the retry waits, because
+the wait is journaled state the executor does not own (its queues are not journaled). The daemon
+holds it instead: it submits at most one effect per key at a time — the oldest pending one in the
+fold's pending map — so nothing is ever queued behind a retry here, and after a restart (empty
+queues) the pending map still says what goes first. A caller that submits a key's next effect
+before the previous one's final outcome gives up that order.
 """
 from __future__ import annotations
 

@@ -1,21 +1,40 @@
-"""What the server clock has made due: timer deadlines and journaled retries.
+"""What may be issued now: timer deadlines, journaled retries, and each object key's next effect.
 
-Expected flow: the daemon's ticker calls ``due(state, now_ms)`` whenever the state changes or the
-next due time passes, appends the returned ``Deadline`` drafts and re-issues the returned retries
-(``EffectIssued`` drafts), and sleeps ``sleep_s(state, now_ms)``.
+Expected flow: the daemon calls ``ready_to_issue(state, keys)`` after every commit and journals
+``EffectIssued`` for what it returns; its ticker calls ``Ticker.due(state, now_ms, mono_ms)``
+whenever the state changes or the next due time passes, appends the returned ``Deadline`` drafts
+and re-issues the returned retries (``EffectIssued`` drafts), and sleeps ``sleep_s(...)``.
 
-Guarantees:
-- Nothing is due while the server clock has no reading (``now_ms is None``): time-gated work
-  waits rather than guesses.
+Order per object key (the contract; the truth is the fold's journaled pending map, nothing else):
+- A key's pending effects are ordered by effect id (``<seq>.<n>``, emission order). Only the
+  oldest one, the key's *head*, may be issued; a later effect stays pending and unissued (never
+  sent) until every earlier effect of its key has its final outcome folded. So at most one effect
+  per key is ever in the executor.
+- A head waiting for its retry (pending, unissued, ``attempt > 0``) therefore holds its key: the
+  effects behind it wait until it is re-issued and answered. Its ``not_before`` and the effects
+  behind it are all in the pending map, so this survives a restart unchanged.
+- ``ready_to_issue`` returns only fresh heads (``attempt == 0``); retries are issued only by the
+  ``Ticker``, when due.
+
+Guarantees of ``Ticker``:
+- Deadlines and clocked retries (``not_before`` set) are due only by the server clock; nothing
+  is due by it while the clock has no reading (``now_ms is None``): time-gated work waits.
+- A retry whose outcome had no server time (``not_before is None``) waits its ``retry_after_ms``
+  on the monotonic clock: the daemon registers it with ``wait_locally`` when it folds that
+  outcome. One found without a registration (after a restart) is due at once: the restart
+  served the wait, and its last attempt's outcome is journaled, so it is not in doubt.
+- Only a key's head is re-issued; a retry behind an older effect (journals written before this
+  rule) waits for its turn.
 - Each (timer id, due) and each (effect id, attempt) is handed out once per ``Ticker``; the fold
   drops a stale Deadline anyway (core.py), and the daemon submits an effect only on the
   EffectIssued that flipped it to issued, so a repeat is harmless but avoided.
-- A retry whose outcome had no server time (``not_before is None``) is not handled here: the
-  daemon waits its ``retry_after_ms`` on the monotonic clock (or, after a restart, issues it).
+- ``sleep_s`` counts only what has not been handed out yet and may still become due, so a loop of
+  ``due``/``sleep_s`` never spins: without a server clock reading it sleeps up to ``MAX_SLEEP_S``
+  (or until a monotonic retry wait ends).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from engine.effects.models import effect_to_dict
 from journal.records import Deadline, EffectIssued
@@ -23,28 +42,84 @@ from journal.records import Deadline, EffectIssued
 MAX_SLEEP_S = 1.0
 
 
+def seq_key(effect_id: str) -> tuple[int, int]:
+    """``"<seq>.<n>"`` -> ``(seq, n)``: the emission order of effect ids."""
+    a, _, b = effect_id.partition(".")
+    return int(a), int(b or 0)
+
+
+def heads(state: Any, keys: Iterable[str] | None = None) -> dict[str, Any]:
+    """The oldest pending effect (``Pending``) of each key (of ``keys`` only, if given)."""
+    want = None if keys is None else set(keys)
+    out: dict[str, Any] = {}
+    for p in state.pending.values():
+        k = p.effect.key
+        if want is not None and k not in want:
+            continue
+        cur = out.get(k)
+        if cur is None or seq_key(p.effect.id) < seq_key(cur.effect.id):
+            out[k] = p
+    return out
+
+
+def ready_to_issue(state: Any, keys: Iterable[str] | None = None) -> list[Any]:
+    """Fresh effects (never sent, not retries) that head their key, in emission order."""
+    ready = [p.effect for p in heads(state, keys).values() if not p.issued and not p.attempt]
+    return sorted(ready, key=lambda e: seq_key(e.id))
+
+
+def waiting_retries(state: Any) -> list[Any]:
+    """Heads waiting for a retry: pending, unissued, ``attempt > 0``."""
+    return [p for p in heads(state).values() if not p.issued and p.attempt]
+
+
 class Ticker:
     def __init__(self) -> None:
         self._sent_timers: set[tuple[str, int]] = set()
         self._sent_retries: set[tuple[str, int]] = set()
+        self._local: dict[tuple[str, int], int] = {}   # (effect id, attempt) -> monotonic ms due
 
-    def due(self, state: Any, now_ms: int | None) -> list[Any]:
-        if now_ms is None:
-            return []
-        out: list[Any] = [self._deadline(t, now_ms) for t in state.due_timers(now_ms)
-                          if (t.id, t.due) not in self._sent_timers]
-        self._sent_timers.update((d.timer, d.due) for d in out)
-        retries = [EffectIssued(at=now_ms, effect=effect_to_dict(p.effect)) for p in _retries(state, now_ms)
-                   if (p.effect.id, p.attempt) not in self._sent_retries]
-        self._sent_retries.update((r.effect["id"], state.pending[r.effect["id"]].attempt) for r in retries)
+    def wait_locally(self, effect_id: str, attempt: int, due_mono_ms: int) -> None:
+        """An unclocked retry (``not_before is None``) is due at ``due_mono_ms`` (monotonic)."""
+        self._local[(effect_id, attempt)] = due_mono_ms
+
+    def due(self, state: Any, now_ms: int | None, mono_ms: int | None = None) -> list[Any]:
+        out: list[Any] = []
+        if now_ms is not None:
+            out = [self._deadline(t, now_ms) for t in state.due_timers(now_ms)
+                   if (t.id, t.due) not in self._sent_timers]
+            self._sent_timers.update((d.timer, d.due) for d in out)
+        for p in self._unsent_retries(state):
+            wait = self._wait_ms(p, now_ms, mono_ms)
+            if wait is not None and wait <= 0:
+                out.append(EffectIssued(at=now_ms, effect=effect_to_dict(p.effect)))
+                self._sent_retries.add((p.effect.id, p.attempt))
         self._forget(state)
-        return out + retries
+        return out
 
-    def sleep_s(self, state: Any, now_ms: int | None) -> float:
-        nxt = next_due(state)
-        if now_ms is None or nxt is None:
+    def sleep_s(self, state: Any, now_ms: int | None, mono_ms: int | None = None) -> float:
+        waits: list[int] = []
+        if now_ms is not None:
+            waits += [t.due - now_ms for t in state.timers.values() if (t.id, t.due) not in self._sent_timers]
+        for p in self._unsent_retries(state):
+            wait = self._wait_ms(p, now_ms, mono_ms)
+            if wait is not None:
+                waits.append(wait)
+        if not waits:
             return MAX_SLEEP_S
-        return max(0.0, min(MAX_SLEEP_S, (nxt - now_ms) / 1000))
+        return max(0.0, min(MAX_SLEEP_S, min(waits) / 1000))
+
+    def _unsent_retries(self, state: Any) -> list[Any]:
+        return [p for p in waiting_retries(state) if (p.effect.id, p.attempt) not in self._sent_retries]
+
+    def _wait_ms(self, p: Any, now_ms: int | None, mono_ms: int | None) -> int | None:
+        """How long until retry ``p`` is due; ``None``: unknown (its clock has no reading)."""
+        if p.not_before is not None:
+            return None if now_ms is None else p.not_before - now_ms
+        local = self._local.get((p.effect.id, p.attempt))
+        if local is None:
+            return 0       # found after a restart: due at once
+        return None if mono_ms is None else local - mono_ms
 
     @staticmethod
     def _deadline(t: Any, now_ms: int) -> Deadline:
@@ -53,15 +128,12 @@ class Ticker:
     def _forget(self, state: Any) -> None:
         self._sent_timers = {(i, d) for i, d in self._sent_timers if i in state.timers}
         self._sent_retries = {(i, a) for i, a in self._sent_retries if i in state.pending}
-
-
-def _retries(state: Any, now_ms: int) -> list[Any]:
-    return [p for p in state.pending.values()
-            if not p.issued and p.attempt and p.not_before is not None and p.not_before <= now_ms]
+        self._local = {(i, a): d for (i, a), d in self._local.items()
+                       if (p := state.pending.get(i)) is not None and not p.issued and p.attempt == a}
 
 
 def next_due(state: Any) -> int | None:
-    """The earliest timer due or retry ``not_before``, or ``None``."""
+    """The earliest timer due or clocked retry ``not_before`` (server ms), or ``None``."""
     dues = [t.due for t in state.timers.values()]
-    dues += [p.not_before for p in state.pending.values() if not p.issued and p.attempt and p.not_before is not None]
+    dues += [p.not_before for p in waiting_retries(state) if p.not_before is not None]
     return min(dues, default=None)

@@ -1,0 +1,72 @@
+"""Sessions on a registered cluster, per tenant, on the real apiserver.
+
+The control plane is registered a second time, as cluster "edge" of tenant "acme", bounded to one
+namespace, through ``kfold cluster register`` (the probe lists pods in the bound with the
+credential). ``kfold run`` maps Session namespaces to tenants: acme's Session naming "edge" gets its
+pod in the bound namespace through the registry's client; another org's Session naming "edge" is
+refused exactly like a cluster that does not exist."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+from kubernetes import client
+
+from tests.e2e.conftest import REPO, wait_for
+
+GVP = ("kfold.dev", "v1alpha1")
+
+
+def new_namespace(core, prefix):
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+def register(registry_dir, cp, tenant, name, bound):
+    proc = subprocess.run([sys.executable, "-m", "kfold", "cluster", "register", name, "--tenant", tenant,
+                           "--kubeconfig", cp["kubeconfig"], "--namespace-bound", bound,
+                           "--registry-dir", str(registry_dir)], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def session(ns, cluster):
+    return {"apiVersion": "kfold.dev/v1alpha1", "kind": "Session", "metadata": {"name": "demo", "namespace": ns},
+            "spec": {"image": "registry.example/sandbox:1", "cluster": cluster,
+                     "apps": [{"name": "web", "ports": [{"port": 8080}]}]}}
+
+
+def status(co, ns):
+    return co.get_namespaced_custom_object(*GVP, ns, "sessions", "demo").get("status", {})
+
+
+def test_a_tenants_session_runs_on_its_registered_cluster_and_another_org_cannot_see_it(
+        admin, cp, crds, daemon_factory, tmp_path):
+    core, co = client.CoreV1Api(admin), client.CustomObjectsApi(admin)
+    acme_ns, other_ns, bound = (new_namespace(core, p) for p in ("acme", "other", "edge-sb"))
+    registry_dir = tmp_path / "registry"
+    register(registry_dir, cp, "acme", "edge", bound)
+
+    daemon = daemon_factory(cp["kubeconfig"], [acme_ns, other_ns], extra={
+        "registry": {"dir": str(registry_dir)}, "tenants": {acme_ns: "acme", other_ns: "other"}}).start()
+
+    co.create_namespaced_custom_object(*GVP, acme_ns, "sessions", session(acme_ns, "edge"))
+    co.create_namespaced_custom_object(*GVP, other_ns, "sessions", session(other_ns, "edge"))
+
+    st = wait_for(lambda: (s := status(co, acme_ns)).get("phase") == "Ready" and s, 45, what="acme session Ready on edge")
+    assert st["podName"] == "demo-g1"
+    pods = core.list_namespaced_pod(bound, label_selector="kfold.dev/session=demo").items
+    assert [p.metadata.name for p in pods] == ["demo-g1"]
+    assert core.list_namespaced_pod(acme_ns).items == []
+
+    refused = wait_for(lambda: (s := status(co, other_ns)).get("phase") == "Failed" and s, 30, what="other org refused")
+    messages = " ".join(c.get("message", "") for c in refused.get("conditions", []))
+    assert "no cluster named 'edge' is registered for this org" in messages
+    assert core.list_namespaced_pod(other_ns).items == []
+
+    co.patch_namespaced_custom_object(*GVP, acme_ns, "sessions", "demo", {"spec": {"stopped": True}})
+    wait_for(lambda: status(co, acme_ns).get("phase") == "Stopped", 45, what="acme session Stopped")
+    wait_for(lambda: core.list_namespaced_pod(bound, label_selector="kfold.dev/session=demo").items == [], 30,
+             what="pod deleted on the registered cluster")
+    assert daemon.stop() == 0
