@@ -88,12 +88,28 @@ def install(namespace: str = "kfold", image: str = "ghcr.io/kfold/kfold:latest",
     port = int(str((cfg.get("http") or {}).get("listen", "0.0.0.0:8080")).rpartition(":")[2])
     docs: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(n)} for n in dict.fromkeys([namespace] + watched)]
     docs += [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta("kfold", namespace)}]
-    docs += crds() + rbac(namespace, watched)
+    docs += crds() + rbac(namespace, watched) + registry_rbac(namespace, cfg)
     docs += [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("kfold-config", namespace), "data": {"config.yaml": text}},
              {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta("kfold-journal", namespace),
               "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}},
              deployment(namespace, image, port)]
     return docs
+
+
+def registry_rbac(ns: str, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """With ``registry.credentials: secrets`` kfold reads cluster kubeconfigs from Secrets in its own
+    namespace: ``get`` on Secrets there, nothing more (``kfold cluster register`` writes them)."""
+    reg = cfg.get("registry") or {}
+    if reg.get("credentials") != "secrets":
+        return []
+    where = reg.get("secrets_namespace") or ns
+    sa = [{"kind": "ServiceAccount", "name": "kfold", "namespace": ns}]
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta("kfold-registry", where),
+         "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta("kfold-registry", where),
+         "subjects": sa, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kfold-registry"}},
+    ]
 
 
 def render(docs: list[dict[str, Any]]) -> str:

@@ -1,0 +1,48 @@
+"""The install is complete and least-privilege: no wildcards, no escalation verbs, the journal on
+a volume that survives a reschedule, probes on the daemon's own endpoints."""
+import yaml
+
+from kfold.manifests import install
+
+FORBIDDEN_VERBS = {"*", "escalate", "bind", "impersonate", "deletecollection"}
+
+
+def kinds(docs):
+    return sorted({d["kind"] for d in docs})
+
+
+def test_the_install_has_everything_a_cluster_operator_needs():
+    docs = install("kfold", "img:1")
+    assert kinds(docs) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "CustomResourceDefinition",
+                           "Deployment", "Namespace", "PersistentVolumeClaim", "Role", "RoleBinding", "ServiceAccount"]
+    assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition") == \
+        ["repos.kfold.dev", "sessions.kfold.dev"]
+
+
+def test_rbac_has_no_wildcards_and_namespaces_are_only_read_or_created():
+    docs = install("kfold", "img:1")
+    for d in docs:
+        for rule in d.get("rules", []):
+            assert "*" not in rule["resources"] and "*" not in rule.get("apiGroups", [])
+            assert not FORBIDDEN_VERBS & set(rule["verbs"]), rule
+    (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    assert cluster_role["rules"] == [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "create"]}]
+
+
+def test_the_daemon_runs_once_with_probes_and_its_journal_on_a_claim():
+    (dep,) = [d for d in install("kfold", "img:1") if d["kind"] == "Deployment"]
+    spec = dep["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
+    (c,) = spec["template"]["spec"]["containers"]
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz" and c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert any(v.get("persistentVolumeClaim") for v in spec["template"]["spec"]["volumes"])
+
+
+def test_secret_credentials_add_only_a_get_on_secrets_in_kfolds_namespace():
+    cfg = yaml.safe_dump({"namespaces": ["sb"], "base_domain": "s.example.com",
+                          "registry": {"credentials": "secrets"}})
+    docs = install("kfold", "img:1", cfg)
+    roles = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "kfold-registry"]
+    assert [(r["metadata"]["namespace"], r["rules"]) for r in roles] == \
+        [("kfold", [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])]
+    assert not [d for d in install("kfold", "img:1") if d["metadata"]["name"] == "kfold-registry"]
