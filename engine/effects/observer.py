@@ -20,6 +20,8 @@ Guarantees:
 - ``sink(drafts)`` is awaited before the resume resourceVersion moves past those events: a failed
   sink re-delivers them (the fold tolerates repeats by resourceVersion), never skips them.
 - Drafts of one list arrive in order, with the Relist last.
+- Cancelling ``run()`` always ends it, also when a watch batch lands in the same instant (the
+  pump's read must not use ``asyncio.wait_for``, which swallows such a cancel on Python 3.11).
 
 Caveats:
 - The LIST is not paginated (no ``limit``/``continue``): one response holds every object of the

@@ -8,7 +8,7 @@ raw, unread urllib3 response; see ``open_get`` for why not ``call_api``) and rea
 
 Why a thread per stream: the official client is blocking (urllib3). One reader thread per open
 watch blocks in ``recv`` and hands whole lines, in batches, to the event loop through a bounded
-``asyncio.Queue``. The event loop never blocks, so idle detection (``asyncio.wait_for``) keeps
+``asyncio.Queue``. The event loop never blocks, so idle detection (``asyncio.timeout``) keeps
 working while the thread is stuck, and the bounded queue carries backpressure from the journal
 back to the socket (the thread stops reading when the loop is behind). ``kubernetes.aio`` would
 need a second client stack next to the executor's; a thread costs one OS thread per watched kind.
@@ -142,8 +142,14 @@ class LinePump:
         return self
 
     async def next(self, timeout: float) -> list[bytes] | StreamEnd:
-        """The next batch of lines or the end; ``asyncio.TimeoutError`` after ``timeout`` of silence."""
-        item = await asyncio.wait_for(self._queue.get(), timeout)
+        """The next batch of lines or the end; ``asyncio.TimeoutError`` after ``timeout`` of silence.
+
+        A cancellation always propagates, even when a batch landed in the same loop iteration
+        (the batch stays queued). Not ``asyncio.wait_for``: on Python 3.11 it returns the inner
+        result and swallows a cancel that arrives once the inner ``get()`` has finished, so a
+        cancelled observer would keep watching forever (bpo-42130, fixed only in 3.12)."""
+        async with asyncio.timeout(timeout):
+            item = await self._queue.get()
         self._credits.release()
         return item
 

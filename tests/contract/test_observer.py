@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any, Callable
 
 import pytest
 
 from engine.effects.clock import ServerClock
 from engine.effects.observer import Backoff, Observer
+from engine.effects.watch_stream import LinePump
 from engine.machines.base import missing_after_relist, object_key
 from journal.records import Observed, Relist
 from tests.contract.watch_stub import (
@@ -18,6 +18,7 @@ from tests.contract.watch_stub import (
 
 LATER_DATE = "Tue, 01 Jan 2030 00:10:00 GMT"
 LATER_DATE_MS = DEFAULT_DATE_MS + 600_000
+STOP_GRACE_S = 2.0
 
 
 class Harness:
@@ -28,6 +29,7 @@ class Harness:
         self.drafts: list[Any] = []
         self.sleeps: list[float] = []
         self.request_timeouts: list[Any] = []
+        self.apis: list[Any] = []
         self.clock = ServerClock()
         self.fail_sink_once = False
         options = dict(idle_timeout_s=0.3, server_timeout_s=7, read_timeout_s=1.0,
@@ -38,6 +40,7 @@ class Harness:
 
     def _client(self) -> Any:
         api = self.stub.api_client()
+        self.apis.append(api)
         pool = api.rest_client.pool_manager
         real = pool.request
 
@@ -60,17 +63,41 @@ class Harness:
         await asyncio.sleep(0)
 
     async def run_until(self, done: Callable[[], bool], timeout: float = 1.5) -> None:
+        """Run the observer until ``done()``; fail (never hang) if that takes over ``timeout``
+        seconds or if the observer does not stop within ``STOP_GRACE_S`` of being cancelled."""
+        loop = asyncio.get_running_loop()
         task = asyncio.create_task(self.observer.run())
+        deadline = loop.time() + timeout
         try:
-            async with asyncio.timeout(timeout):
-                while not done():
-                    if task.done():
-                        task.result()
-                    await asyncio.sleep(0.005)
+            while not done():
+                if task.done():
+                    task.result()
+                    pytest.fail(f"observer.run() returned on its own; {self.state()}")
+                if loop.time() > deadline:
+                    pytest.fail(f"condition not met within {timeout}s; {self.state()}")
+                await asyncio.sleep(0.005)
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await self.stop(task)
+
+    async def stop(self, task: asyncio.Task) -> None:
+        task.cancel()
+        finished, _ = await asyncio.wait({task}, timeout=STOP_GRACE_S)
+        try:
+            if not finished:
+                pytest.fail(f"observer still running {STOP_GRACE_S}s after cancel() (cancellation "
+                            f"swallowed?); {self.state()}")
+            if not task.cancelled():
+                task.result()
+                pytest.fail(f"observer.run() swallowed cancel() and returned; {self.state()}")
+        finally:
+            for api in self.apis:
+                api.close()
+
+    def state(self) -> str:
+        o = self.observer
+        return (f"observed={self.observed()} relists={len(self.relists())} "
+                f"lists={len(self.stub.of_kind('list'))} watches={len(self.watches())} "
+                f"restarts={o.restarts} sleeps={self.sleeps} rv={o.rv!r}")
 
     def observed(self) -> list[tuple[str, str]]:
         return [(d.event, d.name) for d in self.drafts if isinstance(d, Observed)]
@@ -243,6 +270,27 @@ async def test_every_object_is_redacted_before_it_becomes_a_record(stub):
     await h.run_until(lambda: len(h.observed()) == 2)
     assert seen == ["Pod", "Pod"]
     assert all(d.obj == {"redacted": True} for d in h.drafts if isinstance(d, Observed))
+
+
+async def test_a_cancel_is_never_swallowed_by_a_batch_landing_in_the_same_instant():
+    # The interleaving that hung this suite: the last batch (or the StreamEnd) lands and wakes the
+    # read, and the owner cancels before the reading task resumes. asyncio.wait_for on 3.11
+    # returned the batch and dropped the cancel, so the observer kept watching forever.
+    pump = LinePump(resp=None, loop=asyncio.get_running_loop())
+    got: list[Any] = []
+
+    async def reader() -> None:
+        while True:
+            got.append(await pump.next(5.0))
+
+    task = asyncio.create_task(reader())
+    await asyncio.sleep(0.01)                  # the reader waits in next()
+    pump._queue.put_nowait([b"line"])          # what the pump thread's call_soon_threadsafe does
+    await asyncio.sleep(0)                     # the read wakes up ...
+    task.cancel()                              # ... and the owner cancels in the same instant
+    finished, _ = await asyncio.wait({task}, timeout=1.0)
+    assert finished and task.cancelled()
+    assert got + [pump._queue.get_nowait() for _ in range(pump._queue.qsize())] == [[b"line"]]
 
 
 @pytest.mark.parametrize("draw", [0.0, 0.37, 1.0], ids=["low", "mid", "high"])

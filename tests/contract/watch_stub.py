@@ -8,7 +8,7 @@ Replies:
 - ``ListReply(items, rv)``: a 200 list.
 - ``WatchReply(events, end)``: a 200 chunked stream of events (dicts, or raw ``bytes`` lines, or a
   float = pause that many seconds), then ``end``: "close" (clean end, like a server timeout),
-  "stall" (keep the connection open, send nothing) or "reset" (TCP RST mid-stream).
+  "stall" (keep the connection open, send nothing, until the client hangs up) or "reset" (TCP RST mid-stream).
 - ``StatusReply(code, reason, retry_after)``: an error with a ``Status`` body.
 Every reply has ``date``: the ``Date`` header sent (``None`` = no header; any string is sent as is,
 garbage included). The stub never reads the wall clock for it.
@@ -16,6 +16,7 @@ garbage included). The stub never reads the wall clock for it.
 from __future__ import annotations
 
 import json
+import select
 import socket
 import struct
 import threading
@@ -206,12 +207,24 @@ def _handler_for(stub: StubApiserver) -> type[BaseHTTPRequestHandler]:
             if end == "close":
                 self.wfile.write(b"0\r\n\r\n")
             elif end == "stall":
-                stub.stopping.wait()
+                self._hold_until_client_leaves()
                 self.close_connection = True
             elif end == "reset":
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 self.connection.close()
                 self.close_connection = True
+
+        def _hold_until_client_leaves(self) -> None:
+            """Send nothing until the stub stops or the client hangs up: a stalled stream the
+            observer abandoned must not hold a server thread until the end of the test."""
+            while not stub.stopping.wait(0.05):
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                if readable:
+                    try:
+                        if not self.connection.recv(1, socket.MSG_PEEK):
+                            return          # EOF: the client closed the stream
+                    except OSError:
+                        return
 
         def finish(self) -> None:
             try:
