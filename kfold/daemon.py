@@ -36,6 +36,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import time
@@ -92,6 +93,7 @@ class Daemon:
         self._recovering = True
         try:
             await self._load()
+            gc.freeze()  # what boot and replay loaded stays: later collections skip it
             in_doubt = sorted(self.state.in_doubt(), key=lambda e: seq_key(e.id))
             never_sent = [p for p in self.state.pending.values() if not p.issued and not p.attempt]
             await self.commit([Command(at=self.clock.now_ms(), name="effect.in_doubt", args={"effect_id": e.id})
@@ -207,9 +209,10 @@ class Daemon:
                 await self.submit(drafts)
                 continue
             self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), self.ticker.sleep_s(self.state, now, mono))
-            except asyncio.TimeoutError:
+            try:  # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow stop()'s cancel
+                async with asyncio.timeout(self.ticker.sleep_s(self.state, now, mono)):
+                    await self._changed.wait()
+            except TimeoutError:
                 pass
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -226,12 +229,15 @@ class Daemon:
         """Stop inputs, let in-flight effects finish, commit what came back, snapshot, close."""
         self.stopping = True
         committer = next((t for t in self._tasks if t.get_name() == "committer"), None)
-        for t in self._tasks:
-            if t is not committer:
-                t.cancel()
+        others = [t for t in self._tasks if t is not committer]
+        for t in others:
+            t.cancel()
+        if others:  # inputs really stopped: nothing submits after the final snapshot
+            await asyncio.wait(others, timeout=5.0)
         try:
-            await asyncio.wait_for(self.executor.join(), drain_s)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(drain_s):
+                await self.executor.join()
+        except TimeoutError:
             log.warning("stop: effects still in flight after %.0fs; they will be in doubt at next start", drain_s)
         await self.executor.close()
         broken = committer is not None and committer.done() and not committer.cancelled() and committer.exception()

@@ -84,15 +84,16 @@ class HttpServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            line = (await asyncio.wait_for(reader.readline(), 5)).decode("latin-1").split()
-            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
-                pass
+            async with asyncio.timeout(5):  # not wait_for: it can swallow a cancel on 3.11
+                line = (await reader.readline()).decode("latin-1").split()
+                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    pass
             status, ctype, body = self._route(line)
             data = body.encode()
             writer.write(f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}\r\nContent-Type: {ctype}\r\n"
                          f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
             await writer.drain()
-        except (asyncio.TimeoutError, ConnectionError):
+        except (TimeoutError, ConnectionError):
             pass
         finally:
             writer.close()

@@ -62,10 +62,23 @@ def heads(state: Any, keys: Iterable[str] | None = None) -> dict[str, Any]:
     return out
 
 
+READS = frozenset({"get", "list"})
+
+
 def ready_to_issue(state: Any, keys: Iterable[str] | None = None) -> list[Any]:
-    """Fresh effects (never sent, not retries) that head their key, in emission order."""
-    ready = [p.effect for p in heads(state, keys).values() if not p.issued and not p.attempt]
-    return sorted(ready, key=lambda e: seq_key(e.id))
+    """Fresh effects (never sent, not retries) that head their key, plus every fresh read.
+
+    A quorum read changes nothing, so it never waits behind a queued write of its key, and it is
+    issued first: a machine that asks to re-observe (an in-doubt effect after a restart, a 409)
+    gets its observation before anything else of that key is sent. An issued read still heads its
+    key, so writes emitted after it wait for its answer. Otherwise in emission order."""
+    want = None if keys is None else set(keys)
+    ready = {p.effect.id: p.effect for p in heads(state, keys).values() if not p.issued and not p.attempt}
+    for p in state.pending.values():
+        e = p.effect
+        if e.type in READS and not p.issued and not p.attempt and (want is None or e.key in want):
+            ready[e.id] = e
+    return sorted(ready.values(), key=lambda e: (e.type not in READS, seq_key(e.id)))
 
 
 def waiting_retries(state: Any) -> list[Any]:

@@ -272,3 +272,24 @@ def test_the_ticker_re_issues_only_a_head_and_never_spins_on_what_it_cannot_issu
     assert t.due(unclocked, None, 4_000) == [] and t.sleep_s(unclocked, None, 4_000) == 1.0
     assert t.sleep_s(unclocked, None, 4_700) == 0.3
     assert [r.effect["id"] for r in t.due(unclocked, None, 5_000)] == ["7.0"]
+
+
+def test_a_fresh_read_is_issued_first_and_a_later_write_waits_for_it():
+    """In-doubt resolution: the quorum read goes before an older queued write of the same key;
+    once the read is issued, writes emitted after it wait for its answer."""
+    from immutables import Map
+
+    from engine.core import Pending, State
+    from engine.effects.models import GetObject, PatchObject
+    from engine.effects.timers import ready_to_issue
+
+    ref = dict(machine="session", key="local/ns/demo", cluster="local", api_version="kfold.dev/v1alpha1",
+               kind="Session", namespace="ns", name="demo")
+    older_patch = PatchObject(id="9.1", patch={"status": {}}, subresource="status", **ref)
+    reread = GetObject(id="40.0", **ref)
+    later_patch = PatchObject(id="41.0", patch={"metadata": {}}, **ref)
+    state = State(pending=Map({"9.1": Pending(older_patch), "40.0": Pending(reread)}))
+    assert [e.id for e in ready_to_issue(state)] == ["40.0", "9.1"]
+
+    state = State(pending=Map({"40.0": Pending(reread, issued=True), "41.0": Pending(later_patch)}))
+    assert ready_to_issue(state) == []
