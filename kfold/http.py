@@ -111,7 +111,8 @@ def routes_for(daemon: Any, observers: list[Any], metrics: Metrics) -> dict[str,
         return (200, "text/plain", "ok\n") if alive else (503, "text/plain", "committer stopped\n")
 
     def readyz() -> tuple[int, str, str]:
-        waiting = [f"{o.cluster}/{o.namespace or '*'}/{o.kind}" for o in observers if not o.synced]
+        waiting = [f"{o.cluster}/{o.namespace or '*'}/{o.kind}" + (f" ({o.problem})" if getattr(o, "problem", None) else "")
+                   for o in observers if not o.synced]
         return (200, "text/plain", "ready\n") if not waiting else (503, "text/plain", "waiting for initial list: " + ", ".join(waiting) + "\n")
 
     def metrics_page() -> tuple[int, str, str]:

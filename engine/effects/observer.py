@@ -123,6 +123,7 @@ class Observer:
         self.list_batch, self._sleep = list_batch, sleep
         self.rv = ""
         self.synced = False
+        self.problem: str | None = None   # a refusal only an operator can fix (shown by /readyz)
         self.events = self.listed = self.bookmarks = self.relists = self.watch_requests = 0
         self.failures = 0
         self.restarts: dict[str, int] = {}
@@ -132,6 +133,7 @@ class Observer:
     async def run(self) -> None:
         """List, then watch, forever. Returns only by cancellation."""
         self._api = self.client_factory()
+        self.problem = None
         must_list, gone_in_a_row = True, 0
         while True:
             try:
@@ -158,9 +160,22 @@ class Observer:
         delay = self.backoff.next_delay()
         if isinstance(exc, HttpStatusError) and exc.code == 429 and exc.retry_after_s is not None:
             delay = exc.retry_after_s
-        log.warning("observer %s/%s %s: %s; retrying in %.2fs", self.cluster, self.kind,
-                    reason, exc, delay, extra={"cluster": self.cluster, "kind": self.kind})
+        self.problem = self._explain(exc)
+        log.log(logging.ERROR if self.problem else logging.WARNING,
+                "observer %s/%s %s: %s; retrying in %.2fs", self.cluster, self.kind, reason,
+                self.problem or exc, delay, extra={"cluster": self.cluster, "kind": self.kind})
         await self._sleep(delay)
+
+    def _explain(self, exc: BaseException) -> str | None:
+        """A refusal an operator must fix (kfold keeps retrying, and /readyz shows this line)."""
+        if not isinstance(exc, HttpStatusError) or exc.code not in (403, 404):
+            return None
+        where = f"namespace {self.namespace}" if self.namespace else "all namespaces"
+        if exc.code == 404:
+            return (f"the apiserver does not serve {self.kind} ({self.api_version}): its CRD is not "
+                    f"installed; install kfold's CRDs with `kfold manifests | kubectl apply -f -`")
+        return (f"kfold may not list/watch {self.kind} in {where} ({exc.message or exc.reason}); grant it "
+                f"with kfold's RBAC (`kfold manifests`) or remove the namespace from `namespaces`")
 
     def _restart(self, reason: str) -> None:
         self.restarts[reason] = self.restarts.get(reason, 0) + 1
@@ -177,7 +192,7 @@ class Observer:
                              kind=self.kind, scope=self.namespace, rv=rv, keys=keys))
         for start in range(0, len(drafts), self.list_batch):
             await self.sink(drafts[start:start + self.list_batch])
-        self.rv, self.synced = rv, True
+        self.rv, self.synced, self.problem = rv, True, None
         self.listed += len(items)
         self.relists += 1
 

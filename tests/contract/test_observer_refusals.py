@@ -1,0 +1,28 @@
+"""A refusal only an operator can fix (missing CRD, RBAC) is named with the fix, logged as an
+error and shown by /readyz; kfold keeps retrying and recovers once it is fixed."""
+import logging
+
+from kfold.http import Metrics, routes_for
+from tests.contract.test_observer import Harness, stub  # noqa: F401 - the stub fixture
+from tests.contract.watch_stub import ListReply, StatusReply, pod
+
+
+async def test_a_missing_crd_is_named_with_the_fix_until_it_is_installed(stub, caplog):  # noqa: F811
+    stub.lists = [StatusReply(404, "NotFound", "the server could not find the requested resource"),
+                  ListReply([pod("a", "5")], rv="10")]
+    h = Harness(stub)
+    seen = []
+    with caplog.at_level(logging.ERROR, logger="kfold"):
+        await h.run_until(lambda: seen.append(h.observer.problem) or h.observer.synced)
+    assert any(p and "its CRD is not installed" in p and "kfold manifests" in p for p in seen)
+    assert any("its CRD is not installed" in r.getMessage() for r in caplog.records)
+    assert h.observer.problem is None  # fixed: the problem is gone once the list succeeds
+
+
+async def test_a_forbidden_list_names_the_rbac_fix_and_readyz_shows_it(stub):  # noqa: F811
+    stub.lists = [StatusReply(403, "Forbidden", 'pods is forbidden: User "kfold" cannot list resource "pods"')] * 50
+    h = Harness(stub)
+    await h.run_until(lambda: h.observer.problem is not None)
+    assert "kfold may not list/watch Pod" in h.observer.problem and "RBAC" in h.observer.problem
+    status, _, body = routes_for(object(), [h.observer], Metrics())["/readyz"]()
+    assert status == 503 and "cannot list resource" in body and "kfold manifests" in body
