@@ -29,13 +29,30 @@ def main(args: argparse.Namespace) -> int:
     try:
         code = _run_to_completion(run(cfg))
     except Exception as exc:  # noqa: BLE001 - the operator needs one clear line, not a traceback
-        from kfold.registry import RegistryError
-        if isinstance(exc, RegistryError):
-            print(f"kfold run: {exc}", file=sys.stderr)
-            return 2
-        raise
+        message = _refusal(exc, cfg.journal.path)
+        if message is None:
+            raise
+        print(f"kfold run: {message}", file=sys.stderr)
+        _exit_now(2)
+        return 2
     _exit_now(code)
     return code
+
+
+def _refusal(exc: Exception, journal_path: str) -> str | None:
+    """The one-line reason kfold refuses to start, with the fix; None for a bug (traceback)."""
+    from journal.store import JournalCorrupt, JournalError
+    from kfold.registry import RegistryError
+    if isinstance(exc, JournalCorrupt):
+        return (f"journal {journal_path}: {exc}. kfold neither folds past it nor appends to it. "
+                f"See what it holds with `kfold replay {journal_path} --up-to-corruption`; restore the "
+                f"file from a backup, or move it aside to start a new journal (`kfold export` keeps "
+                f"the records before seq {exc.seq})")
+    if isinstance(exc, JournalError):
+        return f"journal {journal_path}: {exc}"
+    if isinstance(exc, RegistryError):
+        return str(exc)
+    return None
 
 
 def _run_to_completion(main_coro) -> int:
