@@ -135,7 +135,6 @@ Record = Annotated[
 RECORD_KINDS = ("observed", "relist", "command", "deadline", "effect", "outcome")
 
 RecordAdapter: TypeAdapter[Record] = TypeAdapter(Record)
-_RecordList: TypeAdapter[list[Record]] = TypeAdapter(list[Record])
 
 
 class RecordError(ValueError):
@@ -151,8 +150,46 @@ def parse_record(data: bytes | str, where: str = "record") -> Record:
 
 
 def parse_records(payloads: list[bytes]) -> list[Record]:
-    """Validate many JSON records in one pass (fast path for trusted, checksummed payloads)."""
-    return _RecordList.validate_json(b"[" + b",".join(payloads) + b"]")
+    """Validate many JSON records, fully (each one as ``parse_record`` would, without its error
+    wrapping). For the journal's own checksummed rows use ``trusted_records``: it is ~5x faster.
+
+    (This used to validate one ``[...]`` document with a list adapter: ~50 us per 1.2 KB record,
+    mostly the collector scanning the whole list being built; one record at a time is ~4 us.)"""
+    validate = RecordAdapter.validate_json
+    return [validate(p) for p in payloads]
+
+
+# -- trusted construction ---------------------------------------------------------------------
+# Kinds whose fields all come back from JSON exactly as validation would leave them (str, int,
+# None, dict). Relist (tuple of ListedKey) and Outcome (tuple of items) always go through the
+# validator; so does any unknown kind, which the validator refuses.
+_TRUSTED: dict[str, tuple[type[_Record], tuple[str, ...]]] = {
+    cls.model_fields["rec"].default: (cls, tuple(cls.model_fields))
+    for cls in (Observed, Command, Deadline, EffectIssued)
+}
+_new = object.__new__
+_set = object.__setattr__
+
+
+def trusted_record(data: Any) -> Record:
+    """A record from the decoded JSON of a payload the journal wrote and has just verified.
+
+    Assumes: ``data`` is ``orjson.loads`` of bytes produced by ``journal.chain.dump`` or
+    ``dump_record`` of a record that was validated when it was appended, and the checksum chain
+    proved the bytes unchanged. Then a hot kind whose keys are exactly its fields, in field order,
+    is built without re-validating (what ``model_construct`` does, minus its per-field loop); the
+    result equals ``RecordAdapter.validate_python(data)``. Anything else (another layout, a
+    nested-model kind, an unknown kind) is validated in full, so an unknown kind is still an error.
+    Never use this for input kfold did not write and verify (JSONL import validates)."""
+    spec = _TRUSTED.get(data.get("rec")) if type(data) is dict else None
+    if spec is None or tuple(data) != spec[1]:
+        return RecordAdapter.validate_python(data)
+    rec = _new(spec[0])
+    _set(rec, "__dict__", data)
+    _set(rec, "__pydantic_fields_set__", set(spec[1]))
+    _set(rec, "__pydantic_extra__", None)
+    _set(rec, "__pydantic_private__", None)
+    return rec
 
 
 def dump_record(record: Record) -> bytes:

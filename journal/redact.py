@@ -65,13 +65,21 @@ _KEY_CACHE: dict[str, bool] = {}
 _KEY_CACHE_MAX = 50_000
 
 
+_RULES = tuple((marker, _BENIGN.get(marker, ())) for marker in _MARKERS)
+
+
 def suspicious(payload: bytes) -> bool:
-    """True when ``payload`` may hold something a rule redacts (never False when one would)."""
+    """True when ``payload`` may hold something a rule redacts (never False when one would).
+
+    Cost: one ASCII lowering plus one C substring scan per marker (~0.5 us each per 1.2 KB);
+    markers are counted, and their benign contexts scanned, only when present. (One alternation
+    regex instead is ~6x slower: ``re`` has no multi-literal search.)"""
     low = payload.lower()
-    for marker in _MARKERS:
-        n = low.count(marker)
-        if n and n > sum(low.count(b) for b in _BENIGN.get(marker, ())):
-            return True
+    for marker, benign in _RULES:
+        if marker in low:
+            n = low.count(marker)
+            if n > sum(low.count(b) for b in benign):
+                return True
     return False
 
 

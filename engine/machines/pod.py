@@ -26,7 +26,8 @@ from typing import Any
 
 from engine.machines import pod_create, pod_delete, pod_namespace, pod_sweep
 from engine.machines.base import IllegalTransition, Machine, missing_after_relist, object_key, split_key
-from engine.machines.pod_records import DEFAULT_BUDGET_S, SWEEP_NAME, Entries, PodOp, Reply, reply_list, view_of
+from engine.machines.pod_records import (DEFAULT_BUDGET_S, SWEEP_NAME, Entries, PodOp, Reply, reply_list, revise,
+                                        view_of)
 from engine.machines.pod_table import TABLE, save, send_read
 from journal.records import Command, Observed, Outcome, Relist
 
@@ -146,8 +147,10 @@ def _delete(ctx: Any, key: str, reply: Reply, reason: str, budget_ms: int) -> No
 def _seen(ctx: Any, key: str, e: PodOp, view: Any) -> None:
     if e.op == "delete":
         pod_delete.observed(ctx, key, e, view)
-    else:
-        save(ctx, key, e.but(uid=view.uid, rv=view.rv, terminating=view.terminating))
+    elif e.uid == view.uid and e.rv == view.rv and e.terminating == view.terminating:
+        save(ctx, key, e)  # re-observed unchanged (a relist, a resync): the fence stands as it is
+    else:  # the common case: a new resourceVersion moves the fence
+        save(ctx, key, revise(e, uid=view.uid, rv=view.rv, terminating=view.terminating))
 
 
 def _vanished(ctx: Any, key: str, e: Any, uid: str | None) -> None:
