@@ -18,6 +18,9 @@ from typing import Any
 from engine.machines.session_model import INDEX_KEY, SessionDecision, TargetIndex
 
 
+_EMPTY = TargetIndex(slots={})
+
+
 def slot(handle: str, namespace: str, session: str) -> str:
     return f"{handle}/{namespace}/{session}"
 
@@ -39,9 +42,10 @@ def _index(ctx: Any) -> TargetIndex:
         s = slot_of(d)
         if s is not None and s not in slots:
             slots[s] = key
+    if not any_session:  # nothing to index; an empty table stays empty (and this stays cheap)
+        return _EMPTY
     index = TargetIndex(slots=slots)
-    if any_session:  # stored once there is anything to index; an empty table stays empty
-        ctx.put(INDEX_KEY, index)
+    ctx.put(INDEX_KEY, index)
     return index
 
 
