@@ -133,3 +133,24 @@ def test_a_snapshot_plus_the_tail_equals_a_full_replay_with_the_real_machines():
     for rec in sc.records[middle:]:
         resumed, _ = fold(resumed, rec)
     assert snapshot.dump(resumed) == snapshot.dump(sc.state)
+
+
+def test_an_export_and_a_trace_never_show_a_secret_value(tmp_path, capsys):
+    """Invariant 6: what the journal redacted on append stays redacted in every view of it."""
+    import base64
+
+    from journal.records import Observed
+    value = "hunter2-very-secret-value"
+    secret = {"apiVersion": "v1", "kind": "Secret",
+              "metadata": {"name": "demo-env", "namespace": "ns", "uid": "u-s", "resourceVersion": "3",
+                           "labels": {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": "demo"}},
+              "data": {"TOKEN": base64.b64encode(value.encode()).decode()}, "stringData": {"PASSWORD": value}}
+    path = tmp_path / "j.sqlite"
+    write_journal(path, [Observed(at=T0, cluster="local", api_version="v1", kind="Secret", namespace="ns",
+                                  name="demo-env", uid="u-s", rv="3", event="ADDED", obj=secret)])
+    out = tmp_path / "j.jsonl"
+    assert main(["export", str(path), "-o", str(out)]) == 0
+    main(["trace", str(path), "local/ns/demo-env"])
+    shown = out.read_text() + capsys.readouterr().out
+    assert value not in shown and base64.b64encode(value.encode()).decode() not in shown
+    assert "redacted:hmac-sha256:" in out.read_text()
