@@ -32,6 +32,7 @@ import cProfile
 import gc
 import os
 import pstats
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -207,7 +208,13 @@ def main() -> None:
         default_machines()
         gc.freeze()  # modules, schemas, machines: what a booted daemon holds before its first event
     tmp = tempfile.mkdtemp(prefix="kfold-bench-")
-    path = args.keep or os.path.join(tmp, "journal.sqlite")
+    try:
+        run(args, tmp, args.keep or os.path.join(tmp, "journal.sqlite"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # 1M events is ~1.4 GB per file
+
+
+def run(args: argparse.Namespace, tmp: str, path: str) -> None:
     print(f"kfold journal bench: {args.events:,} events over {args.objects:,} pods, batch {args.batch}, "
           f"synchronous={args.synchronous}, "
           f"gc={args.gc}, pipeline={args.pipeline}, cpus={os.cpu_count()}, load={os.getloadavg()[0]:.1f}")
