@@ -17,8 +17,7 @@ Guarantees:
 Caveats:
 - The Date is stamped when the response is *received*, so a reading lags the server by up to the
   response latency plus the one-second truncation. Deadlines therefore fire late, never early.
-- ``parse_http_date`` lives here because ``engine/effects/kube_errors.py`` did not provide one
-  when this was written (it now has an equivalent; one should delegate to the other). It accepts
+- ``parse_http_date`` is kfold's one Date parser (``kube_errors`` re-exports it). It accepts
   the RFC 7231 IMF-fixdate and the obsolete forms ``email.utils`` understands, and refuses dates
   outside 1990..2200 as garbage.
 """

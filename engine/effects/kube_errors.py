@@ -20,15 +20,14 @@ Caveats:
 """
 from __future__ import annotations
 
-import calendar
 import json
 import socket
-from datetime import datetime
-from email.utils import parsedate_tz
 from typing import Any, NamedTuple
 
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
+
+from engine.effects.clock import parse_http_date  # noqa: F401 - one parser, re-exported for callers
 
 _BY_REASON = {
     "AlreadyExists": "already_exists",
@@ -124,18 +123,3 @@ def _seconds(value: Any) -> int | None:
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def parse_http_date(value: str | None) -> int | None:
-    """An HTTP ``Date`` (RFC 7231 IMF-fixdate, RFC 850 or asctime) -> epoch ms; garbage -> None."""
-    if not isinstance(value, str) or not value.strip():
-        return None
-    parts = parsedate_tz(value)
-    if parts is None:
-        return None
-    try:
-        moment = datetime(*parts[:6])  # validates day, hour, ... ranges
-    except (ValueError, OverflowError):
-        return None
-    offset = parts[9] or 0
-    return (calendar.timegm(moment.timetuple()) - offset) * 1000
