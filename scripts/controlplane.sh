@@ -55,7 +55,14 @@ PKI=$CP/pki
 log() { echo "[controlplane] $(date +%T) $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 kcurl() { curl -sS --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "$@"; }
-running() { local f=$CP/run/$1.pid; [[ -f $f ]] && kill -0 "$(cat "$f")" 2>/dev/null; }
+# running NAME: its pid file names a live process that is really that component (a pid left by a
+# killed session may have been reused by an unrelated process).
+running() {
+  local f=$CP/run/$1.pid pid
+  [[ -f $f ]] || return 1
+  pid=$(cat "$f")
+  kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$BIN/$1"
+}
 
 gen_certs() {
   [[ -f $PKI/admin.crt ]] && return
