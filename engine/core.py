@@ -166,13 +166,20 @@ def fold(state: State, record: Record, machines: "Machines | None" = None) -> tu
         raise SequenceError(
             f"record seq {record.seq} cannot follow seq {state.seq}: "
             f"{'repeat' if record.seq <= state.seq else 'gap'} in the journal")
-    reg = machines or default_machines()
+    reg = machines or _DEFAULT or default_machines()
     ctx = Ctx(state, record)
-    _dispatch(reg, ctx, record)
-    _drain(reg, ctx)
-    at = state.at if record.at is None or (state.at is not None and record.at < state.at) else record.at
-    new = State(seq=record.seq, at=at, tables=ctx._tables, timers=ctx._timers, pending=ctx._pending)
-    return new, tuple(ctx._effects)
+    if type(record) is Observed:  # the hot path, inlined: what _dispatch does for it
+        for m in reg.by_kind.get(record.kind, ()):
+            ctx._machine = m.name
+            m.on_observed(ctx, record)
+    else:
+        _dispatch(reg, ctx, record)
+    if ctx._queue:
+        _drain(reg, ctx)
+    at, prev = record.at, state.at
+    if at is None or (prev is not None and at < prev):
+        at = prev
+    return State(record.seq, at, ctx._tables, ctx._timers, ctx._pending), tuple(ctx._effects)
 
 
 def fold_all(state: State, records: Iterable[Record], machines: "Machines | None" = None):
@@ -258,9 +265,9 @@ def _command(reg: "Machines", ctx: Ctx, record: Command) -> None:
 
 
 def _drain(reg: "Machines", ctx: Ctx) -> None:
-    handled = 0
-    while ctx._queue:
-        machine, key, message, args = ctx._queue.pop(0)
+    handled, queue = 0, ctx._queue
+    while queue:
+        machine, key, message, args = queue.pop(0)
         handled += 1
         if handled > MAX_MESSAGES_PER_RECORD:
             raise FoldError(f"record {ctx.record.seq}: machines exchanged more than "
@@ -272,11 +279,10 @@ def _drain(reg: "Machines", ctx: Ctx) -> None:
 
 
 def _call(ctx: Ctx, machine: "Machine", handler: Any, *args: Any) -> None:
-    previous, ctx._machine = ctx._machine, machine.name
-    try:
-        handler(ctx, *args)
-    finally:
-        ctx._machine = previous
+    """Run ``handler`` as ``machine``. Handlers never nest (machines ``tell``, they do not call
+    each other's handlers), so the current machine is simply set: nothing to restore."""
+    ctx._machine = machine.name
+    handler(ctx, *args)
 
 
 class Machines:

@@ -163,8 +163,8 @@ def parse_records(payloads: list[bytes]) -> list[Record]:
 # Kinds whose fields all come back from JSON exactly as validation would leave them (str, int,
 # None, dict). Relist (tuple of ListedKey) and Outcome (tuple of items) always go through the
 # validator; so does any unknown kind, which the validator refuses.
-_TRUSTED: dict[str, tuple[type[_Record], tuple[str, ...]]] = {
-    cls.model_fields["rec"].default: (cls, tuple(cls.model_fields))
+_TRUSTED: dict[str, tuple[type[_Record], tuple[str, ...], frozenset[str]]] = {
+    cls.model_fields["rec"].default: (cls, tuple(cls.model_fields), frozenset(cls.model_fields))
     for cls in (Observed, Command, Deadline, EffectIssued)
 }
 _new = object.__new__
@@ -186,7 +186,7 @@ def trusted_record(data: Any) -> Record:
         return RecordAdapter.validate_python(data)
     rec = _new(spec[0])
     _set(rec, "__dict__", data)
-    _set(rec, "__pydantic_fields_set__", set(spec[1]))
+    _set(rec, "__pydantic_fields_set__", set(spec[2]))  # a fresh set, as pydantic gives each
     _set(rec, "__pydantic_extra__", None)
     _set(rec, "__pydantic_private__", None)
     return rec
