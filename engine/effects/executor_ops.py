@@ -10,6 +10,8 @@ Guarantees:
 - Reads (get, list, the namespace check) leave ``resourceVersion`` unset: quorum reads.
 - Deletes send uid/resourceVersion preconditions when the effect has them and never set
   ``gracePeriodSeconds``.
+- A Pod delete without BOTH a uid and a resourceVersion fence -> ``refused``, nothing sent
+  (defense in depth behind the pod machine, which always fences: engine/machines/pod_delete.py).
 - ``ApplySecret`` reads ``values_from_env`` from ``env`` here, at apply time; the value goes only
   into the request body. The returned Secret is stripped of ``data``/``stringData`` before it
   can reach an outcome. A variable that is not set -> ``refused``, naming the variable only.
@@ -110,6 +112,9 @@ async def _replace(e: Any, send: Any, env: Any) -> Done:
 
 
 async def _delete(e: Any, send: Any, env: Any) -> Done:
+    if (e.api_version, e.kind) == ("v1", "Pod") and not (e.uid and e.rv):
+        raise Refused(f"pod {e.namespace}/{e.name}: refusing a delete without a uid+resourceVersion fence "
+                      f"(uid={e.uid!r}, resourceVersion={e.rv!r})")
     body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": e.propagation}
     pre = {k: v for k, v in (("uid", e.uid), ("resourceVersion", e.rv)) if v}
     if pre:

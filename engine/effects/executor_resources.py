@@ -60,11 +60,12 @@ def resource(api_version: str, kind: str) -> Resource:
 
 
 def path(api_version: str, kind: str, namespace: str = "", name: str = "", subresource: str = "") -> str:
-    """The collection path (no name) or the object path; namespaced kinds need a namespace."""
+    """The collection path (no name) or the object path. A namespaced kind needs a namespace to
+    name an object; its collection without a namespace is the all-namespaces list."""
     r = resource(api_version, kind)
-    if r.namespaced and not namespace:
+    if r.namespaced and not namespace and (name or subresource):
         raise UnknownKind(f"{kind} is namespaced: a namespace is required")
-    base = r.prefix + (f"/namespaces/{quote(namespace, safe='')}" if r.namespaced else "")
+    base = r.prefix + (f"/namespaces/{quote(namespace, safe='')}" if r.namespaced and namespace else "")
     out = f"{base}/{r.plural}"
     if name:
         out += f"/{quote(name, safe='')}"

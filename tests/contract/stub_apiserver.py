@@ -2,8 +2,9 @@
 
     with StubApiServer() as stub:
         stub.answer("DELETE", "/api/v1/namespaces/ns/pods/p", 200, {"kind": "Pod", ...})
-        api = stub.core_v1()            # the REAL kubernetes client, pointed at the stub
-        ...
+        client = stub.api_client()      # the REAL kubernetes ApiClient, pointed at the stub
+        executor = Executor(KubeTransport(lambda cluster, tenant: client), ServerClock(), sink)
+        out = await executor.run(effect)  # the daemon's own path: executor_ops -> KubeTransport
         stub.requests[-1].body          # what the client actually sent
 
 Guarantees: every request is recorded (method, path, query, headers, JSON body) before it is
@@ -71,8 +72,14 @@ class StubApiServer:
         with self._lock:
             self._answers.setdefault((method, path), []).append(a)
 
+    def api_client(self) -> ApiClient:
+        """A real ``ApiClient`` for the stub; urllib3 retries off, so every request is seen once."""
+        cfg = Configuration(host=self.url)
+        cfg.retries = False
+        return ApiClient(cfg)
+
     def core_v1(self) -> CoreV1Api:
-        return CoreV1Api(ApiClient(Configuration(host=self.url)))
+        return CoreV1Api(self.api_client())
 
     def _take(self, method: str, path: str) -> Answer:
         with self._lock:

@@ -100,8 +100,8 @@ class TestDelete:
         assert body["preconditions"] == {"uid": md["uid"], "resourceVersion": md["resourceVersion"]}
 
     async def test_a_delete_fenced_on_another_uid_is_a_conflict_and_deletes_nothing(self, port):
-        await create_pod(port)
-        out = await port.run(pod_ref(DeleteObject, 1, uid="someone-else"))
+        md = (await create_pod(port)).obj["metadata"]
+        out = await port.run(pod_ref(DeleteObject, 1, uid="someone-else", rv=md["resourceVersion"]))
         assert (out.result, out.status_reason, out.code) == ("conflict", "Conflict", 409)
         assert port.server.get("v1", "Pod", "work", "s1-g1") is not None
 
@@ -111,7 +111,7 @@ class TestDelete:
         assert out.result == "conflict"
 
     async def test_deleting_an_absent_object_is_not_found(self, port):
-        assert (await port.run(pod_ref(DeleteObject))).result == "not_found"
+        assert (await port.run(pod_ref(DeleteObject, uid="u1", rv="1"))).result == "not_found"
 
 
 class TestList:

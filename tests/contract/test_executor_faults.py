@@ -21,7 +21,7 @@ def create():
 
 def delete():
     return DeleteObject(id="1.0", machine="pod", key="local/work/p", api_version="v1", kind="Pod",
-                        namespace="work", name="p", uid="u1")
+                        namespace="work", name="p", uid="u1", rv="1")
 
 
 def lister():

@@ -68,6 +68,7 @@ async def test_create_race_gets_real_already_exists_not_conflict(admin, namespac
         assert (second.result, second.status_reason, second.code) == ("already_exists", "AlreadyExists", 409), second
         # same HTTP code as a failed precondition; only the Status reason tells them apart
         conflict = await d.executor.run(DeleteObject(id="t.2", uid="00000000-0000-0000-0000-000000000000",
+                                                     rv=first.obj["metadata"]["resourceVersion"],
                                                      **_ref(namespace, "racer")))
         assert (conflict.result, conflict.status_reason, conflict.code) == ("conflict", "Conflict", 409), conflict
         assert get(admin, pod_path(namespace, "racer"))["metadata"]["uid"] == first.obj["metadata"]["uid"]
