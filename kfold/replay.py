@@ -50,9 +50,12 @@ class ReplayResult:
     def summary(self) -> str:
         lines = [f"records folded: {self.records} (last seq {self.state.seq})"]
         for name, table in sorted(self.state.tables.items()):
-            states = Counter(_state_of(d) for _, d in table.items())
+            objects = [d for k, d in table.items() if _is_object(k)]
+            states = Counter(_state_of(d) for d in objects)
             shown = ", ".join(f"{s}={n}" for s, n in sorted(states.items()))
-            lines.append(f"machine {name}: {len(table)} objects ({shown})")
+            kept = sorted({type(d).__name__ for k, d in table.items() if not _is_object(k)})
+            extra = f"; bookkeeping: {', '.join(kept)}" if kept else ""
+            lines.append(f"machine {name}: {len(objects)} objects ({shown}){extra}")
         if self.effects:
             lines.append("effects: " + ", ".join(f"{t}={n}" for t, n in sorted(self.effects.items())))
         else:
@@ -129,6 +132,13 @@ def _what(rec: Record) -> str:
     if rec.rec == "relist":
         return f"{rec.kind} {len(rec.keys)} keys"
     return rec.rec
+
+
+def _is_object(key: str) -> bool:
+    """Object keys are ``<cluster>/<namespace>/<name>``; a machine's own bookkeeping rows use an
+    empty name or a ``#`` name (config, indexes, sweeps)."""
+    name = key.rpartition("/")[2]
+    return bool(name) and not name.startswith("#") and not key.startswith("#")
 
 
 def _state_of(decision: Any) -> str:
