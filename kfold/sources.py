@@ -62,3 +62,17 @@ def _iter_sqlite(path: str, until: int | None) -> Iterator[Record]:
     finally:
         loop.run_until_complete(journal.close())
         loop.close()
+
+
+def input_error_code(exc: BaseException) -> int | None:
+    """The exit code for a journal kfold cannot read as asked (3: broken checksum chain; 2: a
+    malformed JSONL line, an unknown record kind, a newer schema, a fold error, an unreadable
+    file), or None for anything else (a bug: let it raise)."""
+    from engine.core import FoldError
+    from journal.records import RecordError
+    from journal.store import JournalCorrupt, JournalError
+    if isinstance(exc, JournalCorrupt):
+        return 3
+    if isinstance(exc, (JournalError, RecordError, FoldError, OSError)):
+        return 2
+    return None

@@ -14,18 +14,18 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from journal.jsonl import export_jsonl
-    from journal.store import JournalCorrupt, JournalError
-    from kfold.sources import iter_records
+    from kfold.sources import input_error_code, iter_records
 
     out = sys.stdout.buffer if args.output == "-" else open(args.output, "wb")
     try:
         n = export_jsonl(iter_records(args.journal, args.until), out)
-    except JournalCorrupt as exc:
-        print(f"kfold export: {args.journal}: {exc} (records before it were written)", file=sys.stderr)
-        return 3
-    except (JournalError, OSError) as exc:
-        print(f"kfold export: {args.journal}: {exc}", file=sys.stderr)
-        return 2
+    except Exception as exc:
+        code = input_error_code(exc)
+        if code is None:
+            raise
+        kept = " (records before it were written)" if code == 3 else ""
+        print(f"kfold export: {args.journal}: {exc}{kept}", file=sys.stderr)
+        return code
     finally:
         if out is not sys.stdout.buffer:
             out.close()

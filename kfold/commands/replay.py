@@ -20,12 +20,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from engine.core import FoldError
-    from journal.jsonl import JsonlError
-    from journal.records import RecordError
-    from journal.store import JournalCorrupt, JournalError
     from kfold.replay import replay
-    from kfold.sources import first_bad_seq, iter_records
+    from kfold.sources import first_bad_seq, input_error_code, iter_records
 
     name = f"kfold replay: {args.journal}"
     _tune_gc()
@@ -37,12 +33,12 @@ def run(args) -> int:
             return 3
         until = args.until if bad is None else min(bad - 1, args.until or bad - 1)
         result = replay(iter_records(args.journal, until), check=args.check)
-    except JournalCorrupt as exc:
+    except Exception as exc:
+        code = input_error_code(exc)
+        if code is None:
+            raise
         print(f"{name}: {exc}", file=sys.stderr)
-        return 3
-    except (JournalError, JsonlError, RecordError, FoldError, OSError) as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        return 2
+        return code
     print(result.summary())
     if result.divergence is not None:
         print(result.divergence.describe(), file=sys.stderr)

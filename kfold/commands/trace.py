@@ -13,21 +13,20 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from journal.store import JournalCorrupt, JournalError
     from kfold.replay import trace
-    from kfold.sources import iter_records
+    from kfold.sources import input_error_code, iter_records
 
     shown = 0
     try:
         for line in trace(iter_records(args.journal, args.until), args.key):
             print(line)
             shown += 1
-    except JournalCorrupt as exc:
+    except Exception as exc:
+        code = input_error_code(exc)
+        if code is None:
+            raise
         print(f"kfold trace: {args.journal}: {exc}", file=sys.stderr)
-        return 3
-    except (JournalError, OSError) as exc:
-        print(f"kfold trace: {args.journal}: {exc}", file=sys.stderr)
-        return 2
+        return code
     if not shown:
         print(f"kfold trace: no record touched {args.key}", file=sys.stderr)
         return 1

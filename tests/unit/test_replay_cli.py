@@ -157,3 +157,14 @@ def test_an_export_and_a_trace_never_show_a_secret_value(tmp_path, capsys):
     shown = out.read_text() + capsys.readouterr().out
     assert value not in shown and base64.b64encode(value.encode()).decode() not in shown
     assert "redacted:hmac-sha256:" in out.read_text()
+
+
+@pytest.mark.parametrize("command", [["replay"], ["export", "-o", "/dev/null"], ["trace", "_key_"]],
+                         ids=["replay", "export", "trace"])
+def test_every_offline_command_names_a_malformed_line_instead_of_crashing(command, tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"rec":"command","seq":1,"name":"session.configure","args":{}}\n{"rec":"observed","seq":2}\n')
+    argv = [command[0], str(bad)] + [a for a in command[1:] if a != "_key_"] + (["local/ns/x"] if "_key_" in command else [])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "line 2" in err and "observed.cluster" in err and "Traceback" not in err
