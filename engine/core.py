@@ -168,12 +168,7 @@ def fold(state: State, record: Record, machines: "Machines | None" = None) -> tu
             f"{'repeat' if record.seq <= state.seq else 'gap'} in the journal")
     reg = machines or _DEFAULT or default_machines()
     ctx = Ctx(state, record)
-    if type(record) is Observed:  # the hot path, inlined: what _dispatch does for it
-        for m in reg.by_kind.get(record.kind, ()):
-            ctx._machine = m.name
-            m.on_observed(ctx, record)
-    else:
-        _dispatch(reg, ctx, record)
+    _dispatch(reg, ctx, record)
     if ctx._queue:
         _drain(reg, ctx)
     at, prev = record.at, state.at
@@ -199,9 +194,10 @@ class _FoldRun:
 
 
 def _dispatch(reg: "Machines", ctx: Ctx, record: Record) -> None:
-    if isinstance(record, Observed):
+    if type(record) is Observed:  # most records: set the machine directly (what _call does)
         for m in reg.by_kind.get(record.kind, ()):
-            _call(ctx, m, m.on_observed, record)
+            ctx._machine = m.name
+            m.on_observed(ctx, record)
     elif isinstance(record, Relist):
         for m in reg.by_kind.get(record.kind, ()):
             _call(ctx, m, m.on_relist, record)
