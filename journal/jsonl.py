@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import IO, Any, AsyncIterable, Iterable, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 import orjson
 
@@ -36,14 +36,6 @@ def export_jsonl(records: Iterable[Record], out: IO[Any]) -> int:
         line = dump_record(rec) + b"\n"
         out.write(line.decode() if text else line)
         n += 1
-    return n
-
-
-async def export_jsonl_async(batches: AsyncIterable[list[Record]], out: IO[Any]) -> int:
-    """``export_jsonl`` for ``journal.read_batches(...)``."""
-    n = 0
-    async for batch in batches:
-        n += export_jsonl(batch, out)
     return n
 
 

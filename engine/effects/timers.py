@@ -143,10 +143,3 @@ class Ticker:
         self._sent_retries = {(i, a) for i, a in self._sent_retries if i in state.pending}
         self._local = {(i, a): d for (i, a), d in self._local.items()
                        if (p := state.pending.get(i)) is not None and not p.issued and p.attempt == a}
-
-
-def next_due(state: Any) -> int | None:
-    """The earliest timer due or clocked retry ``not_before`` (server ms), or ``None``."""
-    dues = [t.due for t in state.timers.values()]
-    dues += [p.not_before for p in waiting_retries(state) if p.not_before is not None]
-    return min(dues, default=None)

@@ -99,12 +99,6 @@ def resolve_one(record: Registration, namespace: str | None) -> str:
     return resolve(record, ns)[0]
 
 
-def require_whole_cluster(record: Registration, what: str = "cluster-scoped read") -> None:
-    """Refuse a cluster-scoped operation on a bounded registration."""
-    if record.bounded:
-        raise _cluster_scoped(record, what)
-
-
 def admit(record: Registration, method: str, path: str) -> None:
     """Raise ``OutOfBounds`` unless ``record`` may send ``method path``."""
     if not record.bounded:
