@@ -14,13 +14,12 @@ kept only while a create is running, to re-create after a quorum read proves abs
 """
 from __future__ import annotations
 
-import calendar
-from datetime import datetime
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, TypeAdapter
 
 from engine.machines.base import Decision
+from engine.rfc3339 import to_ms
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 SESSION = "kfold.dev/session"
@@ -163,18 +162,7 @@ def secret_ref(obj: dict[str, Any]) -> SecretRef:
     md = obj.get("metadata") or {}
     return SecretRef(namespace=md.get("namespace", ""), name=md.get("name", ""), uid=md.get("uid", ""),
                      session=(md.get("labels") or {}).get(SESSION, ""),
-                     created_ms=rfc3339_ms(md.get("creationTimestamp")))
-
-
-def rfc3339_ms(value: Any) -> int | None:
-    """'2030-01-01T00:00:00Z' -> epoch ms; anything else -> None. Pure (no clock)."""
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
-    except ValueError:
-        return None
-    return calendar.timegm(moment.utctimetuple()) * 1000
+                     created_ms=to_ms(md.get("creationTimestamp")))
 
 
 def reply_list(replies: tuple[Reply, ...], to: str, key: str) -> tuple[Reply, ...]:

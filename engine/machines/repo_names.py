@@ -22,11 +22,11 @@ Caveats:
 """
 from __future__ import annotations
 
-import calendar
 import hashlib
 import re
-from datetime import datetime, timedelta, timezone
 from typing import Any
+
+from engine.rfc3339 import to_ms, to_text
 
 GROUP = "kfold.dev"
 API_VERSION = "kfold.dev/v1alpha1"
@@ -142,31 +142,9 @@ def _check_path(value: str, path: str) -> None:
 
 
 # -- time on the server's clock (pure conversions, no clock is read) ---------------------------
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")
-
-
-def rfc3339(ms: int) -> str:
-    """Epoch milliseconds -> ``2030-01-01T00:00:00.000Z`` (what ``last-attached`` holds)."""
-    dt = _EPOCH + timedelta(milliseconds=ms)
-    return f"{dt:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
-
-
-def epoch_ms(text: Any) -> int | None:
-    """RFC3339 -> epoch milliseconds; ``None`` when absent or unparsable (caller decides)."""
-    m = _RFC3339.match(text) if isinstance(text, str) else None
-    if not m:
-        return None
-    base = calendar.timegm(datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S").timetuple()) * 1000
-    frac = int((m[2] or ".0")[1:].ljust(3, "0")[:3])
-    return base + frac - _offset_ms(m[3])
-
-
-def _offset_ms(tz: str) -> int:
-    if tz == "Z":
-        return 0
-    sign = -1 if tz[0] == "-" else 1
-    return sign * (int(tz[1:3]) * 60 + int(tz[4:6])) * 60_000
+# The shared pure conversions, under the names the repo machine uses.
+rfc3339 = to_text
+epoch_ms = to_ms
 
 
 # -- reading a Repo back (reduce the raw object) -----------------------------------------------

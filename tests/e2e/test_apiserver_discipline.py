@@ -11,7 +11,7 @@ from __future__ import annotations
 from engine.effects.models import CreateObject, DeleteObject
 from engine.machines.base import object_key
 from tests.e2e.conftest import wait_for
-from engine.machines.pod_records import rfc3339_ms
+from engine.rfc3339 import to_ms as rfc3339_ms
 from tests.e2e.driver import Driver, get, ok, pod_manifest, pod_path, replay_check, running, server_date_ms
 
 
