@@ -6,19 +6,19 @@ Run a scenario under ``frozen_worlds`` (see conftest) to prove the wall clock de
 """
 from __future__ import annotations
 
-import calendar
-from datetime import datetime
 from typing import Any
 
 from engine import fold, initial_state
+from engine.rfc3339 import to_ms
 from engine.effects.models import effect_to_dict
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
 
 
 def ms(iso: str) -> int:
     """'2030-01-01T00:00:00Z' -> epoch milliseconds (UTC)."""
-    dt = datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")
-    return calendar.timegm(dt.utctimetuple()) * 1000
+    value = to_ms(iso)
+    assert value is not None, f"not an RFC 3339 time: {iso!r}"
+    return value
 
 
 T0 = ms("2030-01-01T00:00:00Z")
