@@ -4,6 +4,6 @@ Reads no clock, no network, no disk, no environment, no randomness (checked by i
 tests/unit/test_layering.py). ``engine.effects.executor`` and ``engine.effects.observer`` are the
 I/O side and are never imported from here.
 """
-from engine.core import FoldError, SequenceError, State, fold, fold_all, initial_state
+from engine.core import FoldError, SequenceError, State, fold, fold_all, fold_many, initial_state
 
-__all__ = ["FoldError", "SequenceError", "State", "fold", "fold_all", "initial_state"]
+__all__ = ["FoldError", "SequenceError", "State", "fold", "fold_all", "fold_many", "initial_state"]

@@ -18,7 +18,7 @@ Guarantees:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from immutables import Map
 
@@ -92,19 +92,41 @@ class Ctx:
     """What a machine handler sees and does during one fold step.
 
     Reads and writes go to the step's working copy; effects and messages accumulate; nothing is
-    visible outside until ``fold`` returns."""
+    visible outside until ``fold`` returns. The working copy of a table (and of the timers and
+    pending effects) is an ``immutables`` mutation made on its first write, so a batch of records
+    (``fold_many``) updates each table in place instead of path-copying a new map per write; the
+    state the fold started from is never touched."""
 
-    __slots__ = ("record", "now", "_tables", "_timers", "_pending", "_effects", "_queue", "_machine")
+    __slots__ = ("record", "now", "_base", "_tables", "_mut", "_dirty", "_timers", "_tmut", "_pending", "_pmut",
+                 "_effects", "_queue", "_machine")
 
-    def __init__(self, state: State, record: Record):
+    def __init__(self, state: State, record: Record | None = None):
         self.record = record
-        self.now: int | None = record.at  # the only clock a decision may read
-        self._tables = state.tables
-        self._timers = state.timers
-        self._pending = state.pending
+        self.now: int | None = record.at if record is not None else None  # the only clock a decision may read
+        self._base = state.tables
+        self._tables: dict[str, Any] = dict(state.tables.items())  # machine -> Map or MapMutation
+        self._mut: set[str] = set()                                  # machines whose entry is a mutation
+        self._dirty: set[str] = set()                                # machines whose table was written
+        self._timers: Any = state.timers
+        self._tmut = False
+        self._pending: Any = state.pending
+        self._pmut = False
         self._effects: list[Any] = []
         self._queue: list[tuple[str, str, str, dict[str, Any]]] = []
         self._machine = ""
+
+    def _begin(self, record: Record) -> None:
+        self.record, self.now = record, record.at
+        self._effects, self._queue, self._machine = [], [], ""
+
+    def _finish(self, seq: int, at: int | None) -> State:
+        tables = self._base
+        for m in self._dirty:
+            t = self._tables[m]
+            tables = tables.set(m, t.finish() if m in self._mut else t)
+        timers = self._timers.finish() if self._tmut else self._timers
+        pending = self._pending.finish() if self._pmut else self._pending
+        return State(seq, at, tables, timers, pending)
 
     # -- state of the current machine ---------------------------------------------------------
     def get(self, key: str, machine: str | None = None) -> Any:
@@ -112,30 +134,67 @@ class Ctx:
 
     def put(self, key: str, decision: Any) -> None:
         m = self._machine
-        self._tables = self._tables.set(m, self._tables.get(m, EMPTY).set(key, decision))
+        if m not in self._mut:
+            self._tables[m] = self._tables.get(m, EMPTY).mutate()
+            self._mut.add(m)
+            self._dirty.add(m)
+        self._tables[m][key] = decision
 
     def drop(self, key: str) -> None:
         m = self._machine
-        table = self._tables.get(m, EMPTY)
-        if key in table:
-            self._tables = self._tables.set(m, table.delete(key))
+        if key in self._tables.get(m, EMPTY):
+            if m not in self._mut:
+                self._tables[m] = self._tables[m].mutate()
+                self._mut.add(m)
+                self._dirty.add(m)
+            del self._tables[m][key]
 
     def items(self, machine: str | None = None) -> Iterable[tuple[str, Any]]:
-        return self._tables.get(machine or self._machine, EMPTY).items()
+        m = machine or self._machine
+        if m in self._mut:  # a mutation cannot be iterated: freeze it (the next write re-opens one)
+            self._tables[m] = self._tables[m].finish()
+            self._mut.discard(m)
+        return self._tables.get(m, EMPTY).items()
 
     # -- timers ---------------------------------------------------------------------------
     def set_timer(self, key: str, name: str, due: int) -> None:
         tid = f"{self._machine}:{key}:{name}"
-        self._timers = self._timers.set(tid, Timer(tid, due, self._machine, key, name))
+        self._timer_set(tid, Timer(tid, due, self._machine, key, name))
 
     def cancel_timer(self, key: str, name: str) -> None:
         tid = f"{self._machine}:{key}:{name}"
         if tid in self._timers:
-            self._timers = self._timers.delete(tid)
+            self._timer_delete(tid)
 
     def timer_due(self, key: str, name: str) -> int | None:
         t = self._timers.get(f"{self._machine}:{key}:{name}")
         return t.due if t else None
+
+    def _timer_set(self, tid: str, timer: Timer) -> None:
+        if not self._tmut:
+            self._timers, self._tmut = self._timers.mutate(), True
+        self._timers[tid] = timer
+
+    def _timer_delete(self, tid: str) -> None:
+        if not self._tmut:
+            self._timers, self._tmut = self._timers.mutate(), True
+        del self._timers[tid]
+
+    # -- pending effects ----------------------------------------------------------------------
+    def _pending_set(self, eid: str, p: Pending) -> None:
+        if not self._pmut:
+            self._pending, self._pmut = self._pending.mutate(), True
+        self._pending[eid] = p
+
+    def _pending_delete(self, eid: str) -> None:
+        if not self._pmut:
+            self._pending, self._pmut = self._pending.mutate(), True
+        del self._pending[eid]
+
+    def _pending_values(self) -> Iterable[Pending]:
+        if self._pmut:
+            self._pending, self._pmut = self._pending.finish(), False
+        return self._pending.values()
 
     # -- effects and messages -------------------------------------------------------------
     def emit(self, effect_type: type, key: str, **fields: Any) -> Any:
@@ -143,7 +202,7 @@ class Ctx:
                              key=key, **fields)
         self._effects.append(effect)
         if effect.type != "log":
-            self._pending = self._pending.set(effect.id, Pending(effect))
+            self._pending_set(effect.id, Pending(effect))
         return effect
 
     def log(self, key: str, message: str, level: str = "info", **fields: Any) -> None:
@@ -157,24 +216,42 @@ class Ctx:
     def pending_for(self, key: str) -> list[Any]:
         """This machine's effects on ``key`` still waiting for an outcome."""
         m = self._machine
-        return [p.effect for p in self._pending.values() if p.effect.machine == m and p.effect.key == key]
+        return [p.effect for p in self._pending_values() if p.effect.machine == m and p.effect.key == key]
 
 
 def fold(state: State, record: Record, machines: "Machines | None" = None) -> tuple[State, tuple[Any, ...]]:
     """Apply one committed record. Pure; see the module docstring for the contract."""
-    if record.seq != state.seq + 1:
-        raise SequenceError(
-            f"record seq {record.seq} cannot follow seq {state.seq}: "
-            f"{'repeat' if record.seq <= state.seq else 'gap'} in the journal")
+    state, effects = fold_many(state, (record,), machines)
+    return state, effects[0]
+
+
+def fold_many(state: State, records: Sequence[Record],
+              machines: "Machines | None" = None) -> tuple[State, list[tuple[Any, ...]]]:
+    """Apply committed records in order: exactly ``fold`` of each in turn (the same final state, the
+    same effects per record, ``tests/unit/test_fold_many.py``), with one working copy for the
+    whole batch instead of a new ``State`` and new maps per record.
+
+    All or nothing: if a record cannot be folded its exception propagates and no state is
+    returned; ``state`` is unchanged (immutable), so a caller that must know how far the batch
+    got folds the same records one by one with ``fold``."""
     reg = machines or _DEFAULT or default_machines()
-    ctx = Ctx(state, record)
-    _dispatch(reg, ctx, record)
-    if ctx._queue:
-        _drain(reg, ctx)
-    at, prev = record.at, state.at
-    if at is None or (prev is not None and at < prev):
-        at = prev
-    return State(record.seq, at, ctx._tables, ctx._timers, ctx._pending), tuple(ctx._effects)
+    ctx = Ctx(state)
+    seq, at = state.seq, state.at
+    out: list[tuple[Any, ...]] = []
+    for record in records:
+        if record.seq != seq + 1:
+            raise SequenceError(
+                f"record seq {record.seq} cannot follow seq {seq}: "
+                f"{'repeat' if record.seq <= seq else 'gap'} in the journal")
+        ctx._begin(record)
+        _dispatch(reg, ctx, record)
+        if ctx._queue:
+            _drain(reg, ctx)
+        seq, rat = record.seq, record.at
+        if rat is not None and (at is None or rat >= at):
+            at = rat
+        out.append(tuple(ctx._effects))
+    return ctx._finish(seq, at), out
 
 
 def fold_all(state: State, records: Iterable[Record], machines: "Machines | None" = None):
@@ -207,22 +284,22 @@ def _dispatch(reg: "Machines", ctx: Ctx, record: Record) -> None:
         timer = ctx._timers.get(record.timer)
         if timer is None or timer.due != record.due:
             return  # cancelled or moved since: a stale deadline decides nothing
-        ctx._timers = ctx._timers.delete(record.timer)
+        ctx._timer_delete(record.timer)
         m = reg.by_name[record.machine]
         _call(ctx, m, m.on_deadline, record.key, record.name)
     elif isinstance(record, EffectIssued):
         eid = record.effect.get("id", "")
         p = ctx._pending.get(eid)
         if p is not None:
-            ctx._pending = ctx._pending.set(eid, replace(p, issued=True))
+            ctx._pending_set(eid, replace(p, issued=True))
     elif isinstance(record, Outcome):
         p = ctx._pending.get(record.effect_id)
         if p is None:
             return  # a duplicate or late outcome: already decided
         if _retrying(record, p):
-            ctx._pending = ctx._pending.set(record.effect_id, _retry(record, p))
+            ctx._pending_set(record.effect_id, _retry(record, p))
             return  # the executor retries it; the machine hears only the final outcome
-        ctx._pending = ctx._pending.delete(record.effect_id)
+        ctx._pending_delete(record.effect_id)
         m = reg.by_name.get(record.machine)
         if m is None:
             raise FoldError(f"record {record.seq}: outcome for unknown machine {record.machine!r}")
@@ -249,7 +326,7 @@ def _command(reg: "Machines", ctx: Ctx, record: Command) -> None:
         p = ctx._pending.get(eid)
         if p is None:
             return
-        ctx._pending = ctx._pending.delete(eid)
+        ctx._pending_delete(eid)
         m = reg.by_name[p.effect.machine]
         _call(ctx, m, m.on_in_doubt, p.effect)
         return

@@ -14,8 +14,9 @@ Reported (events/s):
     with the default machines. By default the next batch's append is in flight (SQLite insert and
     fsync in aiosqlite's thread) while the committed batch is folded; ``--no-pipeline`` disables.
 (b) replay: ``read_batches`` from disk (fetch + chain verify + trusted parse of verified rows, in
-    slices of ``PARSE_BATCH``) + fold, from seq 1.
-(c) fold alone: the first ``--fold-sample`` journaled records, read into memory, folded again.
+    slices of ``PARSE_BATCH``) + ``fold_many`` of each slice, from seq 1.
+(c) fold alone: the first ``--fold-sample`` journaled records, read into memory, folded again one
+    ``fold`` at a time (the per-record cost ``kfold trace`` pays).
 (d) raw: plain ``sqlite3.executemany`` of the same rows (same pragmas, same batches, one commit
     each) into a fresh file: the denominator of the ingest ratio. (The journal itself inserts with
     multi-row statements, see ``journal.sqlite``; (d) stays the plain executemany the issue names.)
@@ -41,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import fold, initial_state  # noqa: E402
+from engine import fold, fold_many, initial_state  # noqa: E402
 from engine.core import default_machines  # noqa: E402
 from engine.machines.base import Machine  # noqa: E402
 from journal.records import Observed  # noqa: E402
@@ -120,8 +121,8 @@ async def ingest(path: str, args) -> tuple[float, float]:
             else:
                 committed += await journal.append(drafts) if drafts else []
                 pending = None
-            for rec in committed:
-                state, _ = fold(state, rec)
+            if committed:
+                state, _ = fold_many(state, committed)  # what the daemon's committer does with a run of observations
             spent += time.perf_counter() - start
             if not drafts and pending is None:
                 break
@@ -135,8 +136,7 @@ async def replay(path: str) -> tuple[float, int]:
     start = time.perf_counter()
     async with SqliteJournal(path) as journal:
         async for batch in journal.read_batches():
-            for rec in batch:
-                state, _ = fold(state, rec)
+            state, _ = fold_many(state, batch)
     return time.perf_counter() - start, state.seq
 
 

@@ -42,3 +42,15 @@ def run_in_all_worlds(scenario_fn):
     for world, r in results.items():
         assert r == first, f"effects differ in world {world}"
     return first
+
+
+@pytest.fixture(autouse=True)
+def _scenarios_fold_the_same_in_batches(request):
+    """Every scenario a test builds is folded again with ``engine.fold_many`` in random batches
+    after the test: the batch fold must agree with ``fold`` on all of them (tests/harness.py)."""
+    from tests import harness
+    harness.LIVE.clear()
+    yield
+    scenarios, harness.LIVE[:] = list(harness.LIVE), []
+    for n, sc in enumerate(scenarios):
+        harness.assert_batches_agree(sc, seed=n)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine import fold, initial_state
+from engine import fold, fold_many, initial_state
+from engine import snapshot
 from engine.rfc3339 import to_ms
 from engine.effects.models import effect_to_dict
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
@@ -24,19 +25,25 @@ def ms(iso: str) -> int:
 T0 = ms("2030-01-01T00:00:00Z")
 
 
+LIVE: list["Scenario"] = []  # scenarios of the running test; tests/conftest.py re-folds them in batches
+
+
 class Scenario:
     def __init__(self, machines: Any = None, issue_effects: bool = True):
+        LIVE.append(self)
         self.machines = machines
         self.state = initial_state()
         self.records: list[Any] = []
+        self.folded_by: list[Any] = []   # the machines each record was folded with (a test may swap them)
         self.effects: list[Any] = []     # every effect, in order
         self.issue_effects = issue_effects
 
     # -- feeding ------------------------------------------------------------------------------
     def feed(self, record: Any) -> tuple[Any, ...]:
         rec = record.stamped(self.state.seq + 1)
-        self.records.append(rec)
         self.state, effects = fold(self.state, rec, self.machines)
+        self.records.append(rec)  # only once folded: a record a test expects to be refused is not kept
+        self.folded_by.append(self.machines)
         self.effects.extend(effects)
         if self.issue_effects:
             for e in effects:
@@ -46,8 +53,9 @@ class Scenario:
 
     def _append(self, record: Any) -> None:
         rec = record.stamped(self.state.seq + 1)
-        self.records.append(rec)
         self.state, more = fold(self.state, rec, self.machines)
+        self.records.append(rec)
+        self.folded_by.append(self.machines)
         self.effects.extend(more)
         assert not more, "EffectIssued must not emit effects"
 
@@ -92,3 +100,20 @@ class Scenario:
 
 def of_type(effects: Any, type_: str) -> list[Any]:
     return [e for e in effects if e.type == type_]
+
+
+def assert_batches_agree(scenario: Scenario, seed: int) -> None:
+    """``fold_many`` over the scenario's records, cut into random batches, must end in the state the
+    scenario reached one ``fold`` at a time and emit the same effects, record by record."""
+    import random
+    rng = random.Random(seed)
+    records, state, effects, i = scenario.records, initial_state(), [], 0
+    while i < len(records):
+        n, machines = rng.choice((1, 2, 3, 7, 50, len(records))), scenario.folded_by[i]
+        n = next((j for j in range(1, n) if scenario.folded_by[i + j:i + j + 1] != [machines]), n)
+        state, more = fold_many(state, records[i:i + n], machines)
+        effects.extend(e for per_record in more for e in per_record)
+        i += n
+    assert state.seq == scenario.state.seq and state.at == scenario.state.at
+    assert snapshot.dump(state) == snapshot.dump(scenario.state), "fold_many ended in another state"
+    assert effects == scenario.effects, "fold_many emitted other effects"
