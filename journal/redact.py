@@ -77,6 +77,9 @@ _RULES = tuple((marker, _BENIGN.get(marker, ())) for marker in _MARKERS)
 # lies inside one run (deleting bytes only joins letters; it never splits an occurrence).
 _RUNS = bytes(c + 32 if 65 <= c <= 90 else 32 if c == 34 else c for c in range(256))
 _NOT_RUNS = bytes(c for c in range(256) if not (65 <= c <= 90 or 97 <= c <= 122 or c == 34))
+_CLEAN_TEXTS: set[bytes] = set()  # whole letter projections known to hold no marker (bounded memo)
+_CLEAN_TEXTS_MAX_BYTES = 32 << 20
+_clean_texts_bytes = 0
 _CLEAN_RUNS: set[bytes] = set()   # letter runs known to hold no marker (bounded memo, < 5 MB)
 _CLEAN_RUNS_MAX = 50_000
 _CLEAN_RUN_LEN = 64               # longer runs are scanned each time, never memoized
@@ -86,9 +89,22 @@ def suspicious(payload: bytes) -> bool:
     """True when ``payload`` may hold something a rule redacts (never False when one would).
 
     Exactly ``_scan(payload.lower())``; a payload with no marker in any letter run is cleared
-    without the scan (see ``_marker_free``)."""
-    runs = payload.translate(_RUNS, _NOT_RUNS).split()
+    without the scan (see ``_marker_free``). Whether a marker lies in a run depends only on the
+    payload's letter projection (``translate``), so a projection once found marker-free clears
+    every later payload with the same projection: successive events of one object usually differ
+    only in digits (resourceVersion, times, counters), which the projection drops. That exact
+    match (a set of whole projections, not of hashes) costs ~1 us against ~4.5 us for the runs."""
+    global _clean_texts_bytes
+    letters = payload.translate(_RUNS, _NOT_RUNS)
+    if letters in _CLEAN_TEXTS:
+        return False
+    runs = letters.split()
     if _CLEAN_RUNS.issuperset(runs) or _marker_free(runs):
+        if _clean_texts_bytes + len(letters) > _CLEAN_TEXTS_MAX_BYTES:
+            _CLEAN_TEXTS.clear()
+            _clean_texts_bytes = 0
+        _CLEAN_TEXTS.add(letters)
+        _clean_texts_bytes += len(letters)
         return False
     return _scan(payload.lower())
 
