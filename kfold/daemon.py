@@ -36,13 +36,13 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import time
 from typing import Any, Callable, Iterable, Iterator
 
 from engine import snapshot
+from kfold import gc_policy
 from engine.core import Machines, State, default_machines, fold, fold_many, initial_state
 from engine.effects.models import effect_to_dict
 from engine.effects.timers import Ticker, ready_to_issue, seq_key
@@ -94,7 +94,7 @@ class Daemon:
         self._recovering = True
         try:
             await self._load()
-            gc.freeze()  # what boot and replay loaded stays: later collections skip it
+            gc_policy.freeze()  # what boot and replay loaded stays: later collections skip it
             in_doubt = sorted(self.state.in_doubt(), key=lambda e: seq_key(e.id))
             never_sent = [p for p in self.state.pending.values() if not p.issued and not p.attempt]
             await self.commit([Command(at=self.clock.now_ms(), name="effect.in_doubt", args={"effect_id": e.id})

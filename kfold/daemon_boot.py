@@ -110,7 +110,9 @@ def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock,
 
 async def run(cfg: Config, journal: Any = None, env: Mapping[str, str] | None = None) -> int:
     from kfold.daemon_journal import open_journal
+    from kfold import gc_policy
     env = os.environ if env is None else env
+    gc_policy.set_thresholds()  # see kfold.gc_policy; recovery freezes what it loaded
     registry, client = open_registry(cfg)
     remote = remote_targets(cfg, registry)
     clock, metrics = ServerClock(), Metrics()

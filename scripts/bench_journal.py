@@ -20,8 +20,8 @@ Reported (events/s):
 (d) raw: plain ``sqlite3.executemany`` of the same rows (same pragmas, same batches, one commit
     each) into a fresh file: the denominator of the ingest ratio. (The journal itself inserts with
     multi-row statements, see ``journal.sqlite``; (d) stays the plain executemany the issue names.)
-``--gc``: default (CPython's thresholds), freeze (``gc.freeze()`` once booted, as the daemon does
-after recovery) or tuned (freeze plus the thresholds ``kfold replay`` sets). Everything from the
+``--gc``: tuned (the default: what ``kfold run`` and ``kfold replay`` do, see ``kfold.gc_policy``),
+freeze (only ``gc.freeze()`` once booted) or default (CPython's thresholds, no freeze). Everything from the
 first append to the last fold is timed in (a); only draft generation, which stands in for the
 apiserver, is excluded.
 """
@@ -47,6 +47,7 @@ from engine.core import default_machines  # noqa: E402
 from engine.machines.base import Machine  # noqa: E402
 from journal.records import Observed  # noqa: E402
 from journal.sqlite import SqliteJournal  # noqa: E402
+from kfold import gc_policy  # noqa: E402
 
 T0 = 1_893_456_000_000
 PHASES = ("Pending", "Running", "Running", "Succeeded")
@@ -196,14 +197,15 @@ def main() -> None:
     p.add_argument("--fold-sample", type=int, default=200_000, help="records folded for (c)")
     p.add_argument("--no-pipeline", dest="pipeline", action="store_false",
                    help="append, wait, fold, in strict turn (default: next append in flight while folding)")
-    p.add_argument("--gc", choices=("default", "freeze", "tuned"), default="default",
-                   help="freeze: gc.freeze() once booted, as the daemon does after recovery; "
-                        "tuned: that plus gc.set_threshold(100_000, 50, 100), as kfold replay sets")
+    p.add_argument("--gc", choices=("default", "freeze", "tuned"), default="tuned",
+                   help="tuned (default): what kfold run and kfold replay do (kfold.gc_policy: "
+                        "raised thresholds, gc.freeze() once booted); freeze: only the freeze; "
+                        "default: CPython's own thresholds, no freeze")
     p.add_argument("--profile", action="store_true", help="cProfile top-20 for ingest and replay")
     p.add_argument("--keep", help="write the journal here instead of a temporary directory")
     args = p.parse_args()
     if args.gc == "tuned":
-        gc.set_threshold(100_000, 50, 100)
+        gc_policy.set_thresholds()
     if args.gc in ("freeze", "tuned"):
         default_machines()
         gc.freeze()  # modules, schemas, machines: what a booted daemon holds before its first event

@@ -52,9 +52,7 @@ def run(args) -> int:
 
 
 def _tune_gc() -> None:
-    """A replay allocates ~60 objects per record and keeps few: collect young objects rarely, and
-    never rescan what was loaded before the first record (gc.freeze). Only cycles wait longer;
-    nothing in a record or a decision forms one."""
-    import gc
-    gc.set_threshold(100_000, 50, 100)
-    gc.freeze()
+    """See ``kfold.gc_policy``: young collections rarely, nothing loaded so far rescanned."""
+    from kfold import gc_policy
+    gc_policy.set_thresholds()
+    gc_policy.freeze()
