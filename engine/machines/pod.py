@@ -25,9 +25,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine.machines import pod_create, pod_delete, pod_namespace, pod_sweep
-from engine.machines.base import IllegalTransition, Machine, missing_after_relist, object_key, split_key
-from engine.machines.pod_records import (DEFAULT_BUDGET_S, SWEEP_NAME, Entries, PodOp, Reply, reply_list, revise,
-                                        view_of)
+from engine.machines.base import IllegalTransition, Machine, missing_after_relist, split_key
+from engine.machines.pod_records import (DEFAULT_BUDGET_S, SWEEP_NAME, Entries, PodOp, Reply, refenced,
+                                        reply_list, view_of)
 from engine.machines.pod_table import TABLE, save, send_read
 from journal.records import Command, Observed, Outcome, Relist
 
@@ -42,7 +42,7 @@ class PodMachine(Machine):
 
     # -- observations -----------------------------------------------------------------------
     def on_observed(self, ctx: Any, rec: Observed) -> None:
-        key = object_key(rec.cluster, rec.namespace, rec.name)
+        key = f"{rec.cluster}/{rec.namespace}/{rec.name}"  # object_key, inlined: runs on every Pod event
         e = ctx.get(key)
         view = view_of(rec.obj, rec.uid, rec.rv)
         if rec.event == "DELETED":
@@ -150,7 +150,7 @@ def _seen(ctx: Any, key: str, e: PodOp, view: Any) -> None:
     elif e.uid == view.uid and e.rv == view.rv and e.terminating == view.terminating:
         save(ctx, key, e)  # re-observed unchanged (a relist, a resync): the fence stands as it is
     else:  # the common case: a new resourceVersion moves the fence
-        save(ctx, key, revise(e, uid=view.uid, rv=view.rv, terminating=view.terminating))
+        save(ctx, key, refenced(e, view.uid, view.rv, view.terminating))
 
 
 def _vanished(ctx: Any, key: str, e: Any, uid: str | None) -> None:

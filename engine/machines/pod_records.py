@@ -1,7 +1,8 @@
 """The pod machine's decision records, and the reductions from raw objects to them.
 
 Reduce, then decide: a Pod is reduced to a ``PodView`` (uid, resourceVersion, kfold labels,
-terminating) before anything decides; a Secret to a ``SecretRef``. Engine state keeps only these.
+terminating) before anything decides; a Secret to a ``SecretRef``. Engine state keeps only what
+records copy from these, never an object.
 
 The pod machine's table holds three kinds of entry, told apart by ``kind``:
 - ``PodOp`` at a pod key ``<cluster>/<namespace>/<name>``: the fence and the running operation;
@@ -14,7 +15,7 @@ kept only while a create is running, to re-create after a quorum read proves abs
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, NamedTuple, Union
 
 from pydantic import Field, TypeAdapter
 
@@ -36,8 +37,9 @@ class Reply(Decision):
     key: str
 
 
-class PodView(Decision):
-    """One observation of a pod, reduced."""
+class PodView(NamedTuple):
+    """One observation of a pod, reduced. Transient: decided on, never stored (a ``PodOp`` copies
+    what it keeps), so a plain tuple rather than a pydantic record: built on every Pod event."""
 
     uid: str
     rv: str
@@ -99,6 +101,7 @@ class SweepOp(Decision):
     secrets: tuple[SecretRef, ...] = ()
 
 
+_VIEW: TypeAdapter[PodView] = TypeAdapter(PodView)
 Entry = Annotated[Union[PodOp, NamespaceOp, SweepOp], Field(discriminator="kind")]
 _ENTRY: TypeAdapter[Entry] = TypeAdapter(Entry)
 
@@ -120,40 +123,36 @@ def view_of(obj: dict[str, Any] | None, uid: str = "", rv: str = "") -> PodView:
     """Reduce a Pod object; ``uid``/``rv`` fill in what the object lacks (e.g. a bare event).
 
     Hot path (every Pod event): when every field is already of its declared type the view is built
-    without re-validating; otherwise validation runs and refuses what it always refused. Either
-    way the result is the same (tests/unit/test_fastpath_pod.py)."""
+    directly; otherwise ``_VIEW`` validates, refusing (or coercing) what a pydantic ``PodView``
+    did, with the same errors. Either way the result equals the plain form, a validated record
+    (tests/unit/test_fastpath_pod_observe.py)."""
     md = (obj or {}).get("metadata") or {}
     labels = md.get("labels") or {}
-    fields = {"uid": md.get("uid") or uid, "rv": md.get("resourceVersion") or rv,
-              "managed": labels.get(MANAGED_BY) == "kfold", "session": labels.get(SESSION, ""),
-              "generation": labels.get(GENERATION, ""), "terminating": bool(md.get("deletionTimestamp"))}
-    if (type(fields["uid"]) is str and type(fields["rv"]) is str and type(fields["session"]) is str
-            and type(fields["generation"]) is str and type(fields["managed"]) is bool):
-        return trusted(PodView, fields)
-    return PodView(**fields)
+    uid, rv = md.get("uid") or uid, md.get("resourceVersion") or rv
+    managed, session = labels.get(MANAGED_BY) == "kfold", labels.get(SESSION, "")
+    generation, terminating = labels.get(GENERATION, ""), bool(md.get("deletionTimestamp"))
+    if (type(uid) is str and type(rv) is str and type(session) is str and type(generation) is str
+            and type(managed) is bool):
+        return PodView(uid, rv, managed, session, generation, terminating)
+    return _VIEW.validate_python({"uid": uid, "rv": rv, "managed": managed, "session": session,
+                                  "generation": generation, "terminating": terminating})
 
 
-def trusted(cls: type[Decision], fields: dict[str, Any]) -> Any:
-    """``cls(**fields)`` for fields that are complete and already of their declared types."""
-    rec = _new(cls)
+def refenced(e: PodOp, uid: str, rv: str, terminating: bool) -> PodOp:
+    """``e.but(uid=uid, rv=rv, terminating=terminating)``: the same record (fields, fields set,
+    serialized form; no validation, as ``but``), built without pydantic's generic copy machinery,
+    which costs more than the rest of the step: a fence moves on nearly every Pod event."""
+    rec = _new(PodOp)
+    fields = e.__dict__.copy()
+    fields["uid"], fields["rv"], fields["terminating"] = uid, rv, terminating
     _set(rec, "__dict__", fields)
-    _set(rec, "__pydantic_fields_set__", set(fields))
+    _set(rec, "__pydantic_fields_set__", e.__pydantic_fields_set__ | _FENCE)
     _set(rec, "__pydantic_extra__", None)
     _set(rec, "__pydantic_private__", None)
     return rec
 
 
-def revise(e: Decision, **changes: Any) -> Any:
-    """``e.but(**changes)`` (pydantic ``model_copy(update=...)``: no validation either) without
-    its generic copy machinery; the same result."""
-    rec = _new(type(e))
-    _set(rec, "__dict__", {**e.__dict__, **changes})
-    _set(rec, "__pydantic_fields_set__", e.__pydantic_fields_set__ | changes.keys())
-    _set(rec, "__pydantic_extra__", None)
-    _set(rec, "__pydantic_private__", None)
-    return rec
-
-
+_FENCE = frozenset({"uid", "rv", "terminating"})
 _new = object.__new__
 _set = object.__setattr__
 

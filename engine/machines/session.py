@@ -60,6 +60,8 @@ class SessionMachine(Machine):
 
     def on_observed(self, ctx: Any, rec: Observed) -> None:
         if rec.kind == "Pod":
+            if targets.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's
+                return None
             owner = replies.pod_owner(ctx, rec)  # before any reduction: most pods are no session's
             return None if owner is None else replies.pod_observed(ctx, owner, rec, save)
         key = object_key(rec.cluster, rec.namespace, rec.name)

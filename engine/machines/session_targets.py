@@ -2,7 +2,8 @@
 
 Expected flow: ``session.save`` calls ``update`` whenever a Session's target changes (a new
 generation placed elsewhere, a Session dropped); a Pod observation looks its
-``kfold.dev/session`` label up with ``lookup`` before anything is reduced.
+``kfold.dev/session`` label up with ``lookup`` before anything is reduced, after ``none_tracked``
+has said that some Session is placed at all.
 
 Guarantees:
 - A slot names one Session at a time: ``lookup`` tells a Session that another Session already
@@ -51,6 +52,19 @@ def _index(ctx: Any) -> TargetIndex:
 
 def lookup(ctx: Any, handle: str, namespace: str, session: str) -> str | None:
     return _index(ctx).slots.get(slot(handle, namespace, session))
+
+
+def none_tracked(ctx: Any) -> bool:
+    """True when ``lookup`` answers None for every slot and changes nothing: the index is empty,
+    or there is no index and no Session to build one from. Reads only (``_index`` would store a
+    rebuilt index): a Pod of no Session is dropped without reading its labels or building a slot."""
+    got = ctx.get(INDEX_KEY)
+    if isinstance(got, TargetIndex):
+        return not got.slots
+    for _, d in ctx.items():
+        if isinstance(d, SessionDecision):
+            return False
+    return True
 
 
 def update(ctx: Any, key: str, before: SessionDecision | None, after: SessionDecision | None) -> None:
