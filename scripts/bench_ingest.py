@@ -22,7 +22,8 @@ Journal: ``journal.store.SqliteJournal`` (``--synchronous`` FULL by default) whe
 otherwise a bench-local aiosqlite append-only table (WAL, synchronous=NORMAL, one transaction per
 batch), reported as such. The observer redacts with the journal's own ``redactor`` (as the daemon
 should) when it has one.
-The median of ``--runs`` runs is printed.
+The median of ``--runs`` runs is printed. The collector runs with ``kfold.gc_policy``, as in
+``kfold run``, and each committed batch is folded with ``engine.fold_many``, as the daemon does.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from engine import fold, initial_state  # noqa: E402
+from engine import fold_many, initial_state  # noqa: E402
+from kfold import gc_policy  # noqa: E402
 from engine.effects.clock import ServerClock  # noqa: E402
 from engine.effects.observer import Observer  # noqa: E402
 from journal.records import Observed, dump_record  # noqa: E402
@@ -145,8 +147,8 @@ async def _pipeline(url: str, journal: Any, n: int) -> dict[str, Any]:
             done.set()
 
     async def fold_batch(records: list[Any]) -> None:
-        for rec in records:
-            state[0], effects = fold(state[0], rec)
+        state[0], per_record = fold_many(state[0], records)  # as the daemon folds a run of observations
+        for rec, effects in zip(records, per_record):
             counts["effects"] += len(effects)
             stamp = rec.obj.get("metadata", {}).get("annotations", {}).get(SENT) if isinstance(rec, Observed) else None
             if stamp:
@@ -191,6 +193,8 @@ def main() -> None:
     args = ap.parse_args()
     global SYNCHRONOUS
     SYNCHRONOUS = args.synchronous
+    gc_policy.set_thresholds()  # what kfold run does (kfold.gc_policy)
+    gc_policy.freeze()
     runs = [asyncio.run(one_run(args.events, args.rate, args.chunk)) for _ in range(args.runs)]
     for i, r in enumerate(runs, 1):
         print(f"run {i}: {r['events']} events, {r['events_per_s']:,.0f} events/s, "
