@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any, Iterable, Iterator
 
-from engine.machines.repo_list import RepoEntry, absorb, listing
+from engine.machines.repo_records import RepoEntry, absorb, listing
 from engine.machines.repo_names import GROUP
 
 COLUMNS = ("CLUSTER", "NAMESPACE", "KEY", "URL", "BOUND", "LAST-ATTACHED", "NODES")

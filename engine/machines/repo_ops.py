@@ -1,0 +1,247 @@
+"""One operation on one Repo, from its start to its answer: the repo machine's table and runner.
+
+Expected flow: ``start`` runs an ``Op`` when the Repo is idle and queues it otherwise (an ensure
+joins the ensure in flight or queued; an evict decided on a busy Repo is dropped, the next gc
+decides again). One request is in flight per Repo: the token Secret first when the statement names
+one (``secure``), then create or merge patch; a quorum read when an ensure must learn what stands;
+a delete fenced by uid + resourceVersion for an evict. ``answer`` acts on the outcome by the phase
+it answers; ``succeed`` / ``fail`` tell the waiters, and ``finish`` starts the next queued op.
+
+Guarantees:
+- Every request moves the entry along ``TABLE`` (``IllegalTransition`` otherwise) and records its
+  effect id on the op; ``RepoMachine`` hands ``answer`` only the outcome of that effect.
+- A request in doubt is repeated when safe to retry, else a quorum read decides what happened;
+  a bounded number of times (``MAX_ATTEMPTS``, counted in ``Op.attempts``), then it fails and
+  every waiter is told ``repo_failed``.
+- An ensure's waiters are told ``repo_ensured`` (and ``repo_status`` when per-node status is known)
+  and become subscribers. A fenced delete that meets a conflict keeps the Repo.
+
+Why the runner and the answers share a module: they call each other (``start`` -> ``after_exists``
+-> ``patch_now`` -> ``succeed`` -> ``finish`` -> ``start``), and machine modules import only downward.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.effects.models import ApplySecret, CreateObject, DeleteObject, GetObject, PatchObject
+from engine.machines.base import Table
+from engine.machines.repo_creds import (
+    bind_patch, clock_patch, create_manifest, resolve, secret_fields, unbind_patch, unbound_attach_patch,
+)
+from engine.machines.repo_names import API_VERSION, KIND, rfc3339
+from engine.machines.repo_records import Op, RepoEntry, config_of, gone, status_nodes
+from journal.records import Outcome
+
+MAX_ATTEMPTS = 3
+BUSY = ["securing", "creating", "reading", "patching", "deleting", "verifying"]
+TABLE = Table("repo", ["idle", *BUSY], [
+    ("secure", ["idle", "reading", "patching", "verifying"], "securing"),
+    ("create", ["idle", "securing", "reading", "patching", "verifying"], "creating"),
+    ("read", ["idle", "creating", "verifying"], "reading"),
+    ("patch", ["idle", "securing", "creating", "reading", "verifying"], "patching"),
+    ("delete", "idle", "deleting"),
+    ("verify", ["creating", "deleting"], "verifying"),
+    *[("retry", s, s) for s in BUSY],
+    ("finish", BUSY, "idle"),
+], initial="idle")
+
+
+# -- running one operation ---------------------------------------------------------------------
+def start(ctx: Any, entry: RepoEntry, op: Op) -> None:
+    """Run ``op`` now if the Repo is idle; otherwise queue it (an ensure joins one in flight)."""
+    if entry.phase != "idle":
+        return ctx.put(entry.key, _enqueue(entry, op))
+    if op.kind == "ensure" and entry.exists:
+        return after_exists(ctx, entry, op, None)
+    if op.kind in ("bind", "ensure"):
+        return secure_or(ctx, entry, op, "patch" if entry.exists else "create")
+    if op.kind == "unbind":
+        return go(ctx, entry, op, "patch", PatchObject, patch=unbind_patch(), **ref_fields(entry))
+    go(ctx, entry, op, "delete", DeleteObject, uid=op.uid, rv=op.rv, **ref_fields(entry))
+
+
+def _enqueue(entry: RepoEntry, op: Op) -> RepoEntry:
+    if op.kind == "ensure":
+        for i, other in enumerate((entry.op, *entry.queue)):
+            if other is not None and other.kind == "ensure":
+                joined = other.but(waiters=other.waiters + tuple(w for w in op.waiters if w not in other.waiters))
+                return entry.but(op=joined) if i == 0 else entry.but(
+                    queue=tuple(joined if q is other else q for q in entry.queue))
+    if op.kind == "evict":
+        return entry  # a gc decision made on a busy Repo is stale: the next gc decides again
+    return entry.but(queue=entry.queue + (op,))
+
+
+def secure_or(ctx: Any, entry: RepoEntry, op: Op, then: str) -> None:
+    """Apply the token Secret first when the statement names one, then ``then`` (create|patch)."""
+    if op.token_env and not op.secured:
+        return go(ctx, entry, op.but(then=then), "secure", ApplySecret,
+                  **secret_fields(entry.namespace, op))
+    if then == "create":
+        return go(ctx, entry, op, "create", CreateObject, manifest=manifest(ctx, entry, op), **ref_fields(entry))
+    patch_now(ctx, entry, op)
+
+
+def manifest(ctx: Any, entry: RepoEntry, op: Op) -> dict[str, Any]:
+    cfg = config_of(ctx, entry.cluster, entry.namespace)
+    return create_manifest(entry.name, entry.namespace, op.url, op.identity, bound=op.kind == "bind" or op.slot_bound,
+                           ref=op.ref, stamp=op.stamp if op.kind == "ensure" else None, refresh=cfg.refresh)
+
+
+def patch_now(ctx: Any, entry: RepoEntry, op: Op) -> None:
+    patch = statement(op)
+    if not patch:
+        ctx.log(entry.key, "no server time for this attach: last-attached not moved", level="warning")
+        return succeed(ctx, entry)
+    go(ctx, entry, op, "patch", PatchObject, patch=patch, **ref_fields(entry))
+
+
+def statement(op: Op) -> dict[str, Any]:
+    if op.kind == "bind":
+        return bind_patch(op.url, op.identity, op.ref)
+    if op.kind == "unbind":
+        return unbind_patch()
+    if op.restate:
+        return unbound_attach_patch(op.stamp, op.ref)
+    return clock_patch(op.stamp) if op.stamp else {}
+
+
+def go(ctx: Any, entry: RepoEntry, op: Op, event: str, effect_type: type, **fields: Any) -> None:
+    phase = TABLE.next(entry.phase, event)
+    effect = ctx.emit(effect_type, entry.key, cluster=entry.cluster, **fields)
+    ctx.put(entry.key, entry.but(phase=phase, op=op.but(effect_id=effect.id)))
+
+
+def doubt(ctx: Any, entry: RepoEntry, effect: Any) -> None:
+    """The request may or may not have happened: repeat a safe one, re-observe an unsafe one."""
+    if entry.op.attempts + 1 >= MAX_ATTEMPTS:
+        return fail(ctx, entry, f"{effect.type} of {effect.key!r} still in doubt after {MAX_ATTEMPTS} attempts")
+    if effect.safe_to_retry:
+        return reissue(ctx, entry, effect)
+    op = entry.op.but(attempts=entry.op.attempts + 1)
+    go(ctx, entry, op, "verify", GetObject, **ref_fields(entry))
+
+
+def reissue(ctx: Any, entry: RepoEntry, effect: Any) -> None:
+    fields = effect.model_dump(exclude={"id", "machine", "key", "type"})
+    go(ctx, entry, entry.op.but(attempts=entry.op.attempts + 1), "retry", type(effect), **fields)
+
+
+def ref_fields(entry: RepoEntry) -> dict[str, Any]:
+    return {"api_version": API_VERSION, "kind": KIND, "namespace": entry.namespace, "name": entry.name}
+
+
+# -- outcomes by phase ---------------------------------------------------------------------------
+def on_secured(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+    if rec.result != "ok":
+        return fail(ctx, entry, f"applying git credential Secret {entry.op.ref!r}: {why(rec)}")
+    secure_or(ctx, entry, entry.op.but(secured=True), entry.op.then)
+
+
+def on_created(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+    op = entry.op
+    if rec.result == "ok":
+        return succeed(ctx, entry)
+    if rec.result != "already_exists":
+        return fail(ctx, entry, f"creating Repo {entry.name!r}: {why(rec)}")
+    after_exists(ctx, entry, op, rec.at)
+
+
+def after_exists(ctx: Any, entry: RepoEntry, op: Op, at: int | None) -> None:
+    """It exists (known, AlreadyExists, or found after a create in doubt): bind restates; ensure
+    moves the clock (stamped from the response's server time ``at`` when the attach had none)."""
+    if op.kind == "bind":
+        return secure_or(ctx, entry, op, "patch")
+    if op.stamp is None and at is not None:
+        op = op.but(stamp=rfc3339(at))
+    if op.kind == "ensure" and not op.slot_bound:
+        return go(ctx, entry, op, "read", GetObject, **ref_fields(entry))
+    patch_now(ctx, entry, op)
+
+
+def on_read(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+    op = entry.op
+    if rec.result == "not_found":
+        return secure_or(ctx, entry, op.but(attempts=op.attempts + 1), "create")
+    if rec.result != "ok":
+        return fail(ctx, entry, f"reading Repo {entry.name!r}: {why(rec)}")
+    if entry.identity and entry.identity != op.identity:
+        return fail(ctx, entry, f"cache key {entry.name!r} already names repository {entry.identity!r}")
+    if entry.bound or not op.configured:
+        return patch_now(ctx, entry, op)
+    cfg = config_of(ctx, entry.cluster, entry.namespace)
+    resolved = resolve(entry.url or op.url, op.identity, cfg.credentials, cfg.env_present)
+    secure_or(ctx, entry, op.but(restate=True, ref=resolved.ref, token_env=resolved.token_env), "patch")
+
+
+def on_patched(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+    if rec.result == "ok" or (rec.result == "not_found" and entry.op.kind == "unbind"):
+        return succeed(ctx, entry)
+    if rec.result == "not_found" and entry.op.attempts + 1 < MAX_ATTEMPTS:
+        return secure_or(ctx, entry, entry.op.but(attempts=entry.op.attempts + 1), "create")
+    fail(ctx, entry, f"patching Repo {entry.name!r}: {why(rec)}")
+
+
+def on_deleted(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+    if rec.result in ("ok", "not_found"):
+        ctx.log(entry.key, f"evicted Repo {entry.name!r}", evicted=entry.name)
+        return succeed(ctx, gone(entry))
+    if rec.result == "conflict":
+        ctx.log(entry.key, f"Repo {entry.name!r} changed since the gc listed it: kept")
+        return succeed(ctx, entry)
+    fail(ctx, entry, f"evicting Repo {entry.name!r}: {why(rec)}")
+
+
+def on_verified(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+    """The quorum read after an unsafe request in doubt decides what happened."""
+    op = entry.op
+    if rec.result not in ("ok", "not_found"):
+        return fail(ctx, entry, f"re-reading Repo {entry.name!r} after a request in doubt: {why(rec)}")
+    if op.kind == "evict":
+        return succeed(ctx, gone(entry) if rec.result == "not_found" else entry)
+    if rec.result == "ok":
+        return after_exists(ctx, entry, op, rec.at)
+    secure_or(ctx, entry, op, "create")
+
+
+_ON_OUTCOME = {"securing": on_secured, "creating": on_created, "reading": on_read,
+               "patching": on_patched, "deleting": on_deleted, "verifying": on_verified}
+
+
+def answer(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+    """Act on the outcome of the request ``entry`` awaits, by the phase it is in."""
+    _ON_OUTCOME[entry.phase](ctx, entry, rec)
+
+
+def succeed(ctx: Any, entry: RepoEntry) -> None:
+    op = entry.op
+    if op.kind == "ensure":
+        url = entry.url or op.url
+        for w in op.waiters:
+            ctx.tell(w.machine, w.key, "repo_ensured", repo=entry.key, url=url)
+            if entry.nodes:
+                ctx.tell(w.machine, w.key, "repo_status", repo=entry.key, nodes=status_nodes(entry.nodes))
+        subs = entry.subscribers + tuple(w for w in op.waiters if w not in entry.subscribers)
+        entry = entry.but(subscribers=subs)
+    finish(ctx, entry, "")
+
+
+def fail(ctx: Any, entry: RepoEntry, reason: str) -> None:
+    ctx.log(entry.key, f"repo {entry.op.kind} failed: {reason}", level="error", repo=entry.key)
+    for w in entry.op.waiters:
+        ctx.tell(w.machine, w.key, "repo_failed", repo=entry.key, reason=reason)
+    finish(ctx, entry, reason)
+
+
+def finish(ctx: Any, entry: RepoEntry, error: str) -> None:
+    phase = TABLE.next(entry.phase, "finish") if entry.phase != "idle" else "idle"
+    idle = entry.but(phase=phase, op=None, queue=entry.queue[1:], last_error=error)
+    ctx.put(entry.key, idle)
+    if entry.queue:
+        start(ctx, idle, entry.queue[0])
+
+
+def why(rec: Outcome) -> str:
+    detail = rec.message or rec.status_reason
+    return f"{rec.result}{' (' + detail + ')' if detail else ''}"
+
