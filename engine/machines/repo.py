@@ -19,8 +19,9 @@ Expected flow (one operation at a time per Repo; later ones queue, ensures join)
 
 Guarantees: pure; bad input is refused with the value and the reason before any effect; a token
 value is never seen (only variable names). Caveats: a burst of ensures joins the one in flight, so
-the clock holds the first attach's time of the burst; a transient failure is retried at most
-``MAX_ATTEMPTS`` times per step, then reported.
+the clock holds the first attach's time of the burst; retries of one operation (in doubt,
+re-created after a read found it absent) are counted across the whole operation in ``Op.attempts``,
+at most ``MAX_ATTEMPTS`` in all, then it is reported.
 
 Layout: this module routes and takes commands and messages in; one operation runs in ``repo_ops``,
 the list-driven commands in ``repo_list``, over the records in ``repo_records``.
