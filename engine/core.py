@@ -198,6 +198,11 @@ class Ctx:
 
     # -- effects and messages -------------------------------------------------------------
     def emit(self, effect_type: type, key: str, **fields: Any) -> Any:
+        """Emit an effect (pending until its outcome). An effect on a registered cluster, known by
+        its handle ``"<name>@<tenant>"``, carries that tenant unless the machine set one."""
+        cluster = fields.get("cluster")
+        if cluster and "tenant" not in fields and "@" in cluster:
+            fields["tenant"] = cluster.split("@", 1)[1]
         effect = effect_type(id=f"{self.record.seq}.{len(self._effects)}", machine=self._machine,
                              key=key, **fields)
         self._effects.append(effect)

@@ -98,7 +98,8 @@ def test_a_tenant_session_runs_its_pod_on_its_registered_cluster_and_comes_up_fr
     assert w.decision().target == "edge@acme" and w.decision().target_tenant == "acme"
     create = w.mine("create", "Pod", pending=True)[0]
     assert create.key == "edge@acme/sb-acme/demo-g1" and create.cluster == "edge@acme"
-    assert (create.namespace, create.name) == ("sb-acme", "demo-g1")
+    assert (create.namespace, create.name, create.machine, create.tenant) == ("sb-acme", "demo-g1", "pod", "acme"), \
+        "the pod machine's own effect on a registered cluster names its tenant too"
     secret = w.mine("create", "Secret")[0]
     assert (secret.cluster, secret.tenant, secret.namespace) == ("edge@acme", "acme", "sb-acme")
     w.answer("create", "Pod", when=2, obj=w.pod(1))
@@ -145,7 +146,7 @@ def test_no_namespace_is_ensured_on_a_bounded_registration_but_one_is_on_an_unbo
     free.submit(ON_EDGE)
     free.answer("patch", "Session", obj=_in(session_obj(ON_EDGE, rv="3", finalizers=(FINALIZER,)), "sb-acme"))
     ensure = free.mine("ensure_namespace", pending=True)[0]
-    assert (ensure.cluster, ensure.namespace) == ("edge@acme", "sb-acme")
+    assert (ensure.cluster, ensure.tenant, ensure.namespace) == ("edge@acme", "acme", "sb-acme")
 
 
 def _refusal(namespace: str, registered: tuple[dict[str, Any], ...], cluster: str) -> TWorld:
