@@ -124,6 +124,7 @@ class RegistryConfig(_Model):
     dir: str | None = None        # None: "<journal dir>/registry"
     credentials: Literal["directory", "secrets"] = "directory"
     secrets_namespace: str | None = None   # credentials=secrets: kfold's own namespace
+    rescan_seconds: int = Field(default=30, ge=0)   # re-read registrations this often (0: only at start)
 
     @field_validator("secrets_namespace")
     @classmethod

@@ -10,6 +10,8 @@ Guarantees:
   ``repos.gc_interval_seconds`` ``repo.gc`` and every ``sweep.interval_seconds``
   ``pod.sweep_secrets``. Intervals are monotonic waits: they choose when to ask, the fold decides
   with server time.
+- Registrations are followed while running (``kfold.daemon_follow``): a change journals a fresh
+  ``session.configure`` and starts or stops the registered clusters' observers.
 - The registry is the only client constructor (``Registry.home``); this module never builds one.
 """
 from __future__ import annotations
@@ -18,7 +20,7 @@ import asyncio
 import logging
 import os
 import signal
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from engine.effects import executor_resources as res
 from engine.effects.clock import ServerClock
@@ -28,6 +30,7 @@ from journal.records import Command
 from kfold.config import Config
 from kfold.daemon import Daemon
 from kfold.daemon_clusters import client_for, configure_args, open_registry, remote_targets
+from kfold.daemon_follow import Follower
 from kfold.http import HttpServer, Metrics, routes_for
 
 log = logging.getLogger("kfold.daemon")
@@ -37,15 +40,21 @@ MANAGED = "app.kubernetes.io/managed-by=kfold"
 def boot_commands(cfg: Config, env: Mapping[str, str], now_ms: int | None,
                   clusters: dict[str, Any] | None = None) -> list[Command]:
     home = cfg.cluster.name
-    out = [Command(at=now_ms, name="session.configure", cluster=home, args={
-        "clusters": [home], "base_domain": cfg.base_domain, **(clusters or {}),
-        "start_ms": cfg.deadlines.start_seconds * 1000, "ready_ms": cfg.deadlines.ready_seconds * 1000,
-        "defaults": {"start_seconds": cfg.deadlines.start_seconds, "ready_seconds": cfg.deadlines.ready_seconds}})]
+    out = [configure_command(cfg, now_ms, clusters)]
     for ns in cfg.namespaces:
         out += [Command(at=now_ms, name="repo.bind", cluster=home, namespace=ns, args=_bind_args(cfg, env, ns)),
                 Command(at=now_ms, name="repo.reconcile_bound", cluster=home, namespace=ns,
                         args={"cluster": home, "namespace": ns, "bindings": _bindings(cfg)})]
     return out
+
+
+def configure_command(cfg: Config, now_ms: int | None, clusters: dict[str, Any] | None = None) -> Command:
+    """``session.configure``: at boot, and again whenever the registrations change."""
+    home = cfg.cluster.name
+    return Command(at=now_ms, name="session.configure", cluster=home, args={
+        "clusters": [home], "base_domain": cfg.base_domain, **(clusters or {}),
+        "start_ms": cfg.deadlines.start_seconds * 1000, "ready_ms": cfg.deadlines.ready_seconds * 1000,
+        "defaults": {"start_seconds": cfg.deadlines.start_seconds, "ready_seconds": cfg.deadlines.ready_seconds}})
 
 
 def _bindings(cfg: Config) -> list[dict[str, str]]:
@@ -59,23 +68,29 @@ def _bind_args(cfg: Config, env: Mapping[str, str], ns: str) -> dict[str, Any]:
             "env_present": names, "refresh_interval": cfg.repos.refresh_interval}
 
 
-def periodic_commands(cfg: Config, remote: list[tuple[str, str, str, str]] = ()) -> list[tuple[int, str, list[dict[str, Any]]]]:
-    """``(interval_s, command, [args per namespace])``; sweeps run on registered clusters too."""
+def periodic_commands(cfg: Config, remote: Callable[[], list[tuple[str, str, str, str]]] = lambda: []
+                      ) -> list[tuple[int, str, Callable[[], list[dict[str, Any]]]]]:
+    """``(interval_s, command, args per namespace at each run)``; sweeps run on the registered
+    clusters too, the ones registered at that run (see ``kfold.daemon_follow``)."""
     home = cfg.cluster.name
-    where = [(home, ns) for ns in cfg.namespaces] + [(h, ns) for h, _t, _n, ns in remote]
-    return [
-        (cfg.repos.gc_interval_seconds, "repo.gc",
-         [{"cluster": home, "namespace": ns, "ttl_seconds": cfg.repos.gc_ttl_seconds} for ns in cfg.namespaces]),
-        (cfg.sweep.interval_seconds, "pod.sweep_secrets",
-         [{"cluster": c, "namespace": ns, "grace_seconds": cfg.sweep.grace_seconds} for c, ns in where]),
-    ]
+
+    def gc_args() -> list[dict[str, Any]]:
+        return [{"cluster": home, "namespace": ns, "ttl_seconds": cfg.repos.gc_ttl_seconds} for ns in cfg.namespaces]
+
+    def sweep_args() -> list[dict[str, Any]]:
+        where = [(home, ns) for ns in cfg.namespaces] + [(h, ns) for h, _t, _n, ns in remote()]
+        return [{"cluster": c, "namespace": ns, "grace_seconds": cfg.sweep.grace_seconds} for c, ns in where]
+
+    return [(cfg.repos.gc_interval_seconds, "repo.gc", gc_args),
+            (cfg.sweep.interval_seconds, "pod.sweep_secrets", sweep_args)]
 
 
-async def run_periodic(daemon: Daemon, interval_s: int, name: str, args_list: list[dict[str, Any]]) -> None:
+async def run_periodic(daemon: Daemon, interval_s: int, name: str,
+                       args_list: Callable[[], list[dict[str, Any]]]) -> None:
     while True:
         await asyncio.sleep(interval_s)
         await daemon.submit([Command(at=daemon.clock.now_ms(), name=name, cluster=a["cluster"],
-                                     namespace=a["namespace"], args=a) for a in args_list])
+                                     namespace=a["namespace"], args=a) for a in args_list()])
 
 
 def observed_kinds(daemon: Daemon) -> list[res.Resource]:
@@ -101,6 +116,15 @@ def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock,
             selector = MANAGED if r.kind in ("Pod", "Secret") else ""
             out.append(Observer(lambda: client, cfg.cluster.name, r.api_version, r.kind, r.plural, ns,
                                 daemon.submit, clock, label_selector=selector, **common))
+    return out + remote_observers(cfg, daemon, clock, registry, remote)
+
+
+def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClock, registry: Any,
+                     remote: list[tuple[str, str, str, str]]) -> list[Any]:
+    """kfold's pods on each registered target ``(handle, tenant, name, namespace)``."""
+    from engine.effects.observer import Observer
+    common = dict(redact=_journal_redact(daemon), idle_timeout_s=cfg.deadlines.watch_idle_seconds)
+    out = []
     for handle, tenant, name, ns in remote:
         reach = (lambda t=tenant, n=name: registry.reach(t, n))
         out.append(Observer(reach, handle, "v1", "Pod", "pods", ns, daemon.submit, clock,
@@ -125,10 +149,20 @@ async def run(cfg: Config, journal: Any = None, env: Mapping[str, str] | None = 
     daemon.start_loops()
     await daemon.recover()
     await daemon.submit(boot_commands(cfg, env, clock.now_ms(), configure_args(cfg, registry)))
-    observers = make_observers(cfg, daemon, client, clock, registry, remote)
+    observers = make_observers(cfg, daemon, client, clock, registry, ())
+    follower = Follower(daemon, registry, cfg.registry.rescan_seconds,
+                        read=lambda r: (configure_args(cfg, r), remote_targets(cfg, r)),
+                        configure=lambda args: configure_command(cfg, clock.now_ms(), args),
+                        observe=lambda targets: remote_observers(cfg, daemon, clock, registry, targets),
+                        observers=observers)
     for o in observers:
         daemon.spawn(o.run(), f"observe:{o.cluster}:{o.kind}:{o.namespace}")
-    for interval, name, args in periodic_commands(cfg, remote):
+    for o in remote_observers(cfg, daemon, clock, registry, remote):
+        follower.adopt(o, daemon.spawn(o.run(), f"observe:{o.cluster}:{o.kind}:{o.namespace}"))
+        observers.append(o)
+    if cfg.registry.rescan_seconds:
+        daemon.spawn(follower.run(), "registry-follower")
+    for interval, name, args in periodic_commands(cfg, lambda: follower.remote):
         daemon.spawn(run_periodic(daemon, interval, name, args), f"periodic:{name}")
     http = HttpServer(*cfg.http.host_port, routes_for(daemon, observers, metrics))
     await http.start()

@@ -7,8 +7,8 @@ Contract (shared with the session machine and the executor):
 - Every client comes from the registry: ``client_for(handle, tenant)`` maps a handle to
   ``registry.reach(tenant, name)`` and the home name to the home client. A handle whose
   registration is gone is refused by the registry before any request is sent.
-- Registrations are read at start: a cluster registered or deregistered while the daemon runs is
-  picked up at the next start (the CLI says so).
+- Registrations are read at start and re-read every ``registry.rescan_seconds`` while the daemon
+  runs (``kfold.daemon_follow``).
 """
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ Guarantees:
 - ``/readyz`` is 200 only after every observer has journaled its initial list.
 - ``/metrics``: ``kfold_records_ingested_total{rec}``, ``kfold_fold_seconds`` (histogram),
   ``kfold_effects_total{type,result}``, ``kfold_watch_restarts_total{kind,reason}``,
+  ``kfold_watch_synced{cluster,kind,namespace}`` (one per watch, 1 once its first list is journaled),
   ``kfold_journal_bytes``, ``kfold_server_clock_skew_seconds`` (server reading minus local wall
   clock: the one place the wall clock is read, for display only), ``kfold_state_seq``.
 """
@@ -52,6 +53,9 @@ class Metrics:
             for reason, n in sorted(getattr(o, "restarts", {}).items()):
                 out.append(f'kfold_watch_restarts_total{{cluster="{o.cluster}",kind="{o.kind}",'
                            f'namespace="{o.namespace}",reason="{reason}"}} {n}')
+        out.append("# TYPE kfold_watch_synced gauge")  # one per watch: 1 once its first list is journaled
+        out += [f'kfold_watch_synced{{cluster="{o.cluster}",kind="{o.kind}",namespace="{o.namespace}"}} '
+                f'{1 if getattr(o, "synced", False) else 0}' for o in observers]
         out += ["# TYPE kfold_journal_bytes gauge", f"kfold_journal_bytes {journal_bytes}"]
         out += ["# TYPE kfold_state_seq gauge", f"kfold_state_seq {seq}"]
         if skew_ms is not None:

@@ -70,3 +70,57 @@ def test_a_tenants_session_runs_on_its_registered_cluster_and_another_org_cannot
     wait_for(lambda: core.list_namespaced_pod(bound, label_selector="kfold.dev/session=demo").items == [], 30,
              what="pod deleted on the registered cluster")
     assert daemon.stop() == 0
+
+
+def deregister(registry_dir, tenant, name):
+    proc = subprocess.run([sys.executable, "-m", "kfold", "cluster", "deregister", name, "--tenant", tenant,
+                           "--registry-dir", str(registry_dir)], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def metric(daemon, name):
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{daemon.port}/metrics", timeout=2) as r:
+        return [line for line in r.read().decode().splitlines() if line.startswith(name)]
+
+
+def test_a_cluster_registered_while_kfold_runs_is_used_without_a_restart(admin, cp, crds, daemon_factory, tmp_path):
+    """kfold starts with no registration; ``kfold cluster register`` while it runs: the next Session
+    naming the cluster runs there, watched from a fresh list; a deregistration stops that watch.
+    Both changes are journaled as session.configure, and the journal replays with --check."""
+    core, co = client.CoreV1Api(admin), client.CustomObjectsApi(admin)
+    acme_ns, bound = (new_namespace(core, p) for p in ("acme", "edge-sb"))
+    registry_dir = tmp_path / "registry"
+    daemon = daemon_factory(cp["kubeconfig"], [acme_ns], extra={
+        "registry": {"dir": str(registry_dir), "rescan_seconds": 1}, "tenants": {acme_ns: "acme"}}).start()
+    early = session(acme_ns, "edge") | {"metadata": {"name": "early", "namespace": acme_ns}}
+    co.create_namespaced_custom_object(*GVP, acme_ns, "sessions", early)
+    refused = wait_for(lambda: (s := co.get_namespaced_custom_object(*GVP, acme_ns, "sessions", "early")
+                                .get("status", {})).get("phase") == "Failed" and s, 30, what="refused before registering")
+    assert "no cluster named 'edge' is registered for this org" in " ".join(
+        c.get("message", "") for c in refused.get("conditions", []))
+
+    register(registry_dir, cp, "acme", "edge", bound)
+    wait_for(lambda: any('cluster="edge@acme"' in line and line.endswith(" 1")
+                         for line in metric(daemon, "kfold_watch_synced")), 20,
+             what="a watch of kfold's pods on edge@acme, listed")
+    co.create_namespaced_custom_object(*GVP, acme_ns, "sessions", session(acme_ns, "edge"))
+    st = wait_for(lambda: (s := status(co, acme_ns)).get("phase") == "Ready" and s, 45, what="session Ready on edge")
+    assert st["podName"] == "demo-g1"
+    assert [p.metadata.name for p in core.list_namespaced_pod(bound, label_selector="kfold.dev/session=demo").items] == ["demo-g1"]
+
+    co.delete_namespaced_custom_object(*GVP, acme_ns, "sessions", "demo")
+    wait_for(lambda: core.list_namespaced_pod(bound, label_selector="kfold.dev/session=demo").items == [], 30,
+             what="pod deleted on the registered cluster")
+    deregister(registry_dir, "acme", "edge")
+    wait_for(lambda: not any('cluster="edge@acme"' in line for line in metric(daemon, "kfold_watch_synced")), 20,
+             what="the watch on edge@acme stopped")
+    assert daemon.stop() == 0
+
+    from tests.e2e.driver import replay_check
+    journal_text = subprocess.run([sys.executable, "-m", "kfold", "export", str(daemon.journal)], cwd=REPO,
+                                  capture_output=True, text=True, check=True).stdout
+    configures = [line for line in journal_text.splitlines() if '"session.configure"' in line]
+    assert len(configures) == 3, "boot, registered, deregistered"
+    assert '"edge@acme"' in configures[1] and '"edge@acme"' not in configures[2]
+    assert "every journaled effect matches" in replay_check(daemon.journal)

@@ -1,0 +1,84 @@
+"""Registrations followed while kfold runs: a cluster registered or deregistered with ``kfold
+cluster`` is picked up without a restart.
+
+Expected flow: ``kfold run`` builds a ``Follower`` from the registrations it booted with and spawns
+``Follower.run()``; every ``registry.rescan_seconds`` it re-reads the registry (the index files
+``kfold cluster register`` writes; credentials are read when a client is built).
+
+Guarantees, when the set of registrations (handle, tenant, bound namespaces) changed:
+- A fresh ``session.configure`` is journaled first: the same command a restart appends, so the
+  fold learns of the change at one point in the journal, Sessions waiting for a cluster are decided
+  again, and a replay sees exactly what the daemon saw.
+- Then the observers follow: kfold's pods are watched on every new registered target (from a fresh
+  list, journaled as a relist), and the observers of a target no longer registered are stopped.
+  ``observers`` is the daemon's live list (``/readyz`` and ``/metrics`` read it), changed in place.
+- The orphan-Secret sweep reads ``Follower.remote`` at each run, so it follows the same targets.
+- An unreadable registry (a half-written file, a permission error) is logged with the reason and the
+  registrations read before are kept; nothing is journaled for it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+
+from journal.records import Command
+
+log = logging.getLogger("kfold.daemon")
+
+Target = tuple[str, str, str, str]   # (handle, tenant, name, namespace)
+
+
+class Follower:
+    def __init__(self, daemon: Any, registry: Any, interval_s: float,
+                 read: Callable[[Any], tuple[dict[str, Any], list[Target]]],
+                 configure: Callable[[dict[str, Any]], Command],
+                 observe: Callable[[list[Target]], list[Any]], observers: list[Any]):
+        """``read(registry)`` -> (``session.configure`` tenancy args, remote targets);
+        ``configure(args)`` -> the command to journal; ``observe(targets)`` -> new observers."""
+        self.daemon, self.registry, self.interval_s = daemon, registry, interval_s
+        self._read, self._configure, self._observe = read, configure, observe
+        self.observers = observers
+        self.args, self.remote = read(registry)
+        self._running: dict[tuple[str, str], tuple[Any, asyncio.Task]] = {}
+        self.changes = 0
+
+    def adopt(self, observer: Any, task: asyncio.Task) -> None:
+        """An observer of a registered target started at boot, now followed."""
+        self._running[(observer.cluster, observer.namespace)] = (observer, task)
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            await self.check()
+
+    async def check(self) -> bool:
+        """Re-read the registry; act on a change. True when something changed."""
+        try:
+            args, remote = self._read(self.registry)
+        except Exception as exc:  # keep serving the registrations read before
+            log.warning("cannot re-read the cluster registry (%s); keeping the %d registrations read before",
+                        exc, len(self.args.get("registered", ())))
+            return False
+        if args == self.args and remote == self.remote:
+            return False
+        await self.daemon.submit([self._configure(args)])
+        self.args, self.remote = args, remote
+        self._follow(remote)
+        self.changes += 1
+        log.info("cluster registrations changed: now %s",
+                 ", ".join(r["handle"] for r in args.get("registered", ())) or "none")
+        return True
+
+    def _follow(self, remote: list[Target]) -> None:
+        wanted = {(handle, ns): (handle, tenant, name, ns) for handle, tenant, name, ns in remote}
+        for key in [k for k in self._running if k not in wanted]:
+            observer, task = self._running.pop(key)
+            task.cancel()
+            if observer in self.observers:
+                self.observers.remove(observer)
+        fresh = [t for k, t in wanted.items() if k not in self._running]
+        for observer in self._observe(fresh):
+            task = self.daemon.spawn(observer.run(), f"observe:{observer.cluster}:{observer.kind}:{observer.namespace}")
+            self._running[(observer.cluster, observer.namespace)] = (observer, task)
+            self.observers.append(observer)
