@@ -10,6 +10,8 @@ Guarantees:
   ``repos.gc_interval_seconds`` ``repo.gc`` and every ``sweep.interval_seconds``
   ``pod.sweep_secrets``. Intervals are monotonic waits: they choose when to ask, the fold decides
   with server time.
+- One daemon per journal: ``run`` holds ``<journal>.lock`` (``writer_lock``) from before it reads
+  the journal until it returns; a second ``kfold run`` on the same file is refused.
 - Registrations are followed while running (``kfold.daemon_follow``): a change journals a fresh
   ``session.configure`` and starts or stops the registered clusters' observers.
 - The registry is the only client constructor (``Registry.home``); this module never builds one.
@@ -133,9 +135,19 @@ def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClock, registry: 
 
 
 async def run(cfg: Config, journal: Any = None, env: Mapping[str, str] | None = None) -> int:
+    from kfold.daemon_journal import writer_lock
+    env = os.environ if env is None else env
+    lock = writer_lock(cfg.journal.path) if journal is None else None  # before anything is read
+    try:
+        return await _run(cfg, journal, env)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     from kfold.daemon_journal import open_journal
     from kfold import gc_policy
-    env = os.environ if env is None else env
     gc_policy.set_thresholds()  # see kfold.gc_policy; recovery freezes what it loaded
     registry, client = open_registry(cfg)
     remote = remote_targets(cfg, registry)

@@ -5,14 +5,18 @@ The daemon needs: ``open()``, ``append(drafts) -> stamped records`` (durable whe
 ``latest_snapshot() -> (seq, data) | None``, ``close()``, and ``size_bytes()`` for /metrics.
 ``open_journal(path)`` adapts the SQLite store (``journal.sqlite`` or ``journal.store``) to it.
 
+``writer_lock(path)``: one ``kfold run`` per journal file (see its docstring).
+
 ``MemoryJournal`` keeps everything in lists; ``crash()`` returns a new journal holding exactly what
 was appended (as a kill -9 would leave a durable journal), for recovery tests.
 """
 from __future__ import annotations
 
+import fcntl
 import importlib
 import os
-from typing import Any, AsyncIterator, Protocol
+import socket
+from typing import IO, Any, AsyncIterator, Protocol
 
 
 class Journal(Protocol):
@@ -114,3 +118,30 @@ def open_journal(path: str) -> Journal:
             continue
         return SqliteAdapter(cls(path), path)
     raise RuntimeError("kfold: no SQLite journal store in this install (journal.sqlite.SqliteJournal)")
+
+
+def writer_lock(path: str) -> IO[str]:
+    """Hold an exclusive lock on ``<path>.lock`` for as long as the returned file stays open.
+
+    Two daemons on one journal would both act on the cluster before the store's primary key
+    stopped one of them at its first append (deletes included). So ``kfold run`` takes this lock
+    before it reads anything; a second one is refused with the holder's pid and host and the fix.
+    Caveat: ``flock`` binds processes sharing one kernel and a local filesystem (two containers on
+    one node mounting the same volume included), not over NFS: keep the journal on a local volume.
+    """
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    lock = open(f"{path}.lock", "a+", encoding="utf-8")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "a process that left no pid"
+        lock.close()
+        from journal.store import JournalError
+        raise JournalError(f"is in use by another kfold run ({holder}); one daemon per journal: stop that "
+                           f"one first, or give this one its own journal.path") from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+    lock.flush()
+    return lock
