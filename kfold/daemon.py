@@ -42,11 +42,11 @@ import time
 from typing import Any, Callable, Iterable, Iterator
 
 from engine import snapshot
-from kfold import gc_policy
 from engine.core import Machines, State, default_machines, fold, fold_many, initial_state
 from engine.effects.models import effect_to_dict
 from engine.effects.timers import Ticker, ready_to_issue, seq_key
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
+from kfold import gc_policy
 
 _PLAIN = (Observed, Relist, Deadline)  # records that touch no pending effect (see Daemon._fold)
 log = logging.getLogger("kfold.daemon")
