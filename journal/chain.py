@@ -35,6 +35,10 @@ class DuplicateSeq(JournalError):
     """A sequence number that is already journaled."""
 
 
+class JournalFull(JournalError):
+    """The store has no room for a batch: nothing of it was journaled; everything before stays."""
+
+
 class JournalCorrupt(JournalError):
     """The stored chain is broken at ``seq``: records from ``seq`` on cannot be trusted."""
 

@@ -16,12 +16,13 @@ read-only reader, so a read never sees a transaction that is still open.
 from __future__ import annotations
 
 import functools
+import shutil
 import sqlite3
 from pathlib import Path
 
 import aiosqlite
 
-from journal.chain import DuplicateSeq, JournalCorrupt, JournalError, Row, check_schema, kfold_version
+from journal.chain import DuplicateSeq, JournalCorrupt, JournalError, JournalFull, Row, check_schema, kfold_version
 from journal.records import SCHEMA_VERSION
 from journal.redact import new_salt
 from journal.store import Journal
@@ -64,8 +65,12 @@ class SqliteJournal(Journal):
             await self._db.execute(f"PRAGMA synchronous={self.synchronous}")
             meta = await self._meta_or_create()
             check_schema(int(meta["schema_version"]), _text(meta.get("written_by")), self.path)
-        except BaseException:
+        except BaseException as exc:
             await self._db.close()
+            if _is_full(exc):
+                raise JournalFull(f"{self.path}: no room to open or create the journal ({self._free()} on "
+                                  f"its volume): free space on the volume or move journal.path to a "
+                                  f"larger one, then start kfold again") from None
             raise
         self._reader = await aiosqlite.connect(self.path)
         await self._reader.execute("PRAGMA query_only=1")
@@ -114,9 +119,27 @@ class SqliteJournal(Journal):
         except sqlite3.IntegrityError as exc:
             await db.rollback()
             raise DuplicateSeq(f"seq {rows[0][0]}..{rows[-1][0]} refused by the store: {exc}") from None
+        except sqlite3.OperationalError as exc:
+            await db.rollback()
+            if _is_full(exc):
+                raise self._full(rows, head) from None
+            raise
         except BaseException:
             await db.rollback()
             raise
+
+    def _free(self) -> str:
+        try:
+            return f"{shutil.disk_usage(Path(self.path).absolute().parent).free / 1e6:.1f} MB free"
+        except OSError:
+            return "free space unknown"
+
+    def _full(self, rows: list[Row], head: tuple[int, int]) -> JournalFull:
+        first = rows[0][0] if rows else head[0]
+        return JournalFull(
+            f"{self.path}: no room to journal seq {first}..{head[0]} ({self._free()} on its volume): that batch "
+            f"was not journaled and everything up to seq {first - 1} is intact; free space on the "
+            f"volume or move journal.path to a larger one, then start kfold again")
 
     async def _fetch(self, first: int, last: int) -> list[Row]:
         async with self._reader.execute(
@@ -142,6 +165,12 @@ class SqliteJournal(Journal):
         for conn in {id(c): c for c in (self._reader, self._db) if c is not None}.values():
             await conn.close()
         self._reader = self._db = None
+
+
+def _is_full(exc: BaseException) -> bool:
+    """SQLITE_FULL: the volume (or ``max_page_count``) has no room."""
+    return isinstance(exc, sqlite3.OperationalError) and (
+        getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "is full" in str(exc))
 
 
 def _text(value: object) -> str:

@@ -29,12 +29,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, AsyncIterator, Sequence
 
-from journal.chain import (DuplicateSeq, JournalCorrupt, JournalError, Row, check_rows, check_schema,
+from journal.chain import (DuplicateSeq, JournalCorrupt, JournalError, JournalFull, Row, check_rows, check_schema,
                            dump, kfold_version, link, parse_payloads, snapshot_chk, stamp)
 from journal.records import Record, parse_record
 from journal.redact import Redactor
 
-__all__ = ["DuplicateSeq", "Journal", "JournalCorrupt", "JournalError", "Row", "check_schema",
+__all__ = ["DuplicateSeq", "Journal", "JournalCorrupt", "JournalError", "JournalFull", "Row", "check_schema",
            "kfold_version", "READ_BATCH"]
 
 READ_BATCH = 2000

@@ -29,6 +29,7 @@ from engine.effects.clock import ServerClock
 from engine.effects.executor import Backoff, Executor
 from engine.effects.executor_transport import KubeTransport
 from journal.records import Command
+from journal.store import JournalError
 from kfold.config import Config
 from kfold.daemon import Daemon
 from kfold.daemon_clusters import client_for, configure_args, open_registry, remote_targets
@@ -194,7 +195,11 @@ async def _wait_for_stop(daemon: Daemon) -> int:
     waiter = asyncio.create_task(stop.wait())
     await asyncio.wait({waiter, committer}, return_when=asyncio.FIRST_COMPLETED)
     if committer.done():
-        log.error("the committer stopped: %r", committer.exception())
+        exc = committer.exception()
+        if isinstance(exc, JournalError):  # e.g. a full volume: the message says what to do
+            log.error("the committer stopped: journal %s", exc)
+        else:
+            log.error("the committer stopped: %r", exc)
         return 1
     log.info("signal received: draining and closing the journal")
     return 0

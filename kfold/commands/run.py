@@ -48,8 +48,8 @@ def _refusal(exc: Exception, journal_path: str) -> str | None:
                 f"See what it holds with `kfold replay {journal_path} --up-to-corruption`; restore the "
                 f"file from a backup, or move it aside to start a new journal (`kfold export` keeps "
                 f"the records before seq {exc.seq})")
-    if isinstance(exc, JournalError):
-        return f"journal {journal_path}: {exc}"
+    if isinstance(exc, JournalError):  # some name the file themselves (a full volume, a schema)
+        return f"journal {exc}" if str(exc).startswith(journal_path) else f"journal {journal_path}: {exc}"
     if isinstance(exc, RegistryError):
         return str(exc)
     return None
