@@ -232,9 +232,16 @@ class Journal:
                 raise JournalCorrupt(row[0], f"payload says seq {rec.seq}")
         return records
 
-    async def verify(self) -> int | None:
-        """The first bad sequence number (chain, gap or truncation), or None when intact."""
-        expect, prev, end = 1, 0, self.last_seq
+    async def verify(self, from_seq: int = 1) -> int | None:
+        """The first bad sequence number (chain, gap or truncation) from ``from_seq`` on, or None
+        when intact (from a later seq the chain is anchored on the stored checksum before it)."""
+        end = self.last_seq
+        if from_seq > end:
+            return None
+        try:
+            expect, prev = from_seq, await self._chk_before(from_seq)
+        except JournalCorrupt as exc:
+            return exc.seq
         while expect <= end:
             rows = await self._fetch(expect, min(end, expect + READ_BATCH - 1))
             good, prev, error = check_rows(rows, expect, prev)

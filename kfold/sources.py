@@ -2,8 +2,10 @@
 
 - ``iter_records`` yields records in sequence order up to ``until``. A broken checksum chain
   raises ``JournalCorrupt`` naming the first bad sequence number; no record past it is yielded.
-- ``first_bad_seq`` verifies the whole chain without folding (SQLite only; a JSONL export carries
-  no checksums: it is meant to be edited, and the fold's own sequence check still applies).
+- ``first_bad_seq`` verifies the chain (from ``from_seq``) without folding (SQLite only; a JSONL
+  export carries no checksums: it is meant to be edited, and the fold's own sequence check still
+  applies).
+- ``latest_snapshot`` is the newest state snapshot at or before a seq (SQLite only).
 """
 from __future__ import annotations
 
@@ -20,39 +22,47 @@ def is_sqlite(path: str) -> bool:
         return fh.read(16) == SQLITE_MAGIC
 
 
-def first_bad_seq(path: str) -> int | None:
+def first_bad_seq(path: str, from_seq: int = 1) -> int | None:
     if not is_sqlite(path):
         return None
+    return asyncio.run(_with_journal(path, lambda j: j.verify(from_seq)))
+
+
+def latest_snapshot(path: str, until: int | None = None) -> tuple[int, bytes] | None:
+    """``(seq, data)`` of the newest snapshot at or before ``until``; ``JournalCorrupt`` if its
+    checksum fails."""
+    return asyncio.run(_with_journal(path, lambda j: j.latest_snapshot(until)))
+
+
+async def _with_journal(path: str, use):
     from journal.sqlite import SqliteJournal
-
-    async def verify() -> int | None:
-        journal = SqliteJournal(path, readonly=True)
-        await journal.open()
-        try:
-            return await journal.verify()
-        finally:
-            await journal.close()
-    return asyncio.run(verify())
+    journal = SqliteJournal(path, readonly=True)
+    await journal.open()
+    try:
+        return await use(journal)
+    finally:
+        await journal.close()
 
 
-def iter_records(path: str, until: int | None = None) -> Iterator[Record]:
+def iter_records(path: str, until: int | None = None, from_seq: int = 1) -> Iterator[Record]:
     if is_sqlite(path):
-        yield from _iter_sqlite(path, until)
+        yield from _iter_sqlite(path, until, from_seq)
         return
     from journal.jsonl import read_jsonl
     for rec in read_jsonl(path):
         if until is not None and rec.seq > until:
             return
-        yield rec
+        if rec.seq >= from_seq:
+            yield rec
 
 
-def _iter_sqlite(path: str, until: int | None) -> Iterator[Record]:
+def _iter_sqlite(path: str, until: int | None, from_seq: int = 1) -> Iterator[Record]:
     from journal.sqlite import SqliteJournal
     loop = asyncio.new_event_loop()
     journal = SqliteJournal(path, readonly=True)
     try:
         loop.run_until_complete(journal.open())
-        batches = journal.read_batches(1, until).__aiter__()
+        batches = journal.read_batches(from_seq, until).__aiter__()
         while True:
             try:
                 batch = loop.run_until_complete(batches.__anext__())

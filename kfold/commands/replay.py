@@ -1,4 +1,9 @@
-"""``kfold replay JOURNAL [--until SEQ] [--check] [--up-to-corruption]``.
+"""``kfold replay JOURNAL [--until SEQ] [--check] [--up-to-corruption] [--from-snapshot]``.
+
+``--from-snapshot`` starts from the newest snapshot at or before ``--until`` (SQLite journals: the
+daemon writes one every ``journal.snapshot_every`` records) and refolds only the records after it:
+the same state as a full replay (tested), in the time of the tail. The records before the snapshot
+are not read, so their chain is not verified either; a full replay does both.
 
 Exit codes: 0 folded (and, with --check, no divergence); 1 divergence; 2 unreadable input (a
 malformed JSONL line, a newer schema, a fold error); 3 a broken checksum chain.
@@ -16,6 +21,9 @@ def register(sub) -> None:
                    help="compare recomputed effects with the journaled ones; stop at the first divergence")
     p.add_argument("--up-to-corruption", action="store_true",
                    help="on a broken checksum chain, fold the records before the first bad one (still exits 3)")
+    p.add_argument("--from-snapshot", action="store_true",
+                   help="start from the newest snapshot at or before --until and refold only the records after it "
+                        "(SQLite journals; the records before it are neither read nor verified)")
     p.set_defaults(func=run)
 
 
@@ -26,19 +34,23 @@ def run(args) -> int:
     name = f"kfold replay: {args.journal}"
     _tune_gc()
     try:
-        bad = first_bad_seq(args.journal)
+        start, note = _starting_point(args) if args.from_snapshot else (None, "")
+        from_seq = start.seq + 1 if start is not None else 1
+        bad = first_bad_seq(args.journal, from_seq)
         if bad is not None and (args.until is None or bad <= args.until) and not args.up_to_corruption:
             print(f"{name}: checksum chain broken at seq {bad}; refusing to fold past it "
-                  f"(--up-to-corruption folds records 1..{bad - 1})", file=sys.stderr)
+                  f"(--up-to-corruption folds records {from_seq}..{bad - 1})", file=sys.stderr)
             return 3
         until = args.until if bad is None else min(bad - 1, args.until or bad - 1)
-        result = replay(iter_records(args.journal, until), check=args.check)
+        result = replay(iter_records(args.journal, until, from_seq), check=args.check, state=start)
     except Exception as exc:
-        code = input_error_code(exc)
+        code = 2 if isinstance(exc, _Refused) else input_error_code(exc)
         if code is None:
             raise
         print(f"{name}: {exc}", file=sys.stderr)
         return code
+    if note:
+        print(note)
     print(result.summary())
     if result.divergence is not None:
         print(result.divergence.describe(), file=sys.stderr)
@@ -49,6 +61,27 @@ def run(args) -> int:
     if args.check:
         print("check: every journaled effect matches the current code")
     return 0
+
+
+def _starting_point(args) -> tuple:
+    """(state to start from or None, a line saying where replay started)."""
+    from engine import snapshot
+    from kfold.sources import is_sqlite, latest_snapshot
+    if not is_sqlite(args.journal):
+        raise _Refused("a JSONL export carries no snapshots: replay it whole (drop --from-snapshot)")
+    snap = latest_snapshot(args.journal, args.until)
+    if snap is None:
+        return None, f"no snapshot at or before seq {args.until or 'the end'}: folded from seq 1"
+    try:
+        state = snapshot.load(snap[1])
+    except ValueError as exc:  # a snapshot this kfold cannot read: the records can
+        return None, f"snapshot at seq {snap[0]} not used ({exc}): folded from seq 1"
+    return state, (f"started from the snapshot at seq {snap[0]}; records 1..{snap[0]} were neither "
+                   f"read nor verified (a full replay does both)")
+
+
+class _Refused(ValueError):
+    """Bad arguments for this input: exit 2 with the message."""
 
 
 def _tune_gc() -> None:

@@ -168,3 +168,61 @@ def test_every_offline_command_names_a_malformed_line_instead_of_crashing(comman
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "line 2" in err and "observed.cluster" in err and "Traceback" not in err
+
+
+def _with_snapshot(path, sc, at_seq):
+    """The journal of ``sc`` with a snapshot of the state after ``at_seq`` (as the daemon writes)."""
+    state = initial_state()
+    for rec in sc.records[:at_seq]:
+        state, _ = fold(state, rec)
+
+    async def go():
+        j = SqliteJournal(str(path))
+        await j.open()
+        await j.put_snapshot(at_seq, snapshot.dump(state))
+        await j.close()
+    asyncio.run(go())
+
+
+def test_replay_from_a_snapshot_folds_only_the_tail_and_ends_where_a_full_replay_does(journal, capsys):
+    path, sc = journal
+    assert main(["replay", str(path), "--check"]) == 0
+    full = capsys.readouterr().out
+    cut = len(sc.records) // 2
+    _with_snapshot(path, sc, cut)
+    assert main(["replay", str(path), "--check", "--from-snapshot"]) == 0
+    out = capsys.readouterr().out
+    assert f"started from the snapshot at seq {cut}" in out
+    assert f"records folded: {len(sc.records) - cut} (last seq {len(sc.records)})" in out
+    machines = lambda text: [l for l in text.splitlines() if l.startswith(("machine ", "pending effects"))]  # noqa: E731
+    assert machines(out) == machines(full), "the same state as the full replay"
+    assert "check: every journaled effect matches" in out
+
+
+def test_replay_from_a_snapshot_before_until_and_without_any_snapshot(journal, capsys):
+    path, sc = journal
+    assert main(["replay", str(path), "--from-snapshot", "--until", "3"]) == 0
+    assert "no snapshot at or before seq 3: folded from seq 1" in capsys.readouterr().out
+    _with_snapshot(path, sc, 5)
+    assert main(["replay", str(path), "--from-snapshot", "--until", "4"]) == 0
+    assert "records folded: 4 (last seq 4)" in capsys.readouterr().out, "a snapshot after --until is not used"
+
+
+def test_replay_from_a_snapshot_still_refuses_a_broken_tail_at_its_seq(journal, capsys):
+    path, sc = journal
+    _with_snapshot(path, sc, 4)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE journal SET chk = chk + 1 WHERE seq = 6")
+    db.commit()
+    db.close()
+    assert main(["replay", str(path), "--from-snapshot"]) == 3
+    assert "checksum chain broken at seq 6" in capsys.readouterr().err
+
+
+def test_a_jsonl_export_has_no_snapshot_to_start_from(journal, tmp_path, capsys):
+    path, _ = journal
+    out = tmp_path / "j.jsonl"
+    assert main(["export", str(path), "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["replay", str(out), "--from-snapshot"]) == 2
+    assert "a JSONL export carries no snapshots: replay it whole (drop --from-snapshot)" in capsys.readouterr().err
