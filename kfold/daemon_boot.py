@@ -32,7 +32,7 @@ from journal.records import Command
 from journal.store import JournalError
 from kfold.config import Config
 from kfold.daemon import Daemon
-from kfold.daemon_clusters import client_for, configure_args, open_registry, remote_targets
+from kfold.daemon_clusters import client_for, configure_args, open_registry, registrations, remote_targets
 from kfold.daemon_follow import Follower
 from kfold.http import HttpServer, Metrics, routes_for
 
@@ -164,7 +164,7 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     await daemon.submit(boot_commands(cfg, env, clock.now_ms(), configure_args(cfg, registry)))
     observers = make_observers(cfg, daemon, client, clock, registry, ())
     follower = Follower(daemon, registry, cfg.registry.rescan_seconds,
-                        read=lambda r: (configure_args(cfg, r), remote_targets(cfg, r)),
+                        read=lambda r: registrations(cfg, r),
                         configure=lambda args: configure_command(cfg, clock.now_ms(), args),
                         observe=lambda targets: remote_observers(cfg, daemon, clock, registry, targets),
                         observers=observers)

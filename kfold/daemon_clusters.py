@@ -68,21 +68,27 @@ def client_for(registry: Any, home: str) -> Callable[[str, str], Any]:
     return client
 
 
-def configure_args(cfg: Config, registry: Any) -> dict[str, Any]:
+def configure_args(cfg: Config, registry: Any, records: Any = None) -> dict[str, Any]:
     """What ``session.configure`` needs to decide tenancy and target namespaces (no credentials)."""
     return {
         "home": cfg.cluster.name,
         "tenants": dict(cfg.tenants),
         "registered": [{"handle": handle(r.name, r.tenant), "name": r.name, "tenant": r.tenant,
-                        "namespaces": list(r.namespaces)} for r in registry.list_all()],
+                        "namespaces": list(r.namespaces)} for r in (registry.list_all() if records is None else records)],
     }
 
 
-def remote_targets(cfg: Config, registry: Any) -> list[tuple[str, str, str, str]]:
+def remote_targets(cfg: Config, registry: Any, records: Any = None) -> list[tuple[str, str, str, str]]:
     """``(handle, tenant, name, namespace)`` to watch on registered clusters: a bounded
     registration's bound, or else the Session namespaces mapped to its tenant."""
     out = []
-    for r in registry.list_all():
+    for r in (registry.list_all() if records is None else records):
         namespaces = r.namespaces or tuple(ns for ns in cfg.namespaces if cfg.tenants.get(ns) == r.tenant)
         out += [(handle(r.name, r.tenant), r.tenant, r.name, ns) for ns in namespaces]
     return out
+
+
+def registrations(cfg: Config, registry: Any) -> tuple[dict[str, Any], list[tuple[str, str, str, str]]]:
+    """``(configure_args, remote_targets)`` from ONE read of the registry, so the two agree."""
+    records = registry.list_all()
+    return configure_args(cfg, registry, records), remote_targets(cfg, registry, records)
