@@ -28,6 +28,8 @@ def run(args) -> int:
         print(f"kfold trace: {args.journal}: {exc}", file=sys.stderr)
         return code
     if not shown:
-        print(f"kfold trace: no record touched {args.key}", file=sys.stderr)
+        hint = "" if args.key.count("/") >= 2 else \
+            " (a key is <cluster>/<namespace>/<name>, as `kfold replay` and the logs show it, e.g. local/ns/demo)"
+        print(f"kfold trace: no record touched {args.key}{hint}", file=sys.stderr)
         return 1
     return 0

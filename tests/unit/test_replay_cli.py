@@ -126,6 +126,14 @@ def test_trace_shows_how_one_objects_decisions_evolved(journal, capsys):
     assert "local/ns/other" not in out
 
 
+def test_trace_of_a_key_nothing_touched_says_so_and_how_keys_look(journal, capsys):
+    path, _ = journal
+    assert main(["trace", str(path), "local/ns/nobody"]) == 1
+    assert "no record touched local/ns/nobody" in capsys.readouterr().err
+    assert main(["trace", str(path), "demo"]) == 1
+    assert "a key is <cluster>/<namespace>/<name>" in capsys.readouterr().err
+
+
 def test_a_snapshot_plus_the_tail_equals_a_full_replay_with_the_real_machines():
     sc = scenario()
     middle = len(sc.records) // 2
