@@ -16,7 +16,7 @@ Reported (events/s):
 (b) replay: ``read_batches`` from disk (fetch + chain verify + trusted parse of verified rows, in
     slices of ``PARSE_BATCH``) + ``fold_many`` of each slice, from seq 1.
 (c) fold alone: the first ``--fold-sample`` journaled records, read into memory, folded again one
-    ``fold`` at a time (the per-record cost ``kfold trace`` pays).
+    ``fold`` at a time (the per-record cost ``kfold trace`` pays), then with ``fold_many`` per batch.
 (d) raw: plain ``sqlite3.executemany`` of the same rows (same pragmas, same batches, one commit
     each) into a fresh file: the denominator of the ingest ratio. (The journal itself inserts with
     multi-row statements, see ``journal.sqlite``; (d) stays the plain executemany the issue names.)
@@ -141,8 +141,9 @@ async def replay(path: str) -> tuple[float, int]:
     return time.perf_counter() - start, state.seq
 
 
-async def fold_alone(path: str, sample: int) -> tuple[float, int]:
-    """Fold the first ``sample`` journaled records again, from memory (read untimed)."""
+async def fold_alone(path: str, sample: int, batch: int) -> tuple[float, float, int]:
+    """Fold the first ``sample`` journaled records again, from memory (read untimed): one ``fold``
+    per record, then ``fold_many`` per ``batch``. Returns (seconds one by one, seconds batched, n)."""
     async with SqliteJournal(path) as journal:
         records = [r async for r in journal.read(until=sample)]
     gc.freeze()  # the sample is bench bookkeeping: keep the collector off it
@@ -150,9 +151,14 @@ async def fold_alone(path: str, sample: int) -> tuple[float, int]:
     start = time.perf_counter()
     for rec in records:
         state, _ = fold(state, rec)
-    spent = time.perf_counter() - start
+    one = time.perf_counter() - start
+    state = initial_state()
+    start = time.perf_counter()
+    for i in range(0, len(records), batch):
+        state, _ = fold_many(state, records[i:i + batch])
+    many = time.perf_counter() - start
     gc.unfreeze()
-    return spent, len(records)
+    return one, many, len(records)
 
 
 def raw_insert(src: str, dst: str, args) -> float:
@@ -225,11 +231,12 @@ def run(args: argparse.Namespace, tmp: str, path: str) -> None:
     size = os.path.getsize(path)
     r_spent, r_seq = profiled("replay", args.profile, lambda: asyncio.run(replay(path)))
     assert r_seq == args.events, f"replay folded {r_seq} of {args.events}"
-    f_spent, f_n = asyncio.run(fold_alone(path, args.fold_sample))
+    f_spent, m_spent, f_n = asyncio.run(fold_alone(path, args.fold_sample, args.batch))
     raw = raw_insert(path, os.path.join(tmp, "raw.sqlite"), args)
     print(f"(a) ingest (append + fold) {rate(args.events, spent)}   [draft generation excluded: {gen:.2f} s]")
     print(f"(b) replay (read+verify+parse+fold) {rate(args.events, r_spent)}")
-    print(f"(c) fold alone (in memory) {rate(f_n, f_spent)}   [first {f_n:,} records]")
+    print(f"(c) fold alone (in memory) {rate(f_n, f_spent)}   [first {f_n:,} records, one fold each]")
+    print(f"    fold_many, same records    {rate(f_n, m_spent)}   [batches of {args.batch}]")
     print(f"(d) raw sqlite3 executemany {rate(args.events, raw)}")
     print(f"ingest / raw insert ratio: {raw / spent:.3f}   journal file: {size / 1e6:.0f} MB")
 
