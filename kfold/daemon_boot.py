@@ -32,7 +32,7 @@ from journal.records import Command
 from journal.store import JournalError
 from kfold.config import Config
 from kfold.daemon import Daemon
-from kfold.daemon_clusters import client_for, configure_args, open_registry, registrations, remote_targets
+from kfold.daemon_clusters import client_for, open_registry, registrations
 from kfold.daemon_follow import Follower
 from kfold.http import HttpServer, Metrics, routes_for
 
@@ -151,7 +151,7 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     from kfold import gc_policy
     gc_policy.set_thresholds()  # see kfold.gc_policy; recovery freezes what it loaded
     registry, client = open_registry(cfg)
-    remote = remote_targets(cfg, registry)
+    booted, remote = registrations(cfg, registry)  # one read: what boot configures is what it watches
     clock, metrics = ServerClock(), Metrics()
     transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads)
     backoff = Backoff(max_attempts=cfg.executor.max_attempts)
@@ -161,13 +161,13 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
                     clock, snapshot_every=cfg.journal.snapshot_every, metrics=metrics)
     daemon.start_loops()
     await daemon.recover()
-    await daemon.submit(boot_commands(cfg, env, clock.now_ms(), configure_args(cfg, registry)))
+    await daemon.submit(boot_commands(cfg, env, clock.now_ms(), booted))
     observers = make_observers(cfg, daemon, client, clock, registry, ())
     follower = Follower(daemon, registry, cfg.registry.rescan_seconds,
                         read=lambda r: registrations(cfg, r),
                         configure=lambda args: configure_command(cfg, clock.now_ms(), args),
                         observe=lambda targets: remote_observers(cfg, daemon, clock, registry, targets),
-                        observers=observers)
+                        observers=observers, initial=(booted, remote))
     for o in observers:
         daemon.spawn(o.run(), f"observe:{o.cluster}:{o.kind}:{o.namespace}")
     for o in remote_observers(cfg, daemon, clock, registry, remote):

@@ -33,13 +33,15 @@ class Follower:
     def __init__(self, daemon: Any, registry: Any, interval_s: float,
                  read: Callable[[Any], tuple[dict[str, Any], list[Target]]],
                  configure: Callable[[dict[str, Any]], Command],
-                 observe: Callable[[list[Target]], list[Any]], observers: list[Any]):
+                 observe: Callable[[list[Target]], list[Any]], observers: list[Any],
+                 initial: tuple[dict[str, Any], list[Target]] | None = None):
         """``read(registry)`` -> (``session.configure`` tenancy args, remote targets);
-        ``configure(args)`` -> the command to journal; ``observe(targets)`` -> new observers."""
+        ``configure(args)`` -> the command to journal; ``observe(targets)`` -> new observers;
+        ``initial``: what boot journaled and watches (the same read), else read now."""
         self.daemon, self.registry, self.interval_s = daemon, registry, interval_s
         self._read, self._configure, self._observe = read, configure, observe
         self.observers = observers
-        self.args, self.remote = read(registry)
+        self.args, self.remote = initial if initial is not None else read(registry)
         self._running: dict[tuple[str, str], tuple[Any, asyncio.Task]] = {}
         self.changes = 0
 
