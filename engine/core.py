@@ -133,21 +133,20 @@ class Ctx:
         return self._tables.get(machine or self._machine, EMPTY).get(key)
 
     def put(self, key: str, decision: Any) -> None:
-        m = self._machine
-        if m not in self._mut:
-            self._tables[m] = self._tables.get(m, EMPTY).mutate()
-            self._mut.add(m)
-            self._dirty.add(m)
-        self._tables[m][key] = decision
+        self._writable(self._machine)[key] = decision
 
     def drop(self, key: str) -> None:
         m = self._machine
         if key in self._tables.get(m, EMPTY):
-            if m not in self._mut:
-                self._tables[m] = self._tables[m].mutate()
-                self._mut.add(m)
-                self._dirty.add(m)
-            del self._tables[m][key]
+            del self._writable(m)[key]
+
+    def _writable(self, m: str) -> Any:
+        """Machine ``m``'s table as a mutation, opened on its first write (in this step or batch)."""
+        if m not in self._mut:
+            self._tables[m] = self._tables.get(m, EMPTY).mutate()
+            self._mut.add(m)
+            self._dirty.add(m)
+        return self._tables[m]
 
     def items(self, machine: str | None = None) -> Iterable[tuple[str, Any]]:
         m = machine or self._machine
@@ -170,26 +169,30 @@ class Ctx:
         t = self._timers.get(f"{self._machine}:{key}:{name}")
         return t.due if t else None
 
-    def _timer_set(self, tid: str, timer: Timer) -> None:
+    def _timers_w(self) -> Any:
+        """The timers as a mutation, opened on the first write."""
         if not self._tmut:
             self._timers, self._tmut = self._timers.mutate(), True
-        self._timers[tid] = timer
+        return self._timers
+
+    def _timer_set(self, tid: str, timer: Timer) -> None:
+        self._timers_w()[tid] = timer
 
     def _timer_delete(self, tid: str) -> None:
-        if not self._tmut:
-            self._timers, self._tmut = self._timers.mutate(), True
-        del self._timers[tid]
+        del self._timers_w()[tid]
 
     # -- pending effects ----------------------------------------------------------------------
-    def _pending_set(self, eid: str, p: Pending) -> None:
+    def _pending_w(self) -> Any:
+        """The pending effects as a mutation, opened on the first write."""
         if not self._pmut:
             self._pending, self._pmut = self._pending.mutate(), True
-        self._pending[eid] = p
+        return self._pending
+
+    def _pending_set(self, eid: str, p: Pending) -> None:
+        self._pending_w()[eid] = p
 
     def _pending_delete(self, eid: str) -> None:
-        if not self._pmut:
-            self._pending, self._pmut = self._pending.mutate(), True
-        del self._pending[eid]
+        del self._pending_w()[eid]
 
     def _pending_values(self) -> Iterable[Pending]:
         if self._pmut:
