@@ -79,12 +79,7 @@ def replay(records: Iterable[Record], check: bool = False, state: State | None =
             if div is not None:
                 result.divergence = div
                 return result
-        try:
-            result.state, per_record = fold_many(result.state, run, reg)
-        except Exception:  # all or nothing: fold one by one to fail at the exact record
-            for rec in run:
-                result.state, _ = fold(result.state, rec, reg)
-            raise
+        result.state, per_record = fold_many(result.state, run, reg)  # raises what the failing record raises
         result.records += len(run)
         for rec, effects in zip(run, per_record):
             for e in effects:
