@@ -107,10 +107,9 @@ def _journal_redact(daemon: Daemon) -> Any:
     return redactor.redact if redactor is not None else None
 
 
-def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock, registry: Any = None,
-                   remote: list[tuple[str, str, str, str]] = ()) -> list[Any]:
-    """Every observed kind in every watched namespace of the home cluster, plus kfold's pods on each
-    registered cluster (in its bound, or the Session namespaces of its tenant)."""
+def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock) -> list[Any]:
+    """Every observed kind in every watched namespace of the home cluster (the registered
+    clusters' watches are the ``Follower``'s: ``remote_observers``)."""
     from engine.effects.observer import Observer
     out = []
     common = dict(redact=_journal_redact(daemon), idle_timeout_s=cfg.deadlines.watch_idle_seconds)
@@ -119,7 +118,7 @@ def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock,
             selector = MANAGED if r.kind in ("Pod", "Secret") else ""
             out.append(Observer(lambda: client, cfg.cluster.name, r.api_version, r.kind, r.plural, ns,
                                 daemon.submit, clock, label_selector=selector, **common))
-    return out + remote_observers(cfg, daemon, clock, registry, remote)
+    return out
 
 
 def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClock, registry: Any,
@@ -162,7 +161,7 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     daemon.start_loops()
     await daemon.recover()
     await daemon.submit(boot_commands(cfg, env, clock.now_ms(), booted))
-    observers = make_observers(cfg, daemon, client, clock, registry, ())
+    observers = make_observers(cfg, daemon, client, clock)
     follower = Follower(daemon, registry, cfg.registry.rescan_seconds,
                         read=lambda r: registrations(cfg, r),
                         configure=lambda args: configure_command(cfg, clock.now_ms(), args),
@@ -170,9 +169,7 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
                         observers=observers, initial=(booted, remote))
     for o in observers:
         daemon.spawn(o.run(), f"observe:{o.cluster}:{o.kind}:{o.namespace}")
-    for o in remote_observers(cfg, daemon, clock, registry, remote):
-        follower.adopt(o, daemon.spawn(o.run(), f"observe:{o.cluster}:{o.kind}:{o.namespace}"))
-        observers.append(o)
+    follower.start()  # kfold's pods on each registered target, appended to ``observers``
     if cfg.registry.rescan_seconds:
         daemon.spawn(follower.run(), "registry-follower")
     for interval, name, args in periodic_commands(cfg, lambda: follower.remote):

@@ -1,8 +1,8 @@
 """Registrations followed while kfold runs: a cluster registered or deregistered with ``kfold
 cluster`` is picked up without a restart.
 
-Expected flow: ``kfold run`` builds a ``Follower`` from the registrations it booted with and spawns
-``Follower.run()``; every ``registry.rescan_seconds`` it re-reads the registry (the index files
+Expected flow: ``kfold run`` builds a ``Follower`` from the registrations it booted with, calls
+``start()`` (the watches of those targets) and spawns ``Follower.run()``; every ``registry.rescan_seconds`` it re-reads the registry (the index files
 ``kfold cluster register`` writes; credentials are read when a client is built).
 
 Guarantees, when the set of registrations (handle, tenant, bound namespaces) changed:
@@ -45,9 +45,9 @@ class Follower:
         self._running: dict[tuple[str, str], tuple[Any, asyncio.Task]] = {}
         self.changes = 0
 
-    def adopt(self, observer: Any, task: asyncio.Task) -> None:
-        """An observer of a registered target started at boot, now followed."""
-        self._running[(observer.cluster, observer.namespace)] = (observer, task)
+    def start(self) -> None:
+        """Watch the registered targets read at boot (before the first rescan)."""
+        self._follow(self.remote)
 
     async def run(self) -> None:
         while True:

@@ -76,18 +76,16 @@ async def test_a_registration_journals_configure_first_then_watches_it():
 async def test_a_deregistration_stops_only_that_clusters_watch():
     daemon, registry, observers = FakeDaemon(), Registry([EDGE, CORE]), []
     f = follower(daemon, registry, observers)
-    for t in (EDGE, CORE):  # started at boot, then adopted
-        o = FakeObserver(t[0], t[3])
-        observers.append(o)
-        f.adopt(o, daemon.spawn(o.run(), f"observe:{t[0]}"))
-    tasks = {t.get_name(): t for t in asyncio.all_tasks() if t.get_name().startswith("observe:")}
+    f.start()  # boot: both registered targets watched
+    assert sorted(o.cluster for o in observers) == ["core@acme", "edge@acme"] and daemon.submitted == []
+    tasks = {t.get_name().split(":")[1]: t for t in asyncio.all_tasks() if t.get_name().startswith("observe:")}
     registry.targets.remove(EDGE)
     assert await f.check() is True
     await asyncio.sleep(0)
-    assert tasks["observe:edge@acme"].cancelled() and not tasks["observe:core@acme"].done()
+    assert tasks["edge@acme"].cancelled() and not tasks["core@acme"].done()
     assert [o.cluster for o in observers] == ["core@acme"]
     assert daemon.submitted[-1].args["registered"] == [{"handle": "core@acme", "tenant": "acme"}]
-    tasks["observe:core@acme"].cancel()
+    tasks["core@acme"].cancel()
 
 
 @pytest.mark.asyncio
