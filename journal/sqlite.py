@@ -135,7 +135,12 @@ class SqliteJournal(Journal):
             return "free space unknown"
 
     def _full(self, rows: list[Row], head: tuple[int, int]) -> JournalFull:
-        first = rows[0][0] if rows else head[0]
+        if not rows:  # a snapshot alone: no record was refused
+            return JournalFull(
+                f"{self.path}: no room to store a snapshot ({self._free()} on its volume): every record "
+                f"up to seq {head[0]} is intact; free space on the volume or move journal.path to a "
+                f"larger one, then start kfold again")
+        first = rows[0][0]
         return JournalFull(
             f"{self.path}: no room to journal seq {first}..{head[0]} ({self._free()} on its volume): that batch "
             f"was not journaled and everything up to seq {first - 1} is intact; free space on the "
