@@ -37,9 +37,20 @@ log() { echo "[build_controlplane] $(date +%T) $*" >&2; }
 # up_to_date NAME VERSION -> 0 if bin/NAME exists and its stamp matches
 up_to_date() { [[ -z "${FORCE:-}" && -x "$BIN/$1" && "$(cat "$BIN/.$1.version" 2>/dev/null)" == "$2" ]]; }
 stamp() { echo "$2" > "$BIN/.$1.version"; }
+# need_go: Go is needed only when something is rebuilt; find it off PATH in its usual homes too.
+need_go() {
+  command -v go >/dev/null && return
+  local d
+  for d in /usr/local/go/bin /usr/lib/go/bin "$HOME/go/bin" "$HOME/.local/go/bin"; do
+    [[ -x $d/go ]] && { export PATH="$d:$PATH"; return; }
+  done
+  log "ERROR: Go is needed to build the control plane (nothing is cached in $BIN yet) and no 'go' was found; install Go >= 1.26 (the official release into /usr/local/go, or a distribution package that new) and rerun"
+  exit 1
+}
 
 build_etcd() {
   up_to_date etcd "$ETCD_VERSION" && { log "etcd $ETCD_VERSION cached"; return; }
+  need_go
   local d=$SRC/etcd t0=$SECONDS
   mkdir -p "$d"
   cat > "$d/main.go" <<'EOF'
@@ -77,6 +88,7 @@ build_k8s() {
   local b all=1
   for b in $K8S_BINS; do up_to_date "$b" "$K8S_VERSION" || all=0; done
   [[ $all == 1 ]] && { log "$K8S_BINS $K8S_VERSION cached"; return; }
+  need_go
   local d=$SRC/k8s t0=$SECONDS minor patch modfile staging ctor m
   minor=$(cut -d. -f2 <<<"${K8S_VERSION#v}"); patch=$(cut -d. -f3 <<<"$K8S_VERSION")
   # Staging modules = those k8s.io/kubernetes requires at v0.0.0 (upstream replaces them
@@ -119,7 +131,7 @@ EOF
   (cd "$d" && go mod tidy)
   # Version stamping, as upstream hack/lib/version.sh does (makes /version right).
   local date ld="" pkg
-  date=$(go list -m -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"Time": "\(.*\)".*/\1/p' | head -1)
+  date=$(go list -m -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n '/"Time": /{s/.*"Time": "\(.*\)".*/\1/p;q;}')
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ld+=" -X $pkg.gitCommit=goproxy-$K8S_VERSION -X $pkg.gitTreeState=clean -X $pkg.buildDate=${date:-unknown}"
@@ -135,6 +147,7 @@ EOF
 
 build_kwok() {
   up_to_date kwok "$KWOK_VERSION" && { log "kwok $KWOK_VERSION cached"; return; }
+  need_go
   local t0=$SECONDS
   GOFLAGS= GOBIN=$BIN go install -p "$P" -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   stamp kwok "$KWOK_VERSION"

@@ -61,7 +61,12 @@ running() {
   local f=$CP/run/$1.pid pid
   [[ -f $f ]] || return 1
   pid=$(cat "$f")
-  kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$BIN/$1"
+  kill -0 "$pid" 2>/dev/null || return 1
+  # Read the whole cmdline first, then match in the shell: no pipeline, so no early-exiting
+  # reader can SIGPIPE the writer and turn a running component into "exited" under pipefail.
+  local cmd
+  cmd=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) || return 1
+  [[ $cmd == *"$BIN/$1"* ]]
 }
 
 gen_certs() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job, end to end on this machine: set up (pip + control plane build, cached), start a
+# The main job, end to end on this machine: set up (the project's venv + control plane build, cached), start a
 # local kube-apiserver + etcd + scheduler + kwok, install kfold's CRDs, run `kfold run` with a
 # journal, create the sample Session (examples/session.yaml), watch it come up and go away, then
 # print the journal's replay summary and check it. Leaves the control plane running
@@ -7,9 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+. scripts/venv.sh
 eval "$(bash scripts/controlplane.sh start | grep '^export ')"
 work=$(mktemp -d /tmp/kfold-demo.XXXXXX)
-python3 scripts/demo.py --kubeconfig "$KUBECONFIG" --workdir "$work"
+"$KFOLD_PY" scripts/demo.py --kubeconfig "$KUBECONFIG" --workdir "$work"
 echo
 echo "== kfold replay $work/journal.db --check"
-python3 -m kfold replay "$work/journal.db" --check
+"$KFOLD_PY" -m kfold replay "$work/journal.db" --check

@@ -1,21 +1,67 @@
 #!/usr/bin/env bash
-# Install kfold and its test tools, and build (or reuse) the local control plane.
-# Rerunnable: pip reuses its cache; the control plane build is skipped when the cached binaries
-# under ${KFOLD_CACHE:-~/.cache/kfold} match the pinned versions.
+# Install kfold and its test tools into the project's own virtual environment (.venv in the
+# checkout, or $KFOLD_VENV), and build (or reuse) the local control plane.
+#
+# Nothing is installed into the system interpreter (PEP 668 refuses that on Debian, Ubuntu and
+# Fedora, and it would mix kfold's pins with the distribution's packages). The venv is built with
+# the first python3 >= 3.11 found on PATH; versions come from constraints.txt, so a fresh machine
+# installs what the tests last passed with. Rerunnable: an up-to-date venv is kept (a stamp of
+# pyproject.toml + constraints.txt), pip reuses its cache, and the control plane build is skipped
+# when the cached binaries under ${KFOLD_CACHE:-~/.cache/kfold} match the pinned versions.
+# KFOLD_SKIP_CONTROLPLANE=1 skips the control plane build (Python only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/venv.sh
 export KFOLD_CACHE="${KFOLD_CACHE:-$HOME/.cache/kfold}"
 mkdir -p "$KFOLD_CACHE"
+
+apt_install() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: needs Debian packages: $*; run: sudo apt-get install -y $*" >&2; exit 1
+  fi
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; } \
+    || { echo "setup: apt-get install $* failed" >&2; exit 1; }
+}
 
 need_apt=()
 command -v openssl >/dev/null || need_apt+=(openssl)
 command -v curl >/dev/null || need_apt+=(curl)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
+command -v git >/dev/null || need_apt+=(git)
+[ ${#need_apt[@]} -eq 0 ] || apt_install "${need_apt[@]}"
+
+# The interpreter the venv is built from: python3 if it is >= 3.11, else python3.13/3.12/3.11.
+find_python() {
+  local c v
+  for c in python3 python3.13 python3.12 python3.11; do
+    command -v "$c" >/dev/null || continue
+    v=$("$c" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || continue
+    if "$c" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then echo "$c"; return; fi
+    found="$c $v"
+  done
+  echo "setup: kfold needs Python >= 3.11; found ${found:-no python3 on PATH}. Install it (Debian 12: apt-get install python3; elsewhere pyenv install 3.11) and rerun." >&2
+  exit 1
+}
+
+want_stamp=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
+if [ ! -x "$KFOLD_PY" ] || [ "$(cat "$KFOLD_VENV/.kfold-stamp" 2>/dev/null)" != "$want_stamp" ] \
+   || ! "$KFOLD_PY" -c "import kfold" >/dev/null 2>&1; then
+  if [ ! -x "$KFOLD_PY" ]; then
+    found=""
+    base=$(find_python)
+    # Debian splits ensurepip out of the interpreter: without python3-venv, `-m venv` fails.
+    if ! "$base" -c "import ensurepip, venv" >/dev/null 2>&1; then
+      ver=$("$base" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+      apt_install "python$ver-venv"
+    fi
+    echo "setup: creating $KFOLD_VENV with $("$base" -c 'import sys; print(sys.executable, sys.version.split()[0])')" >&2
+    "$base" -m venv "$KFOLD_VENV"
+  fi
+  "$KFOLD_PY" -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
+  echo "$want_stamp" > "$KFOLD_VENV/.kfold-stamp"
 fi
+"$KFOLD_PY" -c "import kfold, engine, journal, kubernetes, transitions, aiosqlite, freezegun, immutables" \
+  || { echo "setup: kfold's Python dependencies did not install into $KFOLD_VENV" >&2; exit 1; }
 
-python3 -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v "Running pip as the 'root' user" || true
-python3 -c "import kfold, engine, journal, kubernetes, transitions, aiosqlite, freezegun, immutables" \
-  || { echo "setup: kfold's Python dependencies did not install" >&2; exit 1; }
-
-bash scripts/build_controlplane.sh
+if [ "${KFOLD_SKIP_CONTROLPLANE:-}" != 1 ]; then
+  bash scripts/build_controlplane.sh
+fi

@@ -4,10 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+. scripts/venv.sh
 bash scripts/controlplane.sh start
 trap 'bash scripts/controlplane.sh stop || true' EXIT
 set +e
-python3 -m pytest -q "$@"
+"$KFOLD_PY" -m pytest -q "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
