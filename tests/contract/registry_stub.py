@@ -1,6 +1,7 @@
 """A tiny local apiserver stub for the registry's contract tests (stdlib http.server on 127.0.0.1).
 
-It records every request that ARRIVES (method, path, Authorization), so a test can prove that a
+It records every request that ARRIVES (method, path, the raw request-target exactly as it came
+off the wire, Authorization), so a test can prove that a
 refused request never left the process. It answers: node list (with allocatable GPUs), namespaced
 lists (empty), ``/version``; 401 for an unknown bearer token; 404 Status for anything else; a
 fixed ``Date`` header so registration time is server time, not the test's clock.
@@ -46,6 +47,7 @@ class Arrived:
     method: str
     path: str
     authorization: str
+    target: str = ""   # the raw request-target (path and query, undecoded)
 
 
 @dataclass
@@ -69,7 +71,7 @@ class ApiStub:
 
     def answer(self, handler: BaseHTTPRequestHandler) -> tuple[int, dict]:
         path = handler.path.split("?", 1)[0]
-        self.arrived.append(Arrived(handler.command, path, handler.headers.get("Authorization", "")))
+        self.arrived.append(Arrived(handler.command, path, handler.headers.get("Authorization", ""), handler.path))
         if handler.headers.get("Authorization", "") not in {f"Bearer {t}" for t in self.tokens}:
             return 401, status(401, "Unauthorized", "Unauthorized")
         if path == "/api/v1/nodes":
