@@ -37,9 +37,9 @@ from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KubeConfigLoader
 
-from kfold.registry import bounds
+from kfold.registry import bounds, kubeconfig_files
 from kfold.registry.errors import KubeconfigRefused, UnsafePath
-from kfold.registry.kubeconfig import Selected
+from kfold.registry.kubeconfig import Selected, context_parts
 from kfold.registry.limiter import DEFAULT_BURST, TokenBucket
 from kfold.registry.records import Registration
 
@@ -50,15 +50,17 @@ RecordSource = Callable[[], "Registration | None"]
 def configuration_for(selected: Selected, base_path: str = "") -> Configuration:
     """A client ``Configuration`` from a validated kubeconfig context; pool sized for the burst."""
     cfg = Configuration()
+    document = copy.deepcopy(selected.document)
+    _ctx, cluster_name, cluster, user_name, user = context_parts(document, selected.context)
+    kubeconfig_files.check_readable(cluster_name, cluster, user_name, user, base_path)
+    kubeconfig_files.inline_token(user_name, user, base_path)
     try:
-        loader = KubeConfigLoader(
-            config_dict=copy.deepcopy(selected.document),
-            active_context=selected.context,
-            config_base_path=base_path,
-        )
+        loader = KubeConfigLoader(config_dict=document, active_context=selected.context,
+                                  config_base_path=base_path)
         loader.load_and_set(cfg)
     except (ConfigException, OSError, ValueError) as e:
         raise KubeconfigRefused([f"it cannot be loaded ({type(e).__name__}: {e})"]) from None
+    kubeconfig_files.check_tls(cfg, cluster_name, cluster, user_name, user)
     return tuned(cfg)
 
 
