@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from kubernetes import watch
-from kubernetes.client import CoreV1Api, CustomObjectsApi, NetworkingV1Api
+from kubernetes.client import Configuration, CoreV1Api, CustomObjectsApi, NetworkingV1Api
 
 from engine.effects.clock import ServerClock
 from engine.effects.executor import Executor
@@ -26,7 +26,9 @@ from engine.effects.executor_transport import KubeTransport
 from engine.effects.models import (CreateObject, DeleteObject, GetObject, ListObjects, PatchObject,
                                    ReplaceObject)
 from engine.effects.watch_stream import close_quietly, open_get
-from kfold.registry import DirectoryCredentials, OutOfBounds, RegistrationIndex, Registry, UnsafePath, bounds
+from kfold.registry import (
+    BoundedApiClient, DirectoryCredentials, OutOfBounds, Registration, RegistrationIndex, Registry, UnsafePath, bounds,
+)
 from tests.contract.registry_stub import ApiStub, start
 
 BOUND = ("sb-acme", "sb-acme2")
@@ -257,3 +259,21 @@ def test_an_unbounded_client_refuses_what_it_could_not_check_too(world, call):
     with pytest.raises(UnsafePath, match="refused before sending"):
         call(CoreV1Api(registry.reach("acme", "own")))
     assert stub.arrived == []
+
+
+def test_through_an_http_proxy_the_absolute_form_request_line_is_checked_too(world):
+    """Behind an HTTP proxy urllib3 writes ``GET http://server/path``: the check reads that form."""
+    stub, _registry = world
+    proxy = start(ApiStub())
+    try:
+        cfg = Configuration(host=stub.url)
+        cfg.proxy, cfg.retries = proxy.url, False
+        record = Registration(name="edge", tenant="acme", namespaces=list(BOUND))
+        client = BoundedApiClient(cfg, label="acme/edge", record_source=lambda: record)
+        with pytest.raises(OutOfBounds, match="'other' is outside"):
+            client.rest_client.pool_manager.request("GET", stub.url + "/api/v1/namespaces/sb-acme/../other/pods")
+        client.rest_client.pool_manager.request("GET", stub.url + "/api/v1/namespaces/sb-acme/pods")
+        assert [a.target for a in proxy.arrived] == [stub.url + "/api/v1/namespaces/sb-acme/pods"]
+    finally:
+        proxy.server.shutdown()
+        proxy.server.server_close()
