@@ -26,6 +26,7 @@ Everything here is pure; ``admit`` is what the registry's client calls on every 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote, unquote
@@ -110,9 +111,24 @@ def _segment_problem(raw: str) -> str | None:
     return None
 
 
+# The common case, decided by two regexes: segments of unreserved characters only (no escapes),
+# none of them '.' or '..'; a query of urllib3's query characters with upper-case escapes. What
+# they accept is a subset of what ``explain_wire_problem`` accepts; anything else goes there.
+_PLAIN_PATH = re.compile(r"(?=/)(?:/(?!\.\.?(?:/|\Z))[A-Za-z0-9._~-]+)*/?\Z")
+_PLAIN_QUERY = re.compile(r"(?:[A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-F]{2})*\Z")
+
+
 def wire_problem(target: str) -> str | None:
     """Why request-target ``target`` (path, optional ``?query``) could be read differently by the
     HTTP layer or the apiserver than by this module, or None when it is in canonical wire form."""
+    path, sep, query = target.partition("?")
+    if _PLAIN_PATH.match(path) and (not sep or _PLAIN_QUERY.match(query)):
+        return None
+    return explain_wire_problem(target)
+
+
+def explain_wire_problem(target: str) -> str | None:
+    """``wire_problem`` without the fast path: every rule, one by one, with its reason."""
     bad = sorted({c for c in target if not c.isascii() or not c.isprintable() or c == " "})
     if bad:
         return "it contains " + ", ".join(repr(c) for c in bad)

@@ -1,11 +1,13 @@
 """Namespace bounds: resolve inside, refuse outside (never narrow), refuse cluster scope when bounded."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kfold.registry import (
     ALL_NAMESPACES, OutOfBounds, Registration, UnsafePath, classify, resolve, resolve_one, wire_problem,
 )
-from kfold.registry.bounds import admit
+from kfold.registry.bounds import admit, explain_wire_problem
 
 BOUNDED = Registration(name="shared", tenant="acme", namespaces=["team-a", "team-b"])
 WHOLE = Registration(name="own", tenant="acme")
@@ -110,6 +112,7 @@ def test_requests_into_the_bound_pass_and_outside_it_are_refused():
 def test_a_target_that_the_http_layer_or_the_apiserver_could_read_differently_is_refused(target, problem):
     found = wire_problem(target)
     assert found is not None and problem in found, found
+    assert explain_wire_problem(target) == found
     for record in (BOUNDED, WHOLE, None):
         with pytest.raises(UnsafePath, match="refused before sending"):
             admit(record, "GET", target)
@@ -129,4 +132,12 @@ def test_a_target_that_the_http_layer_or_the_apiserver_could_read_differently_is
     ],
 )
 def test_a_canonical_target_passes_the_wire_check(target):
-    assert wire_problem(target) is None
+    assert wire_problem(target) is None and explain_wire_problem(target) is None
+
+
+@settings(max_examples=300, derandomize=True, database=None)
+@given(st.lists(st.sampled_from(["/", ".", "..", "a", "-", "%2E", "%2e", "%2F", "%41", "%", "?", "=", "&", ":",
+                                 "#", "\\", " ", "é", "~", "_", "%3A"]), max_size=12).map("".join))
+def test_the_fast_path_of_the_wire_check_accepts_nothing_the_full_rules_refuse(target):
+    if wire_problem(target) is None:
+        assert explain_wire_problem(target) is None, target
