@@ -15,7 +15,11 @@ Guarantees:
 - ``ApplySecret`` reads ``values_from_env`` from ``env`` here, at apply time; the value goes only
   into the request body. The returned Secret is stripped of ``data``/``stringData`` before it
   can reach an outcome. A variable that is not set -> ``refused``, naming the variable only.
-- A ``TransportError`` -> ``transient`` (in doubt); ``Refused``/``UnknownKind`` -> ``refused``.
+- Every path is built by ``executor_resources.path`` from validated parts, and the name a create
+  POSTs (object, Secret, Event, Namespace) is checked against its kind's rule too: an invalid name
+  -> ``refused`` naming the name and the rule, nothing sent.
+- A ``TransportError`` -> ``transient`` (in doubt); ``Refused``/``UnknownKind``/``InvalidObjectName``
+  -> ``refused``.
 """
 from __future__ import annotations
 
@@ -55,7 +59,7 @@ async def perform(effect: Any, call: Call, env: Mapping[str, str]) -> Done:
         return await op(effect, _bound(effect, call), env)
     except TransportError as exc:
         return Done("transient", message=f"transport error: {exc}")
-    except (Refused, res.UnknownKind) as exc:
+    except (Refused, res.UnknownKind, res.InvalidObjectName) as exc:
         return Done("refused", message=str(exc))
 
 
@@ -96,6 +100,7 @@ def _manifest(e: Any) -> dict[str, Any]:
 
 
 async def _create(e: Any, send: Any, env: Any) -> Done:
+    res.check_name(e.api_version, e.kind, e.name)
     return done(await send("POST", res.path(e.api_version, e.kind, e.namespace), _manifest(e)))
 
 
@@ -137,7 +142,7 @@ def _with_kind(item: dict[str, Any], e: Any) -> dict[str, Any]:
 
 
 async def _ensure_namespace(e: Any, send: Any, env: Any) -> Done:
-    path = res.path("v1", "Namespace", name=e.namespace)
+    path = res.path("v1", "Namespace", name=e.namespace)  # validates the name the POST below creates
     got = done(await send("GET", path))
     if got.result != "not_found":
         return got
@@ -147,6 +152,7 @@ async def _ensure_namespace(e: Any, send: Any, env: Any) -> Done:
 
 
 async def _event(e: Any, send: Any, env: Any) -> Done:
+    res.check_name("v1", "Event", e.event_name)
     body = {"apiVersion": "v1", "kind": "Event",
             "metadata": {"name": e.event_name, "namespace": e.namespace,
                          "labels": {"app.kubernetes.io/managed-by": "kfold"}},
@@ -156,6 +162,7 @@ async def _event(e: Any, send: Any, env: Any) -> Done:
 
 
 async def _apply_secret(e: Any, send: Any, env: Mapping[str, str]) -> Done:
+    res.check_name("v1", "Secret", e.name)
     missing = sorted(v for v in e.values_from_env.values() if v not in env)
     if missing:
         return Done("refused", message=f"secret {e.namespace}/{e.name}: environment variable(s) "

@@ -5,6 +5,12 @@ Guarantees:
   kfold touches (core/v1 Pod, Secret, Service, Event, Namespace, ConfigMap; networking.k8s.io/v1
   Ingress; kfold.dev/v1alpha1 Repo and Session) and raises ``UnknownKind`` for anything else, so
   an effect on an unlisted kind is refused before any request is sent.
+- Every part of a path is validated before the path exists (``k8s_names``): a namespace is a
+  DNS-1123 label, an object name follows its kind's own Kubernetes rule (``Resource.name_rule``), a
+  subresource is a DNS-1123 label. A part that fails raises ``InvalidObjectName`` naming the part
+  and the rule; the executor turns it into a ``refused`` outcome and nothing is sent. So a name
+  from a spec, the config or a command (``..``, ``.``, ``a/b``, ``%2e``) can never become a dot
+  segment, a collection, or another namespace's path.
 - ``parse_path`` is its inverse (used by the HTTP stub apiserver).
 
 Caveat: the table is also what ``kfold manifests`` derives its RBAC rules from; adding a kind here
@@ -13,7 +19,10 @@ without a rule there leaves the daemon Forbidden in-cluster.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import quote
+
+from engine.effects.k8s_names import DNS1123_LABEL, DNS1123_SUBDOMAIN, InvalidObjectName, Rule, check
+
+__all__ = ["InvalidObjectName", "RESOURCES", "Resource", "UnknownKind", "check_name", "parse_path", "path", "resource"]
 
 
 class UnknownKind(ValueError):
@@ -26,6 +35,7 @@ class Resource:
     kind: str
     plural: str
     namespaced: bool
+    name_rule: Rule = DNS1123_SUBDOMAIN
 
     @property
     def group(self) -> str:
@@ -39,10 +49,10 @@ class Resource:
 RESOURCES: tuple[Resource, ...] = (
     Resource("v1", "Pod", "pods", True),
     Resource("v1", "Secret", "secrets", True),
-    Resource("v1", "Service", "services", True),
+    Resource("v1", "Service", "services", True, DNS1123_LABEL),
     Resource("v1", "Event", "events", True),
     Resource("v1", "ConfigMap", "configmaps", True),
-    Resource("v1", "Namespace", "namespaces", False),
+    Resource("v1", "Namespace", "namespaces", False, DNS1123_LABEL),
     Resource("networking.k8s.io/v1", "Ingress", "ingresses", True),
     Resource("kfold.dev/v1alpha1", "Repo", "repos", True),
     Resource("kfold.dev/v1alpha1", "Session", "sessions", True),
@@ -59,18 +69,28 @@ def resource(api_version: str, kind: str) -> Resource:
     return r
 
 
+def check_name(api_version: str, kind: str, name: str) -> str:
+    """``name`` unchanged if it is a valid name for ``kind`` (e.g. the name a create will POST)."""
+    return check(name, resource(api_version, kind).name_rule, f"{kind} name")
+
+
 def path(api_version: str, kind: str, namespace: str = "", name: str = "", subresource: str = "") -> str:
-    """The collection path (no name) or the object path. A namespaced kind needs a namespace to
-    name an object; its collection without a namespace is the all-namespaces list."""
+    """The collection path (no name) or the object path, every part validated (module contract).
+    A namespaced kind needs a namespace to name an object; its collection without a namespace is
+    the all-namespaces list."""
     r = resource(api_version, kind)
     if r.namespaced and not namespace and (name or subresource):
         raise UnknownKind(f"{kind} is namespaced: a namespace is required")
-    base = r.prefix + (f"/namespaces/{quote(namespace, safe='')}" if r.namespaced and namespace else "")
-    out = f"{base}/{r.plural}"
+    if subresource and not name:
+        raise UnknownKind(f"{kind} subresource {subresource!r} needs an object name")
+    out = r.prefix
+    if r.namespaced and namespace:
+        out += "/namespaces/" + check(namespace, DNS1123_LABEL, f"namespace of {kind}")
+    out += f"/{r.plural}"
     if name:
-        out += f"/{quote(name, safe='')}"
+        out += "/" + check(name, r.name_rule, f"{kind} name")
     if subresource:
-        out += f"/{subresource}"
+        out += "/" + check(subresource, DNS1123_LABEL, f"{kind} subresource")
     return out
 
 

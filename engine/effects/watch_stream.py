@@ -31,15 +31,19 @@ import orjson
 import urllib3
 
 from engine.effects.clock import parse_http_date
+from engine.effects.k8s_names import DNS1123_LABEL, check
 
 READ_CHUNK = 65536
 QUEUE_BATCHES = 64
 
 
 def resource_path(api_version: str, plural: str, namespace: str = "") -> str:
-    """``/api/v1[/namespaces/ns]/pods`` or ``/apis/group/version[/namespaces/ns]/plural``."""
+    """``/api/v1[/namespaces/ns]/pods`` or ``/apis/group/version[/namespaces/ns]/plural``; the
+    namespace must be a DNS-1123 label (``InvalidObjectName`` otherwise, before any request)."""
     base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-    return f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
+    if not namespace:
+        return f"{base}/{plural}"
+    return f"{base}/namespaces/{check(namespace, DNS1123_LABEL, 'watched namespace')}/{plural}"
 
 
 class HttpStatusError(Exception):

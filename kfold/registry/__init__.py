@@ -4,7 +4,7 @@ Use ``Registry.reach(tenant, name)`` for a registered cluster and ``Registry.hom
 own; see ``kfold.registry.registry`` for the contract.
 """
 
-from kfold.registry.bounds import ALL_NAMESPACES, classify, resolve, resolve_one
+from kfold.registry.bounds import ALL_NAMESPACES, classify, resolve, resolve_one, wire_problem
 from kfold.registry.client import BoundedApiClient
 from kfold.registry.credentials import (
     CredentialStore,
@@ -22,6 +22,7 @@ from kfold.registry.errors import (
     RegistryCorrupt,
     RegistryError,
     Unreachable,
+    UnsafePath,
 )
 from kfold.registry.home import HomeSource, home_configuration
 from kfold.registry.index import RegistrationIndex
@@ -36,5 +37,6 @@ __all__ = [
     "Kubeconfig", "KubeconfigRefused", "MemoryCredentials", "NotRegistered", "OutOfBounds",
     "Registration", "RegistrationIndex", "Registry", "RegistryCorrupt", "RegistryError",
     "SecretCredentials", "TokenBucket", "Unreachable", "check_name", "classify",
-    "credential_ref", "home_configuration", "resolve", "resolve_one", "select",
+    "UnsafePath", "credential_ref", "home_configuration", "resolve", "resolve_one", "select",
+    "wire_problem",
 ]

@@ -1,12 +1,25 @@
-"""The registry's Kubernetes client: bounds checked and rate limited on every request path.
+"""The registry's Kubernetes client: bounds checked and rate limited on every request.
 
 ``BoundedApiClient`` is an ``ApiClient`` (use it with ``CoreV1Api(client)``, ``CustomObjectsApi``,
 ``DynamicClient``, ``watch.Watch`` as usual). Guarantees:
-- Before a request leaves the process, the client asks ``record_source()`` for the FRESH
-  registration and runs ``bounds.admit`` on (method, path): a bound tightened after the client was
-  cached applies to the very next request, and a deregistered cluster answers ``NotRegistered``.
-  The check runs in ``param_serialize`` (every generated and dynamic API call, including the
-  websocket ``stream`` path, which swaps ``call_api`` out) and again in ``call_api`` (raw callers).
+- Checked is sent. The bound is checked on the request line itself: the client's urllib3 pools
+  make connections of a subclass whose ``putrequest`` (the call that writes
+  ``METHOD <target> HTTP/1.1``) first runs ``bounds.admit`` on that very ``<target>``, after every
+  rewrite the client library and urllib3 made (dot-segment removal, percent-encoding, proxies'
+  absolute form, redirects). Nothing reaches a socket from this client without passing it, whichever
+  door it came through: typed API, ``call_api``, a raw ``rest_client.pool_manager.request`` (kfold's
+  own watch reader), ``watch.Watch``. ``bounds.admit`` also refuses any target that is not in
+  canonical wire form (``bounds.wire_problem``), so the apiserver cannot read the admitted target
+  as another resource either. This holds for every client, bounded or not: a ``..`` never reaches
+  an apiserver from kfold.
+- The same check runs earlier, for an early clear error and for the websocket ``stream`` path
+  (exec/attach/port-forward, which swaps ``call_api`` out and sends through websocket-client,
+  which sends the admitted canonical target unchanged): in ``param_serialize`` (every generated
+  and dynamic API call) and in ``call_api`` (raw callers), where the URL must also be on this
+  client's own server (``Configuration.host``): a raw URL elsewhere would carry the credential away.
+- Each check asks ``record_source()`` for the FRESH registration: a bound tightened after the
+  client was cached applies to the very next request, and a deregistered cluster answers
+  ``NotRegistered``.
 - Every ``call_api`` takes a token from the client's ``TokenBucket`` (50 QPS / burst 100 by
   default) and the urllib3 pool keeps up to ``burst`` connections per host.
 - ``repr`` names the cluster only; the ``Configuration`` holding the credential is never printed
@@ -17,16 +30,16 @@ Caveats: websocket streams (exec/attach/port-forward) are bounds-checked but not
 from __future__ import annotations
 
 import copy
-from typing import Callable
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KubeConfigLoader
 
-from kfold.registry import bounds
-from kfold.registry.errors import KubeconfigRefused
-from kfold.registry.kubeconfig import Selected
+from kfold.registry import bounds, kubeconfig_files
+from kfold.registry.errors import KubeconfigRefused, UnsafePath
+from kfold.registry.kubeconfig import Selected, context_parts
 from kfold.registry.limiter import DEFAULT_BURST, TokenBucket
 from kfold.registry.records import Registration
 
@@ -37,15 +50,17 @@ RecordSource = Callable[[], "Registration | None"]
 def configuration_for(selected: Selected, base_path: str = "") -> Configuration:
     """A client ``Configuration`` from a validated kubeconfig context; pool sized for the burst."""
     cfg = Configuration()
+    document = copy.deepcopy(selected.document)
+    _ctx, cluster_name, cluster, user_name, user = context_parts(document, selected.context)
+    kubeconfig_files.check_readable(cluster_name, cluster, user_name, user, base_path)
+    kubeconfig_files.inline_token(user_name, user, base_path)
     try:
-        loader = KubeConfigLoader(
-            config_dict=copy.deepcopy(selected.document),
-            active_context=selected.context,
-            config_base_path=base_path,
-        )
+        loader = KubeConfigLoader(config_dict=document, active_context=selected.context,
+                                  config_base_path=base_path)
         loader.load_and_set(cfg)
     except (ConfigException, OSError, ValueError) as e:
         raise KubeconfigRefused([f"it cannot be loaded ({type(e).__name__}: {e})"]) from None
+    kubeconfig_files.check_tls(cfg, cluster_name, cluster, user_name, user)
     return tuned(cfg)
 
 
@@ -75,7 +90,9 @@ class BoundedApiClient(ApiClient):
         self.label = label
         self.limiter = limiter or TokenBucket()
         self._record_source = record_source
-        self._prefix = urlsplit(configuration.host).path.rstrip("/")
+        self._origin = configuration.host.rstrip("/")
+        self._prefix = urlsplit(self._origin).path
+        check_on_the_wire(self.rest_client.pool_manager, self._admit_sent)
 
     def __repr__(self) -> str:
         return f"<BoundedApiClient cluster={self.label}>"
@@ -95,10 +112,11 @@ class BoundedApiClient(ApiClient):
         return bounds.resolve(record, namespace)
 
     def admit(self, method: str, url: str) -> None:
-        """Raise ``OutOfBounds`` (or ``NotRegistered``) unless the request may leave."""
-        record = self._record_source()
-        if record is not None:
-            bounds.admit(record, method, self._path(url))
+        """Raise ``UnsafePath``, ``OutOfBounds`` or ``NotRegistered`` unless ``method url`` may
+        leave: ``url`` on this client's server, its target in wire form and inside the bound."""
+        if not url.startswith(self._origin + "/"):
+            raise UnsafePath(method, url, f"it is not on this cluster's server {self._origin}")
+        self._admit_target(method, url[len(self._origin):])
 
     def param_serialize(self, method, resource_path, *args, **kwargs):  # type: ignore[override]
         serialized = super().param_serialize(method, resource_path, *args, **kwargs)
@@ -110,8 +128,30 @@ class BoundedApiClient(ApiClient):
         self.limiter.acquire()
         return super().call_api(method, url, *args, **kwargs)
 
-    def _path(self, url: str) -> str:
-        path = urlsplit(url).path
-        if self._prefix and path.startswith(self._prefix):
-            path = path[len(self._prefix):]
-        return path or "/"
+    def _admit_sent(self, method: str, target: str) -> None:
+        """The check on the request line: ``target`` is exactly what follows the method."""
+        if not target.startswith("/"):  # absolute form, through an HTTP proxy
+            return self.admit(method, target)
+        if not target.startswith(self._prefix + "/"):
+            raise UnsafePath(method, target, f"it is outside this cluster's server path {self._prefix}")
+        return self._admit_target(method, target[len(self._prefix):])
+
+    def _admit_target(self, method: str, target: str) -> None:
+        bounds.admit(self._record_source(), method, target)
+
+
+def check_on_the_wire(pool_manager: Any, admit: Callable[[str, str], None]) -> None:
+    """Make every connection ``pool_manager`` opens call ``admit(method, target)`` in
+    ``putrequest``, before the request line is written (see module contract)."""
+    pool_manager.pool_classes_by_scheme = {
+        scheme: type(f"Checked{pool.__name__}", (pool,), {"ConnectionCls": _checked(pool.ConnectionCls, admit)})
+        for scheme, pool in pool_manager.pool_classes_by_scheme.items()
+    }
+
+
+def _checked(connection: type, admit: Callable[[str, str], None]) -> type:
+    def putrequest(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> None:
+        admit(method, url)
+        connection.putrequest(self, method, url, *args, **kwargs)
+
+    return type(f"Checked{connection.__name__}", (connection,), {"putrequest": putrequest})

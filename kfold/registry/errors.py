@@ -82,6 +82,18 @@ class OutOfBounds(RegistryError):
     failure (in doubt)."""
 
 
+class UnsafePath(RegistryError, ValueError):
+    """A request-target that something between the check and the apiserver could read differently
+    (dot segments, encoded slashes, ``//``, backslashes, non-canonical escapes...): refused locally,
+    on every client, bounded or not, because what was checked would not be what is sent."""
+
+    def __init__(self, method: str, target: str, problem: str) -> None:
+        self.target = target
+        self.problem = problem
+        shown = json.dumps(target[:200])
+        super().__init__(f"request {method.upper()} {shown} refused before sending: {problem}")
+
+
 class HomeUnavailable(RegistryError):
     """No way to reach kfold's own cluster: no kubeconfig given and not running in a pod."""
 

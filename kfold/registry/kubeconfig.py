@@ -6,7 +6,9 @@ Guarantees:
   text is parsed or stored.
 - ``select`` refuses, with one message per problem saying what and why: exec credential plugins
   and command/ambient auth-providers (unless ``allow_exec``), and any field that names a file on
-  this machine (unless ``allow_files``). Only the selected context's cluster and user are checked:
+  this machine (unless ``allow_files``): ``certificate-authority``, ``client-certificate``,
+  ``client-key``, ``tokenFile`` and an oidc auth-provider's ``idp-certificate-authority``. What an
+  allowed file holds is checked when a client is built (``kubeconfig_files``). Only the selected context's cluster and user are checked:
   they are all that is ever used.
 - Refusal messages carry names, field names, commands and paths, never tokens, keys or YAML text.
 Caveats: the Python client writes ``*-data`` certificates to temporary files (removed at exit) for
@@ -29,6 +31,7 @@ USER_FILE_FIELDS = {
     "client-key": "client-key-data",
     "tokenFile": "token",
 }
+OIDC_FILE_FIELDS = {"idp-certificate-authority": "idp-certificate-authority-data"}
 
 
 class Kubeconfig:
@@ -100,6 +103,15 @@ def _entry(doc: dict, section: str, name: Any) -> dict:
     raise KubeconfigRefused([f"{section[:-1]} {name!r} is not defined in it"])
 
 
+def context_parts(doc: dict, context: Any) -> tuple[dict, str, dict, str, dict]:
+    """(context, cluster name, cluster, user name, user) of ``context`` in ``doc``; the dicts are
+    the document's own (a caller holding a private copy may edit them)."""
+    ctx = _entry(doc, "contexts", context)
+    cluster = _entry(doc, "clusters", ctx.get("cluster"))
+    user = _entry(doc, "users", ctx.get("user")) if ctx.get("user") else {}
+    return ctx, str(ctx.get("cluster")), cluster, str(ctx.get("user")), user
+
+
 def _file_problems(kind: str, name: str, body: dict, fields: dict[str, str]) -> list[str]:
     return [
         f"{kind} {name!r} field {field!r} names a file on this machine ({body[field]}): kfold "
@@ -108,6 +120,12 @@ def _file_problems(kind: str, name: str, body: dict, fields: dict[str, str]) -> 
         for field, data_field in fields.items()
         if body.get(field)
     ]
+
+
+def _oidc_config(user: dict) -> dict:
+    provider = user.get("auth-provider")
+    config = provider.get("config") if isinstance(provider, dict) else None
+    return config if isinstance(config, dict) else {}
 
 
 def _exec_problems(name: str, user: dict) -> list[str]:
@@ -146,15 +164,14 @@ def select(
     name = context or doc.get("current-context")
     if not name:
         raise KubeconfigRefused(["it names no current-context and no context was given"])
-    ctx = _entry(doc, "contexts", name)
-    cluster = _entry(doc, "clusters", ctx.get("cluster"))
-    user = _entry(doc, "users", ctx.get("user")) if ctx.get("user") else {}
-    problems = [] if cluster.get("server") else [f"cluster {ctx.get('cluster')!r} has no server"]
+    ctx, cluster_name, cluster, user_name, user = context_parts(doc, name)
+    problems = [] if cluster.get("server") else [f"cluster {cluster_name!r} has no server"]
     if not allow_exec:
-        problems += _exec_problems(str(ctx.get("user")), user)
+        problems += _exec_problems(user_name, user)
     if not allow_files:
-        problems += _file_problems("cluster", str(ctx.get("cluster")), cluster, CLUSTER_FILE_FIELDS)
-        problems += _file_problems("user", str(ctx.get("user")), user, USER_FILE_FIELDS)
+        problems += _file_problems("cluster", cluster_name, cluster, CLUSTER_FILE_FIELDS)
+        problems += _file_problems("user", user_name, user, USER_FILE_FIELDS)
+        problems += _file_problems("user", user_name, _oidc_config(user), OIDC_FILE_FIELDS)
     if problems:
         raise KubeconfigRefused(problems)
     return Selected(doc, str(name), str(cluster["server"]), ctx.get("namespace"))

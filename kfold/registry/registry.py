@@ -16,6 +16,25 @@ Guarantees:
 - Reach reuses one client per (tenant, name, credential digest), but that client reads the FRESH
   record on every request: a tightened bound or a deregistration applies to the next request.
 - Records hold no credential; ``repr`` of the registry and its clients shows none.
+- Checked is sent (DESIGN invariant 11). A bound check and the request that goes out cannot
+  disagree, by construction, in two ways that each suffice on their own:
+  1. Where: the check runs on the request line itself. Every client's urllib3 pools make
+     connections whose ``putrequest`` (the call that writes ``METHOD <target> HTTP/1.1``) first
+     runs ``bounds.admit`` on that exact ``<target>``, after everything the kubernetes client and
+     urllib3 did to it (dot-segment removal, percent-encoding, proxy absolute form, redirects).
+     There is no later rewrite to disagree with: the bytes written are the string checked. This
+     covers every door, including callers that skip ``call_api`` (kfold's watch reader uses the
+     pool manager directly). Checks in ``param_serialize``/``call_api`` come first only to fail
+     early and to cover websocket streams, which do not go through urllib3.
+  2. What: ``bounds.admit`` accepts only a target in canonical wire form (``bounds.wire_problem``):
+     no ``.``/``..`` segments, no ``//``, no backslash, no fragment, no escape that decodes to
+     ``/``, ``\\``, ``%``, ``?``, ``#``, control or non-ASCII, and each segment spelled exactly as
+     ``quote(decoded, safe="")`` spells it. Normalisation leaves such a target unchanged, and the
+     apiserver's own decoding splits it into the segments the check classified. Anything else is
+     refused (``UnsafePath``), on bounded and unbounded clients alike, before a byte is written.
+  Names are checked before they become paths as well (the executor's ``executor_resources.path``
+  applies Kubernetes' own name rules), so a refusal there names the bad name and the rule.
+  Tested by tests/contract/test_registry_wire_fuzz.py; the threat model is docs/registry-threat-model.md.
 Caveats: ``reach`` reads the credential store each call (to compare digests); with
 ``SecretCredentials`` that is one GET, so hold the client for a batch rather than per request.
 """

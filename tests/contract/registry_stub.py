@@ -1,6 +1,7 @@
 """A tiny local apiserver stub for the registry's contract tests (stdlib http.server on 127.0.0.1).
 
-It records every request that ARRIVES (method, path, Authorization), so a test can prove that a
+It records every request that ARRIVES (method, path, the raw request-target exactly as it came
+off the wire, Authorization), so a test can prove that a
 refused request never left the process. It answers: node list (with allocatable GPUs), namespaced
 lists (empty), ``/version``; 401 for an unknown bearer token; 404 Status for anything else; a
 fixed ``Date`` header so registration time is server time, not the test's clock.
@@ -9,6 +10,7 @@ fixed ``Date`` header so registration time is server time, not the test's clock.
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,7 +25,10 @@ def node(name: str, **allocatable: str) -> dict:
     return {"metadata": {"name": name}, "status": {"allocatable": allocatable}}
 
 
-def kubeconfig(server: str, token: str, *, user_extra: str = "", cluster_extra: str = "") -> str:
+def kubeconfig(server: str, token: str | None, *, user_extra: str = "", cluster_extra: str = "") -> str:
+    """A one-context kubeconfig (cluster and user both named ``stub``); ``token=None`` leaves the
+    user with only ``user_extra`` (each extra starts with a newline and a 4-space indent)."""
+    token_line = f"\n    token: {token}" if token is not None else ""
     return f"""apiVersion: v1
 kind: Config
 current-context: stub
@@ -36,8 +41,7 @@ clusters:
     server: {server}{cluster_extra}
 users:
 - name: stub
-  user:
-    token: {token}{user_extra}
+  user:{token_line}{user_extra}
 """
 
 
@@ -46,6 +50,7 @@ class Arrived:
     method: str
     path: str
     authorization: str
+    target: str = ""   # the raw request-target (path and query, undecoded)
 
 
 @dataclass
@@ -55,11 +60,12 @@ class ApiStub:
     date: str = FIXED_DATE
     arrived: list[Arrived] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
+    tls: ssl.SSLContext | None = None   # set by ``start(stub, tls=...)``: serve HTTPS
 
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     def kubeconfig(self, token: str = "stub-token", **extra: str) -> str:
         return kubeconfig(self.url, token, **extra)
@@ -69,8 +75,9 @@ class ApiStub:
 
     def answer(self, handler: BaseHTTPRequestHandler) -> tuple[int, dict]:
         path = handler.path.split("?", 1)[0]
-        self.arrived.append(Arrived(handler.command, path, handler.headers.get("Authorization", "")))
-        if handler.headers.get("Authorization", "") not in {f"Bearer {t}" for t in self.tokens}:
+        self.arrived.append(Arrived(handler.command, path, handler.headers.get("Authorization", ""), handler.path))
+        client_cert = self.tls is not None and bool(handler.connection.getpeercert())
+        if not client_cert and handler.headers.get("Authorization", "") not in {f"Bearer {t}" for t in self.tokens}:
             return 401, status(401, "Unauthorized", "Unauthorized")
         if path == "/api/v1/nodes":
             return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": self.nodes}
@@ -110,8 +117,13 @@ def _handler(stub: ApiStub) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def start(stub: ApiStub) -> ApiStub:
+def start(stub: ApiStub, tls: ssl.SSLContext | None = None) -> ApiStub:
+    """Serve ``stub`` on 127.0.0.1 (HTTPS with ``tls``; a verified client certificate then
+    authenticates like a known token)."""
     stub.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stub))
+    if tls is not None:
+        stub.tls = tls
+        stub.server.socket = tls.wrap_socket(stub.server.socket, server_side=True)
     threading.Thread(target=stub.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return stub
 

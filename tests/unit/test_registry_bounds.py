@@ -1,9 +1,13 @@
 """Namespace bounds: resolve inside, refuse outside (never narrow), refuse cluster scope when bounded."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kfold.registry import ALL_NAMESPACES, OutOfBounds, Registration, classify, resolve, resolve_one
-from kfold.registry.bounds import admit
+from kfold.registry import (
+    ALL_NAMESPACES, OutOfBounds, Registration, UnsafePath, classify, resolve, resolve_one, wire_problem,
+)
+from kfold.registry.bounds import admit, explain_wire_problem
 
 BOUNDED = Registration(name="shared", tenant="acme", namespaces=["team-a", "team-b"])
 WHOLE = Registration(name="own", tenant="acme")
@@ -76,3 +80,64 @@ def test_requests_into_the_bound_pass_and_outside_it_are_refused():
     admit(BOUNDED, "GET", "/apis")
     with pytest.raises(OutOfBounds, match="'team-c' is outside"):
         admit(BOUNDED, "POST", "/api/v1/namespaces/team-c/pods")
+
+
+@pytest.mark.parametrize(
+    "target, problem",
+    [
+        ("/api/v1/namespaces/team-a/../other/pods", "dot segment '..'"),
+        ("/api/v1/namespaces/team-a/secrets/.", "dot segment '.'"),
+        ("/api/v1/namespaces/team-a/secrets/%2e%2e", "lower-case percent-escape"),
+        ("/api/v1/namespaces/team-a/secrets/%2E%2E", "encoded dot segment"),
+        ("/api/v1/namespaces/team-a%2F..%2Fother/pods", "decodes to '/'"),
+        ("/api/v1/namespaces/team-a/secrets/a%5Cb", "decodes to '\\\\'"),
+        ("/api/v1/namespaces/team-a/secrets/a%252Fb", "decodes to '%'"),
+        ("/api/v1/namespaces/team-a/secrets/a%3Fb", "decodes to '?'"),
+        ("/api/v1/namespaces/team-a/secrets/a%00", "decodes to '\\x00'"),
+        ("/api/v1/namespaces/team-a/secrets/%C3%A9", "decodes to 'é'"),
+        ("/api/v1/namespaces/team-a/secrets/%FF", "not UTF-8"),
+        ("/api/v1/namespaces/team-a/secrets/%2", "malformed percent-escape"),
+        ("/api/v1/namespaces/team-a/secrets/%2Da", "not in canonical form"),
+        ("/api/v1/namespaces/team-a/secrets/a:b", "not in canonical form"),
+        ("/api/v1//namespaces/team-a/pods", "empty segment"),
+        ("/api/v1/namespaces/team-a\\..\\other/pods", "backslash"),
+        ("/api/v1/namespaces/team-a/pods#/../x", "fragment"),
+        ("/api/v1/namespaces/team-а/pods", "'а'"),  # Cyrillic a
+        ("/api/v1/namespaces/team-a/pods/a b", "' '"),
+        ("api/v1/namespaces/team-a/pods", "does not start with '/'"),
+        ("/api/v1/namespaces/team-a/pods?labelSelector=a b", "' '"),
+        ("/api/v1/namespaces/team-a/pods?labelSelector=a%2fb", "lower-case"),
+    ],
+)
+def test_a_target_that_the_http_layer_or_the_apiserver_could_read_differently_is_refused(target, problem):
+    found = wire_problem(target)
+    assert found is not None and problem in found, found
+    assert explain_wire_problem(target) == found
+    for record in (BOUNDED, WHOLE, None):
+        with pytest.raises(UnsafePath, match="refused before sending"):
+            admit(record, "GET", target)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/api/v1/namespaces/team-a/pods",
+        "/api/v1/namespaces/team-a/pods/p.g1?timeoutSeconds=5&watch=true",
+        "/api/v1/namespaces/team-a/pods?labelSelector=app.kubernetes.io%2Fmanaged-by%3Dkfold%2Ca%20in%20%28x%29",
+        "/api/v1/namespaces/team-a/pods?fieldSelector=metadata.name=x/y",
+        "/apis/",
+        "/api",
+        "/",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Aadmin",
+    ],
+)
+def test_a_canonical_target_passes_the_wire_check(target):
+    assert wire_problem(target) is None and explain_wire_problem(target) is None
+
+
+@settings(max_examples=300, derandomize=True, database=None)
+@given(st.lists(st.sampled_from(["/", ".", "..", "a", "-", "%2E", "%2e", "%2F", "%41", "%", "?", "=", "&", ":",
+                                 "#", "\\", " ", "é", "~", "_", "%3A"]), max_size=12).map("".join))
+def test_the_fast_path_of_the_wire_check_accepts_nothing_the_full_rules_refuse(target):
+    if wire_problem(target) is None:
+        assert explain_wire_problem(target) is None, target

@@ -4,6 +4,7 @@ import pytest
 
 from kfold.registry import HomeUnavailable, KubeconfigRefused, MemoryCredentials, NotRegistered, RegistrationIndex, Registry
 from kfold.registry.home import home_configuration
+from tests.contract import tls_material
 
 HOME = """apiVersion: v1
 current-context: dev
@@ -18,9 +19,15 @@ users:
 """
 
 
+@pytest.fixture(scope="module")
+def real_ca(tmp_path_factory):
+    """A real CA certificate: the file is loaded by ``ssl`` when the client is built."""
+    return tls_material.make(tmp_path_factory.mktemp("tls")).ca.read_text()
+
+
 @pytest.fixture
-def kubeconfig_file(tmp_path):
-    (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+def kubeconfig_file(tmp_path, real_ca):
+    (tmp_path / "ca.pem").write_text(real_ca)
     path = tmp_path / "config"
     path.write_text(HOME.format(extra=""))
     return path
