@@ -70,14 +70,17 @@ class SessionMachine(Machine):
         save(ctx, key, absorb(ctx.get(key), rec.cluster, rec.obj))
 
     def on_relist(self, ctx: Any, rec: Relist) -> None:
+        """A relist's absences are suspects (``missing_after_relist``): each is re-read with a
+        quorum GET, and only that GET's 404 lets go of a Session or marks its pod gone."""
         if rec.kind == "Session":
             for key in missing_after_relist([k for k, _ in sessions(ctx)], rec):
-                session_gone(ctx, key)
+                d = ctx.get(key)
+                ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
+                         namespace=d.namespace, name=d.name)
             return
         current = {flow.pod_key(d): k for k, d in sessions(ctx) if d.pod.created and not d.pod.gone}
         for pk in missing_after_relist(current, rec):
-            d = ctx.get(current[pk])
-            save(ctx, current[pk], d.but(pod=d.pod.but(gone=True)))
+            save(ctx, current[pk], replies.read_pod(ctx, current[pk], ctx.get(current[pk])))
 
     def on_message(self, ctx: Any, key: str, message: str, args: dict[str, Any]) -> None:
         d = ctx.get(key)
@@ -89,6 +92,8 @@ class SessionMachine(Machine):
         d = ctx.get(effect.key)
         if not isinstance(d, SessionDecision):
             return
+        if (effect.kind, effect.type, rec.result) == ("Session", "get", "not_found"):
+            return session_gone(ctx, effect.key)  # a quorum read proves the Session deleted
         if effect.kind == "Session" and getattr(effect, "subresource", "") == "status":
             if rec.result not in ("ok", "not_found"):  # written again on the next decision
                 ctx.put(effect.key, d.but(status_written=""))
@@ -167,9 +172,9 @@ def session_gone(ctx: Any, key: str) -> None:
 
 def outcome(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
     match effect.kind, effect.type:
+        case "Pod", "get":
+            return replies.pod_read(ctx, key, d, rec, effect)
         case "Session", "get":
-            if rec.result == "not_found":
-                return d.but(gone=True)
             return absorb(d, d.home, rec.obj) if rec.result == "ok" and rec.obj else _reobserve(ctx, key, d)
         case "Session", "patch":
             return _finalizer_answer(ctx, key, d, rec)
@@ -233,6 +238,9 @@ def in_doubt(ctx: Any, key: str, d: SessionDecision, effect: Any) -> SessionDeci
     match effect.kind, effect.type:
         case "Session", "patch" if effect.subresource == "status":
             return d.but(status_written="")
+        case "Pod", "get":
+            ctx.emit(GetObject, key, **effect.model_dump(exclude={"id", "machine", "key", "type"}))
+            return d
         case "Session", _:
             return _reobserve(ctx, key, d)
         case "Secret", "create":

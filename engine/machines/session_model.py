@@ -81,6 +81,7 @@ class PodFacts(Decision):
     detail: str = ""           # status.reason/message, for a terminal phase
     gone: bool = False
     provisioning: str = ""     # the last provisioning message reported
+    reading: bool = False      # a quorum GET of the pod is in flight (after a relist missed it, or an adopt)
 
 
 class RepoFacts(Decision):
