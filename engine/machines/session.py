@@ -32,7 +32,8 @@ from engine.machines import session_endpoints as endpoints
 from engine.machines import session_flow as flow
 from engine.machines import session_replies as replies
 from engine.machines.base import Machine, missing_after_relist, object_key
-from engine.machines.session_model import CONFIG_KEY, FINALIZER, SessionConfig, SessionDecision, SessionEntry
+from engine.machines.session_model import (CONFIG_KEY, FINALIZER, LIVE, Failure, SessionConfig, SessionDecision,
+                                          SessionEntry)
 from engine.machines import session_targets as targets
 from engine.machines import session_tenancy as tenancy
 from engine.machines.session_observe import session_view
@@ -148,10 +149,32 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
     """Fold a Session's latest state into its record (a new uid under the same name starts over)."""
     v = session_view(obj)
     if d is None or (d.uid and v.uid and d.uid != v.uid):
-        d = SessionDecision(name=v.name, namespace=v.namespace, home=cluster)
+        d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster), v)
     step = "" if d.finalizer_step == "reading" else d.finalizer_step
     return d.but(uid=v.uid, rv=v.rv, spec_raw=v.spec, deleting=v.deleting, finalizers=v.finalizers,
-                 finalizer_step=step)
+                 finalizer_step=step, reported_phase=v.phase, reported_generation=v.generation)
+
+
+def from_status(d: SessionDecision, v: Any) -> SessionDecision:
+    """A Session kfold has no record of (a fresh or lost journal) resumes from the status kfold
+    wrote on it, so the cluster, not the journal, is the source of truth (DESIGN invariant 9).
+
+    Bringing up (Pending..Ready) generation N: the record starts at N-1, so ``begin`` makes N again
+    and the pod create meets ``<session>-gN`` (AlreadyExists), which the pod machine adopts when its
+    labels are this Session's; nothing is deleted, no new generation is started. Failed: it stays
+    Failed for the spec it failed on (a changed spec retries, as ever). Otherwise (Suspended,
+    Stopped) the generation carries on, so a resume is N+1, never a reused name.
+    Caveat: a spec changed while kfold ran without its journal is adopted as generation N's pod;
+    the pod's own shape is not compared."""
+    if v.generation <= 0:
+        return d
+    if v.phase in LIVE:
+        return d.but(generation=v.generation - 1)
+    if v.phase == "Failed":
+        reason, message = v.failure
+        return d.but(generation=v.generation, phase="Failed", failure=Failure(reason=reason or "Failed", message=message),
+                     failed_spec=flow._spec_text(d.but(spec_raw=v.spec)))
+    return d.but(generation=v.generation)
 
 
 def session_gone(ctx: Any, key: str) -> None:

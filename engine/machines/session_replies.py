@@ -154,7 +154,10 @@ def _pod_created(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -
         return d
     how = "adopted" if args.get("adopted") else "created"
     ctx.log(key, f"session {d.name}: pod {d.pod.name} {how}", uid=args.get("uid", ""))
-    return d.move("created").but(pod=d.pod.but(created=True, uid=args.get("uid") or d.pod.uid))
+    d = d.move("created").but(pod=d.pod.but(created=True, uid=args.get("uid") or d.pod.uid))
+    # An adopted pod may have run for a long time: on a quiet cluster no event will tell its state,
+    # so read it now and fold the answer (never wait for a watch event that may not come).
+    return read_pod(ctx, key, d) if args.get("adopted") else d
 
 
 def _pod_create_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
