@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.effects.models import DeleteObject, GetObject
+from engine.effects.models import GetObject
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_flow as flow
+from engine.machines import session_owned as owned
 from engine.machines import session_replies as replies
 from engine.machines.base import Machine, missing_after_relist, object_key
 from engine.machines.session_model import (CONFIG_KEY, FINALIZER, LIVE, Failure, SessionConfig, SessionDecision,
@@ -201,14 +202,23 @@ def outcome(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
             return absorb(d, d.home, rec.obj) if rec.result == "ok" and rec.obj else _reobserve(ctx, key, d)
         case "Session", "patch":
             return _finalizer_answer(ctx, key, d, rec)
+        case _, ("delete" | "get") if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
+            return owned.teardown_answer(ctx, key, d, rec, effect)
         case "Secret", "create":
             return _secret_answer(ctx, key, d, rec)
-        case _, "delete" if d.phase in ("Stopping", "Stopped"):
-            return _teardown_answer(ctx, key, d, rec, effect)
+        case "Secret", "get":
+            return _secret_read(ctx, key, d, rec, effect)
         case ("Service" | "Ingress"), _:
-            spec = flow.spec_of(d, config(ctx) or SessionConfig())
-            return d if isinstance(spec, SpecError) else endpoints.on_outcome(
-                ctx, key, d, rec, effect, spec, config(ctx) or SessionConfig())
+            cfg = config(ctx) or SessionConfig()
+            spec = flow.spec_of(d, cfg)
+            if isinstance(spec, SpecError):
+                return d
+            if _foreign_endpoint(d, rec, effect, spec, cfg):
+                field = endpoints.KINDS[effect.kind][0]
+                d = d.but(**{field: getattr(d, field).but(stage="idle", have="", sending="")})
+                return flow.fail(ctx, key, d, "NameTaken",
+                                 owned.conflict(effect.kind, effect.namespace, effect.name, rec.obj, d.name))
+            return endpoints.on_outcome(ctx, key, d, rec, effect, spec, cfg)
     return d
 
 
@@ -231,30 +241,37 @@ def _finalizer_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome) -> S
     return flow.fail(ctx, key, d, "FinalizerFailed", f"cannot add finalizer {FINALIZER}: {rec.result} {rec.message}".strip())
 
 
+def _foreign_endpoint(d: SessionDecision, rec: Outcome, effect: Any, spec: Any, cfg: SessionConfig) -> bool:
+    """A read of the Service/Ingress kfold wants to route found a same-name object not this
+    Session's: it is reported, never replaced (``session_owned``)."""
+    return (effect.type == "get" and rec.result == "ok" and not owned.owned(rec.obj, d.name)
+            and endpoints.desired(d, spec, cfg)[effect.kind] is not None)
+
+
 def _secret_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
     if d.secret_step != "sent":
         return d
-    if rec.result in ("ok", "already_exists"):
+    if rec.result == "ok":
         return d.but(secret_step="done")
+    if rec.result == "already_exists":  # ours (an earlier attempt, a lost journal) or someone else's: read
+        ctx.emit(GetObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1", kind="Secret",
+                 namespace=d.target_ns, name=owned.object_name(d, "Secret"))
+        return d.but(secret_step="reading")
     if rec.result == "transient":
         return d.but(secret_step="")  # a create is safe to repeat: AlreadyExists is fine
     return flow.fail(ctx, key, d, "SecretFailed", f"cannot create Secret {d.name}-env: {rec.result} {rec.message}".strip())
 
 
-def _teardown_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
-    if effect.kind not in d.teardown:
+def _secret_read(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
+    """The Secret's create met AlreadyExists: adopt it only when it is this Session's."""
+    if d.secret_step != "reading":
         return d
-    if rec.result == "transient":
-        _repeat(ctx, key, effect)
-        return d
-    rest = tuple(k for k in d.teardown if k != effect.kind)
-    if rec.result in ("ok", "not_found"):
-        return d.but(teardown=rest)
-    return d.but(teardown=rest, blocked=f"cannot delete {effect.kind} {effect.name}: {rec.result} {rec.message}".strip())
-
-
-def _repeat(ctx: Any, key: str, effect: Any) -> None:
-    ctx.emit(DeleteObject, key, **effect.model_dump(exclude={"id", "machine", "key", "type"}))
+    if rec.result == "ok" and owned.owned(rec.obj, d.name):
+        return d.but(secret_step="done")
+    if rec.result == "ok":
+        return flow.fail(ctx, key, d.but(secret_step=""), "NameTaken",
+                         owned.conflict("Secret", effect.namespace, effect.name, rec.obj, d.name))
+    return d.but(secret_step="")  # absent since, or unknown: create again (AlreadyExists reads again)
 
 
 def in_doubt(ctx: Any, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
@@ -266,11 +283,11 @@ def in_doubt(ctx: Any, key: str, d: SessionDecision, effect: Any) -> SessionDeci
             return d
         case "Session", _:
             return _reobserve(ctx, key, d)
-        case "Secret", "create":
-            return d.but(secret_step="") if d.secret_step == "sent" else d
-        case _, "delete" if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
-            _repeat(ctx, key, effect)
+        case _, ("delete" | "get") if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
+            owned.repeat(ctx, key, effect)
             return d
+        case "Secret", ("create" | "get"):
+            return d.but(secret_step="") if d.secret_step in ("sent", "reading") else d
         case ("Service" | "Ingress"), _:
             field = "service" if effect.kind == "Service" else "ingress"
             u = getattr(d, field)
