@@ -6,7 +6,9 @@ tests/e2e/test_kill9_burst.py).
 
 Needs the local control plane (scripts/controlplane.sh start). Per seed, on a fresh namespace and a
 fresh journal: N Sessions created at once, ``kfold run`` killed with SIGKILL at a moment drawn from
-the seed within --window seconds, restarted on the same journal; every Session must be Ready with
+the seed within --window seconds, restarted on the same journal (journaling its pod lists
+--late-list seconds after the apiserver answered them, through the test-only hook
+KFOLD_TEST_LATE_LIST, so that kfold's own creates land before a list that predates them); every Session must be Ready with
 exactly one pod and none Failed; after the Sessions are deleted nothing kfold made may be left.
 Prints one line per seed and a summary; exits 1 if any seed failed.
 """
@@ -28,7 +30,9 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=16)
     ap.add_argument("--first", type=int, default=1)
     ap.add_argument("--sessions", type=int, default=20)
-    ap.add_argument("--window", type=float, default=6.0, help="kill within this many seconds of the burst")
+    ap.add_argument("--window", type=float, default=3.0, help="kill within this many seconds of the burst")
+    ap.add_argument("--late-list", type=float, default=2.0,
+                    help="the restarted daemon journals its pod lists this late (0 = no test hook)")
     args = ap.parse_args()
 
     from kubernetes import client, config
@@ -48,12 +52,14 @@ def main() -> int:
         client.CoreV1Api(admin).create_namespace({"metadata": {"name": ns}})
         cluster, daemons = Cluster(admin, ns), []
         with tempfile.TemporaryDirectory(prefix="kfold-drill-") as tmp:
-            def start() -> Daemon:
-                daemons.append(Daemon(Path(tmp), cp["kubeconfig"], [ns]).start())
+            def start(env: dict[str, str]) -> Daemon:
+                daemons.append(Daemon(Path(tmp), cp["kubeconfig"], [ns]).start(env=env))
                 return daemons[-1]
             t = time.monotonic()
             try:
-                figures = burst_kill9(cluster, start, seed, sessions=args.sessions, kill_window_s=args.window)
+                env = {"KFOLD_TEST_LATE_LIST": f"Pod:{args.late_list}"} if args.late_list else {}
+                figures = burst_kill9(cluster, start, seed, sessions=args.sessions, kill_window_s=args.window,
+                                      restart_env=env)
                 print(f"seed {seed}: ok {figures} ({time.monotonic() - t:.0f} s)", flush=True)
             except AssertionError as exc:
                 failed += 1
