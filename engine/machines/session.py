@@ -21,7 +21,13 @@ Guarantees:
 - Replies and outcomes for a Session that is gone, or for a pod that is no longer current, decide
   nothing beyond finishing the release of that pod.
 - An effect in doubt is re-observed (Session patch: quorum read) or repeated only where repeating
-  is harmless (Secret create, endpoint upsert, teardown deletes of non-pod objects).
+  is harmless (Secret create, endpoint upsert, teardown reads and uid-fenced deletes, pod reads).
+- A relist's absences are suspects: a missing Session or pod is re-read (quorum GET) and only a
+  404 lets it go (``base.missing_after_relist``).
+- A Session kfold has no record of resumes from the status it wrote on it (``from_status``): a
+  lost journal costs history, never a healthy object, and no status write moves a phase backwards
+  (``session_status.regresses``). Service, Ingress and Secret are adopted or deleted only when they
+  carry this Session's labels (``session_owned``).
 """
 from __future__ import annotations
 
