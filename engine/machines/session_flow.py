@@ -119,13 +119,23 @@ def teardown(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
     when it is this Session's, fenced by its uid: ``session_owned``); then, if the Session is being
     deleted, remove the finalizer. Repeated requests change nothing."""
     if d.phase not in ("Stopping", "Stopped"):
-        d = release(ctx, key, d.move("stop"), "session stopped")
+        d = _release_resumed(ctx, key, release(ctx, key, d.move("stop"), "session stopped"))
         d = start_teardown(ctx, key, d).but(secret_step="")
     if d.phase == "Stopping" and not (d.teardown or d.releasing or d.abandoned or d.blocked):
         d = d.move("stopped")
     if d.phase == "Stopped" and d.deleting:
         d = _remove_finalizer(ctx, key, d)
     return d
+
+
+def _release_resumed(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+    """Stopped before a resumed record (``session.from_status``: a lost journal) re-adopted its
+    pod: the pod the Session's status names is released through the pod machine all the same (it
+    reads first and deletes fenced by uid; a 404 is fine), so a stop never leaks it."""
+    if d.pod.name or d.reported_phase not in LIVE or d.generation + 1 != d.reported_generation:
+        return d
+    pk = object_key(d.target or d.home, d.target_ns, mf.pod_name(d.name, d.reported_generation))
+    return delete_pod(ctx, key, d, pk, "session stopped")
 
 
 def _remove_finalizer(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:

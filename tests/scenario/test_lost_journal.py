@@ -76,3 +76,18 @@ def test_a_suspended_session_resumes_with_a_fresh_generation():
     w.s.observe(obj, at(0))
     assert w.phase == "Suspended" and w.decision().generation == 4
     assert not w.effects("delete")
+
+
+@pytest.mark.parametrize("how", ["stopped", "deleted"])
+def test_a_session_stopped_while_kfold_had_no_journal_still_releases_its_pod(how):
+    w = World()
+    obj = _ready_session(3)
+    if how == "stopped":
+        obj["spec"] = {**SPEC, "stopped": True}
+    else:
+        obj["metadata"]["deletionTimestamp"] = "2030-01-01T00:10:00Z"
+    w.s.observe(obj, at(0))
+    read = [e for e in w.pending("get", "Pod") if e.machine == "pod"]
+    assert [e.name for e in read] == ["demo-g3"], "the pod the status names is read, then deleted fenced"
+    w.s.outcome(read[0], "ok", at(1), obj=_running(3))
+    assert [(e.name, e.uid) for e in w.pending("delete", "Pod")] == [("demo-g3", "pod-uid-3")]
