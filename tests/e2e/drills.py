@@ -4,7 +4,8 @@
 ``burst_kill9``: N Sessions created at once, ``kfold run`` killed with SIGKILL at a moment drawn
 from the seed, restarted on the same journal. Checked: every Session Ready, none Failed, exactly
 one live pod per Session (its current generation's); after the Sessions are deleted, no pod,
-Service, Ingress or Secret kfold made is left behind.
+Service, Ingress or Secret kfold made is left behind, and ``kfold replay --check`` of the journal
+finds no divergence.
 """
 from __future__ import annotations
 
@@ -120,6 +121,10 @@ def burst_kill9(cluster: Cluster, start_daemon: Callable[[dict[str, str]], Any],
     wait_for(lambda: not cluster.managed_leftovers(), timeout=60, interval=0.5,
              what=f"seed {seed}: nothing kfold made left behind")
     assert d2.stop() == 0
+    from tests.e2e.test_kill9 import replay_check
+    res = replay_check(d2.journal)
+    assert res.returncode == 0 and "divergence" not in res.stdout + res.stderr, \
+        f"seed {seed}: kfold replay --check: {res.stdout + res.stderr}"
     return {"seed": seed, "killed_after_s": round(killed_after, 2), "all_ready_after_s": round(ready_after, 2)}
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.conftest import wait_for
 from tests.e2e.drills import GROUP, PLURAL, VERSION, Cluster
-from tests.e2e.test_kill9 import journal
+from tests.e2e.test_kill9 import journal, replay_check
 
 SESSIONS = [f"s{i}" for i in range(10)]
 
@@ -108,6 +108,8 @@ def test_a_fresh_journal_on_a_populated_cluster_deletes_nothing_and_shows_no_reg
         wait_for(lambda: not {k for k in uids(cluster) if k.split("/")[1] in ("s0", "s0-g1", "s0-env")},
                  timeout=60, what=f"s0's objects deleted (left: {left})")
         assert d2.stop() == 0
+        res = replay_check(d2.journal)
+        assert res.returncode == 0 and "divergence" not in res.stdout + res.stderr, res.stdout + res.stderr
     finally:
         cluster.drop_finalizers()
 
