@@ -117,8 +117,28 @@ def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock)
         for ns in cfg.namespaces:
             selector = MANAGED if r.kind in ("Pod", "Secret") else ""
             out.append(Observer(lambda: client, cfg.cluster.name, r.api_version, r.kind, r.plural, ns,
-                                daemon.submit, clock, label_selector=selector, **common))
+                                _late_lists(daemon.submit, r.kind), clock, label_selector=selector, **common))
     return out
+
+
+def _late_lists(sink: Callable[[list[Any]], Any], kind: str) -> Callable[[list[Any]], Any]:
+    """TEST-ONLY fault injection (tests/e2e/drills.py); inert unless ``KFOLD_TEST_LATE_LIST`` is set.
+
+    ``KFOLD_TEST_LATE_LIST=<kind>:<seconds>`` holds back the journaling of every list of ``kind``
+    (the drafts ending in its ``Relist``) by ``seconds``, after the apiserver answered it: it widens
+    the window in which kfold's own creates land and are journaled before a list that predates them
+    (issue 12 item 1), which on a loaded machine happens by itself."""
+    spec = os.environ.get("KFOLD_TEST_LATE_LIST", "")
+    want, _, seconds = spec.partition(":")
+    if want != kind:
+        return sink
+
+    async def late(drafts: list[Any]) -> Any:
+        if any(getattr(d, "rec", "") == "relist" for d in drafts):
+            log.warning("KFOLD_TEST_LATE_LIST=%s: journaling a %s list %ss late (test-only hook)", spec, kind, seconds)
+            await asyncio.sleep(float(seconds))
+        return await sink(drafts)
+    return late
 
 
 def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClock, registry: Any,

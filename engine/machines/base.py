@@ -105,7 +105,22 @@ def split_key(key: str) -> tuple[str, str, str]:
 
 
 def missing_after_relist(tracked: Iterable[str], rec: Relist) -> list[str]:
-    """Keys the machine tracks for this relist's cluster and scope that the list no longer holds."""
+    """Keys the machine tracks for this relist's cluster and scope that the list no longer holds.
+
+    These are suspects, never proof of absence (DESIGN invariant 9, seed 001). A list is folded
+    when it is journaled, which may be after an outcome newer than the list itself: the observer's
+    LIST and the executor's create race, so a pod created at resourceVersion 70540 can be followed
+    in the journal by a list taken at 70539 that cannot contain it. Absence proves a deletion only
+    from a read newer than everything kfold knows about the object.
+
+    Choice: kfold does not order resourceVersions. The API contract makes them opaque strings
+    (clients may compare them for equality only), so "is the list newer than what we know" cannot
+    be answered from the strings without leaning on etcd's integers. Instead every caller treats a
+    missing key as a reason to re-read that one object with a quorum GET (``GetObject``, no
+    resourceVersion), issued after the relist is folded and therefore after everything kfold knew
+    when it asked; that GET's 404 is the proof, anything else keeps the object. An object with an
+    operation in flight waits for the operation's own outcome instead. The cost is one GET per
+    tracked object missing from a relist (rare: relists happen at boot and after a 410)."""
     present = {object_key(rec.cluster, k.namespace, k.name) for k in rec.keys}
     prefix = f"{rec.cluster}/{rec.scope + '/' if rec.scope else ''}"
     return sorted(k for k in tracked if k.startswith(prefix) and k not in present)

@@ -28,7 +28,7 @@ from engine.machines import pod_create, pod_delete, pod_namespace, pod_sweep
 from engine.machines.base import IllegalTransition, Machine, missing_after_relist, split_key
 from engine.machines.pod_records import (DEFAULT_BUDGET_S, SWEEP_NAME, Entries, PodOp, Reply, refenced,
                                         reply_list, view_of)
-from engine.machines.pod_table import TABLE, save, send_read
+from engine.machines.pod_table import TABLE, save, send_read, step
 from journal.records import Command, Observed, Outcome, Relist
 
 __all__ = ["PodMachine", "TABLE"]
@@ -55,7 +55,7 @@ class PodMachine(Machine):
     def on_relist(self, ctx: Any, rec: Relist) -> None:
         pods = [k for k, e in ctx.items() if isinstance(e, PodOp)]
         for key in missing_after_relist(pods, rec):
-            _vanished(ctx, key, ctx.get(key), None)
+            _missing(ctx, key, ctx.get(key))
 
     # -- requests -----------------------------------------------------------------------------
     def on_message(self, ctx: Any, key: str, message: str, args: dict[str, Any]) -> None:
@@ -153,8 +153,24 @@ def _seen(ctx: Any, key: str, e: PodOp, view: Any) -> None:
         save(ctx, key, refenced(e, view.uid, view.rv, view.terminating))
 
 
+def _missing(ctx: Any, key: str, e: PodOp) -> None:
+    """A relist lacks the pod at ``key``: a suspect, not proof (``missing_after_relist``).
+
+    A delete waiting for the pod to go re-reads it (quorum GET; its 404 answers ``pod_gone``);
+    one with a request in flight lets that request's outcome decide. A create in flight only
+    forgets its fence. An idle fence is a cache of the last observation and is forgotten: a later
+    delete starts from a quorum read when it has no fence, so forgetting it never deletes."""
+    if e.op == "delete":
+        if not e.awaiting:
+            send_read(ctx, key, step(e, "read"))
+    elif e.op == "create":
+        save(ctx, key, e.but(uid="", rv="", terminating=False))
+    else:
+        ctx.drop(key)
+
+
 def _vanished(ctx: Any, key: str, e: Any, uid: str | None) -> None:
-    """The pod at ``key`` was deleted (``uid``) or a quorum relist lacks it (``uid`` None)."""
+    """The pod at ``key`` was deleted (``uid``; a DELETED event)."""
     if not isinstance(e, PodOp):
         return
     if e.op == "delete":

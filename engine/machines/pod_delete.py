@@ -2,8 +2,8 @@
 
 Expected flow: ``delete`` arrives -> the target is the uid of the latest observation (a quorum
 read first if there is none) -> ``DeleteObject`` with ``uid`` + ``resourceVersion`` preconditions
--> ``terminating`` until the target's DELETED is observed, a relist misses it, or a quorum read
-finds it absent or replaced -> ``pod_gone`` to every caller.
+-> ``terminating`` until the target's DELETED is observed or a quorum read (also the one a relist
+without the pod triggers) finds it absent or replaced -> ``pod_gone`` to every caller.
 
 Guarantees:
 - Every delete carries the fence of the uid it means (``send_delete``); no grace period is sent.
@@ -88,7 +88,7 @@ def observed(ctx: Any, key: str, e: PodOp, view: PodView) -> None:
 
 
 def vanished(ctx: Any, key: str, e: PodOp, uid: str) -> None:
-    """A DELETED event (``uid``) or a relist without the pod (``uid`` = None: proof by quorum list)."""
+    """A DELETED event of ``uid`` (None: the caller holds proof of absence of any uid)."""
     if uid is None or (uid and uid == e.target):
         gone(ctx, key, e)
 

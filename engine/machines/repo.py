@@ -34,7 +34,8 @@ from engine.machines import repo_list
 from engine.machines.base import Machine, object_key, split_key
 from engine.machines.repo_creds import CredentialError, missing_env, resolve
 from engine.machines.repo_names import KIND, RepoUrlError, identity, key_of_identity, rfc3339, without_password
-from engine.machines.repo_ops import answer, doubt, start
+from engine.effects.models import GetObject
+from engine.machines.repo_ops import answer, doubt, ref_fields, start
 from engine.machines.repo_records import (
     Op, RepoConfig, RepoEntry, RepoRow, Target, absorb, config_key, config_of, entry_of, gone, settle,
 )
@@ -67,16 +68,20 @@ class RepoMachine(Machine):
         settle(ctx, entry, gone(entry) if rec.event == "DELETED" else absorb(entry, rec.obj))
 
     def on_relist(self, ctx: Any, rec: Relist) -> None:
+        """A Repo the list lacks is re-read (quorum GET); only that read's 404 forgets it
+        (``missing_after_relist`` says why a list alone is no proof)."""
         present = {object_key(rec.cluster, k.namespace, k.name) for k in rec.keys}
         prefix = f"{rec.cluster}/{rec.scope + '/' if rec.scope else ''}"
         for key, entry in list(ctx.items()):
             if isinstance(entry, RepoEntry) and entry.exists and key.startswith(prefix) and key not in present:
-                settle(ctx, entry, gone(entry))
+                _recheck(ctx, entry)
 
     def on_outcome(self, ctx: Any, rec: Outcome, effect: Any) -> None:
         if split_key(effect.key)[2] == "":
             return repo_list.outcome(ctx, rec, effect, start)
         entry = ctx.get(effect.key)
+        if isinstance(entry, RepoEntry) and entry.checking and entry.checking == effect.id:
+            return _rechecked(ctx, entry.but(checking=""), rec)
         if not isinstance(entry, RepoEntry) or entry.op is None or entry.op.effect_id != effect.id:
             return ctx.log(effect.key, "outcome for no operation in flight; ignored", level="debug")
         if rec.result == "ok" and rec.obj and effect.type in ("create", "patch", "get"):
@@ -90,8 +95,26 @@ class RepoMachine(Machine):
         if split_key(effect.key)[2] == "":
             return repo_list.in_doubt(ctx, effect)
         entry = ctx.get(effect.key)
-        if isinstance(entry, RepoEntry) and entry.op is not None and entry.op.effect_id == effect.id:
+        if isinstance(entry, RepoEntry) and entry.checking and entry.checking == effect.id:
+            _recheck(ctx, entry.but(checking=""))
+        elif isinstance(entry, RepoEntry) and entry.op is not None and entry.op.effect_id == effect.id:
             doubt(ctx, entry, effect)
+
+
+def _recheck(ctx: Any, entry: RepoEntry) -> None:
+    """Quorum-read a Repo a relist lacked; an operation in flight decides by its own outcome."""
+    if entry.op is not None or entry.checking:
+        return
+    effect = ctx.emit(GetObject, entry.key, cluster=entry.cluster, **ref_fields(entry))
+    ctx.put(entry.key, entry.but(checking=effect.id))
+
+
+def _rechecked(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+    if rec.result == "not_found":
+        return settle(ctx, entry, gone(entry))
+    if rec.result == "ok" and rec.obj:
+        return settle(ctx, entry, absorb(entry, rec.obj))
+    ctx.put(entry.key, entry)  # unknown: keep what we know; the watch or the next relist decides
 
 
 # -- commands and messages ---------------------------------------------------------------------

@@ -75,6 +75,7 @@ class RepoEntry(Decision):
     queue: tuple[Op, ...] = ()
     subscribers: tuple[Target, ...] = ()
     last_error: str = ""
+    checking: str = ""              # the quorum GET sent because a relist lacked it (effect id)
 
 
 class ListOp(Decision):

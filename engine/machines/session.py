@@ -21,18 +21,26 @@ Guarantees:
 - Replies and outcomes for a Session that is gone, or for a pod that is no longer current, decide
   nothing beyond finishing the release of that pod.
 - An effect in doubt is re-observed (Session patch: quorum read) or repeated only where repeating
-  is harmless (Secret create, endpoint upsert, teardown deletes of non-pod objects).
+  is harmless (Secret create, endpoint upsert, teardown reads and uid-fenced deletes, pod reads).
+- A relist's absences are suspects: a missing Session or pod is re-read (quorum GET) and only a
+  404 lets it go (``base.missing_after_relist``).
+- A Session kfold has no record of resumes from the status it wrote on it (``from_status``): a
+  lost journal costs history, never a healthy object, and no status write moves a phase backwards
+  (``session_status.regresses``). Service, Ingress and Secret are adopted or deleted only when they
+  carry this Session's labels (``session_owned``).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from engine.effects.models import DeleteObject, GetObject
+from engine.effects.models import GetObject
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_flow as flow
+from engine.machines import session_owned as owned
 from engine.machines import session_replies as replies
 from engine.machines.base import Machine, missing_after_relist, object_key
-from engine.machines.session_model import CONFIG_KEY, FINALIZER, SessionConfig, SessionDecision, SessionEntry
+from engine.machines.session_model import (CONFIG_KEY, FINALIZER, LIVE, Failure, SessionConfig, SessionDecision,
+                                          SessionEntry)
 from engine.machines import session_targets as targets
 from engine.machines import session_tenancy as tenancy
 from engine.machines.session_observe import session_view
@@ -70,14 +78,17 @@ class SessionMachine(Machine):
         save(ctx, key, absorb(ctx.get(key), rec.cluster, rec.obj))
 
     def on_relist(self, ctx: Any, rec: Relist) -> None:
+        """A relist's absences are suspects (``missing_after_relist``): each is re-read with a
+        quorum GET, and only that GET's 404 lets go of a Session or marks its pod gone."""
         if rec.kind == "Session":
             for key in missing_after_relist([k for k, _ in sessions(ctx)], rec):
-                session_gone(ctx, key)
+                d = ctx.get(key)
+                ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
+                         namespace=d.namespace, name=d.name)
             return
         current = {flow.pod_key(d): k for k, d in sessions(ctx) if d.pod.created and not d.pod.gone}
         for pk in missing_after_relist(current, rec):
-            d = ctx.get(current[pk])
-            save(ctx, current[pk], d.but(pod=d.pod.but(gone=True)))
+            save(ctx, current[pk], replies.read_pod(ctx, current[pk], ctx.get(current[pk])))
 
     def on_message(self, ctx: Any, key: str, message: str, args: dict[str, Any]) -> None:
         d = ctx.get(key)
@@ -89,6 +100,8 @@ class SessionMachine(Machine):
         d = ctx.get(effect.key)
         if not isinstance(d, SessionDecision):
             return
+        if (effect.kind, effect.type, rec.result) == ("Session", "get", "not_found"):
+            return session_gone(ctx, effect.key)  # a quorum read proves the Session deleted
         if effect.kind == "Session" and getattr(effect, "subresource", "") == "status":
             if rec.result not in ("ok", "not_found"):  # written again on the next decision
                 ctx.put(effect.key, d.but(status_written=""))
@@ -143,10 +156,32 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
     """Fold a Session's latest state into its record (a new uid under the same name starts over)."""
     v = session_view(obj)
     if d is None or (d.uid and v.uid and d.uid != v.uid):
-        d = SessionDecision(name=v.name, namespace=v.namespace, home=cluster)
+        d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster), v)
     step = "" if d.finalizer_step == "reading" else d.finalizer_step
     return d.but(uid=v.uid, rv=v.rv, spec_raw=v.spec, deleting=v.deleting, finalizers=v.finalizers,
-                 finalizer_step=step)
+                 finalizer_step=step, reported_phase=v.phase, reported_generation=v.generation)
+
+
+def from_status(d: SessionDecision, v: Any) -> SessionDecision:
+    """A Session kfold has no record of (a fresh or lost journal) resumes from the status kfold
+    wrote on it, so the cluster, not the journal, is the source of truth (DESIGN invariant 9).
+
+    Bringing up (Pending..Ready) generation N: the record starts at N-1, so ``begin`` makes N again
+    and the pod create meets ``<session>-gN`` (AlreadyExists), which the pod machine adopts when its
+    labels are this Session's; nothing is deleted, no new generation is started. Failed: it stays
+    Failed for the spec it failed on (a changed spec retries, as ever). Otherwise (Suspended,
+    Stopped) the generation carries on, so a resume is N+1, never a reused name.
+    Caveat: a spec changed while kfold ran without its journal is adopted as generation N's pod;
+    the pod's own shape is not compared."""
+    if v.generation <= 0:
+        return d
+    if v.phase in LIVE:
+        return d.but(generation=v.generation - 1)
+    if v.phase == "Failed":
+        reason, message = v.failure
+        return d.but(generation=v.generation, phase="Failed", failure=Failure(reason=reason or "Failed", message=message),
+                     failed_spec=flow._spec_text(d.but(spec_raw=v.spec)))
+    return d.but(generation=v.generation)
 
 
 def session_gone(ctx: Any, key: str) -> None:
@@ -167,20 +202,29 @@ def session_gone(ctx: Any, key: str) -> None:
 
 def outcome(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
     match effect.kind, effect.type:
+        case "Pod", "get":
+            return replies.pod_read(ctx, key, d, rec, effect)
         case "Session", "get":
-            if rec.result == "not_found":
-                return d.but(gone=True)
             return absorb(d, d.home, rec.obj) if rec.result == "ok" and rec.obj else _reobserve(ctx, key, d)
         case "Session", "patch":
             return _finalizer_answer(ctx, key, d, rec)
+        case _, ("delete" | "get") if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
+            return owned.teardown_answer(ctx, key, d, rec, effect)
         case "Secret", "create":
             return _secret_answer(ctx, key, d, rec)
-        case _, "delete" if d.phase in ("Stopping", "Stopped"):
-            return _teardown_answer(ctx, key, d, rec, effect)
+        case "Secret", "get":
+            return _secret_read(ctx, key, d, rec, effect)
         case ("Service" | "Ingress"), _:
-            spec = flow.spec_of(d, config(ctx) or SessionConfig())
-            return d if isinstance(spec, SpecError) else endpoints.on_outcome(
-                ctx, key, d, rec, effect, spec, config(ctx) or SessionConfig())
+            cfg = config(ctx) or SessionConfig()
+            spec = flow.spec_of(d, cfg)
+            if isinstance(spec, SpecError):
+                return d
+            if _foreign_endpoint(d, rec, effect, spec, cfg):
+                field = endpoints.KINDS[effect.kind][0]
+                d = d.but(**{field: getattr(d, field).but(stage="idle", have="", sending="")})
+                return flow.fail(ctx, key, d, "NameTaken",
+                                 owned.conflict(effect.kind, effect.namespace, effect.name, rec.obj, d.name))
+            return endpoints.on_outcome(ctx, key, d, rec, effect, spec, cfg)
     return d
 
 
@@ -203,43 +247,53 @@ def _finalizer_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome) -> S
     return flow.fail(ctx, key, d, "FinalizerFailed", f"cannot add finalizer {FINALIZER}: {rec.result} {rec.message}".strip())
 
 
+def _foreign_endpoint(d: SessionDecision, rec: Outcome, effect: Any, spec: Any, cfg: SessionConfig) -> bool:
+    """A read of the Service/Ingress kfold wants to route found a same-name object not this
+    Session's: it is reported, never replaced (``session_owned``)."""
+    return (effect.type == "get" and rec.result == "ok" and not owned.owned(rec.obj, d.name)
+            and endpoints.desired(d, spec, cfg)[effect.kind] is not None)
+
+
 def _secret_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
     if d.secret_step != "sent":
         return d
-    if rec.result in ("ok", "already_exists"):
+    if rec.result == "ok":
         return d.but(secret_step="done")
+    if rec.result == "already_exists":  # ours (an earlier attempt, a lost journal) or someone else's: read
+        ctx.emit(GetObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1", kind="Secret",
+                 namespace=d.target_ns, name=owned.object_name(d, "Secret"))
+        return d.but(secret_step="reading")
     if rec.result == "transient":
         return d.but(secret_step="")  # a create is safe to repeat: AlreadyExists is fine
     return flow.fail(ctx, key, d, "SecretFailed", f"cannot create Secret {d.name}-env: {rec.result} {rec.message}".strip())
 
 
-def _teardown_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
-    if effect.kind not in d.teardown:
+def _secret_read(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
+    """The Secret's create met AlreadyExists: adopt it only when it is this Session's."""
+    if d.secret_step != "reading":
         return d
-    if rec.result == "transient":
-        _repeat(ctx, key, effect)
-        return d
-    rest = tuple(k for k in d.teardown if k != effect.kind)
-    if rec.result in ("ok", "not_found"):
-        return d.but(teardown=rest)
-    return d.but(teardown=rest, blocked=f"cannot delete {effect.kind} {effect.name}: {rec.result} {rec.message}".strip())
-
-
-def _repeat(ctx: Any, key: str, effect: Any) -> None:
-    ctx.emit(DeleteObject, key, **effect.model_dump(exclude={"id", "machine", "key", "type"}))
+    if rec.result == "ok" and owned.owned(rec.obj, d.name):
+        return d.but(secret_step="done")
+    if rec.result == "ok":
+        return flow.fail(ctx, key, d.but(secret_step=""), "NameTaken",
+                         owned.conflict("Secret", effect.namespace, effect.name, rec.obj, d.name))
+    return d.but(secret_step="")  # absent since, or unknown: create again (AlreadyExists reads again)
 
 
 def in_doubt(ctx: Any, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
     match effect.kind, effect.type:
         case "Session", "patch" if effect.subresource == "status":
             return d.but(status_written="")
+        case "Pod", "get":
+            ctx.emit(GetObject, key, **effect.model_dump(exclude={"id", "machine", "key", "type"}))
+            return d
         case "Session", _:
             return _reobserve(ctx, key, d)
-        case "Secret", "create":
-            return d.but(secret_step="") if d.secret_step == "sent" else d
-        case _, "delete" if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
-            _repeat(ctx, key, effect)
+        case _, ("delete" | "get") if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
+            owned.repeat(ctx, key, effect)
             return d
+        case "Secret", ("create" | "get"):
+            return d.but(secret_step="") if d.secret_step in ("sent", "reading") else d
         case ("Service" | "Ingress"), _:
             field = "service" if effect.kind == "Service" else "ingress"
             u = getattr(d, field)

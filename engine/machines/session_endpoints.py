@@ -4,7 +4,7 @@ Expected flow, per object: ``CreateObject`` (or straight to the read when kfold 
 it); on ``already_exists`` a quorum ``GetObject``, then a
 ``ReplaceObject`` carrying the read ``resourceVersion`` (and, for the Service, ``clusterIP`` and
 ``clusterIPs``); a ``conflict`` on replace reads again. When no port is left to route, the object
-is deleted. One request per object is in flight at a time; a change of the desired manifest while
+is read, then deleted with a uid precondition. One request per object is in flight at a time; a change of the desired manifest while
 one is in flight is picked up when it completes (``sync`` compares digests).
 
 Guarantees:
@@ -12,6 +12,9 @@ Guarantees:
   accepted is kept (``Upsert.have``), so an unchanged port set sends nothing.
 - A ports-only change re-routes here; nothing in this module touches the pod.
 - Retries of one manifest are bounded (``MAX_TRIES``); the last error is kept for status.
+- Own before touching (``session_owned``): a same-name object found by the read is replaced only
+  when it carries this Session's labels (else the session machine fails the Session naming it),
+  and an object no longer wanted is read, then deleted only if it is this Session's, by uid.
 
 Caveats:
 - The Ingress only exists with a base domain and at least one TCP port (UDP is Service-only).
@@ -24,6 +27,7 @@ from typing import Any
 from engine.effects.models import CreateObject, DeleteObject, GetObject, ReplaceObject
 from engine.machines import session_manifests as mf
 from engine.machines.session_model import SessionConfig, SessionDecision, Upsert
+from engine.machines.session_owned import owned, uid_of
 from engine.machines.session_spec import Spec, route_ports
 
 MAX_TRIES = 4
@@ -67,9 +71,9 @@ def _sync_one(ctx: Any, key: str, d: SessionDecision, kind: str, manifest: dict[
     tries = u.tries if want == u.sending else 0
     if tries >= MAX_TRIES:
         return d
-    if manifest is None:
-        _request(ctx, key, d, kind, DeleteObject)
-        return _set(d, kind, u.but(stage="delete", sending="", tries=tries))
+    if manifest is None:  # read first: only this Session's object is deleted, fenced by its uid
+        _request(ctx, key, d, kind, GetObject)
+        return _set(d, kind, u.but(stage="read", sending="", tries=tries))
     if u.have:  # it exists: re-route by read-then-replace
         _request(ctx, key, d, kind, GetObject)
         return _set(d, kind, u.but(stage="read", sending=want, tries=tries))
@@ -107,8 +111,11 @@ def on_outcome(ctx: Any, key: str, d: SessionDecision, rec: Any, effect: Any, sp
 def _replace(ctx: Any, key: str, d: SessionDecision, kind: str, existing: dict[str, Any],
              manifest: dict[str, Any] | None) -> SessionDecision:
     u = _get(d, kind)
-    if manifest is None:  # nothing to route any more: sync deletes it
-        return _set(d, kind, u.but(stage="idle", have="?"))
+    if manifest is None and owned(existing, d.name) and uid_of(existing):  # nothing to route: delete ours
+        _request(ctx, key, d, kind, DeleteObject, uid=uid_of(existing))
+        return _set(d, kind, u.but(stage="delete", sending=""))
+    if manifest is None:  # not ours (or no uid to fence by): leave it, route nothing
+        return _set(d, kind, u.but(stage="idle", have="", sending=""))
     _request(ctx, key, d, kind, ReplaceObject, manifest=mf.for_replace(manifest, existing))
     return _set(d, kind, u.but(stage="replace", sending=_digest(manifest)))
 

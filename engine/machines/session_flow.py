@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.effects.models import CreateObject, DeleteObject, Log, PatchObject
+from engine.effects.models import CreateObject, Log, PatchObject
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_manifests as mf
 from engine.machines import session_status as status
@@ -45,9 +45,8 @@ from engine.machines.repo_names import cache_key
 from engine.machines.session_model import (
     FINALIZER, LIVE, Failure, PodFacts, RepoFacts, SessionConfig, SessionDecision,
 )
+from engine.machines.session_owned import TEARDOWN_KINDS, start_teardown
 from engine.machines.session_spec import Spec, SpecError, shape, validate
-
-TEARDOWN_KINDS = (("Service", "v1"), ("Ingress", "networking.k8s.io/v1"), ("Secret", "v1"))
 
 
 def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
@@ -116,20 +115,27 @@ def suspend(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
 
 
 def teardown(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
-    """Stop: release the pod, delete Service, Ingress and Secret; then, if the Session is being
+    """Stop: release the pod, delete Service, Ingress and Secret (each read first and deleted only
+    when it is this Session's, fenced by its uid: ``session_owned``); then, if the Session is being
     deleted, remove the finalizer. Repeated requests change nothing."""
     if d.phase not in ("Stopping", "Stopped"):
-        d = release(ctx, key, d.move("stop"), "session stopped")
-        for kind, api in TEARDOWN_KINDS:
-            name = mf.secret_name(d.name) if kind == "Secret" else d.name
-            ctx.emit(DeleteObject, key, cluster=d.target or d.home, tenant=d.target_tenant, api_version=api,
-                     kind=kind, namespace=d.target_ns, name=name, safe_to_retry=True)
-        d = d.but(teardown=tuple(k for k, _ in TEARDOWN_KINDS), secret_step="")
+        d = _release_resumed(ctx, key, release(ctx, key, d.move("stop"), "session stopped"))
+        d = start_teardown(ctx, key, d).but(secret_step="")
     if d.phase == "Stopping" and not (d.teardown or d.releasing or d.abandoned or d.blocked):
         d = d.move("stopped")
     if d.phase == "Stopped" and d.deleting:
         d = _remove_finalizer(ctx, key, d)
     return d
+
+
+def _release_resumed(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+    """Stopped before a resumed record (``session.from_status``: a lost journal) re-adopted its
+    pod: the pod the Session's status names is released through the pod machine all the same (it
+    reads first and deletes fenced by uid; a 404 is fine), so a stop never leaks it."""
+    if d.pod.name or d.reported_phase not in LIVE or d.generation + 1 != d.reported_generation:
+        return d
+    pk = object_key(d.target or d.home, d.target_ns, mf.pod_name(d.name, d.reported_generation))
+    return delete_pod(ctx, key, d, pk, "session stopped")
 
 
 def _remove_finalizer(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
@@ -304,4 +310,4 @@ def _want_timer(ctx: Any, key: str, name: str, wanted: bool, after_ms: int) -> N
         ctx.set_timer(key, name, ctx.now + after_ms)
 
 
-__all__ = ["LIVE", "decide", "fail", "release", "delete_pod", "running", "spec_of", "teardown", "unsynced"]
+__all__ = ["LIVE", "TEARDOWN_KINDS", "decide", "fail", "release", "delete_pod", "running", "spec_of", "teardown", "unsynced"]

@@ -81,6 +81,7 @@ class PodFacts(Decision):
     detail: str = ""           # status.reason/message, for a terminal phase
     gone: bool = False
     provisioning: str = ""     # the last provisioning message reported
+    reading: bool = False      # a quorum GET of the pod is in flight (after a relist missed it, or an adopt)
 
 
 class RepoFacts(Decision):
@@ -148,6 +149,8 @@ class SessionDecision(Decision):
     start_ms: int = DEFAULT_START_MS
     ready_ms: int = DEFAULT_READY_MS
     status_written: str = ""
+    reported_phase: str = ""               # status.phase on the Session as last observed
+    reported_generation: int = 0           # status.generation on the Session as last observed
 
     def move(self, event: str) -> "SessionDecision":
         return self.but(phase=TABLE.next(self.phase, event))

@@ -26,6 +26,9 @@ class SessionView:
     spec: dict[str, Any]
     deleting: bool
     finalizers: tuple[str, ...]
+    phase: str = ""                 # status.phase as last written (by kfold, possibly before a lost journal)
+    generation: int = 0             # status.generation
+    failure: tuple[str, str] = ("", "")   # the Ready condition's (reason, message) when phase is Failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +63,14 @@ def _l(value: Any) -> list[Any]:
 
 
 def session_view(obj: dict[str, Any]) -> SessionView:
-    md = _d(obj.get("metadata"))
+    md, status = _d(obj.get("metadata")), _d(obj.get("status"))
+    ready = next((c for c in map(_d, _l(status.get("conditions"))) if c.get("type") == "Ready"), {})
     return SessionView(
         name=str(md.get("name", "")), namespace=str(md.get("namespace", "")), uid=str(md.get("uid", "")),
         rv=str(md.get("resourceVersion", "")), spec=_d(obj.get("spec")),
-        deleting=bool(md.get("deletionTimestamp")), finalizers=tuple(str(f) for f in _l(md.get("finalizers"))))
+        deleting=bool(md.get("deletionTimestamp")), finalizers=tuple(str(f) for f in _l(md.get("finalizers"))),
+        phase=str(status.get("phase") or ""), generation=_int(status.get("generation")) or 0,
+        failure=(str(ready.get("reason") or ""), str(ready.get("message") or "")))
 
 
 def pod_view(obj: dict[str, Any]) -> PodView:

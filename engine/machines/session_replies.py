@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.effects.models import RecordEvent
+from engine.effects.models import GetObject, RecordEvent
 from engine.machines import session_flow as flow
 from engine.machines.base import split_key
 from engine.machines import session_targets as targets
@@ -76,6 +76,37 @@ def _runs_ended(ctx: Any, key: str, d: SessionDecision, v: PodView) -> SessionDe
     return d.but(runs=runs[-MAX_RUNS:]) if new else d
 
 
+def read_pod(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+    """Ask the apiserver (quorum GET) what the current pod is now; ``pod_read`` folds the answer.
+
+    Used where kfold's own picture cannot be trusted to be current: a relist that lacks the pod
+    (the list may predate the pod's create) and an adopted pod (no event may ever come on a
+    quiet cluster). One read at a time."""
+    if d.pod.reading or not d.pod.name:
+        return d
+    ctx.emit(GetObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1", kind="Pod",
+             namespace=d.target_ns, name=d.pod.name)
+    return d.but(pod=d.pod.but(reading=True))
+
+
+def pod_read(ctx: Any, key: str, d: SessionDecision, rec: Any, effect: Any) -> SessionDecision:
+    """The answer to ``read_pod``: a 404 proves the pod gone; a pod of another uid under the name
+    means ours is gone; otherwise its facts are folded like a watch event's."""
+    if effect.name != d.pod.name or effect.namespace != d.target_ns:
+        return d
+    d = d.but(pod=d.pod.but(reading=False))
+    if rec.result == "not_found":
+        return d.but(pod=d.pod.but(gone=True))
+    if rec.result != "ok" or not isinstance(rec.obj, dict):
+        ctx.log(key, f"session {d.name}: could not read pod {d.pod.name}: {rec.result} {rec.message}".strip(),
+                level="warning")
+        return d
+    v = pod_view(rec.obj)
+    if d.pod.uid and v.uid and v.uid != d.pod.uid:
+        return d.but(pod=d.pod.but(gone=True))
+    return _pod_facts(ctx, key, d, v, False)
+
+
 # -- replies from the pod and repo machines -------------------------------------------------------
 
 def on_message(ctx: Any, key: str, d: SessionDecision, message: str, args: dict[str, Any]) -> SessionDecision:
@@ -123,7 +154,10 @@ def _pod_created(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -
         return d
     how = "adopted" if args.get("adopted") else "created"
     ctx.log(key, f"session {d.name}: pod {d.pod.name} {how}", uid=args.get("uid", ""))
-    return d.move("created").but(pod=d.pod.but(created=True, uid=args.get("uid") or d.pod.uid))
+    d = d.move("created").but(pod=d.pod.but(created=True, uid=args.get("uid") or d.pod.uid))
+    # An adopted pod may have run for a long time: on a quiet cluster no event will tell its state,
+    # so read it now and fold the answer (never wait for a watch event that may not come).
+    return read_pod(ctx, key, d) if args.get("adopted") else d
 
 
 def _pod_create_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:

@@ -100,11 +100,24 @@ def write(ctx: Any, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: S
         return d
     status = compute(d, spec, cfg)
     text = digest(status)
-    if text == d.status_written:
+    if text == d.status_written or regresses(d):
         return d
     ctx.emit(PatchObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
              namespace=d.namespace, name=d.name, patch={"status": status}, subresource="status")
     return d.but(status_written=text)
+
+
+_BRING_UP_RANK = {"Pending": 0, "Creating": 1, "Provisioning": 2, "Ready": 3}
+
+
+def regresses(d: SessionDecision) -> bool:
+    """Writing ``d.phase`` now would move the Session's visible phase backwards within the same
+    generation (e.g. Ready -> Pending while a fresh journal re-adopts what is running): held back
+    until the decision catches up. Within one generation the table never moves a phase backwards,
+    so this only ever holds while kfold re-learns a cluster it lost its journal for."""
+    mine, seen = _BRING_UP_RANK.get(d.phase), _BRING_UP_RANK.get(d.reported_phase)
+    return (mine is not None and seen is not None and d.reported_generation == d.generation
+            and mine < seen)
 
 
 def finalizer_released(d: SessionDecision) -> bool:

@@ -32,11 +32,22 @@ def test_an_accepted_delete_waits_for_the_deleted_event_before_answering(frozen_
     assert s.decision("pod", KEY) is None
 
 
-def test_a_relist_without_the_terminating_pod_proves_it_gone(frozen_world):
+def test_a_relist_without_the_terminating_pod_re_reads_it_and_a_404_proves_it_gone(frozen_world):
     s = watched()
     s.outcome(one(ask_delete(s, T0), "delete"), "ok", T0 + SECOND)
-    s.relist("Pod", [], T0 + 5 * SECOND)
+    read = one(s.relist("Pod", [], T0 + 5 * SECOND), "get")
+    assert answers(s) == [], "a list alone proves nothing"
+    s.outcome(read, "not_found", T0 + 6 * SECOND, status_reason="NotFound")
     assert answers(s) == [("pod_gone", {"pod": KEY})]
+
+
+def test_a_relist_without_a_terminating_pod_that_still_exists_keeps_waiting(frozen_world):
+    s = watched()
+    s.outcome(one(ask_delete(s, T0), "delete"), "ok", T0 + SECOND)
+    read = one(s.relist("Pod", [], T0 + 5 * SECOND), "get")
+    s.outcome(read, "ok", T0 + 6 * SECOND, obj=pod("A", "8", terminating=True))
+    assert answers(s) == []
+    assert s.decision("pod", KEY).phase == "terminating"
 
 
 def test_not_found_means_gone(frozen_world):

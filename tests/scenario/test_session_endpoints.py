@@ -7,7 +7,8 @@ from tests.scenario.test_session_support import SPEC, World
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
-EXISTING_SERVICE = {"metadata": {"name": "demo", "resourceVersion": "77"},
+EXISTING_SERVICE = {"metadata": {"name": "demo", "resourceVersion": "77", "uid": "service-uid",
+                                 "labels": {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": "demo"}},
                     "spec": {"clusterIP": "10.96.0.12", "clusterIPs": ["10.96.0.12"]}}
 
 

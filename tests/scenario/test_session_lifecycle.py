@@ -75,12 +75,12 @@ def test_stop_during_provisioning_tears_everything_down_then_reports_stopped():
     w.submit({**SPEC, "stopped": True}, 3)
     assert w.phase == "Stopping"
     assert not [t for t in w.s.state.timers.values() if t.machine == "session"], "no deadline fires into a teardown"
-    deletes = {e.kind: e.name for e in w.effects("delete")}
-    assert deletes == {"Pod": "demo-g1", "Service": "demo", "Ingress": "demo", "Secret": "demo-env"}
+    reads = {e.kind: e.name for e in w.effects("get") if e.kind != "Pod"}
+    assert reads == {"Service": "demo", "Ingress": "demo", "Secret": "demo-env"}, "each is read before any delete"
+    assert {e.kind: e.name for e in w.effects("delete")} == {"Pod": "demo-g1"}
     assert w.pending("delete", "Pod")[0].uid == "pod-uid-1", "the pod delete is fenced"
-    for kind in ("Service", "Ingress"):
-        w.answer("delete", kind, "not_found", when=4)
-    w.answer("delete", "Secret", when=4)
+    w.tear_down(4, ("Service", "Ingress"), "not_found")
+    w.tear_down(4, ("Secret",))
     assert w.phase == "Stopping", "the pod is not gone yet"
     _pod_gone(w, 1, 5)
     assert w.phase == "Stopped"
@@ -100,8 +100,7 @@ def test_deleting_the_session_tears_down_first_then_removes_the_finalizer():
     w.submit(SPEC, 10, deleting=True)
     assert not [e for e in w.effects("patch", "Session") if "finalizers" in e.patch.get("metadata", {})
                 and FINALIZER not in e.patch["metadata"]["finalizers"]]
-    for kind in ("Service", "Ingress", "Secret"):
-        w.answer("delete", kind, when=11)
+    w.tear_down(11)
     _pod_gone(w, 1, 12)
     removal = w.effects("patch", "Session")[-1]
     assert removal.patch["metadata"]["finalizers"] == []

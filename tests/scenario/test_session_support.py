@@ -133,3 +133,20 @@ class World:
         self.run_pod(5)
         self.publish_endpoints(6)
         return self
+
+    def tear_down(self, when: float = 0, kinds: tuple[str, ...] = ("Service", "Ingress", "Secret"),
+                  result: str = "ok") -> None:
+        """Answer the teardown: each kind's read finds this Session's object, its fenced delete ``result``."""
+        for kind in kinds:
+            self.answer("get", kind, when=when, obj=owned_obj(kind))
+            delete = self.answer("delete", kind, result, when=when)
+            assert delete.uid == f"{kind.lower()}-uid", f"the {kind} delete is fenced by the read's uid"
+
+
+def owned_obj(kind: str, name: str = NAME, session: str = NAME, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Service, Ingress or Secret as the apiserver holds it; this Session's unless ``labels`` say otherwise."""
+    if labels is None:
+        labels = {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": session}
+    obj_name = f"{name}-env" if kind == "Secret" else name
+    return {"kind": kind, "metadata": {"name": obj_name, "namespace": NS, "uid": f"{kind.lower()}-uid",
+                                       "resourceVersion": "77", "labels": labels}}

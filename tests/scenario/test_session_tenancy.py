@@ -15,7 +15,7 @@ from engine.machines import session_replies
 from engine.machines.session_model import FINALIZER, SessionConfig
 from engine.machines.session_tenancy import Refused, Target, configure, place
 from tests.harness import Scenario
-from tests.scenario.test_session_support import BASE, SPEC, at, pod_obj, session_obj
+from tests.scenario.test_session_support import BASE, SPEC, at, owned_obj, pod_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -127,6 +127,9 @@ def test_a_tenant_session_runs_its_pod_on_its_registered_cluster_and_comes_up_fr
     assert (event.cluster, event.tenant, event.namespace) == ("edge@acme", "acme", "sb-acme")
 
     w.submit({**ON_EDGE, "stopped": True}, 10, fins=(FINALIZER,))
+    for kind in ("Service", "Ingress", "Secret"):
+        read = w.answer("get", kind, when=11, obj=owned_obj(kind))
+        assert (read.cluster, read.tenant, read.namespace) == ("edge@acme", "acme", "sb-acme")
     deletes = w.mine("delete")
     assert {(e.kind, e.cluster, e.namespace) for e in deletes} == {
         ("Pod", "edge@acme", "sb-acme"), ("Service", "edge@acme", "sb-acme"),

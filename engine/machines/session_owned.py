@@ -1,0 +1,100 @@
+"""Own before touching (DESIGN invariant 10): a Session's Service, Ingress and Secret are adopted,
+replaced or deleted only when they carry this Session's labels, and deleted only fenced by uid.
+
+Ownership is the pod machine's rule for pods, applied to every kind a Session makes: the object
+carries ``app.kubernetes.io/managed-by: kfold`` and ``kfold.dev/session: <session>``. A same-name
+object without them is someone else's: it is reported (kind/namespace/name and the labels found)
+and never modified or deleted.
+
+Teardown, per kind, one object at a time:
+quorum ``GetObject`` -> absent: done | not ours: left untouched (logged), done | ours:
+``DeleteObject`` with a uid precondition -> ``ok``/``not_found``: done | ``conflict`` (the uid
+precondition failed: it was replaced since the read) -> read again and decide again. Both requests
+are safe to repeat (a read; a delete fenced by uid), so a transient answer or a crash in flight
+repeats them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.effects.models import DeleteObject, GetObject
+from engine.machines.session_manifests import MANAGED_BY, SESSION_LABEL, secret_name
+from engine.machines.session_model import SessionDecision
+
+TEARDOWN_KINDS = (("Service", "v1"), ("Ingress", "networking.k8s.io/v1"), ("Secret", "v1"))
+_API = dict(TEARDOWN_KINDS)
+_MANAGED_KEY, _MANAGED_VALUE = next(iter(MANAGED_BY.items()))
+
+
+def _labels(obj: Any) -> dict[str, Any]:
+    md = obj.get("metadata") if isinstance(obj, dict) else None
+    labels = md.get("labels") if isinstance(md, dict) else None
+    return labels if isinstance(labels, dict) else {}
+
+
+def uid_of(obj: Any) -> str:
+    md = obj.get("metadata") if isinstance(obj, dict) else None
+    return str(md.get("uid") or "") if isinstance(md, dict) else ""
+
+
+def owned(obj: Any, session: str) -> bool:
+    labels = _labels(obj)
+    return labels.get(_MANAGED_KEY) == _MANAGED_VALUE and labels.get(SESSION_LABEL) == session
+
+
+def conflict(kind: str, namespace: str, name: str, obj: Any, session: str) -> str:
+    """The failure message for a same-name object that is not this Session's."""
+    labels = _labels(obj)
+    return (f"{kind} {namespace}/{name} already exists and is not Session {session}'s "
+            f"(labels: managed-by={labels.get(_MANAGED_KEY) or '-'}, session={labels.get(SESSION_LABEL) or '-'}); "
+            f"kfold leaves it untouched. Rename or remove that {kind}, or give the Session another name")
+
+
+def object_name(d: SessionDecision, kind: str) -> str:
+    return secret_name(d.name) if kind == "Secret" else d.name
+
+
+def _ref(d: SessionDecision, kind: str) -> dict[str, str]:
+    return {"cluster": d.target or d.home, "tenant": d.target_tenant, "api_version": _API[kind], "kind": kind,
+            "namespace": d.target_ns, "name": object_name(d, kind)}
+
+
+# -- teardown ---------------------------------------------------------------------------------------
+
+def start_teardown(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+    for kind, _ in TEARDOWN_KINDS:
+        ctx.emit(GetObject, key, **_ref(d, kind))
+    return d.but(teardown=tuple(k for k, _ in TEARDOWN_KINDS))
+
+
+def teardown_answer(ctx: Any, key: str, d: SessionDecision, rec: Any, effect: Any) -> SessionDecision:
+    """Advance the teardown of ``effect.kind`` on the answer to its read or its fenced delete."""
+    if effect.kind not in d.teardown:
+        return d
+    if rec.result == "transient":
+        repeat(ctx, key, effect)
+        return d
+    rest = tuple(k for k in d.teardown if k != effect.kind)
+    if effect.type == "get" and rec.result == "ok":
+        return _decide_delete(ctx, key, d, effect, rec.obj, rest)
+    if effect.type == "delete" and rec.result == "conflict":
+        ctx.emit(GetObject, key, **_ref(d, effect.kind))
+        return d
+    if rec.result in ("ok", "not_found"):
+        return d.but(teardown=rest)
+    verb = "read" if effect.type == "get" else "delete"
+    return d.but(teardown=rest, blocked=f"cannot {verb} {effect.kind} {effect.name}: {rec.result} {rec.message}".strip())
+
+
+def _decide_delete(ctx: Any, key: str, d: SessionDecision, effect: Any, obj: Any,
+                   rest: tuple[str, ...]) -> SessionDecision:
+    if not owned(obj, d.name) or not uid_of(obj):
+        ctx.log(key, f"stop: {conflict(effect.kind, effect.namespace, effect.name, obj, d.name)}", level="warning")
+        return d.but(teardown=rest)
+    ctx.emit(DeleteObject, key, uid=uid_of(obj), safe_to_retry=True, **_ref(d, effect.kind))
+    return d
+
+
+def repeat(ctx: Any, key: str, effect: Any) -> None:
+    """Send the same read, or the same uid-fenced delete, again (both harmless to repeat)."""
+    ctx.emit(type(effect), key, **effect.model_dump(exclude={"id", "machine", "key", "type"}))

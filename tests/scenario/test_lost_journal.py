@@ -1,0 +1,93 @@
+"""A lost journal costs history, never a healthy object (issue 12, item 2; DESIGN invariant 9).
+
+kfold starts on an empty journal against a cluster where its Sessions are Ready: every create
+answers AlreadyExists. It must converge to what is there: adopt the running generation's pod (no
+new generation), fold what its own read of the pod returned (a quiet cluster sends no event),
+never write a phase behind the one the Session shows, and delete nothing.
+"""
+from __future__ import annotations
+
+import pytest
+
+from engine.machines.session_model import FINALIZER
+from tests.scenario.test_session_support import SPEC, World, at, pod_obj, session_obj
+
+pytestmark = pytest.mark.usefixtures("frozen_world")
+
+
+def _ready_session(gen: int, phase: str = "Ready", **status: object) -> dict:
+    obj = session_obj(SPEC, rv="500", finalizers=(FINALIZER,))
+    obj["status"] = {"phase": phase, "generation": gen, "podName": f"demo-g{gen}", **status}
+    return obj
+
+
+def _running(gen: int) -> dict:
+    return pod_obj(gen, phase="Running", ip="10.0.0.7", node="node-a", ready=True, rv="400")
+
+
+def _adopt_everything(w: World, gen: int) -> None:
+    """Answer every create with AlreadyExists and every read with what is running."""
+    w.answer("ensure_namespace", None, when=1)
+    w.answer("create", "Secret", result="already_exists", when=1, status_reason="AlreadyExists")
+    if w.pending("get", "Secret"):
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {
+            "name": "demo-env", "namespace": "team", "uid": "secret-uid", "resourceVersion": "300",
+            "labels": {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": "demo"}}}
+        w.answer("get", "Secret", when=1, obj=secret)
+    w.answer("create", "Pod", result="already_exists", when=2, status_reason="AlreadyExists")
+    w.answer("get", "Pod", when=2, obj=_running(gen))      # the pod machine's read: adopt
+    w.answer("get", "Pod", when=3, obj=_running(gen))      # the session's read of the adopted pod
+
+
+def test_a_fresh_journal_adopts_the_running_generation_without_a_new_one_or_a_delete():
+    w = World()
+    w.s.observe(_ready_session(3), at(0))
+    _adopt_everything(w, 3)
+    assert w.pod_creates() == ["demo-g3"], "the running generation is adopted, not replaced"
+    assert w.phase == "Ready", "the adopted pod's own read says Running and ready"
+    assert w.decision().generation == 3
+    assert not w.effects("delete"), "nothing is deleted"
+    w.s.advance_to(at(3 + 600))
+    assert w.phase == "Ready" and not w.effects("delete"), "no deadline fires on a quiet cluster"
+
+
+def test_no_status_write_moves_the_visible_phase_backwards():
+    w = World()
+    w.s.observe(_ready_session(3), at(0))
+    _adopt_everything(w, 3)
+    phases = [e.patch["status"]["phase"] for e in w.effects("patch", "Session") if e.subresource == "status"]
+    assert phases and set(phases) == {"Ready"}, f"status phases written: {phases}"
+
+
+def test_a_failed_session_stays_failed_for_the_spec_it_failed_on():
+    w = World()
+    obj = _ready_session(2, phase="Failed",
+                         conditions=[{"type": "Ready", "status": "False", "reason": "PodFailed", "message": "boom"}])
+    w.s.observe(obj, at(0))
+    assert w.phase == "Failed" and w.decision().generation == 2
+    assert not w.effects("create") and not w.effects("delete")
+    assert w.condition("Ready")["message"] == "boom"
+
+
+def test_a_suspended_session_resumes_with_a_fresh_generation():
+    w = World()
+    obj = _ready_session(4, phase="Suspended")
+    obj["spec"] = {**SPEC, "suspended": True}
+    w.s.observe(obj, at(0))
+    assert w.phase == "Suspended" and w.decision().generation == 4
+    assert not w.effects("delete")
+
+
+@pytest.mark.parametrize("how", ["stopped", "deleted"])
+def test_a_session_stopped_while_kfold_had_no_journal_still_releases_its_pod(how):
+    w = World()
+    obj = _ready_session(3)
+    if how == "stopped":
+        obj["spec"] = {**SPEC, "stopped": True}
+    else:
+        obj["metadata"]["deletionTimestamp"] = "2030-01-01T00:10:00Z"
+    w.s.observe(obj, at(0))
+    read = [e for e in w.pending("get", "Pod") if e.machine == "pod"]
+    assert [e.name for e in read] == ["demo-g3"], "the pod the status names is read, then deleted fenced"
+    w.s.outcome(read[0], "ok", at(1), obj=_running(3))
+    assert [(e.name, e.uid) for e in w.pending("delete", "Pod")] == [("demo-g3", "pod-uid-3")]
