@@ -1,0 +1,72 @@
+"""``kfold trace`` reads like a debugging session: human server times, one line per record, a
+field-level diff of what changed (no "Pending -> Pending" repeats without a change), effects one
+line each, outcomes linked to the effect they answer, and the closest keys when a key matches
+nothing."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kfold.cli import main
+from kfold.timeline import effect_line, field_diff, iso
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden_session.jsonl"
+KEY = "local/golden-f728c6/demo"
+
+
+def trace(capsys, key=KEY, path=GOLDEN):
+    code = main(["trace", str(path), key])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_each_record_is_one_header_line_with_its_iso_server_time(capsys):
+    code, out, _ = trace(capsys)
+    assert code == 0
+    headers = [l for l in out.splitlines() if l.startswith("#")]
+    assert headers[0] == "#9 2026-11-29T20:05:17.155Z observed ADDED Session golden-f728c6/demo rv=2566"
+    assert all(re.match(r"#\d+ (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z|\(no server time yet\)) ", h) for h in headers)
+    assert "1795982717" not in out  # no epoch milliseconds
+
+
+def test_a_change_is_shown_field_by_field_and_a_no_change_record_is_left_out(capsys):
+    _, out, _ = trace(capsys)
+    block = out.split("#19 ", 1)[1].split("\n#", 1)[0]
+    assert "session: Pending -> Creating" in block
+    assert '    secret_step: "sent" -> "done"' in block
+    assert '    pod.name: "" -> "demo-g1"' in block
+    assert "{'" not in out  # no Python dict reprs
+    for header, body in re.findall(r"^(#\d+ .*)\n((?:  .*\n?)*)", out, re.M):
+        assert body.strip(), f"{header} printed with nothing under it"
+        for m in re.finditer(r"  session: (\w+) -> (\w+)\n(?!    )", body):
+            raise AssertionError(f"{header}: a state line with no field changed")
+
+
+def test_effects_are_one_line_each_and_outcomes_name_the_effect_they_answer(capsys):
+    _, out, _ = trace(capsys)
+    assert "  effect 28.0 create Service golden-f728c6/demo\n" in out
+    assert "  effect 28.1 create Ingress golden-f728c6/demo\n" in out
+    assert "  answers 17.0: create Secret golden-f728c6/demo-env" in out
+
+
+def test_a_key_that_matches_nothing_names_the_closest_keys_that_exist(capsys):
+    code, out, err = trace(capsys, "local/default/demo")
+    assert code == 1 and out == ""
+    assert "no record touched local/default/demo" in err
+    assert "closest keys in this journal: local/golden-f728c6/demo" in err
+
+
+def test_field_diff_descends_into_nested_records_lists_and_json_text():
+    old = {"pod": {"name": "", "ready": False}, "runs": [{"reason": "a"}], "status": '{"phase":"Pending"}'}
+    new = {"pod": {"name": "demo-g1", "ready": False}, "runs": [{"reason": "b"}], "status": '{"phase":"Ready"}'}
+    assert field_diff(old, new) == [("pod.name", "", "demo-g1"), ("runs[0].reason", "a", "b"),
+                                    ("status~.phase", "Pending", "Ready")]
+    assert field_diff(None, {"a": 1, "b": "", "c": {"d": 0, "e": "x"}}) == [("a", None, 1), ("c.e", None, "x")]
+
+
+def test_words_for_times_and_effects():
+    assert iso(0) == "1970-01-01T00:00:00.000Z" and iso(None) == "(no server time yet)"
+    assert effect_line({"type": "create", "kind": "Service", "namespace": "kfold-demo", "name": "demo",
+                        "cluster": "local"}) == "create Service kfold-demo/demo"
+    assert effect_line({"type": "delete", "kind": "Pod", "namespace": "ns", "name": "p", "uid": "0123456789",
+                        "rv": "7", "cluster": "edge@acme"}) == "delete Pod ns/p (fenced uid=01234567 rv=7) on edge@acme"
