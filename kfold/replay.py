@@ -50,10 +50,10 @@ class ReplayResult:
     def summary(self) -> str:
         lines = [f"records folded: {self.records} (last seq {self.state.seq})"]
         for name, table in sorted(self.state.tables.items()):
-            objects = [d for k, d in table.items() if _is_object(k)]
+            objects = [d for k, d in table.items() if is_object_key(k)]
             states = Counter(_state_of(d) for d in objects)
             shown = ", ".join(f"{s}={n}" for s, n in sorted(states.items()))
-            kept = sorted({type(d).__name__ for k, d in table.items() if not _is_object(k)})
+            kept = sorted({type(d).__name__ for k, d in table.items() if not is_object_key(k)})
             extra = f"; bookkeeping: {', '.join(kept)}" if kept else ""
             lines.append(f"machine {name}: {len(objects)} objects ({shown}){extra}")
         if self.effects:
@@ -124,7 +124,7 @@ def compare_issued(rec: EffectIssued, expected: dict[str, tuple[Record, dict[str
     return None
 
 
-def _is_object(key: str) -> bool:
+def is_object_key(key: str) -> bool:
     """Object keys are ``<cluster>/<namespace>/<name>``; a machine's own bookkeeping rows use an
     empty name or a ``#`` name (config, indexes, sweeps)."""
     name = key.rpartition("/")[2]
