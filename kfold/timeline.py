@@ -23,6 +23,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator
 
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
 from engine.core import FoldError, Machines, State, fold, initial_state
 from engine.effects.models import effect_to_dict
 from engine.machines import all_machines
@@ -41,7 +44,7 @@ class Change:
     after: Any
 
     def diff(self) -> list[tuple[str, Any, Any]]:
-        return field_diff(_dump(self.before), _dump(self.after))
+        return decision_diff(self.before, self.after)
 
 
 @dataclass
@@ -259,11 +262,21 @@ def _where(cluster: str, namespace: str, name: str) -> str:
 
 
 # -- field-level diff -------------------------------------------------------------------------
-def _dump(decision: Any) -> Any:
-    if decision is None:
-        return None
-    dump = getattr(decision, "model_dump", None)
-    return dump(mode="json") if dump else decision
+def decision_diff(old: Any, new: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    """``field_diff`` of two decision records, comparing field by field first so only the fields
+    that changed are turned into JSON (a Pod's manifest is not dumped when only its rv moved)."""
+    if type(old) is type(new) and isinstance(old, BaseModel):
+        out = []
+        for name in type(old).model_fields:
+            a, b = getattr(old, name), getattr(new, name)
+            if a is not b and a != b:
+                out += decision_diff(a, b, f"{path}.{name}" if path else name)
+        return out
+    return field_diff(_jsonable(old), _jsonable(new), path)
+
+
+def _jsonable(value: Any) -> Any:
+    return value if value is None or isinstance(value, (str, int, float, bool)) else to_jsonable_python(value)
 
 
 def field_diff(old: Any, new: Any, path: str = "") -> list[tuple[str, Any, Any]]:

@@ -71,6 +71,8 @@ class Builder:
         self.effects: dict[str, list] = {}   # id -> [cause, issued, outcome, result, attempts, line, obj]
         self.divergence: dict[str, Any] | None = None
         self.count, self.first_at, self.last_at = 0, None, None
+        self.kinds: set[str] = set()
+        self.machines: set[str] = set()
 
     def obj(self, kind: str, key: str, machine: str | None = None) -> _Obj:
         o = self.objects.get((kind, key))
@@ -112,6 +114,8 @@ class Builder:
             o.first = o.first or seq
             o.last = seq
         self.mtouch += [(m, seq) for m in machines]
+        self.machines |= machines
+        self.kinds.add(rec.rec)
         self.rows.append((seq, rec.at, rec.rec, record_line(rec), step.error or None,
                           None if step.fired is None else int(step.fired), answers, orjson.dumps(detail), pos))
         if len(self.rows) >= FLUSH:
@@ -198,7 +202,9 @@ class Builder:
         db.executemany("INSERT INTO objects VALUES (?,?,?,?,?,?,?,?,?)", [o.row() for o in self.objects.values()])
         db.executemany("INSERT INTO effects VALUES (?,?,?,?,?,?,?,?)", [(k, *v) for k, v in self.effects.items()])
         meta = {**source, "records": self.count, "first_at": self.first_at, "last_at": self.last_at,
-                "divergence": self.divergence, "seconds": round(seconds, 2)}
+                "divergence": self.divergence, "seconds": round(seconds, 2), "kinds": sorted(self.kinds),
+                "machines": sorted(self.machines), "object_kinds": sorted({o.kind for o in self.objects.values()}),
+                "objects": len(self.objects)}
         db.executemany("INSERT INTO meta VALUES (?,?)", [(k, orjson.dumps(v).decode()) for k, v in meta.items()])
         db.execute("CREATE INDEX objects_by_parent ON objects (parent)")
         db.commit()

@@ -62,12 +62,7 @@ class Store:
 
     # -- summary and objects --------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
-        db = self.db()
-        kinds = [r[0] for r in db.execute("SELECT DISTINCT kind FROM records ORDER BY kind")]
-        machines = [r[0] for r in db.execute("SELECT DISTINCT machine FROM mtouch ORDER BY machine")]
-        object_kinds = [r[0] for r in db.execute("SELECT DISTINCT kind FROM objects ORDER BY kind")]
-        return {**self.meta, "kinds": kinds, "machines": machines, "object_kinds": object_kinds,
-                "objects": db.execute("SELECT COUNT(*) FROM objects").fetchone()[0]}
+        return self.meta
 
     def objects(self, q: str = "", kind: str = "", top: bool = False, offset: int = 0,
                 limit: int = 100) -> dict[str, Any]:
