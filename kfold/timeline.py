@@ -67,14 +67,16 @@ class Step:
     error: str = ""
 
     def keys(self) -> set[str]:
-        """Every machine key this record concerns: changed, effects emitted, timers, the key an
-        outcome or deadline names."""
+        """Every key this record concerns: decisions changed, effects emitted, timers moved, the
+        key an outcome or deadline names, the object an observation is about."""
         out = {c.key for c in self.changes} | {e.key for e in self.effects} | {t.key for t in self.timers}
         if self.answered is not None:
             out.add(self.answered.key)
-        key = getattr(self.record, "key", None)
-        if key and self.record.rec in ("deadline", "outcome"):
-            out.add(key)
+        rec = self.record
+        if rec.rec in ("deadline", "outcome"):
+            out.add(rec.key)
+        elif rec.rec == "observed":
+            out.add(f"{rec.cluster}/{rec.namespace}/{rec.name}")
         return out
 
 

@@ -70,3 +70,19 @@ def test_words_for_times_and_effects():
                         "cluster": "local"}) == "create Service kfold-demo/demo"
     assert effect_line({"type": "delete", "kind": "Pod", "namespace": "ns", "name": "p", "uid": "0123456789",
                         "rv": "7", "cluster": "edge@acme"}) == "delete Pod ns/p (fenced uid=01234567 rv=7) on edge@acme"
+
+
+def test_a_record_the_fold_refuses_is_shown_and_the_walk_goes_on(tmp_path, capsys):
+    """``kfold replay`` stops at a record the fold refuses; trace and the UI show it and carry on."""
+    from journal.records import Command
+    from kfold.sources import iter_records
+    from kfold.timeline import walk
+    lines = GOLDEN.read_text().splitlines()
+    bad = Command(seq=10, at=1795982717156, name="session.nonsense", cluster="local").model_dump_json()
+    path = tmp_path / "refused.jsonl"
+    path.write_text("\n".join(lines[:9] + [bad] + lines[10:]) + "\n")
+    steps = list(walk(iter_records(str(path))))
+    assert "unknown command 'session.nonsense'" in steps[9].error
+    assert len(steps) == 107 and any(s.changes for s in steps[10:])
+    assert main(["replay", str(path)]) == 2
+    capsys.readouterr()
