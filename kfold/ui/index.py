@@ -207,6 +207,7 @@ class Builder:
                 "objects": len(self.objects)}
         db.executemany("INSERT INTO meta VALUES (?,?)", [(k, orjson.dumps(v).decode()) for k, v in meta.items()])
         db.execute("CREATE INDEX objects_by_parent ON objects (parent)")
+        db.execute("CREATE INDEX records_by_kind ON records (kind, seq)")
         db.commit()
 
 
