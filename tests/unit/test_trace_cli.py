@@ -86,3 +86,20 @@ def test_a_record_the_fold_refuses_is_shown_and_the_walk_goes_on(tmp_path, capsy
     assert len(steps) == 107 and any(s.changes for s in steps[10:])
     assert main(["replay", str(path)]) == 2
     capsys.readouterr()
+
+
+def test_the_walk_decides_exactly_what_the_fold_decides():
+    """Watching the machines' writes changes nothing: the same effects, record by record."""
+    from engine.core import fold, initial_state
+    from journal.jsonl import read_jsonl
+    from kfold.timeline import walk
+    records = list(read_jsonl(GOLDEN))
+    state, folded = initial_state(), []
+    for rec in records:
+        state, effects = fold(state, rec)
+        folded.append(effects)
+    steps = list(walk(records))
+    assert [s.effects for s in steps] == folded
+    assert not any(s.error or s.divergence for s in steps)
+    changed = {(c.machine, c.key) for s in steps for c in s.changes}
+    assert ("session", KEY) in changed and ("pod", "local/golden-f728c6/demo-g1") in changed

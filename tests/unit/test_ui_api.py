@@ -164,3 +164,19 @@ def test_kfold_ui_names_a_bad_listen_address_and_an_unreadable_journal(tmp_path,
     bad.write_text('{"rec":"gossip","seq":1}\n')
     assert main(["ui", str(bad), "--listen", "127.0.0.1:0"]) == 2
     assert "unknown record kind 'gossip'" in capsys.readouterr().err
+
+
+def test_the_index_marks_the_divergence_replay_check_reports(tmp_path, capsys):
+    lines = GOLDEN.read_text().splitlines()
+    rec = json.loads(lines[28])
+    assert rec["effect"]["id"] == "28.0"
+    rec["effect"]["manifest"]["spec"]["ports"][0]["port"] = 9999
+    bug = tmp_path / "bug.jsonl"
+    bug.write_text("\n".join(lines[:28] + [json.dumps(rec)] + lines[29:]) + "\n")
+    assert main(["replay", str(bug), "--check"]) == 1
+    assert "divergence at record 29: effect 28.0" in capsys.readouterr().err
+    meta = build(str(bug), tmp_path / "index.sqlite")
+    assert (meta["divergence"]["seq"], meta["divergence"]["effect_id"], meta["divergence"]["cause"]) == (29, "28.0", 28)
+    assert meta["divergence"]["diff"] == [["manifest.spec.ports[0].port", 9999, 8080]]
+    marked = Store(tmp_path / "index.sqlite", str(bug)).records(start=29, limit=1)["records"][0]
+    assert marked["detail"]["divergence"]["effect_id"] == "28.0"
