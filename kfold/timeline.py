@@ -141,16 +141,19 @@ class _Noted:
     """A machine whose handlers see the fold context through ``_NotingCtx``."""
 
     def __init__(self, inner: Any, notes: list[tuple]):
-        self.inner, self.notes = inner, notes
+        self.inner = inner
         self.name, self.decision = inner.name, inner.decision
         self.observes, self.commands = inner.observes, inner.commands
+        for name in dir(inner):
+            if name.startswith("on_"):
+                setattr(self, name, self._noting(getattr(inner, name), notes))
+
+    @staticmethod
+    def _noting(handler: Any, notes: list[tuple]) -> Any:
+        return lambda ctx, *args: handler(_NotingCtx(ctx, notes), *args)
 
     def __getattr__(self, name: str) -> Any:
-        handler = getattr(self.inner, name)
-        if not name.startswith("on_"):
-            return handler
-        notes = self.notes
-        return lambda ctx, *args: handler(_NotingCtx(ctx, notes), *args)
+        return getattr(self.inner, name)
 
 
 class _NotingCtx:
@@ -268,9 +271,9 @@ def decision_diff(old: Any, new: Any, path: str = "") -> list[tuple[str, Any, An
     """``field_diff`` of two decision records, comparing field by field first so only the fields
     that changed are turned into JSON (a Pod's manifest is not dumped when only its rv moved)."""
     if type(old) is type(new) and isinstance(old, BaseModel):
-        out = []
-        for name in type(old).model_fields:
-            a, b = getattr(old, name), getattr(new, name)
+        out, after = [], new.__dict__  # a frozen model's fields, in declaration order
+        for name, a in old.__dict__.items():
+            b = after[name]
             if a is not b and a != b:
                 out += decision_diff(a, b, f"{path}.{name}" if path else name)
         return out
