@@ -103,3 +103,27 @@ def test_the_walk_decides_exactly_what_the_fold_decides():
     assert not any(s.error or s.divergence for s in steps)
     changed = {(c.machine, c.key) for s in steps for c in s.changes}
     assert ("session", KEY) in changed and ("pod", "local/golden-f728c6/demo-g1") in changed
+
+
+def deadline_journal(tmp_path):
+    """The golden journal up to the pod's creation (#24 arms the Session's start timer), then that
+    timer's deadline twice: the first fires, the second is stale (its timer is gone)."""
+    from journal.records import Deadline
+    lines = GOLDEN.read_text().splitlines()[:24]
+    due = 1795982897184
+    fire = dict(timer=f"session:{KEY}:start", machine="session", key=KEY, name="start", due=due)
+    extra = [Deadline(seq=25, at=due, **fire).model_dump_json(), Deadline(seq=26, at=due + 5, **fire).model_dump_json()]
+    path = tmp_path / "deadline.jsonl"
+    path.write_text("\n".join(lines + extra) + "\n")
+    return path
+
+
+def test_a_deadline_that_fires_and_a_stale_one_are_told_apart(tmp_path, capsys):
+    code, out, _ = trace(capsys, path=deadline_journal(tmp_path))
+    assert code == 0
+    assert "#24 " in out and "  timer start due 2026-11-29T20:08:17.184Z" in out
+    fired = out.split("#25 ", 1)[1].split("\n#", 1)[0]
+    assert fired.startswith("2026-11-29T20:08:17.184Z deadline session local/golden-f728c6/demo start")
+    assert "\n  fired\n" in fired and "session: Provisioning -> Failed" in fired
+    stale = out.split("#26 ", 1)[1]
+    assert "stale: the timer was cancelled or moved since" in stale

@@ -180,3 +180,15 @@ def test_the_index_marks_the_divergence_replay_check_reports(tmp_path, capsys):
     assert meta["divergence"]["diff"] == [["manifest.spec.ports[0].port", 9999, 8080]]
     marked = Store(tmp_path / "index.sqlite", str(bug)).records(start=29, limit=1)["records"][0]
     assert marked["detail"]["divergence"]["effect_id"] == "28.0"
+
+
+def test_deadlines_show_when_they_fired_and_timers_when_they_were_due(tmp_path):
+    from tests.unit.test_trace_cli import deadline_journal
+    path = deadline_journal(tmp_path)
+    build(str(path), tmp_path / "index.sqlite")
+    s = Store(tmp_path / "index.sqlite", str(path))
+    armed, fired, stale = s.records(start=24, limit=3)["records"]
+    assert {"m": "session", "key": SESSION, "name": "start", "due": 1795982897184} in armed["detail"]["timers"]
+    assert (fired["kind"], fired["fired"], stale["fired"]) == ("deadline", 1, 0)
+    assert any(c["to"] == "Failed" for c in fired["detail"]["changes"])
+    assert s.records(obj=obj_id(s, "Session", SESSION), kinds=["deadline"])["records"][0]["seq"] == 25
