@@ -43,6 +43,7 @@ class Browser:
         page = next(t for t in targets if t["type"] == "page")
         self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=timeout, suppress_origin=True)
         self._id = 0
+        self.errors: list[str] = []   # uncaught exceptions thrown by the page's scripts
         self.send("Page.enable")
         self.send("Runtime.enable")
 
@@ -61,6 +62,9 @@ class Browser:
         self.ws.send(json.dumps({"id": self._id, "method": method, "params": params}))
         while True:
             msg = json.loads(self.ws.recv())
+            if msg.get("method") == "Runtime.exceptionThrown":
+                details = msg["params"]["exceptionDetails"]
+                self.errors.append(details.get("exception", {}).get("description") or details.get("text", ""))
             if msg.get("id") == self._id:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")

@@ -33,7 +33,9 @@ def serve(journal: Path):
 def browser(tmp_path):
     b = Browser(tmp_path / "profile")
     yield b
+    errors = b.errors
     b.close()
+    assert not errors, f"the page threw: {errors}"
 
 
 @pytest.fixture
