@@ -26,10 +26,9 @@ from typing import Any, Iterable, Iterator
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from engine.core import FoldError, Machines, State, fold, initial_state
+from engine.core import Machines, State, fold, initial_state
 from engine.effects.models import effect_to_dict
 from engine.machines import all_machines
-from engine.machines.base import IllegalTransition
 from journal.records import EffectIssued, Record
 from kfold.replay import Divergence, compare_issued
 
@@ -97,7 +96,7 @@ def walk(records: Iterable[Record], state: State | None = None) -> Iterator[Step
         notes.clear()
         try:
             after, step.effects = fold(state, rec, reg)
-        except (FoldError, IllegalTransition, ValueError, KeyError, TypeError) as exc:
+        except Exception as exc:  # shown on the record, whatever it is (a viewer must not hide a bug)
             step.error = f"{type(exc).__name__}: {exc}"
             state = replace(state, seq=rec.seq)
             yield step

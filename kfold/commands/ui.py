@@ -64,14 +64,14 @@ def _store(args, index: Path):
 
 
 def _serve(store, host: str, port: int) -> int:
-    from kfold.ui.server import serve
+    from kfold.ui.server import LOOPBACK, serve
     try:
         server = serve(store, host, port)
     except OSError as exc:
         print(f"kfold ui: cannot listen on {host}:{port}: {exc.strerror or exc} "
               f"(pick another with --listen 127.0.0.1:PORT, or port 0 for any free one)", file=sys.stderr)
         return 2
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if host not in LOOPBACK:
         print(f"kfold ui: warning: serving on {host}, not loopback: anyone who can reach it can read this journal",
               file=sys.stderr)
     print(f"kfold ui: {store.source} at http://{host}:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)

@@ -14,9 +14,10 @@ Routes (GET/HEAD only; anything else is 405):
   byte offset for a JSONL export).
 - ``/api/diagram/<machine>.svg?state=S``: the machine's table drawn with ``S`` highlighted.
 
-Guarantees: nothing is written (the index and the journal are opened read-only); a request whose
-``Host`` is not the address served is refused (403), so a web page elsewhere cannot read the
-journal through DNS rebinding; no page ever holds more than ``MAX_PAGE`` records.
+Guarantees: nothing is written (the index and the journal are opened read-only); on a loopback
+address a request whose ``Host`` is not the address served is refused (403), so a web page
+elsewhere cannot read the journal through DNS rebinding (bound elsewhere on purpose, any Host is
+served); no page ever holds more than ``MAX_PAGE`` records.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 STATIC = Path(__file__).with_name("static")
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 MAX_PAGE = 200
 
 
@@ -203,12 +205,12 @@ def _limit(value: int) -> int:
 # -- HTTP -----------------------------------------------------------------------------------------
 class Handler(BaseHTTPRequestHandler):
     store: Store
-    hosts: frozenset[str]
+    hosts: frozenset[str] | None   # None: bound beyond loopback on purpose, any Host is accepted
     server_version = "kfold-ui"
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         try:
-            if self.headers.get("Host", "") not in self.hosts:
+            if self.hosts is not None and self.headers.get("Host", "") not in self.hosts:
                 raise ApiError(403, f"Host {self.headers.get('Host')!r} is not this server; open {sorted(self.hosts)[0]}")
             url = urlsplit(self.path)
             if url.path.startswith("/api/"):
@@ -291,9 +293,9 @@ def serve(store: Store, host: str, port: int) -> ThreadingHTTPServer:
     """A server bound to ``host:port`` (port 0: any free one); call ``serve_forever`` on it."""
     server = ThreadingHTTPServer((host, port), Handler)
     bound = server.server_address[1]
-    names = {host, "localhost"} | ({"127.0.0.1"} if host in ("localhost", "127.0.0.1") else set())
-    handler = type("BoundHandler", (Handler,), {"store": store,
-                                                 "hosts": frozenset(f"{h}:{bound}" for h in names)})
+    loopback = host in LOOPBACK
+    hosts = frozenset(f"{h}:{bound}" for h in LOOPBACK | {host}) if loopback else None
+    handler = type("BoundHandler", (Handler,), {"store": store, "hosts": hosts})
     server.RequestHandlerClass = handler
     server.daemon_threads = True
     return server
