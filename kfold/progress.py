@@ -93,6 +93,22 @@ class Progress:
             self.shown = False
 
 
+def status(label: str, text: str, stream: IO[str] | None = None) -> None:
+    """A one-off status line (``kfold replay: verifying the checksum chain``) for a phase with no
+    count; the next progress line or ``clear`` replaces it. Only on a terminal, like the rest."""
+    if enabled(stream):
+        stream = stream or sys.stderr
+        stream.write(f"\r\x1b[K{label}: {text}")
+        stream.flush()
+
+
+def clear(stream: IO[str] | None = None) -> None:
+    if enabled(stream):
+        stream = stream or sys.stderr
+        stream.write("\r\x1b[K")
+        stream.flush()
+
+
 def counted(items: Iterable[T], journal: str, label: str, until: int | None = None,
             stream: IO[str] | None = None, from_seq: int = 1) -> Iterator[T]:
     """``items`` unchanged, with a progress line while they are consumed (see the module doc)."""

@@ -31,7 +31,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from kfold.progress import counted
+    from kfold.progress import clear, counted, status
     from kfold.replay import replay
     from kfold.sources import first_bad_seq, input_error_code, iter_records
 
@@ -40,7 +40,9 @@ def run(args) -> int:
     try:
         start, note = _starting_point(args) if args.from_snapshot else (None, "")
         from_seq = start.seq + 1 if start is not None else 1
+        status("kfold replay", "verifying the checksum chain")
         bad = first_bad_seq(args.journal, from_seq)
+        clear()
         if bad is not None and (args.until is None or bad <= args.until) and not args.up_to_corruption:
             print(f"{name}: checksum chain broken at seq {bad}; refusing to fold past it "
                   f"(--up-to-corruption folds records {from_seq}..{bad - 1})", file=sys.stderr)

@@ -52,3 +52,13 @@ def test_the_total_of_a_sqlite_journal_is_its_head_capped_by_until(tmp_path):
     write_journal(path, sc.records)
     assert progress.journal_size(str(path)) == len(sc.records)
     assert progress.journal_size(str(path), until=3) == 3
+
+
+def test_a_phase_without_a_count_is_named_on_a_terminal_only(monkeypatch):
+    monkeypatch.delenv("KFOLD_PROGRESS", raising=False)
+    tty, pipe = Tty(), io.StringIO()
+    for out in (tty, pipe):
+        progress.status("kfold replay", "verifying the checksum chain", stream=out)
+        progress.clear(stream=out)
+    assert tty.getvalue() == "\r\x1b[Kkfold replay: verifying the checksum chain\r\x1b[K"
+    assert pipe.getvalue() == ""
