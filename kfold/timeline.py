@@ -90,9 +90,12 @@ def walk(records: Iterable[Record], state: State | None = None) -> Iterator[Step
     for rec in records:
         step = Step(rec)
         _before_fold(step, state)
-        if isinstance(rec, EffectIssued) and not diverged:
-            step.divergence = compare_issued(rec, expected, state)
-            diverged = step.divergence is not None
+        if isinstance(rec, EffectIssued):
+            if diverged:  # only the first divergence is meaningful; keep memory flat after it
+                expected.pop(rec.effect.get("id", ""), None)
+            else:
+                step.divergence = compare_issued(rec, expected, state)
+                diverged = step.divergence is not None
         notes.clear()
         try:
             after, step.effects = fold(state, rec, reg)
