@@ -65,6 +65,9 @@ def test_open_a_session_follow_an_effect_to_its_outcome_and_see_the_diff(browser
     browser.wait("document.querySelectorAll('#objects li').length > 0", "the object list")
     assert "107 records" in browser.text("#journal")
     browser.wait("document.querySelectorAll('#timeline .rec').length > 0", "the whole journal's timeline")
+    browser.wait("document.querySelectorAll('#diagram svg.kfold-diagram').length === 3", "every machine's diagram")
+    assert browser.eval("[...document.querySelectorAll('#diagram svg')].map(s => s.dataset.machine).join()") == \
+        "pod,repo,session"
     shot(browser, tmp_path, "1-overview")
 
     session = browser.eval(f"[...document.querySelectorAll('#objects li')].findIndex(li => "

@@ -310,9 +310,19 @@ async function select(seq) {
 async function showDiagram(seq) {
   const o = currentObject;
   if (!o || !o.machine) {
-    $("diagram").replaceChildren(el("p", { class: "muted" }, "Select a Session, Pod or Repo to see its machine's state diagram."));
+    if ($("diagram").dataset.view === "all") return;
+    const parts = [el("p", { class: "muted" }, "The machines' state diagrams, drawn from their transition tables. "
+      + "Select a Session, Pod or Repo to see its state highlighted.")];
+    for (const m of summary.machines) {
+      const holder = el("div", { class: "svg" });
+      holder.innerHTML = await (await fetch(`/api/diagram/${m}.svg`)).text(); // drawn by the server from the table
+      parts.push(holder);
+    }
+    $("diagram").replaceChildren(...parts);
+    $("diagram").dataset.view = "all";
     return;
   }
+  $("diagram").dataset.view = "object";
   let state = (o.state || "").replace(/ \(removed\)$/, "");
   let when = "its last state in this journal";
   const upTo = page.records.filter((r) => !seq || r.seq <= seq);
