@@ -79,6 +79,8 @@ class Builder:
         if o is None:
             oid = len(self.objects) + 1
             o = self.objects[(kind, key)] = self.by_id[oid] = _Obj(oid, kind, key, machine)
+        elif machine and o.machine is None:  # observed before its machine decided anything about it
+            o.machine = machine
         return o
 
     def machine_obj(self, machine: str, key: str) -> _Obj:

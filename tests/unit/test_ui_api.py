@@ -8,15 +8,18 @@ import asyncio
 import http.client
 import json
 import re
+import sqlite3
 import threading
 from pathlib import Path
 
 import pytest
 
 from journal.jsonl import read_jsonl
+from journal.records import Observed
 from journal.sqlite import SqliteJournal
 from kfold.cli import main
-from kfold.ui.index import build
+from kfold.timeline import Change, Step
+from kfold.ui.index import SCHEMA, Builder, build
 from kfold.ui.server import MAX_PAGE, ApiError, Store, serve
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden_session.jsonl"
@@ -192,3 +195,13 @@ def test_deadlines_show_when_they_fired_and_timers_when_they_were_due(tmp_path):
     assert (fired["kind"], fired["fired"], stale["fired"]) == ("deadline", 1, 0)
     assert any(c["to"] == "Failed" for c in fired["detail"]["changes"])
     assert s.records(obj=obj_id(s, "Session", SESSION), kinds=["deadline"])["records"][0]["seq"] == 25
+
+
+def test_an_object_observed_before_its_machine_decides_still_gets_its_machine(tmp_path):
+    db = sqlite3.connect(":memory:")
+    db.executescript(SCHEMA)
+    b = Builder(db)
+    seen = Observed(seq=1, cluster="local", api_version="v1", kind="Pod", namespace="ns", name="p", event="ADDED")
+    b.add(Step(seen), None)
+    b.add(Step(seen.model_copy(update={"seq": 2}), changes=[Change("pod", "local/ns/p", None, None)]), None)
+    assert [(o.kind, o.machine, o.n) for o in b.objects.values()] == [("Pod", "pod", 2)]
