@@ -23,7 +23,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import orjson
 
@@ -253,14 +253,18 @@ def positioned(path: str, until: int | None = None) -> Iterator[tuple[Record, in
             pos += len(line)
 
 
-def build(source: str, index: str | Path, until: int | None = None) -> dict[str, Any]:
-    """Walk ``source`` and write its index to ``index`` (a new file); returns the meta."""
+def build(source: str, index: str | Path, until: int | None = None,
+          watch: Callable[[Builder], None] | None = None) -> dict[str, Any]:
+    """Walk ``source`` and write its index to ``index`` (a new file); returns the meta. ``watch``
+    is handed the builder first (its ``count`` is the progress ``kfold ui`` shows while indexing)."""
     from kfold.progress import counted
     started = time.monotonic()
     db = sqlite3.connect(str(index))
     try:
         db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + SCHEMA)
         builder = Builder(db)
+        if watch is not None:
+            watch(builder)
         items = counted(positioned(source, until), source, "ui: indexing", until)
         offsets: dict[int, int | None] = {}
 

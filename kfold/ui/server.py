@@ -1,7 +1,8 @@
 """The read-only JSON API and static page of ``kfold ui`` (stdlib ``http.server``, one thread per
 request, each on its own read-only connection to the index).
 
-Routes (GET/HEAD only; anything else is 405):
+Routes (GET/HEAD only; anything else is 405; while the index is still being built every ``/api/``
+route answers 503 with the progress, see ``Indexing``):
 - ``/`` and ``/static/<file>``: the page (``kfold/ui/static``, shipped as package data).
 - ``/api/summary``: the journal, its record count and time span, machines, record kinds, the first
   divergence.
@@ -37,6 +38,20 @@ import orjson
 STATIC = Path(__file__).with_name("static")
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 MAX_PAGE = 200
+
+
+class Indexing:
+    """What the server serves from: ``store`` once the index is built; until then the API answers
+    503 with the progress (``done`` of ``total`` records) and the page waits, showing it."""
+
+    def __init__(self, source: str, total: int | None = None, store: "Store | None" = None):
+        self.source, self.total, self.store = source, total, store
+        self.builder: Any = None
+
+    def progress(self) -> dict[str, Any]:
+        done = self.builder.count if self.builder is not None else 0
+        return {"error": "the journal is still being indexed", "indexing": True, "source": self.source,
+                "done": done, "total": self.total}
 
 
 class ApiError(Exception):
@@ -204,7 +219,7 @@ def _limit(value: int) -> int:
 
 # -- HTTP -----------------------------------------------------------------------------------------
 class Handler(BaseHTTPRequestHandler):
-    store: Store
+    serving: Indexing
     hosts: frozenset[str] | None   # None: bound beyond loopback on purpose, any Host is accepted
     server_version = "kfold-ui"
 
@@ -213,6 +228,8 @@ class Handler(BaseHTTPRequestHandler):
             if self.hosts is not None and self.headers.get("Host", "") not in self.hosts:
                 raise ApiError(403, f"Host {self.headers.get('Host')!r} is not this server; open {sorted(self.hosts)[0]}")
             url = urlsplit(self.path)
+            if url.path.startswith("/api/") and self.serving.store is None:
+                return self._send(503, orjson.dumps(self.serving.progress()), "application/json")
             if url.path.startswith("/api/"):
                 body, ctype = self._api(url.path[5:], parse_qs(url.query))
             else:
@@ -240,7 +257,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _json_api(self, path: str, qs: dict[str, list[str]]) -> bytes:
         arg = lambda name, default="": qs.get(name, [default])[0]  # noqa: E731
-        s = self.store
+        s = self.serving.store
         if path == "summary":
             return orjson.dumps(s.summary())
         if path == "objects":
@@ -289,13 +306,16 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-def serve(store: Store, host: str, port: int) -> ThreadingHTTPServer:
-    """A server bound to ``host:port`` (port 0: any free one); call ``serve_forever`` on it."""
+def serve(serving: Store | Indexing, host: str, port: int) -> ThreadingHTTPServer:
+    """A server bound to ``host:port`` (port 0: any free one) for a built index (a ``Store``) or
+    one being built (``Indexing``); call ``serve_forever`` on it."""
+    if isinstance(serving, Store):
+        serving = Indexing(serving.source, serving.meta.get("records"), serving)
     server = ThreadingHTTPServer((host, port), Handler)
     bound = server.server_address[1]
     loopback = host in LOOPBACK
     hosts = frozenset(f"{h}:{bound}" for h in LOOPBACK | {host}) if loopback else None
-    handler = type("BoundHandler", (Handler,), {"store": store, "hosts": hosts})
+    handler = type("BoundHandler", (Handler,), {"serving": serving, "hosts": hosts})
     server.RequestHandlerClass = handler
     server.daemon_threads = True
     return server

@@ -205,3 +205,23 @@ def test_an_object_observed_before_its_machine_decides_still_gets_its_machine(tm
     b.add(Step(seen), None)
     b.add(Step(seen.model_copy(update={"seq": 2}), changes=[Change("pod", "local/ns/p", None, None)]), None)
     assert [(o.kind, o.machine, o.n) for o in b.objects.values()] == [("Pod", "pod", 2)]
+
+
+def test_while_the_index_is_built_the_page_is_served_and_the_api_says_how_far_it_got(store):
+    from kfold.ui.server import Indexing
+    serving = Indexing(str(GOLDEN), total=107)
+    server = serve(serving, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        assert request(port, "/")[0] == 200
+        serving.builder = type("Partial", (), {"count": 40})()
+        status, _, body = request(port, "/api/summary")
+        assert status == 503 and json.loads(body) | {"source": None} == {
+            "error": "the journal is still being indexed", "indexing": True, "source": None, "done": 40, "total": 107}
+        serving.store = store
+        status, _, body = request(port, "/api/summary")
+        assert status == 200 and json.loads(body)["records"] == 107
+    finally:
+        server.shutdown()
+        server.server_close()

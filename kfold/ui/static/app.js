@@ -67,8 +67,21 @@ function filterKey() {
 }
 
 // -- start -------------------------------------------------------------------------------------
+// While `kfold ui` is still indexing the journal, the API answers 503 with its progress.
+async function waitForIndex() {
+  for (;;) {
+    const response = await fetch("/api/summary");
+    const body = await response.json();
+    if (response.ok) return body;
+    if (response.status !== 503 || !body.indexing) throw new Error(body.error || response.statusText);
+    const of = body.total ? ` of ${body.total.toLocaleString()} (${Math.floor((100 * body.done) / body.total)}%)` : "";
+    $("journal").textContent = `indexing ${body.source}: ${body.done.toLocaleString()} records${of}…`;
+    await new Promise((resolve) => setTimeout(resolve, 700));
+  }
+}
+
 async function start() {
-  summary = await api("summary");
+  summary = await waitForIndex();
   const span = summary.first_at ? ` · ${iso(summary.first_at)} … ${iso(summary.last_at)}` : "";
   $("journal").textContent = `${summary.source} · ${summary.records.toLocaleString()} records${span}`;
   const d = summary.divergence;
