@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from engine.core import State, default_machines, fold, fold_many, initial_state
+from engine.core import State, default_machines, fold_many, initial_state
 from engine.effects.models import effect_to_dict
 from journal.records import EffectIssued, Record
 
@@ -50,10 +50,10 @@ class ReplayResult:
     def summary(self) -> str:
         lines = [f"records folded: {self.records} (last seq {self.state.seq})"]
         for name, table in sorted(self.state.tables.items()):
-            objects = [d for k, d in table.items() if _is_object(k)]
+            objects = [d for k, d in table.items() if is_object_key(k)]
             states = Counter(_state_of(d) for d in objects)
             shown = ", ".join(f"{s}={n}" for s, n in sorted(states.items()))
-            kept = sorted({type(d).__name__ for k, d in table.items() if not _is_object(k)})
+            kept = sorted({type(d).__name__ for k, d in table.items() if not is_object_key(k)})
             extra = f"; bookkeeping: {', '.join(kept)}" if kept else ""
             lines.append(f"machine {name}: {len(objects)} objects ({shown}){extra}")
         if self.effects:
@@ -75,7 +75,7 @@ def replay(records: Iterable[Record], check: bool = False, state: State | None =
     expected: dict[str, tuple[Record, dict[str, Any]]] = {}
     for run in _runs(records, check):
         if check and isinstance(run[0], EffectIssued):
-            div = _compare(run[0], expected, result.state)
+            div = compare_issued(run[0], expected, result.state)
             if div is not None:
                 result.divergence = div
                 return result
@@ -109,7 +109,9 @@ def _runs(records: Iterable[Record], check: bool) -> Iterator[list[Record]]:
         yield run
 
 
-def _compare(rec: EffectIssued, expected: dict[str, tuple[Record, dict[str, Any]]], state: State) -> Divergence | None:
+def compare_issued(rec: EffectIssued, expected: dict[str, tuple[Record, dict[str, Any]]], state: State) -> Divergence | None:
+    """The divergence of a journaled effect from the one recomputed for its id (popped from
+    ``expected``), or None when they match. ``state`` is the state just before ``rec``."""
     eid = rec.effect.get("id", "")
     if eid in expected:
         cause, mine = expected.pop(eid)
@@ -122,42 +124,7 @@ def _compare(rec: EffectIssued, expected: dict[str, tuple[Record, dict[str, Any]
     return None
 
 
-def trace(records: Iterable[Record], key: str) -> Iterator[str]:
-    """Every record that changed ``key``'s decision (in any machine) or emitted an effect on it."""
-    reg = default_machines()
-    state = initial_state()
-    for rec in records:
-        before = state
-        state, effects = fold(state, rec, reg)
-        changed = [(m, before.table(m).get(key), state.table(m).get(key)) for m in state.tables.keys()
-                   if before.table(m).get(key) is not state.table(m).get(key)]
-        mine = [e for e in effects if e.key == key]
-        if not changed and not mine:
-            continue
-        yield f"seq {rec.seq} at {rec.at} {rec.rec} {_what(rec)}"
-        for m, old, new in changed:
-            yield f"  {m}: {_state_of(old)} -> {_state_of(new)}"
-            if new is not None:
-                yield f"    {_short(new.model_dump(mode='json'), 400)}"
-        for e in mine:
-            yield f"  effect {e.id} {e.type}: {_short(effect_to_dict(e), 300)}"
-
-
-def _what(rec: Record) -> str:
-    if rec.rec == "observed":
-        return f"{rec.event} {rec.kind} {rec.namespace}/{rec.name} rv={rec.rv}"
-    if rec.rec == "command":
-        return f"{rec.name} {rec.args}"
-    if rec.rec == "deadline":
-        return f"{rec.machine} {rec.key} {rec.name} due={rec.due}"
-    if rec.rec == "outcome":
-        return f"{rec.effect_id} {rec.result} {rec.status_reason}".rstrip()
-    if rec.rec == "relist":
-        return f"{rec.kind} {len(rec.keys)} keys"
-    return rec.rec
-
-
-def _is_object(key: str) -> bool:
+def is_object_key(key: str) -> bool:
     """Object keys are ``<cluster>/<namespace>/<name>``; a machine's own bookkeeping rows use an
     empty name or a ``#`` name (config, indexes, sweeps)."""
     name = key.rpartition("/")[2]

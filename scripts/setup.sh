@@ -27,6 +27,8 @@ need_apt=()
 command -v openssl >/dev/null || need_apt+=(openssl)
 command -v curl >/dev/null || need_apt+=(curl)
 command -v git >/dev/null || need_apt+=(git)
+# Headless Chromium drives `kfold ui` in tests/browser (a real browser over the DevTools protocol).
+command -v chromium >/dev/null || need_apt+=(chromium)
 [ ${#need_apt[@]} -eq 0 ] || apt_install "${need_apt[@]}"
 
 # The interpreter the venv is built from: python3 if it is >= 3.11, else python3.13/3.12/3.11.

@@ -1,4 +1,6 @@
-"""``kfold export JOURNAL [-o FILE]``: the journal as JSONL (one record per line), editable."""
+"""``kfold export JOURNAL [-o FILE]``: the journal as JSONL (one record per line), editable.
+
+On a terminal, stderr shows progress while it writes (``kfold.progress``)."""
 from __future__ import annotations
 
 import sys
@@ -14,11 +16,12 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from journal.jsonl import export_jsonl
+    from kfold.progress import counted
     from kfold.sources import input_error_code, iter_records
 
     out = sys.stdout.buffer if args.output == "-" else open(args.output, "wb")
     try:
-        n = export_jsonl(iter_records(args.journal, args.until), out)
+        n = export_jsonl(counted(iter_records(args.journal, args.until), args.journal, "export", args.until), out)
     except Exception as exc:
         code = input_error_code(exc)
         if code is None:

@@ -5,6 +5,9 @@ daemon writes one every ``journal.snapshot_every`` records) and refolds only the
 the same state as a full replay (tested), in the time of the tail. The records before the snapshot
 are not read, so their chain is not verified either; a full replay does both.
 
+On a terminal, stderr shows progress (records done / total, rate, time left); see
+``kfold.progress``.
+
 Exit codes: 0 folded (and, with --check, no divergence); 1 divergence; 2 unreadable input (a
 malformed JSONL line, a newer schema, a fold error); 3 a broken checksum chain.
 """
@@ -28,6 +31,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from kfold.progress import clear, counted, status
     from kfold.replay import replay
     from kfold.sources import first_bad_seq, input_error_code, iter_records
 
@@ -36,13 +40,17 @@ def run(args) -> int:
     try:
         start, note = _starting_point(args) if args.from_snapshot else (None, "")
         from_seq = start.seq + 1 if start is not None else 1
+        status("kfold replay", "verifying the checksum chain")
         bad = first_bad_seq(args.journal, from_seq)
+        clear()
         if bad is not None and (args.until is None or bad <= args.until) and not args.up_to_corruption:
             print(f"{name}: checksum chain broken at seq {bad}; refusing to fold past it "
                   f"(--up-to-corruption folds records {from_seq}..{bad - 1})", file=sys.stderr)
             return 3
         until = args.until if bad is None else min(bad - 1, args.until or bad - 1)
-        result = replay(iter_records(args.journal, until, from_seq), check=args.check, state=start)
+        records = counted(iter_records(args.journal, until, from_seq), args.journal,
+                          "replay --check" if args.check else "replay", until, from_seq=from_seq)
+        result = replay(records, check=args.check, state=start)
     except Exception as exc:
         code = 2 if isinstance(exc, _Refused) else input_error_code(exc)
         if code is None:

@@ -1,7 +1,18 @@
-"""``kfold trace JOURNAL KEY``: every record that changed KEY's decision, with the effects on it."""
+"""``kfold trace JOURNAL KEY``: every record that concerned KEY, in words.
+
+One header line per record (seq, server time as ISO 8601 UTC, what the record says), then one line
+per changed field of each decision record it changed (``phase: Pending -> Creating``), one line per
+effect on KEY (``effect 9.1 create Service ns/demo``), timers set or cancelled, and, for an outcome,
+the effect it answers. A record that concerned KEY but changed nothing is left out. When KEY matches
+nothing, the closest keys that exist are named (exit 1).
+"""
 from __future__ import annotations
 
+import difflib
 import sys
+from typing import Iterator
+
+MAX_NEW_FIELDS = 12
 
 
 def register(sub) -> None:
@@ -13,23 +24,70 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from kfold.replay import trace
+    from kfold.progress import counted
     from kfold.sources import input_error_code, iter_records
+    from kfold.timeline import walk
 
-    shown = 0
+    shown, seen = 0, set()
     try:
-        for line in trace(iter_records(args.journal, args.until), args.key):
-            print(line)
-            shown += 1
+        records = counted(iter_records(args.journal, args.until), args.journal, "trace", args.until)
+        for step in walk(records):
+            keys = step.keys()
+            seen |= keys
+            if args.key not in keys:
+                continue
+            for line in step_lines(step, args.key):
+                print(line)
+                shown += 1
     except Exception as exc:
-        code = input_error_code(exc)
+        code = None if isinstance(exc, BrokenPipeError) else input_error_code(exc)
         if code is None:
             raise
         print(f"kfold trace: {args.journal}: {exc}", file=sys.stderr)
         return code
     if not shown:
-        hint = "" if args.key.count("/") >= 2 else \
-            " (a key is <cluster>/<namespace>/<name>, as `kfold replay` and the logs show it, e.g. local/ns/demo)"
-        print(f"kfold trace: no record touched {args.key}{hint}", file=sys.stderr)
+        print(f"kfold trace: no record touched {args.key}{_hint(args.key, seen)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _hint(key: str, seen: set[str]) -> str:
+    close = difflib.get_close_matches(key, sorted(seen), n=5, cutoff=0.4)
+    name = key.rpartition("/")[2]
+    close += [k for k in sorted(seen) if name and k.endswith("/" + name) and k not in close][:5 - len(close)]
+    shape = "" if key.count("/") >= 2 else \
+        " (a key is <cluster>/<namespace>/<name>, as `kfold replay` and the logs show it, e.g. local/ns/demo)"
+    return shape + (f"; closest keys in this journal: {', '.join(close)}" if close else "")
+
+
+def step_lines(step, key: str) -> Iterator[str]:
+    from kfold.timeline import effect_line, iso, record_line, show, state_of
+
+    rec = step.record
+    mine = [c for c in step.changes if c.key == key]
+    effects = [e for e in step.effects if e.key == key]
+    timers = [t for t in step.timers if t.key == key]
+    if not (mine or effects or timers or step.error or step.divergence or rec.rec in ("outcome", "deadline")):
+        return
+    yield f"#{rec.seq} {iso(rec.at)} {record_line(rec)}"
+    if step.fired is not None:
+        yield "  fired" if step.fired else "  stale: the timer was cancelled or moved since (decides nothing)"
+    if step.answered is not None and rec.rec == "outcome":
+        yield f"  answers {step.answered.id}: {effect_line(step.answered)}"
+    if step.error:
+        yield f"  not folded: {step.error}"
+    for c in mine:
+        yield f"  {c.machine}: {state_of(c.before)} -> {state_of(c.after)}"
+        if c.after is None:
+            continue
+        diff = [d for d in c.diff() if d[0] not in ("phase", "state") or c.before is not None]
+        for path, old, new in diff[:MAX_NEW_FIELDS] if c.before is None else diff:
+            yield f"    {path}: {show(new)}" if c.before is None else f"    {path}: {show(old)} -> {show(new)}"
+        if c.before is None and len(diff) > MAX_NEW_FIELDS:
+            yield f"    (+{len(diff) - MAX_NEW_FIELDS} more fields)"
+    for e in effects:
+        yield f"  effect {e.id} {effect_line(e)}"
+    for t in timers:
+        yield f"  timer {t.name} " + (f"due {iso(t.due)}" if t.due is not None else "cancelled")
+    if step.divergence is not None:
+        yield "  DIVERGENCE: " + step.divergence.describe().replace("\n", "\n  ")

@@ -1,0 +1,227 @@
+"""``kfold ui``'s index and JSON API on the golden journal: pages never exceed their limit and
+walk a timeline without gaps or repeats, filters narrow by object, machine and record kind, an
+effect is linked to the records that issued and answered it, the raw record comes back from the
+journal file (SQLite or JSONL), and the HTTP server is read-only and refuses foreign Host headers."""
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import re
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from journal.jsonl import read_jsonl
+from journal.records import Observed
+from journal.sqlite import SqliteJournal
+from kfold.cli import main
+from kfold.timeline import Change, Step
+from kfold.ui.index import SCHEMA, Builder, build
+from kfold.ui.server import MAX_PAGE, ApiError, Store, serve
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden_session.jsonl"
+SESSION = "local/golden-f728c6/demo"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    index = tmp_path_factory.mktemp("ui") / "index.sqlite"
+    build(str(GOLDEN), index)
+    return Store(index, str(GOLDEN))
+
+
+def obj_id(store, kind, key):
+    return store.db().execute("SELECT id FROM objects WHERE kind = ? AND key = ?", (kind, key)).fetchone()[0]
+
+
+def walk_pages(store, **filters):
+    seqs, start = [], None
+    while True:
+        page = store.records(start=start, limit=7, **filters)
+        assert len(page["records"]) <= 7
+        seqs += [r["seq"] for r in page["records"]]
+        if not page["more_after"]:
+            return seqs
+        start = page["records"][-1]["seq"] + 1
+
+
+def test_the_summary_counts_the_journal_and_names_its_kinds_and_machines(store):
+    s = store.summary()
+    assert s["records"] == 107 and s["divergence"] is None
+    assert s["kinds"] == ["command", "effect", "observed", "outcome", "relist"]
+    assert s["machines"] == ["pod", "repo", "session"]
+
+
+def test_a_session_is_listed_first_with_its_pods_service_ingress_and_secret(store):
+    top = store.objects(top=True)["objects"]
+    assert (top[0]["kind"], top[0]["key"]) == ("Session", SESSION)
+    family = store.object(top[0]["id"])
+    assert sorted((c["kind"], c["key"].rpartition("/")[2]) for c in family["children"]) == [
+        ("Ingress", "demo"), ("Pod", "demo-g1"), ("Pod", "demo-g2"), ("Secret", "demo-env"), ("Service", "demo")]
+    assert family["state"] == "Stopped (removed)"
+    assert not any(o["kind"] == "Pod" for o in top)
+
+
+def test_pages_walk_a_timeline_in_order_without_gaps_or_repeats(store):
+    everything = walk_pages(store)
+    assert everything == list(range(1, 108))
+    session = obj_id(store, "Session", SESSION)
+    own, family = walk_pages(store, obj=session), walk_pages(store, obj=session, related=True)
+    assert own == sorted(set(own)) and family == sorted(set(family))
+    assert set(own) < set(family)
+    back = store.records(start=50, direction="prev", limit=5)["records"]
+    assert [r["seq"] for r in back] == [45, 46, 47, 48, 49]
+    around = store.records(start=50, direction="around", limit=8)["records"]
+    assert [r["seq"] for r in around] == list(range(48, 56))  # a quarter before, the rest after
+    assert len(store.records(limit=10_000)["records"]) == min(MAX_PAGE, 107)
+
+
+def test_filters_narrow_by_record_kind_and_machine(store):
+    outcomes = store.records(kinds=["outcome"], limit=100)["records"]
+    assert outcomes and {r["kind"] for r in outcomes} == {"outcome"}
+    repo = walk_pages(store, machine="repo")
+    assert repo == [2, 3, 4, 5]
+
+
+def test_an_effect_links_to_the_records_that_issued_and_answered_it(store):
+    assert store.effect("19.1") | {"line": None} == {"id": "19.1", "cause": 19, "issued": 21, "outcome": 24,
+                                                     "result": "ok", "attempts": 1, "line": None,
+                                                     "obj": obj_id(store, "Pod", "local/golden-f728c6/demo-g1")}
+    page = store.records(start=24, limit=1)
+    rec = page["records"][0]
+    assert rec["answers"] == "19.1" and page["effects"]["19.1"]["cause"] == 19
+    change = next(c for c in rec["detail"]["changes"] if c["m"] == "session")
+    assert (change["from"], change["to"]) == ("Creating", "Provisioning")
+    assert ["pod.created", False, True] in change["diff"]
+    with pytest.raises(ApiError, match="no effect"):
+        store.effect("999.9")
+
+
+def test_the_raw_record_is_read_back_from_a_jsonl_export_and_from_a_sqlite_journal(store, tmp_path):
+    path = tmp_path / "golden.sqlite"
+
+    async def write():
+        async with SqliteJournal(path) as j:
+            await j.append(list(read_jsonl(GOLDEN)))
+    asyncio.run(write())
+    build(str(path), tmp_path / "index.sqlite")
+    from_sqlite = Store(tmp_path / "index.sqlite", str(path))
+    assert from_sqlite.raw(24) == store.raw(24) == json.loads(GOLDEN.read_text().splitlines()[23])
+    assert from_sqlite.records(start=24, limit=1)["records"][0]["detail"] == \
+        store.records(start=24, limit=1)["records"][0]["detail"]
+
+
+def test_every_record_trace_prints_for_a_key_is_on_that_objects_timeline(store, capsys):
+    assert main(["trace", str(GOLDEN), SESSION]) == 0
+    printed = {int(m) for m in re.findall(r"^#(\d+) ", capsys.readouterr().out, re.M)}
+    assert printed <= set(walk_pages(store, obj=obj_id(store, "Session", SESSION)))
+
+
+@pytest.fixture(scope="module")
+def http_server(store):
+    server = serve(store, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def request(port, path, method="GET", host=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request(method, path, headers={"Host": host or f"127.0.0.1:{port}"})
+    resp = conn.getresponse()
+    return resp.status, dict(resp.getheaders()), resp.read()
+
+
+def test_the_server_serves_the_page_and_the_api(http_server):
+    status, headers, body = request(http_server, "/")
+    assert status == 200 and b"/static/app.js" in body and "default-src 'self'" in headers["Content-Security-Policy"]
+    status, _, body = request(http_server, "/api/records?kinds=outcome&limit=2")
+    assert status == 200 and len(json.loads(body)["records"]) == 2
+    status, headers, body = request(http_server, "/api/diagram/session.svg?state=Ready")
+    assert status == 200 and headers["Content-Type"].startswith("image/svg+xml")
+    assert b'class="state current" data-state="Ready"' in body
+
+
+@pytest.mark.parametrize("method,path,host,status", [
+    ("POST", "/api/summary", None, 405),
+    ("DELETE", "/api/records", None, 405),
+    ("GET", "/api/summary", "evil.example:80", 403),
+    ("GET", "/api/nothing", None, 404),
+    ("GET", "/static/../index.py", None, 404),
+    ("GET", "/api/records?limit=many", None, 400),
+    ("GET", "/api/object/9999", None, 404),
+], ids=["post", "delete", "foreign-host", "unknown-route", "path-escape", "bad-number", "no-object"])
+def test_the_server_is_read_only_and_refuses_what_it_does_not_serve(http_server, method, path, host, status):
+    got, _, body = request(http_server, path, method, host)
+    assert got == status and json.loads(body)["error"]
+
+
+def test_kfold_ui_names_a_bad_listen_address_and_an_unreadable_journal(tmp_path, capsys):
+    assert main(["ui", str(GOLDEN), "--listen", "nowhere"]) == 2
+    assert "expected HOST:PORT" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"rec":"gossip","seq":1}\n')
+    assert main(["ui", str(bad), "--listen", "127.0.0.1:0"]) == 2
+    assert "unknown record kind 'gossip'" in capsys.readouterr().err
+
+
+def test_the_index_marks_the_divergence_replay_check_reports(tmp_path, capsys):
+    lines = GOLDEN.read_text().splitlines()
+    rec = json.loads(lines[28])
+    assert rec["effect"]["id"] == "28.0"
+    rec["effect"]["manifest"]["spec"]["ports"][0]["port"] = 9999
+    bug = tmp_path / "bug.jsonl"
+    bug.write_text("\n".join(lines[:28] + [json.dumps(rec)] + lines[29:]) + "\n")
+    assert main(["replay", str(bug), "--check"]) == 1
+    assert "divergence at record 29: effect 28.0" in capsys.readouterr().err
+    meta = build(str(bug), tmp_path / "index.sqlite")
+    assert (meta["divergence"]["seq"], meta["divergence"]["effect_id"], meta["divergence"]["cause"]) == (29, "28.0", 28)
+    assert meta["divergence"]["diff"] == [["manifest.spec.ports[0].port", 9999, 8080]]
+    marked = Store(tmp_path / "index.sqlite", str(bug)).records(start=29, limit=1)["records"][0]
+    assert marked["detail"]["divergence"]["effect_id"] == "28.0"
+
+
+def test_deadlines_show_when_they_fired_and_timers_when_they_were_due(tmp_path):
+    from tests.unit.test_trace_cli import deadline_journal
+    path = deadline_journal(tmp_path)
+    build(str(path), tmp_path / "index.sqlite")
+    s = Store(tmp_path / "index.sqlite", str(path))
+    armed, fired, stale = s.records(start=24, limit=3)["records"]
+    assert {"m": "session", "key": SESSION, "name": "start", "due": 1795982897184} in armed["detail"]["timers"]
+    assert (fired["kind"], fired["fired"], stale["fired"]) == ("deadline", 1, 0)
+    assert any(c["to"] == "Failed" for c in fired["detail"]["changes"])
+    assert s.records(obj=obj_id(s, "Session", SESSION), kinds=["deadline"])["records"][0]["seq"] == 25
+
+
+def test_an_object_observed_before_its_machine_decides_still_gets_its_machine(tmp_path):
+    db = sqlite3.connect(":memory:")
+    db.executescript(SCHEMA)
+    b = Builder(db)
+    seen = Observed(seq=1, cluster="local", api_version="v1", kind="Pod", namespace="ns", name="p", event="ADDED")
+    b.add(Step(seen), None)
+    b.add(Step(seen.model_copy(update={"seq": 2}), changes=[Change("pod", "local/ns/p", None, None)]), None)
+    assert [(o.kind, o.machine, o.n) for o in b.objects.values()] == [("Pod", "pod", 2)]
+
+
+def test_while_the_index_is_built_the_page_is_served_and_the_api_says_how_far_it_got(store):
+    from kfold.ui.server import Indexing
+    serving = Indexing(str(GOLDEN), total=107)
+    server = serve(serving, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        assert request(port, "/")[0] == 200
+        serving.builder = type("Partial", (), {"count": 40})()
+        status, _, body = request(port, "/api/summary")
+        assert status == 503 and json.loads(body) | {"source": None} == {
+            "error": "the journal is still being indexed", "indexing": True, "source": None, "done": 40, "total": 107}
+        serving.store = store
+        status, _, body = request(port, "/api/summary")
+        assert status == 200 and json.loads(body)["records"] == 107
+    finally:
+        server.shutdown()
+        server.server_close()
