@@ -27,6 +27,12 @@ need_apt=()
 command -v openssl >/dev/null || need_apt+=(openssl)
 command -v curl >/dev/null || need_apt+=(curl)
 command -v git >/dev/null || need_apt+=(git)
+# The container image (scripts/build_image.sh, tests/e2e/test_image.py) is built as root with
+# Debian's mmdebstrap and umoci; without root the build itself says what to install.
+if [ "$(id -u)" -eq 0 ]; then
+  command -v mmdebstrap >/dev/null || need_apt+=(mmdebstrap)
+  command -v umoci >/dev/null || need_apt+=(umoci)
+fi
 [ ${#need_apt[@]} -eq 0 ] || apt_install "${need_apt[@]}"
 
 # The interpreter the venv is built from: python3 if it is >= 3.11, else python3.13/3.12/3.11.
