@@ -138,6 +138,11 @@ def test_the_image_is_what_the_deployment_expects(image):
     assert {"title", "description", "revision", "created"} <= {k.rpartition(".")[2] for k in labels}
     owner = (image.root / journal_mount.lstrip("/")).stat()
     assert (owner.st_uid, owner.st_gid) == (NONROOT, NONROOT)
+    # Every module is precompiled for the image's interpreter: nothing to write on a read-only root.
+    for lib in ("usr/lib/python3.11", "usr/local/lib/python3.11/dist-packages"):
+        sources = list((image.root / lib).rglob("*.py"))
+        missing = [p for p in sources if not (p.parent / "__pycache__" / f"{p.stem}.cpython-311.pyc").is_file()]
+        assert sources and not missing, missing[:5]
 
 
 def test_kfold_version_and_a_golden_replay_inside_the_image(image):
@@ -150,6 +155,11 @@ def test_kfold_version_and_a_golden_replay_inside_the_image(image):
         out = image.run(["replay", f"/golden/{path.name}", "--check"], {"/golden": (path.parent, False)})
         assert out.returncode == 0, out.stdout + out.stderr
         assert "divergence" not in out.stdout + out.stderr
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under ``root`` with its size and mtime (mount points' contents are not on it)."""
+    return {str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*")}
 
 
 def _stop(proc: subprocess.Popen) -> int:
@@ -195,7 +205,9 @@ def test_kfold_run_in_the_image_with_the_in_cluster_config_brings_a_session_to_r
     server = urlsplit(cp["server"])
     env = image.env({"KUBERNETES_SERVICE_HOST": server.hostname, "KUBERNETES_SERVICE_PORT": str(server.port)})
     log = tmp_path / "kfold.log"
-    proc = subprocess.Popen(image.command(None, mounts), env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+    argv = image.command(None, mounts)  # makes the mount points, as a runtime does
+    before = _tree(image.root)
+    proc = subprocess.Popen(argv, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
     try:
         probe = container["readinessProbe"]["httpGet"]
 
@@ -223,6 +235,7 @@ def test_kfold_run_in_the_image_with_the_in_cluster_config_brings_a_session_to_r
     finally:
         rc = _stop(proc)
     assert rc == 0, log.read_text()[-3000:]
+    assert _tree(image.root) == before, "kfold run changed the image's root filesystem"
     assert (journal / "journal.db").is_file()
     replay = image.run(["replay", "/var/lib/kfold/journal.db", "--check"], {"/var/lib/kfold": (journal, True)})
     assert replay.returncode == 0, replay.stdout + replay.stderr
