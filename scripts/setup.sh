@@ -28,10 +28,12 @@ command -v openssl >/dev/null || need_apt+=(openssl)
 command -v curl >/dev/null || need_apt+=(curl)
 command -v git >/dev/null || need_apt+=(git)
 # The container image (scripts/build_image.sh, tests/e2e/test_image.py) is built as root with
-# Debian's mmdebstrap and umoci; without root the build itself says what to install.
+# Debian's mmdebstrap and umoci (looked up in the system's bin dirs too); without root the build
+# itself says what to install.
 if [ "$(id -u)" -eq 0 ]; then
-  command -v mmdebstrap >/dev/null || need_apt+=(mmdebstrap)
-  command -v umoci >/dev/null || need_apt+=(umoci)
+  for tool in mmdebstrap umoci; do
+    PATH="$PATH:/usr/bin:/bin" command -v "$tool" >/dev/null || need_apt+=("$tool")
+  done
 fi
 [ ${#need_apt[@]} -eq 0 ] || apt_install "${need_apt[@]}"
 
