@@ -31,6 +31,7 @@
 # its default mirrors; e.g. Debian's snapshot archive at a fixed date for the same base anywhere).
 set -euo pipefail
 umask 022
+CALLER_DIR=$PWD
 cd "$(dirname "$0")/.."
 . scripts/venv.sh
 export LC_ALL=C TZ=UTC
@@ -41,7 +42,7 @@ die() { echo "build_image: $*" >&2; exit 1; }
 OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    -o|--output) OUT=${2:?"-o needs a file"}; shift 2 ;;
+    -o|--output) OUT=$(cd "$CALLER_DIR" && realpath -m -- "${2:?-o needs a file}"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (usage: build_image.sh [-o FILE])" ;;
   esac
