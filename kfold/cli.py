@@ -13,7 +13,9 @@ COMMANDS = ("run", "replay", "export", "trace", "ui", "diagrams", "manifests", "
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from kfold import __version__
     parser = argparse.ArgumentParser(prog="kfold", description="Event-sourced Kubernetes reconciler for sandbox sessions.")
+    parser.add_argument("--version", action="version", version=f"kfold {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:

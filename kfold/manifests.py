@@ -10,17 +10,26 @@ Guarantees:
 - The journal lives on a PersistentVolumeClaim, not an emptyDir: the journal IS the state (an
   emptyDir would lose every in-flight decision on a reschedule and make "in doubt" unknowable),
   and ``replicas: 1`` + ``strategy: Recreate`` keep a single writer on the ReadWriteOnce volume.
+- The Deployment fits the image ``scripts/build_image.sh`` builds (``DEFAULT_IMAGE``): uid/gid
+  65532 (the image's ``nonroot`` user), a read-only root filesystem with the claim mounted on the
+  config's journal directory and an emptyDir on ``/tmp`` (the only places kfold writes), probes on
+  the config's ``http.listen`` port.
 """
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from kfold import __version__
+
 DATA = Path(__file__).parent / "data"
 LABELS = {"app.kubernetes.io/name": "kfold", "app.kubernetes.io/managed-by": "kfold"}
 WATCH = ["get", "list", "watch"]
+DEFAULT_IMAGE = f"localhost/kfold:{__version__}"  # the name scripts/build_image.sh gives its archive
+NONROOT = 65532  # the image's "nonroot" user and group
 
 RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": WATCH + ["create", "delete", "patch"]},
@@ -61,38 +70,42 @@ def rbac(ns: str, watched: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def deployment(ns: str, image: str, port: int) -> dict[str, Any]:
+def deployment(ns: str, image: str, port: int, journal_dir: str = "/var/lib/kfold") -> dict[str, Any]:
     probe = lambda path, delay: {"httpGet": {"path": path, "port": port}, "initialDelaySeconds": delay, "periodSeconds": 10}  # noqa: E731
     container = {
         "name": "kfold", "image": image, "args": ["run", "--config", "/etc/kfold/config.yaml"],
         "ports": [{"name": "http", "containerPort": port}],
         "livenessProbe": probe("/healthz", 10), "readinessProbe": probe("/readyz", 5),
-        "volumeMounts": [{"name": "config", "mountPath": "/etc/kfold"}, {"name": "journal", "mountPath": "/var/lib/kfold"}],
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/kfold", "readOnly": True},
+                         {"name": "journal", "mountPath": journal_dir}, {"name": "tmp", "mountPath": "/tmp"}],
         "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
     }
     spec = {"serviceAccountName": "kfold", "terminationGracePeriodSeconds": 30, "containers": [container],
-            "securityContext": {"fsGroup": 65532, "runAsUser": 65532},
+            "securityContext": {"runAsUser": NONROOT, "runAsGroup": NONROOT, "fsGroup": NONROOT, "runAsNonRoot": True,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
             "volumes": [{"name": "config", "configMap": {"name": "kfold-config"}},
-                        {"name": "journal", "persistentVolumeClaim": {"claimName": "kfold-journal"}}]}
+                        {"name": "journal", "persistentVolumeClaim": {"claimName": "kfold-journal"}},
+                        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta("kfold", ns),
             "spec": {"replicas": 1, "strategy": {"type": "Recreate"},
                      "selector": {"matchLabels": {"app.kubernetes.io/name": "kfold"}},
                      "template": {"metadata": {"labels": dict(LABELS)}, "spec": spec}}}
 
 
-def install(namespace: str = "kfold", image: str = "ghcr.io/kfold/kfold:latest", config_text: str | None = None) -> list[dict[str, Any]]:
+def install(namespace: str = "kfold", image: str = DEFAULT_IMAGE, config_text: str | None = None) -> list[dict[str, Any]]:
     text = config_text or (DATA / "config.example.yaml").read_text()
     cfg = yaml.safe_load(text) or {}
     watched = list(cfg.get("namespaces") or [namespace])
     port = int(str((cfg.get("http") or {}).get("listen", "0.0.0.0:8080")).rpartition(":")[2])
+    journal_dir = posixpath.dirname(str((cfg.get("journal") or {}).get("path") or "/var/lib/kfold/journal.db"))
     docs: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(n)} for n in dict.fromkeys([namespace] + watched)]
     docs += [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta("kfold", namespace)}]
     docs += crds() + rbac(namespace, watched) + registry_rbac(namespace, cfg)
     docs += [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("kfold-config", namespace), "data": {"config.yaml": text}},
              {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta("kfold-journal", namespace),
               "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}},
-             deployment(namespace, image, port)]
+             deployment(namespace, image, port, journal_dir)]
     return docs
 
 

@@ -29,6 +29,14 @@ command -v curl >/dev/null || need_apt+=(curl)
 command -v git >/dev/null || need_apt+=(git)
 # Headless Chromium drives `kfold ui` in tests/browser (a real browser over the DevTools protocol).
 command -v chromium >/dev/null || need_apt+=(chromium)
+# The container image (scripts/build_image.sh, tests/e2e/test_image.py) is built as root with
+# Debian's mmdebstrap and umoci (looked up in the system's bin dirs too); without root the build
+# itself says what to install.
+if [ "$(id -u)" -eq 0 ]; then
+  for tool in mmdebstrap umoci; do
+    PATH="$PATH:/usr/bin:/bin" command -v "$tool" >/dev/null || need_apt+=("$tool")
+  done
+fi
 [ ${#need_apt[@]} -eq 0 ] || apt_install "${need_apt[@]}"
 
 # The interpreter the venv is built from: python3 if it is >= 3.11, else python3.13/3.12/3.11.

@@ -8,7 +8,9 @@ import sys
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("manifests", help="print the in-cluster install (RBAC, CRDs, Deployment)")
     p.add_argument("--namespace", default="kfold", help="namespace kfold runs in (default: kfold)")
-    p.add_argument("--image", default="ghcr.io/kfold/kfold:latest", help="container image")
+    from kfold.manifests import DEFAULT_IMAGE
+    p.add_argument("--image", default=DEFAULT_IMAGE,
+                   help=f"container image (default: {DEFAULT_IMAGE}, what scripts/build_image.sh builds)")
     p.add_argument("--config", help="config file to ship in the ConfigMap (default: the example)")
     p.set_defaults(func=main)
 

@@ -91,16 +91,21 @@ def install_rbac(admin, kfold_ns: str, watched: list[str]) -> None:
     apply(admin, rbac(kfold_ns, watched))
 
 
-def service_account_kubeconfig(admin, cp, kfold_ns: str, path: Path) -> Path:
-    """A kubeconfig holding a short-lived token of the kfold ServiceAccount (TokenRequest API)."""
+def service_account_token(admin, kfold_ns: str) -> str:
+    """A short-lived token of the kfold ServiceAccount (TokenRequest API), as a pod is given."""
     from kubernetes import client
     tr = client.CoreV1Api(admin).create_namespaced_service_account_token(
         "kfold", kfold_ns, {"spec": {"expirationSeconds": 3600}})
+    return tr.status.token
+
+
+def service_account_kubeconfig(admin, cp, kfold_ns: str, path: Path) -> Path:
+    """A kubeconfig holding a short-lived token of the kfold ServiceAccount."""
     ca = base64.b64encode(Path(cp["ca"]).read_bytes()).decode()
     cfg = {
         "apiVersion": "v1", "kind": "Config", "current-context": "kfold",
         "clusters": [{"name": "e2e", "cluster": {"server": cp["server"], "certificate-authority-data": ca}}],
-        "users": [{"name": "kfold", "user": {"token": tr.status.token}}],
+        "users": [{"name": "kfold", "user": {"token": service_account_token(admin, kfold_ns)}}],
         "contexts": [{"name": "kfold", "context": {"cluster": "e2e", "user": "kfold"}}],
     }
     path.write_text(yaml.safe_dump(cfg))
