@@ -14,6 +14,14 @@ Guarantees:
   folded. A pending effect that was issued (its ``EffectIssued`` folded) and has no outcome after a
   restart is in doubt: the daemon appends ``Command("effect.in_doubt")`` and the owning machine
   re-observes.
+- A poison record never stops the fold. If a machine raises on a record, the record's effect on
+  the state is dropped whole (as if it had not been folded, seq and time excepted), and its
+  subject key is quarantined (``State.quarantine``, ``Quarantined``): one ``Log`` at error level
+  names the record, the machine and the error; later observations, deadlines, outcomes and
+  messages about a quarantined object key are skipped (its decision stays frozen as it was).
+  A command's or relist's subject (``<cluster>/<namespace>/#<name>``) is no object: it is recorded
+  as refused and later commands are folded as usual. Every other object goes on. Replay reproduces
+  the same quarantine: it is a pure function of the records, like everything else here.
 """
 from __future__ import annotations
 
@@ -22,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from immutables import Map
 
+from engine.seams import check_command, check_message
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Record, Relist
 
 if TYPE_CHECKING:
@@ -59,12 +68,23 @@ class Pending:
 
 
 @dataclass(frozen=True, slots=True)
+class Quarantined:
+    """Why ``key`` is quarantined: the record a machine could not fold, and the error."""
+
+    seq: int
+    rec: str
+    machine: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class State:
     seq: int = 0
     at: int | None = None
     tables: Map = EMPTY          # machine name -> Map[key -> decision record]
     timers: Map = EMPTY          # timer id -> Timer
     pending: Map = EMPTY         # effect id -> Pending
+    quarantine: Map = EMPTY      # subject key -> Quarantined (see the module docstring)
 
     def table(self, machine: str) -> Map:
         return self.tables.get(machine, EMPTY)
@@ -98,7 +118,7 @@ class Ctx:
     state the fold started from is never touched."""
 
     __slots__ = ("record", "now", "_base", "_tables", "_mut", "_dirty", "_timers", "_tmut", "_pending", "_pmut",
-                 "_effects", "_queue", "_machine")
+                 "_effects", "_queue", "_machine", "_quarantine", "_typed")
 
     def __init__(self, state: State, record: Record | None = None):
         self.record = record
@@ -114,6 +134,8 @@ class Ctx:
         self._effects: list[Any] = []
         self._queue: list[tuple[str, str, str, dict[str, Any]]] = []
         self._machine = ""
+        self._quarantine: Map = state.quarantine
+        self._typed: frozenset[str] = frozenset()   # machines whose messages are typed (engine.seams)
 
     def _begin(self, record: Record) -> None:
         self.record, self.now = record, record.at
@@ -126,7 +148,7 @@ class Ctx:
             tables = tables.set(m, t.finish() if m in self._mut else t)
         timers = self._timers.finish() if self._tmut else self._timers
         pending = self._pending.finish() if self._pmut else self._pending
-        return State(seq, at, tables, timers, pending)
+        return State(seq, at, tables, timers, pending, self._quarantine)
 
     # -- state of the current machine ---------------------------------------------------------
     def get(self, key: str, machine: str | None = None) -> Any:
@@ -218,7 +240,11 @@ class Ctx:
         self.emit(Log, key, level=level, message=message, fields=fields)
 
     def tell(self, machine: str, key: str, message: str, **args: Any) -> None:
-        """Deliver ``message`` to another machine within this same fold step, after this handler."""
+        """Deliver ``message`` to another machine within this same fold step, after this handler.
+        Checked against its model first (``engine.seams``): a message the receiver cannot read is
+        refused here, on the record that made it."""
+        if machine in self._typed:
+            check_message(machine, message, args)
         self._queue.append((machine, key, message, args))
 
     def pending_for(self, key: str) -> list[Any]:
@@ -239,27 +265,112 @@ def fold_many(state: State, records: Sequence[Record],
     same effects per record, ``tests/unit/test_fold_many.py``), with one working copy for the
     whole batch instead of a new ``State`` and new maps per record.
 
-    All or nothing: if a record cannot be folded its exception propagates and no state is
-    returned; ``state`` is unchanged (immutable), so a caller that must know how far the batch
-    got folds the same records one by one with ``fold``."""
+    A record a machine raises on is quarantined (module docstring): the batch is refolded up to
+    it from ``state`` (immutable, so nothing is lost), the quarantine is applied, and the rest of
+    the batch goes on. Only a ``SequenceError`` (a gap or a repeat) propagates."""
     reg = machines or _DEFAULT or default_machines()
+    out: list[tuple[Any, ...]] = []
+    start = 0
+    while True:
+        try:
+            state, effects = _fold_run(reg, state, records, start, len(records))
+            return state, out + effects
+        except _Poison as poison:
+            if poison.index > start:
+                state, effects = _fold_run(reg, state, records, start, poison.index)
+                out += effects
+            state, effects = _quarantine(state, records[poison.index], poison)
+            out.append(effects)
+            start = poison.index + 1
+
+
+class _Poison(Exception):
+    def __init__(self, index: int, machine: str, error: BaseException):
+        super().__init__(index, machine, error)
+        self.index, self.machine, self.error = index, machine, error
+
+
+def _fold_run(reg: "Machines", state: State, records: Sequence[Record], start: int,
+              end: int) -> tuple[State, list[tuple[Any, ...]]]:
     ctx = Ctx(state)
+    ctx._typed = reg.typed
     seq, at = state.seq, state.at
     out: list[tuple[Any, ...]] = []
-    for record in records:
+    for i in range(start, end):
+        record = records[i]
         if record.seq != seq + 1:
             raise SequenceError(
                 f"record seq {record.seq} cannot follow seq {seq}: "
                 f"{'repeat' if record.seq <= seq else 'gap'} in the journal")
         ctx._begin(record)
-        _dispatch(reg, ctx, record)
-        if ctx._queue:
-            _drain(reg, ctx)
+        try:
+            _dispatch(reg, ctx, record)
+            if ctx._queue:
+                _drain(reg, ctx)
+        except Exception as exc:  # a poison record: see the module docstring
+            raise _Poison(i, ctx._machine, exc) from exc
         seq, rat = record.seq, record.at
         if rat is not None and (at is None or rat >= at):
             at = rat
         out.append(tuple(ctx._effects))
     return ctx._finish(seq, at), out
+
+
+MAX_ERROR_CHARS = 500
+
+
+def subject(record: Record, pending: Map = EMPTY) -> str:
+    """The key a record is about: an object key, or ``<cluster>/<namespace>/#<what>`` for a
+    command or a relist (no object)."""
+    if isinstance(record, Observed):
+        return f"{record.cluster}/{record.namespace}/{record.name}"
+    if isinstance(record, (Deadline, Outcome)):
+        return record.key
+    if isinstance(record, Command):
+        eid = _in_doubt_id(record)
+        p = pending.get(eid) if eid else None
+        return p.effect.key if p is not None else f"{record.cluster}/{record.namespace}/#{record.name}"
+    if isinstance(record, Relist):
+        return f"{record.cluster}/{record.scope}/#relist:{record.kind}"
+    return f"//#{record.rec}"
+
+
+def _quarantine(state: State, record: Record, poison: _Poison) -> tuple[State, tuple[Any, ...]]:
+    """``record`` folded as refused: the state as before it (its deadline or outcome consumed), its
+    subject quarantined, one error Log."""
+    from engine.effects.models import Log
+    if record.seq != state.seq + 1:
+        raise SequenceError(f"record seq {record.seq} cannot follow seq {state.seq}")
+    ctx = Ctx(state)
+    ctx._begin(record)
+    key = subject(record, state.pending)
+    if isinstance(record, Outcome) and record.effect_id in ctx._pending:
+        ctx._pending_delete(record.effect_id)
+    elif isinstance(record, Command) and _in_doubt_id(record) in ctx._pending:
+        ctx._pending_delete(_in_doubt_id(record))
+    elif isinstance(record, Deadline) and record.timer in ctx._timers:
+        ctx._timer_delete(record.timer)
+    error = f"{type(poison.error).__name__}: {poison.error}"
+    if len(error) > MAX_ERROR_CHARS:
+        error = error[:MAX_ERROR_CHARS - 3] + "..."
+    machine = poison.machine or "fold"
+    ctx._quarantine = ctx._quarantine.set(key, Quarantined(record.seq, record.rec, machine, error))
+    what = "quarantined: its decision stays as it was and later records about it are skipped" \
+        if is_object_key(key) else "refused: nothing of it was applied"
+    ctx._machine = machine
+    ctx.emit(Log, key, level="error", message=f"record {record.seq} ({record.rec}) could not be folded by "
+             f"machine {machine}: {error}; {key} is {what}", fields={"seq": record.seq, "quarantined": key})
+    at = state.at if record.at is None or (state.at is not None and record.at < state.at) else record.at
+    return ctx._finish(record.seq, at), tuple(ctx._effects)
+
+
+def is_object_key(key: str) -> bool:
+    return not key.rpartition("/")[2].startswith("#")
+
+
+def _frozen(ctx: Ctx, key: str) -> bool:
+    q = ctx._quarantine
+    return bool(q) and key in q and is_object_key(key)
 
 
 def fold_all(state: State, records: Iterable[Record], machines: "Machines | None" = None):
@@ -279,6 +390,9 @@ class _FoldRun:
 
 
 def _dispatch(reg: "Machines", ctx: Ctx, record: Record) -> None:
+    if ctx._quarantine and _frozen(ctx, subject(record, ctx._pending)):
+        _skip(ctx, record)
+        return
     if type(record) is Observed:  # most records: set the machine directly (what _call does)
         for m in reg.by_kind.get(record.kind, ()):
             ctx._machine = m.name
@@ -316,6 +430,22 @@ def _dispatch(reg: "Machines", ctx: Ctx, record: Record) -> None:
         raise FoldError(f"record {record.seq}: unknown record type {type(record).__name__}")
 
 
+def _skip(ctx: Ctx, record: Record) -> None:
+    """A record about a quarantined object: consumed (its timer or pending effect goes), decided on
+    by no machine."""
+    if isinstance(record, Deadline) and record.timer in ctx._timers:
+        ctx._timer_delete(record.timer)
+    elif isinstance(record, Outcome) and record.effect_id in ctx._pending:
+        ctx._pending_delete(record.effect_id)
+    elif isinstance(record, Command) and _in_doubt_id(record) in ctx._pending:
+        ctx._pending_delete(_in_doubt_id(record))
+
+
+def _in_doubt_id(record: Command) -> str:
+    eid = record.args.get("effect_id") if record.name == "effect.in_doubt" else None
+    return eid if isinstance(eid, str) else ""
+
+
 def _retrying(record: Outcome, p: Pending) -> bool:
     """A transient outcome of a safe effect with ``retry_after_ms`` is a journaled retry decision."""
     return record.result == "transient" and record.retry_after_ms is not None and p.effect.safe_to_retry
@@ -329,6 +459,7 @@ def _retry(record: Outcome, p: Pending) -> Pending:
 
 
 def _command(reg: "Machines", ctx: Ctx, record: Command) -> None:
+    check_command(record.name, record.args)  # a journal from before the daemon checked (engine.seams)
     if record.name == "effect.in_doubt":
         eid = record.args.get("effect_id", "")
         p = ctx._pending.get(eid)
@@ -356,6 +487,8 @@ def _drain(reg: "Machines", ctx: Ctx) -> None:
         m = reg.by_name.get(machine)
         if m is None:
             raise FoldError(f"record {ctx.record.seq}: message {message!r} for unknown machine {machine!r}")
+        if ctx._quarantine and _frozen(ctx, key):
+            continue  # a quarantined object hears nothing: its decision stays frozen
         _call(ctx, m, m.on_message, key, message, args)
 
 
@@ -374,6 +507,7 @@ class Machines:
         self.by_name = {m.name: m for m in self.all}
         self.by_kind: dict[str, tuple["Machine", ...]] = {}
         self.by_command: dict[str, "Machine"] = {}
+        self.typed = frozenset(m.name for m in self.all if m.typed_messages)
         for m in self.all:
             for kind in m.observes:
                 self.by_kind[kind] = self.by_kind.get(kind, ()) + (m,)

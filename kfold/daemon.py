@@ -45,6 +45,7 @@ from engine import snapshot
 from engine.core import Machines, State, default_machines, fold, fold_many, initial_state
 from engine.effects.models import effect_to_dict
 from engine.effects.timers import Ticker, ready_to_issue, seq_key
+from engine.seams import SeamError, check_command
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
 from kfold import gc_policy
 
@@ -77,9 +78,11 @@ class Daemon:
 
     # -- sinks (observers, executor, ticker, periodic commands) ---------------------------------
     async def submit(self, drafts: Iterable[Any]) -> None:
-        """Queue drafts and wait until they are committed and folded (backpressure)."""
+        """Queue drafts and wait until they are committed and folded (backpressure). A command the
+        fold cannot accept raises ``SeamError`` naming the field; nothing of ``drafts`` is queued."""
+        drafts = checked(list(drafts), self.machines)
         fut = asyncio.get_running_loop().create_future()
-        self._inbox.put_nowait((list(drafts), fut))
+        self._inbox.put_nowait((drafts, fut))
         await fut
 
     async def outcome_sink(self, outcome: Outcome) -> None:
@@ -104,6 +107,9 @@ class Daemon:
             self._recovering = False
             self._changed.set()
         log.info("recovered at seq %d: %d in doubt, %d never sent", self.state.seq, len(in_doubt), len(never_sent))
+        for key, q in sorted(self.state.quarantine.items()):
+            log.error("quarantined since seq %d: %s (machine %s: %s); `kfold trace JOURNAL %s` shows it",
+                      q.seq, key, q.machine, q.error, key, extra={"key": key})
         return {"seq": self.state.seq, "in_doubt": len(in_doubt), "unissued": len(never_sent)}
 
     async def _load(self) -> None:
@@ -124,7 +130,7 @@ class Daemon:
         """Append, fold, journal the keys' next effects as issued, submit them. The only writer."""
         if not drafts:
             return []
-        stamped = await self.journal.append(drafts)
+        stamped = await self.journal.append(checked(drafts, self.machines))
         for effects in self._fold_all(stamped):
             for e in effects:
                 if e.type == "log":
@@ -286,6 +292,23 @@ class Daemon:
         if batch:
             drafts = [d for ds, _ in batch for d in ds if not isinstance(d, EffectIssued)]
             await self.commit([d for d in drafts if isinstance(d, Outcome)])
+
+
+def checked(drafts: list[Any], machines: Machines) -> list[Any]:
+    """``drafts``, once every command among them is one a machine takes and matches its model
+    (``engine.seams``): a command the fold cannot accept is refused before it is journaled, so it
+    can never come back at a restart."""
+    for d in drafts:
+        if isinstance(d, Command):
+            try:
+                if d.name not in machines.by_command and d.name != "effect.in_doubt":
+                    raise SeamError(f"command {d.name} refused: no machine takes it; known: "
+                                    f"{', '.join(sorted(machines.by_command))}")
+                check_command(d.name, d.args)
+            except SeamError as exc:
+                log.error("%s; nothing was journaled", exc, extra={"command": d.name})
+                raise
+    return drafts
 
 
 _CRASH_COUNTS: dict[str, int] = {}

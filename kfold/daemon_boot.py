@@ -28,6 +28,7 @@ from engine.effects import executor_resources as res
 from engine.effects.clock import ServerClock
 from engine.effects.executor import Backoff, Executor
 from engine.effects.executor_transport import KubeTransport
+from engine.seams import SeamError
 from journal.records import Command
 from journal.store import JournalError
 from kfold.config import Config
@@ -92,8 +93,11 @@ async def run_periodic(daemon: Daemon, interval_s: int, name: str,
                        args_list: Callable[[], list[dict[str, Any]]]) -> None:
     while True:
         await asyncio.sleep(interval_s)
-        await daemon.submit([Command(at=daemon.clock.now_ms(), name=name, cluster=a["cluster"],
-                                     namespace=a["namespace"], args=a) for a in args_list()])
+        try:
+            await daemon.submit([Command(at=daemon.clock.now_ms(), name=name, cluster=a["cluster"],
+                                         namespace=a["namespace"], args=a) for a in args_list()])
+        except SeamError:
+            pass  # refused and logged by the daemon, never journaled; the next run asks again
 
 
 def observed_kinds(daemon: Daemon) -> list[res.Resource]:

@@ -42,7 +42,8 @@ class Metrics:
     def effect_done(self, effect_type: str, result: str) -> None:
         self.effects[(effect_type, result)] += 1
 
-    def render(self, observers: list[Any], journal_bytes: int, skew_ms: int | None, seq: int) -> str:
+    def render(self, observers: list[Any], journal_bytes: int, skew_ms: int | None, seq: int,
+               quarantine: Any = ()) -> str:
         out = ["# TYPE kfold_records_ingested_total counter"]
         out += [f'kfold_records_ingested_total{{rec="{k}"}} {v}' for k, v in sorted(self.ingested.items())]
         out += self._histogram()
@@ -58,6 +59,10 @@ class Metrics:
                 f'{1 if getattr(o, "synced", False) else 0}' for o in observers]
         out += ["# TYPE kfold_journal_bytes gauge", f"kfold_journal_bytes {journal_bytes}"]
         out += ["# TYPE kfold_state_seq gauge", f"kfold_state_seq {seq}"]
+        objects = sum(1 for k in quarantine if not k.rpartition("/")[2].startswith("#"))
+        out += ["# TYPE kfold_quarantined gauge",  # records a machine raised on (engine.core)
+                f'kfold_quarantined{{what="object"}} {objects}',
+                f'kfold_quarantined{{what="command"}} {len(quarantine) - objects}']
         if skew_ms is not None:
             out += ["# TYPE kfold_server_clock_skew_seconds gauge", f"kfold_server_clock_skew_seconds {skew_ms / 1000:.3f}"]
         return "\n".join(out) + "\n"
@@ -121,7 +126,7 @@ def routes_for(daemon: Any, observers: list[Any], metrics: Metrics) -> dict[str,
 
     def metrics_page() -> tuple[int, str, str]:
         skew = daemon.clock.skew_ms(int(time.time() * 1000))
-        body = metrics.render(observers, daemon.journal.size_bytes(), skew, daemon.state.seq)
+        body = metrics.render(observers, daemon.journal.size_bytes(), skew, daemon.state.seq, daemon.state.quarantine)
         return 200, "text/plain; version=0.0.4", body
 
     return {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics_page}

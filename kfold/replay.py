@@ -61,6 +61,8 @@ class ReplayResult:
         else:
             lines.append("effects: none")
         lines.append(f"pending effects: {len(self.state.pending)}; timers: {len(self.state.timers)}")
+        for key, q in sorted(self.state.quarantine.items()):
+            lines.append(f"quarantined {key} at seq {q.seq} ({q.rec}, machine {q.machine}): {q.error}")
         if self.in_flight:
             lines.append(f"in flight at the end (emitted, never issued): {', '.join(self.in_flight[:10])}")
         return "\n".join(lines)
@@ -132,9 +134,12 @@ def trace(records: Iterable[Record], key: str) -> Iterator[str]:
         changed = [(m, before.table(m).get(key), state.table(m).get(key)) for m in state.tables.keys()
                    if before.table(m).get(key) is not state.table(m).get(key)]
         mine = [e for e in effects if e.key == key]
-        if not changed and not mine:
+        quarantined = state.quarantine.get(key) if before.quarantine.get(key) is not state.quarantine.get(key) else None
+        if not changed and not mine and quarantined is None:
             continue
         yield f"seq {rec.seq} at {rec.at} {rec.rec} {_what(rec)}"
+        if quarantined is not None:
+            yield f"  QUARANTINED by machine {quarantined.machine}: {quarantined.error}"
         for m, old, new in changed:
             yield f"  {m}: {_state_of(old)} -> {_state_of(new)}"
             if new is not None:

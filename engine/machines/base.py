@@ -76,6 +76,7 @@ class Machine:
     decision: ClassVar[type[Decision]] = Decision
     observes: ClassVar[frozenset[str]] = frozenset()   # object kinds, e.g. {"Pod"}
     commands: ClassVar[frozenset[str]] = frozenset()   # command names, e.g. {"repo.bind"}
+    typed_messages: ClassVar[bool] = False             # its messages are checked (engine.seams.MESSAGES)
 
     def on_observed(self, ctx: Any, rec: Observed) -> None: ...
 

@@ -39,6 +39,7 @@ class PodMachine(Machine):
     decision = Entries  # type: ignore[assignment]  # a union of three entry kinds, see pod_records
     observes = frozenset({"Pod"})
     commands = frozenset({"pod.sweep_secrets"})
+    typed_messages = True
 
     # -- observations -----------------------------------------------------------------------
     def on_observed(self, ctx: Any, rec: Observed) -> None:

@@ -46,6 +46,7 @@ class RepoMachine(Machine):
     decision = RepoRow
     observes = frozenset({KIND})
     commands = frozenset({"repo.bind", "repo.reconcile_bound", "repo.gc"})
+    typed_messages = True
 
     def on_command(self, ctx: Any, rec: Command) -> None:
         if rec.name == "repo.bind":

@@ -48,6 +48,7 @@ class SessionMachine(Machine):
     decision = SessionEntry  # type: ignore[assignment]  # a union of two record kinds
     observes = frozenset({"Session", "Pod"})
     commands = frozenset({"session.configure"})
+    typed_messages = True
 
     def on_command(self, ctx: Any, rec: Command) -> None:
         defaults = rec.args.get("defaults") or {}

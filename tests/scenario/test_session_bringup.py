@@ -129,7 +129,7 @@ def test_a_failed_clone_on_the_pods_node_fails_with_gits_own_error():
     w = World()
     repo = _with_repository(w)
     git = "fatal: repository 'https://github.com/org/app.git/' not found"
-    _relay(w, "repo_status", repo=repo, nodes={"node-a": {"present": False, "synced": False, "attempted": True,
+    _relay(w, "repo_status", repo=repo, nodes={"node-a": {"present": False, "synced": False, "attempted": "Clone",
                                                           "lastError": git}})
     assert w.phase == "Failed"
     assert w.condition("Ready")["reason"] == "CloneFailed"
