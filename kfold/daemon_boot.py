@@ -28,7 +28,7 @@ from engine.effects import executor_resources as res
 from engine.effects.clock import ServerClock
 from engine.effects.executor import Backoff, Executor
 from engine.effects.executor_transport import KubeTransport
-from engine.seams import SeamError
+from engine.seams import SeamError, SessionConfigure
 from journal.records import Command
 from journal.store import JournalError
 from kfold.config import Config
@@ -53,12 +53,21 @@ def boot_commands(cfg: Config, env: Mapping[str, str], now_ms: int | None,
 
 
 def configure_command(cfg: Config, now_ms: int | None, clusters: dict[str, Any] | None = None) -> Command:
-    """``session.configure``: at boot, and again whenever the registrations change."""
+    """``session.configure``: at boot, and again whenever the registrations change. Built as the
+    model the session machine reads (``engine.seams.SessionConfigure``): one spelling, both sides."""
     home = cfg.cluster.name
-    return Command(at=now_ms, name="session.configure", cluster=home, args={
-        "clusters": [home], "base_domain": cfg.base_domain, **(clusters or {}),
-        "start_ms": cfg.deadlines.start_seconds * 1000, "ready_ms": cfg.deadlines.ready_seconds * 1000,
-        "defaults": {"start_seconds": cfg.deadlines.start_seconds, "ready_seconds": cfg.deadlines.ready_seconds}})
+    args = SessionConfigure(clusters=(home,), base_domain=cfg.base_domain,
+                            start_seconds=cfg.deadlines.start_seconds, ready_seconds=cfg.deadlines.ready_seconds,
+                            **(clusters or {}))
+    return Command(at=now_ms, name="session.configure", cluster=home, args=args.model_dump(mode="json"))
+
+
+def boot_drafts(cfg: Config, env: Mapping[str, str], registry: Any, now_ms: int | None
+                ) -> tuple[list[Command], tuple[dict[str, Any], list[tuple[str, str, str, str]]]]:
+    """What ``kfold run`` journals at boot, from ONE read of the registry, and that read
+    (``configure`` args, registered targets) for the ``Follower``."""
+    booted, remote = registrations(cfg, registry)
+    return boot_commands(cfg, env, now_ms, booted), (booted, remote)
 
 
 def _bindings(cfg: Config) -> list[dict[str, str]]:
@@ -154,7 +163,6 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     from kfold import gc_policy
     gc_policy.set_thresholds()  # see kfold.gc_policy; recovery freezes what it loaded
     registry, client = open_registry(cfg)
-    booted, remote = registrations(cfg, registry)  # one read: what boot configures is what it watches
     clock, metrics = ServerClock(), Metrics()
     transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads)
     backoff = Backoff(max_attempts=cfg.executor.max_attempts)
@@ -164,7 +172,8 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
                     clock, snapshot_every=cfg.journal.snapshot_every, metrics=metrics)
     daemon.start_loops()
     await daemon.recover()
-    await daemon.submit(boot_commands(cfg, env, clock.now_ms(), booted))
+    commands, (booted, remote) = boot_drafts(cfg, env, registry, clock.now_ms())  # what boot configures is what it watches
+    await daemon.submit(commands)
     observers = make_observers(cfg, daemon, client, clock)
     follower = Follower(daemon, registry, cfg.registry.rescan_seconds,
                         read=lambda r: registrations(cfg, r),

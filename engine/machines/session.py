@@ -9,9 +9,9 @@ the decision record (``session_model``), then calls ``decide``.
 
 Inputs: observed ``Session`` and ``Pod`` (pods by their ``kfold.dev/session`` label, namespace and
 cluster handle, which must be the Session's target; only the current generation's pod counts),
-command ``session.configure`` {home, tenants {namespace: tenant}, registered [{handle, name, tenant,
-namespaces}], clusters (old form: names every Session may use), base_domain, defaults
-{start_deadline_s, ready_deadline_s}} (tenancy and placement: ``session_tenancy``), replies from the pod machine
+command ``session.configure`` (``engine.seams.SessionConfigure``: home, tenants, registered
+clusters, clusters (old form: names every Session may use), base_domain, start_seconds,
+ready_seconds; tenancy and placement: ``session_tenancy``), replies from the pod machine
 (``pod_created``, ``pod_create_failed``, ``pod_gone``, ``pod_delete_failed``, ``namespace_ready``,
 ``namespace_failed``) and the repo machine (``repo_ensured``, ``repo_failed``, ``repo_status``),
 outcomes of its own effects, and the ``start``/``ready`` deadlines.
@@ -38,6 +38,7 @@ from engine.machines import session_tenancy as tenancy
 from engine.machines.session_observe import session_view
 from engine.machines.session_spec import SpecError
 from engine.machines.session_status import API_VERSION
+from engine.seams import SessionConfigure
 from journal.records import Command, Observed, Outcome, Relist
 
 __all__ = ["SessionMachine"]
@@ -51,11 +52,10 @@ class SessionMachine(Machine):
     typed_messages = True
 
     def on_command(self, ctx: Any, rec: Command) -> None:
-        defaults = rec.args.get("defaults") or {}
+        cmd = SessionConfigure.model_validate(rec.args)  # the model daemon_boot builds it from
         ctx.put(CONFIG_KEY, SessionConfig(
-            clusters=tuple(rec.args.get("clusters") or ()), base_domain=str(rec.args.get("base_domain") or ""),
-            start_ms=int(defaults.get("start_deadline_s", 180)) * 1000,
-            ready_ms=int(defaults.get("ready_deadline_s", 120)) * 1000, **tenancy.configure(rec.args)))
+            clusters=cmd.clusters, base_domain=cmd.base_domain, start_ms=cmd.start_seconds * 1000,
+            ready_ms=cmd.ready_seconds * 1000, **tenancy.configure(cmd)))
         for key, d in list(sessions(ctx)):
             save(ctx, key, d)
 

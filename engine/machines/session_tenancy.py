@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.machines.session_model import Registration, SessionConfig
+from engine.seams import SessionConfigure
 
 FIELD = "spec.cluster"
 
@@ -74,16 +75,11 @@ def _namespace(reg: Registration, namespace: str) -> str:
                   "create the Session in one of them")
 
 
-def configure(args: dict[str, Any]) -> dict[str, Any]:
-    """The tenancy fields of ``SessionConfig`` from ``session.configure`` args (new and old form)."""
-    tenants = args.get("tenants") if isinstance(args.get("tenants"), dict) else {}
-    registered = []
-    for r in args.get("registered") or ():
-        if not isinstance(r, dict) or not r.get("name") or not r.get("tenant"):
-            continue
-        name, tenant = str(r["name"]), str(r["tenant"])
-        registered.append(Registration(
-            handle=str(r.get("handle") or f"{name}@{tenant}"), name=name, tenant=tenant,
-            namespaces=tuple(dict.fromkeys(str(n) for n in r.get("namespaces") or () if str(n).strip()))))
-    return {"home": str(args.get("home") or ""), "tenants": {str(k): str(v) for k, v in tenants.items()},
-            "registered": tuple(registered)}
+def configure(cmd: SessionConfigure | dict[str, Any]) -> dict[str, Any]:
+    """The tenancy fields of ``SessionConfig`` from ``session.configure`` (its model, or its args)."""
+    if not isinstance(cmd, SessionConfigure):
+        cmd = SessionConfigure.model_validate(cmd)
+    registered = tuple(Registration(
+        handle=r.handle or f"{r.name}@{r.tenant}", name=r.name, tenant=r.tenant,
+        namespaces=tuple(dict.fromkeys(n for n in r.namespaces if n.strip()))) for r in cmd.registered)
+    return {"home": cmd.home, "tenants": dict(cmd.tenants), "registered": registered}
