@@ -114,10 +114,10 @@ def observed_kinds(daemon: Daemon) -> list[res.Resource]:
 
 
 def _journal_redact(daemon: Daemon) -> Any:
-    """The journal's own redactor (keyed with its salt), so the observer's digests are the ones the
-    journal stores; the journal redacts again on append, which is idempotent."""
-    redactor = getattr(daemon.journal, "redactor", None)
-    return redactor.redact if redactor is not None else None
+    """The journal's own redactor (keyed with the salt stored in the journal), so the observer's
+    digests are the ones the journal stores, the same before and after a restart; the journal
+    redacts again on append, which is idempotent. The journal is open: it has one."""
+    return daemon.journal.redactor.redact
 
 
 def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock) -> list[Any]:

@@ -21,6 +21,8 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
+from kfold.daemon_journal import journal_bytes
+
 BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
 
 
@@ -126,7 +128,7 @@ def routes_for(daemon: Any, observers: list[Any], metrics: Metrics) -> dict[str,
 
     def metrics_page() -> tuple[int, str, str]:
         skew = daemon.clock.skew_ms(int(time.time() * 1000))
-        body = metrics.render(observers, daemon.journal.size_bytes(), skew, daemon.state.seq, daemon.state.quarantine)
+        body = metrics.render(observers, journal_bytes(daemon.journal), skew, daemon.state.seq, daemon.state.quarantine)
         return 200, "text/plain; version=0.0.4", body
 
     return {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics_page}

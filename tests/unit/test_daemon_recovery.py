@@ -17,7 +17,7 @@ from engine.effects.models import CreateObject, GetObject, effect_to_dict
 from engine.machines.base import Decision, Machine
 from journal.records import Command, EffectIssued, Outcome
 from kfold.daemon import Daemon
-from kfold.daemon_journal import MemoryJournal
+from tests.journals import TestJournal as MemoryJournal
 
 NS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "work"}}
 REF = dict(api_version="v1", kind="Pod", namespace="work", name="p")
@@ -176,7 +176,7 @@ async def test_stop_commits_in_flight_outcomes_snapshots_and_closes_the_journal(
 
 
 async def test_with_the_sqlite_journal_an_in_doubt_create_is_re_observed_not_resent(tmp_path):
-    from kfold.daemon_journal import open_journal
+    from kfold.daemon_journal import journal_bytes, open_journal
     path = str(tmp_path / "journal.db")
     journal = open_journal(path)
     await journal.open()
@@ -195,4 +195,4 @@ async def test_with_the_sqlite_journal_an_in_doubt_create_is_re_observed_not_res
     await again.open()
     kinds = [r.rec async for r in again.read(3)]
     await again.close()
-    assert kinds[:3] == ["command", "effect", "outcome"] and again.size_bytes() > 0
+    assert kinds[:3] == ["command", "effect", "outcome"] and journal_bytes(again) > 0

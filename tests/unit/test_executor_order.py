@@ -21,7 +21,7 @@ from engine.machines.base import Decision, Machine
 from immutables import Map
 from journal.records import Command, EffectIssued, Outcome
 from kfold.daemon import Daemon
-from kfold.daemon_journal import MemoryJournal
+from tests.journals import TestJournal as MemoryJournal
 
 KEY = "local/work/p"
 REF = dict(api_version="v1", kind="Pod", namespace="work", name="p")
