@@ -26,7 +26,7 @@ Guarantees:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from immutables import Map
 
@@ -50,11 +50,15 @@ class SequenceError(FoldError):
 
 @dataclass(frozen=True, slots=True)
 class Timer:
+    """``due`` is server time on the clock of ``cluster`` (the cluster the deadline concerns; ""
+    = the first part of an object key, or the home cluster): the daemon judges it on that clock."""
+
     id: str
     due: int
     machine: str
     key: str
     name: str
+    cluster: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +101,19 @@ class State:
         """Effects the fold emitted that were never journaled as issued (never sent)."""
         return [p.effect for p in self.pending.values() if not p.issued]
 
-    def due_timers(self, now: int) -> list[Timer]:
-        return sorted((t for t in self.timers.values() if t.due <= now), key=lambda t: (t.due, t.id))
+    def due_timers(self, now: "int | Callable[[str], int | None]") -> list[Timer]:
+        """Timers whose due time has passed; ``now`` is one reading, or a reading per cluster."""
+        clock = now if callable(now) else (lambda _c: now)
+        due = [t for t in self.timers.values() if (n := clock(timer_cluster(t))) is not None and t.due <= n]
+        return sorted(due, key=lambda t: (t.due, t.id))
 
     def next_due(self) -> int | None:
         return min((t.due for t in self.timers.values()), default=None)
+
+
+def timer_cluster(t: Timer) -> str:
+    """The cluster whose clock judges ``t``: its own, else the first part of an object key."""
+    return t.cluster or (t.key.split("/", 1)[0] if t.key.count("/") >= 2 else "")
 
 
 def initial_state() -> State:
@@ -178,9 +190,12 @@ class Ctx:
         return self._tables.get(m, EMPTY).items()
 
     # -- timers ---------------------------------------------------------------------------
-    def set_timer(self, key: str, name: str, due: int) -> None:
+    def set_timer(self, key: str, name: str, due: int, cluster: str = "") -> None:
+        """Arm ``name`` on ``key`` for server time ``due`` on ``cluster``'s clock (default: the
+        cluster of the object key, see ``timer_cluster``)."""
         tid = f"{self._machine}:{key}:{name}"
-        self._timer_set(tid, Timer(tid, due, self._machine, key, name))
+        timer = Timer(tid, due, self._machine, key, name)
+        self._timer_set(tid, timer if cluster in ("", timer_cluster(timer)) else replace(timer, cluster=cluster))
 
     def cancel_timer(self, key: str, name: str) -> None:
         tid = f"{self._machine}:{key}:{name}"

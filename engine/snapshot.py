@@ -23,7 +23,8 @@ def to_data(state: State) -> dict[str, Any]:
         "seq": state.seq,
         "at": state.at,
         "tables": {m: {k: d.model_dump(mode="json") for k, d in t.items()} for m, t in state.tables.items()},
-        "timers": {t.id: [t.due, t.machine, t.key, t.name] for t in state.timers.values()},
+        "timers": {t.id: [t.due, t.machine, t.key, t.name] + ([t.cluster] if t.cluster else [])
+                   for t in state.timers.values()},
         "pending": {eid: _pending_data(p) for eid, p in state.pending.items()},
         # only when something is quarantined: snapshots without one keep their bytes
         **({"quarantine": {k: [q.seq, q.rec, q.machine, q.error] for k, q in state.quarantine.items()}}

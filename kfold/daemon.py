@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from engine import snapshot
 from engine.core import Machines, State, default_machines, fold, fold_many, initial_state
+from engine.effects.clock import ServerClocks
 from engine.effects.models import effect_to_dict
 from engine.effects.timers import Ticker, ready_to_issue, seq_key
 from engine.seams import SeamError, check_command
@@ -59,7 +60,8 @@ class Daemon:
                  machines: Machines | None = None, snapshot_every: int = 1000, metrics: Any = None,
                  monotonic: Callable[[], float] = time.monotonic):
         self.journal = journal
-        self.clock = clock
+        # one server clock per cluster (a single ServerClock: every cluster reads it)
+        self.clock = clock if isinstance(clock, ServerClocks) else ServerClocks.single(clock)
         self.machines = machines or default_machines()
         self.snapshot_every = snapshot_every
         self.metrics = metrics
@@ -197,7 +199,7 @@ class Daemon:
         return effects
 
     def _issued(self, effect: Any) -> EffectIssued:
-        return EffectIssued(at=self.clock.now_ms(), effect=effect_to_dict(effect))
+        return EffectIssued(at=self.clock.now_ms(effect.cluster), effect=effect_to_dict(effect))
 
     def _wait_unclocked_retry(self, rec: Outcome) -> None:
         """A retry decided without server time waits ``retry_after_ms`` in-process (the ticker)."""
@@ -237,7 +239,7 @@ class Daemon:
     async def run_ticker(self) -> None:
         """Deadlines and retries, as their clock passes them (not while recovering)."""
         while True:
-            now, mono = self.clock.now_ms(), int(self._monotonic() * 1000)
+            now, mono = self.clock.now_ms, int(self._monotonic() * 1000)  # a reading per cluster
             drafts = [] if self._recovering else self.ticker.due(self.state, now, mono)
             if drafts:
                 await self.submit(drafts)

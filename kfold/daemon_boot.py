@@ -25,7 +25,7 @@ import signal
 from typing import Any, Callable, Mapping
 
 from engine.effects import executor_resources as res
-from engine.effects.clock import ServerClock
+from engine.effects.clock import ServerClock, ServerClocks
 from engine.effects.executor import Backoff, Executor
 from engine.effects.executor_transport import KubeTransport
 from engine.seams import SeamError, SessionConfigure
@@ -120,7 +120,7 @@ def _journal_redact(daemon: Daemon) -> Any:
     return daemon.journal.redactor.redact
 
 
-def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock) -> list[Any]:
+def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock | ServerClocks) -> list[Any]:
     """Every observed kind in every watched namespace of the home cluster (the registered
     clusters' watches are the ``Follower``'s: ``remote_observers``)."""
     from engine.effects.observer import Observer
@@ -130,11 +130,16 @@ def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock)
         for ns in cfg.namespaces:
             selector = MANAGED if r.kind in ("Pod", "Secret") else ""
             out.append(Observer(lambda: client, cfg.cluster.name, r.api_version, r.kind, r.plural, ns,
-                                daemon.submit, clock, label_selector=selector, **common))
+                                daemon.submit, _clock_of(clock, cfg.cluster.name), label_selector=selector,
+                                **common))
     return out
 
 
-def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClock, registry: Any,
+def _clock_of(clock: ServerClock | ServerClocks, cluster: str) -> ServerClock:
+    return clock.for_cluster(cluster) if isinstance(clock, ServerClocks) else clock
+
+
+def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClock | ServerClocks, registry: Any,
                      remote: list[tuple[str, str, str, str]]) -> list[Any]:
     """kfold's pods on each registered target ``(handle, tenant, name, namespace)``."""
     from engine.effects.observer import Observer
@@ -142,7 +147,7 @@ def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClock, registry: 
     out = []
     for handle, tenant, name, ns in remote:
         reach = (lambda t=tenant, n=name: registry.reach(t, n))
-        out.append(Observer(reach, handle, "v1", "Pod", "pods", ns, daemon.submit, clock,
+        out.append(Observer(reach, handle, "v1", "Pod", "pods", ns, daemon.submit, _clock_of(clock, handle),
                             label_selector=MANAGED, **common))
     return out
 
@@ -163,12 +168,13 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     from kfold import gc_policy
     gc_policy.set_thresholds()  # see kfold.gc_policy; recovery freezes what it loaded
     registry, client = open_registry(cfg)
-    clock, metrics = ServerClock(), Metrics()
+    clock, metrics = ServerClocks(home=cfg.cluster.name), Metrics()  # one server clock per cluster
     transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads)
     backoff = Backoff(max_attempts=cfg.executor.max_attempts)
     journal = journal or open_journal(cfg.journal.path)
     await journal.open()
-    daemon = Daemon(journal, lambda sink: Executor(transport, clock, sink, env=env, backoff=backoff, metrics=metrics),
+    daemon = Daemon(journal, lambda sink: Executor(transport, clock.for_cluster, sink, env=env, backoff=backoff,
+                                                   metrics=metrics),
                     clock, snapshot_every=cfg.journal.snapshot_every, metrics=metrics)
     daemon.start_loops()
     await daemon.recover()

@@ -291,17 +291,18 @@ def unsynced(d: SessionDecision) -> list[str]:
 def arm_deadlines(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
     """Start deadline while the pod is not Running, ready deadline once it is; cancelled otherwise."""
     provisioning = d.phase == "Provisioning"
-    _want_timer(ctx, key, "start", provisioning and not running(d), d.start_ms)
-    _want_timer(ctx, key, "ready", provisioning and running(d), d.ready_ms)
+    _want_timer(ctx, key, "start", provisioning and not running(d), d.start_ms, d.target)
+    _want_timer(ctx, key, "ready", provisioning and running(d), d.ready_ms, d.target)
     return d
 
 
-def _want_timer(ctx: Any, key: str, name: str, wanted: bool, after_ms: int) -> None:
+def _want_timer(ctx: Any, key: str, name: str, wanted: bool, after_ms: int, cluster: str) -> None:
+    """Judged on the clock of ``cluster``, where the pod runs (the deadline is about it)."""
     armed = ctx.timer_due(key, name) is not None
     if not wanted and armed:
         ctx.cancel_timer(key, name)
     elif wanted and not armed and ctx.now is not None:
-        ctx.set_timer(key, name, ctx.now + after_ms)
+        ctx.set_timer(key, name, ctx.now + after_ms, cluster)
 
 
 __all__ = ["LIVE", "decide", "fail", "release", "delete_pod", "running", "spec_of", "teardown", "unsynced"]

@@ -151,10 +151,10 @@ async def test_a_journaled_retry_is_not_in_doubt_and_waits_for_the_server_clock(
     summary = await d.recover()
     assert summary["in_doubt"] == 0 and summary["unissued"] == 0
     assert d.state.pending["1.0"].attempt == 1 and d.state.pending["1.0"].not_before == T2030 + 5_000
-    d.clock.observe("Tue, 01 Jan 2030 00:00:01 GMT")
+    d.clock.for_cluster().observe("Tue, 01 Jan 2030 00:00:01 GMT")
     await asyncio.sleep(0.05)
     assert server.requests == [], "not before the server clock passes not_before"
-    d.clock.observe("Tue, 01 Jan 2030 00:00:06 GMT")
+    d.clock.for_cluster().observe("Tue, 01 Jan 2030 00:00:06 GMT")
     d._changed.set()
     await settle(d)
     await asyncio.sleep(0.05)

@@ -189,13 +189,13 @@ async def test_after_a_restart_a_journaled_retry_still_holds_its_key():
     summary = await d.recover()
     assert summary["in_doubt"] == 0 and summary["unissued"] == 1
     assert d.state.pending["1.0"].not_before == T2030 + 5_000 and not d.state.pending["4.0"].issued
-    d.clock.observe("Tue, 01 Jan 2030 00:00:01 GMT")
+    d.clock.for_cluster().observe("Tue, 01 Jan 2030 00:00:01 GMT")
     d._changed.set()
     await asyncio.sleep(0.1)
     assert server.requests == [], "neither the retry before not_before nor the effect behind it"
     assert not d.state.pending["4.0"].issued
 
-    d.clock.observe("Tue, 01 Jan 2030 00:00:06 GMT")
+    d.clock.for_cluster().observe("Tue, 01 Jan 2030 00:00:06 GMT")
     d._changed.set()
     await until(lambda: KEY in d.state.table("stepper") and len(results(d)) == 2)
     assert patches(server) == ["1", "2"] and results(d) == ("1:ok", "2:ok")
