@@ -136,7 +136,7 @@ class Executor:
         at = parse_http_date(d.date) if effect.type == "list" else clock.now_ms()
         return Outcome(at=at, effect_id=effect.id, machine=effect.machine, key=effect.key,
                        result=d.result, status_reason=d.status_reason, message=d.message, code=d.code,
-                       obj=d.obj, items=d.items, retry_after_ms=self._retry_after(effect, d, attempt))
+                       obj=d.obj, items=d.items, retry_after_ms=self._retry_after(effect, d, attempt), step=d.step)
 
     def _retry_after(self, effect: Any, d: Done, attempt: int) -> int | None:
         if d.result != "transient":

@@ -16,12 +16,14 @@ Guarantees:
   into the request body. The returned Secret is stripped of ``data``/``stringData`` before it
   can reach an outcome. A variable that is not set -> ``refused``, naming the variable only.
 - A ``TransportError`` -> ``transient`` (in doubt); ``Refused``/``UnknownKind`` -> ``refused``.
+- ``EnsureNamespace``: a failed GET (the existence check) comes back with ``step="check"``, so a
+  403 on the read is never reported as a refusal to create.
 """
 from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Mapping
 
 from kubernetes.client.exceptions import ApiException
@@ -44,6 +46,7 @@ class Done:
     items: tuple[dict[str, Any], ...] | None = None
     date: str | None = None           # the reply's Date header (ListObjects stamps ``at`` with it)
     retry_after_ms: int | None = None
+    step: str = ""                    # see ``Outcome.step``
 
 
 async def perform(effect: Any, call: Call, env: Mapping[str, str]) -> Done:
@@ -139,8 +142,10 @@ def _with_kind(item: dict[str, Any], e: Any) -> dict[str, Any]:
 async def _ensure_namespace(e: Any, send: Any, env: Any) -> Done:
     path = res.path("v1", "Namespace", name=e.namespace)
     got = done(await send("GET", path))
-    if got.result != "not_found":
+    if got.result == "ok":
         return got
+    if got.result != "not_found":  # the check itself failed: not a verdict on the create (seed 001)
+        return replace(got, step="check")
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": e.namespace, "labels": dict(e.labels)}}
     made = done(await send("POST", res.path("v1", "Namespace"), body))
     return Done("ok", code=made.code, date=made.date) if made.result == "already_exists" else made

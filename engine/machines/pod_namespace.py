@@ -4,8 +4,10 @@ Expected flow: ``ensure_namespace`` -> ``EnsureNamespace`` (the executor GETs, c
 absent, takes AlreadyExists as success) -> ``namespace_ready`` or ``namespace_failed``.
 
 Guarantees:
-- Forbidden fails with a reason naming the exact command an administrator runs
-  (``kubectl create namespace <ns>``). No other namespace is ever tried instead.
+- Forbidden on the create fails with a reason naming the exact command an administrator runs
+  (``kubectl create namespace <ns>``). No other namespace is ever tried instead. A failed check
+  (the GET, ``Outcome.step == "check"``; e.g. a 403 for a namespace that exists but may not be
+  read) fails with "could not check whether namespace <ns> exists: <cause>" (seed 001).
 - The effect is idempotent, so a transient failure or a crash in flight repeats it (after a
   backoff on server time when there is one, at most ``MAX_ATTEMPTS`` times).
 - A second request while one runs only adds its reply target.
@@ -44,10 +46,13 @@ def on_outcome(ctx: Any, key: str, rec: Any, effect: Any) -> None:
     match rec.result:
         case "ok" | "already_exists":
             _answer(ctx, key, e, "namespace_ready", namespace=namespace)
-        case "forbidden":
-            _answer(ctx, key, e, "namespace_failed", namespace=namespace, reason=forbidden_reason(namespace))
         case "transient":
             _retry(ctx, key, e, rec)
+        case _ if rec.step == "check":  # the GET failed: kfold does not know whether it exists
+            _answer(ctx, key, e, "namespace_failed", namespace=namespace,
+                    reason=f"could not check whether namespace {namespace} exists: {describe(rec)}")
+        case "forbidden":
+            _answer(ctx, key, e, "namespace_failed", namespace=namespace, reason=forbidden_reason(namespace))
         case _:
             _answer(ctx, key, e, "namespace_failed", namespace=namespace,
                     reason=f"could not ensure namespace {namespace}: {describe(rec)}")
