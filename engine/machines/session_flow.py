@@ -270,9 +270,12 @@ def _node_status(r: RepoFacts, node: str) -> dict[str, Any]:
 
 
 def _clone_error(d: SessionDecision) -> str | None:
+    """Seed 000: only a failed Clone fails a session waiting on the node. A failed Probe (no pod on
+    the node mounts the repository yet) or Fetch (a warm cache that could not refresh) is a status
+    signal (``session_status.repo_signals``), never a verdict."""
     for r in d.repos:
         st = _node_status(r, d.pod.node) if d.pod.node else {}
-        if st.get("lastError") and not st.get("synced"):
+        if st.get("attempted") == "Clone" and st.get("lastError") and not st.get("synced"):
             return f"repository {r.url} failed to clone on node {d.pod.node}: {st['lastError']}"
     return None
 

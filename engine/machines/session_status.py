@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.effects.models import PatchObject
 from engine.machines.session_manifests import host, pod_name
-from engine.machines.session_model import SessionConfig, SessionDecision
+from engine.machines.session_model import RepoFacts, SessionConfig, SessionDecision
 from engine.machines.session_spec import Spec, SpecError, route_ports
 
 API_VERSION = "kfold.dev/v1alpha1"
@@ -68,6 +68,9 @@ def _conditions(d: SessionDecision, spec: Spec | SpecError) -> list[dict[str, st
         out.append(_cond("EndpointsPublished", False, "UpsertFailed", "; ".join(errors)))
     if d.blocked:
         out.append(_cond("TeardownComplete", False, "TeardownBlocked", d.blocked))
+    signals = repo_signals(d) if d.phase in ("Provisioning", "Ready") else []
+    if signals:  # a failed probe or fetch: reported, never a failure (seed 000)
+        out.append(_cond("RepositoriesSynced", False, "SyncFailed", "; ".join(signals)))
     return out
 
 
@@ -88,6 +91,22 @@ def _ready(d: SessionDecision) -> dict[str, str]:
         return _cond("Ready", False, d.failure.reason, d.failure.message)
     reason, text = _WAITING.get(d.phase, ("Failed", "failed"))
     return _cond("Ready", False, reason, text.format(pod=d.pod.name or pod_name(d.name, d.generation)))
+
+
+def repo_signals(d: SessionDecision) -> list[str]:
+    """Failed probes and fetches on the pod's node: ``<url>: <attempted> failed on node N: <error>``
+    (a failed Clone fails the session instead: ``session_flow``)."""
+    out = []
+    for r in d.repos:
+        st = _on_node(r, d.pod.node)
+        if st.get("attempted") != "Clone" and st.get("lastError") and not st.get("synced"):
+            out.append(f"{r.url}: {st.get('attempted') or 'last attempt'} failed on node {d.pod.node}: {st['lastError']}")
+    return out
+
+
+def _on_node(r: RepoFacts, node: str) -> dict[str, Any]:
+    got = r.nodes.get(node) if node else None
+    return got if isinstance(got, dict) else {}
 
 
 def digest(status: dict[str, Any]) -> str:
