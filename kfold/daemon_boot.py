@@ -42,13 +42,25 @@ MANAGED = "app.kubernetes.io/managed-by=kfold"
 
 
 def boot_commands(cfg: Config, env: Mapping[str, str], now_ms: int | None,
-                  clusters: dict[str, Any] | None = None) -> list[Command]:
-    home = cfg.cluster.name
+                  clusters: dict[str, Any] | None = None,
+                  remote: list[tuple[str, str, str, str]] = ()) -> list[Command]:
+    """``session.configure``, then the Repo statements of every watched namespace: the home
+    cluster's, and each registered target's (``remote``: what ``registrations`` read)."""
     out = [configure_command(cfg, now_ms, clusters)]
-    for ns in cfg.namespaces:
-        out += [Command(at=now_ms, name="repo.bind", cluster=home, namespace=ns, args=_bind_args(cfg, env, ns)),
-                Command(at=now_ms, name="repo.reconcile_bound", cluster=home, namespace=ns,
-                        args={"cluster": home, "namespace": ns, "bindings": _bindings(cfg)})]
+    return out + repo_commands(cfg, env, now_ms, [(cfg.cluster.name, ns) for ns in cfg.namespaces]) \
+        + repo_commands(cfg, env, now_ms, [(handle, ns) for handle, _t, _n, ns in remote])
+
+
+def repo_commands(cfg: Config, env: Mapping[str, str], now_ms: int | None,
+                  where: list[tuple[str, str]]) -> list[Command]:
+    """``repo.bind`` and ``repo.reconcile_bound`` for each ``(cluster handle, namespace)``: the
+    bindings and credential NAMES of the config, stated in every namespace Sessions may run in."""
+    out = []
+    for cluster, ns in where:
+        out += [Command(at=now_ms, name="repo.bind", cluster=cluster, namespace=ns,
+                        args=_bind_args(cfg, env, cluster, ns)),
+                Command(at=now_ms, name="repo.reconcile_bound", cluster=cluster, namespace=ns,
+                        args={"cluster": cluster, "namespace": ns, "bindings": _bindings(cfg)})]
     return out
 
 
@@ -67,17 +79,17 @@ def boot_drafts(cfg: Config, env: Mapping[str, str], registry: Any, now_ms: int 
     """What ``kfold run`` journals at boot, from ONE read of the registry, and that read
     (``configure`` args, registered targets) for the ``Follower``."""
     booted, remote = registrations(cfg, registry)
-    return boot_commands(cfg, env, now_ms, booted), (booted, remote)
+    return boot_commands(cfg, env, now_ms, booted, remote), (booted, remote)
 
 
 def _bindings(cfg: Config) -> list[dict[str, str]]:
     return [{"url": b.url} for b in cfg.repos.bindings]
 
 
-def _bind_args(cfg: Config, env: Mapping[str, str], ns: str) -> dict[str, Any]:
+def _bind_args(cfg: Config, env: Mapping[str, str], cluster: str, ns: str) -> dict[str, Any]:
     creds = [c.model_dump(exclude_none=True) for c in cfg.repos.credentials]
     names = sorted({c.env for c in cfg.repos.credentials if c.env and env.get(c.env)})
-    return {"cluster": cfg.cluster.name, "namespace": ns, "bindings": _bindings(cfg), "credentials": creds,
+    return {"cluster": cluster, "namespace": ns, "bindings": _bindings(cfg), "credentials": creds,
             "env_present": names, "refresh_interval": cfg.repos.refresh_interval}
 
 
@@ -141,14 +153,20 @@ def _clock_of(clock: ServerClock | ServerClocks, cluster: str) -> ServerClock:
 
 def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClock | ServerClocks, registry: Any,
                      remote: list[tuple[str, str, str, str]]) -> list[Any]:
-    """kfold's pods on each registered target ``(handle, tenant, name, namespace)``."""
+    """kfold's pods and the Repos on each registered target ``(handle, tenant, name, namespace)``.
+    A Repo watch there is ``optional`` for /readyz: a cluster without the Repo CRD runs Sessions
+    that name no repository."""
     from engine.effects.observer import Observer
     common = dict(redact=_journal_redact(daemon), idle_timeout_s=cfg.deadlines.watch_idle_seconds)
+    repo = next(r for r in res.RESOURCES if r.kind == "Repo")
     out = []
     for handle, tenant, name, ns in remote:
         reach = (lambda t=tenant, n=name: registry.reach(t, n))
         out.append(Observer(reach, handle, "v1", "Pod", "pods", ns, daemon.submit, _clock_of(clock, handle),
                             label_selector=MANAGED, **common))
+        if repo.kind in daemon.machines.by_kind:  # per-node status for the Sessions placed there
+            out.append(Observer(reach, handle, repo.api_version, repo.kind, repo.plural, ns, daemon.submit,
+                                _clock_of(clock, handle), optional=True, **common))
     return out
 
 
@@ -184,6 +202,8 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     follower = Follower(daemon, registry, cfg.registry.rescan_seconds,
                         read=lambda r: registrations(cfg, r),
                         configure=lambda args: configure_command(cfg, clock.now_ms(), args),
+                        bind=lambda targets: repo_commands(cfg, env, clock.now_ms(),
+                                                           [(h, ns) for h, _t, _n, ns in targets]),
                         observe=lambda targets: remote_observers(cfg, daemon, clock, registry, targets),
                         observers=observers, initial=(booted, remote))
     for o in observers:

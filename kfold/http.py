@@ -123,7 +123,7 @@ def routes_for(daemon: Any, observers: list[Any], metrics: Metrics) -> dict[str,
 
     def readyz() -> tuple[int, str, str]:
         waiting = [f"{o.cluster}/{o.namespace or '*'}/{o.kind}" + (f" ({o.problem})" if getattr(o, "problem", None) else "")
-                   for o in observers if not o.synced]
+                   for o in observers if not o.synced and not o.optional]
         return (200, "text/plain", "ready\n") if not waiting else (503, "text/plain", "waiting for initial list: " + ", ".join(waiting) + "\n")
 
     def metrics_page() -> tuple[int, str, str]:

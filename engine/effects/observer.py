@@ -109,7 +109,7 @@ class Observer:
                  server_timeout_s: int = 300, read_timeout_s: float | None = None,
                  backoff: tuple[float, float] = (0.8, 30.0), label_selector: str = "", *,
                  connect_timeout_s: float = 10.0, backoff_reset_s: float = 60.0,
-                 list_batch: int = 1000, rng: Callable[[], float] = random.random,
+                 list_batch: int = 1000, optional: bool = False, rng: Callable[[], float] = random.random,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  monotonic: Callable[[], float] = time.monotonic):
         self.client_factory, self.cluster, self.kind = client_factory, cluster, kind
@@ -123,6 +123,7 @@ class Observer:
         self.list_batch, self._sleep = list_batch, sleep
         self.rv = ""
         self.synced = False
+        self.optional = optional          # /readyz does not wait for it (e.g. Repos on a registered cluster)
         self.problem: str | None = None   # a refusal only an operator can fix (shown by /readyz)
         self.events = self.listed = self.bookmarks = self.relists = self.watch_requests = 0
         self.failures = 0

@@ -72,3 +72,51 @@ def test_a_session_fails_at_the_configured_start_deadline_not_the_default(tmp_pa
     w.s.advance_to(at(1 + 30))
     assert w.phase == "Failed"
     assert w.condition("Ready")["message"].endswith("within the start deadline (30 s)")
+
+
+# -- Repos on registered clusters (issue 12 item 9) ---------------------------------------------------
+
+URL = "https://github.com/org/app.git"
+
+
+def test_each_registered_target_gets_the_repo_statements_the_home_namespaces_get(tmp_path):
+    path = config_file(tmp_path)
+    with open(path, "a") as f:
+        f.write(f"repos: {{bindings: [{{url: {URL}}}], credentials: [{{match: github.com/org, env: GH_TOKEN}}]}}\n")
+    cfg = read_config(path)
+    registry, _home = open_registry(cfg)
+    commands, _ = boot_drafts(cfg, {"GH_TOKEN": "s3cret"}, registry, at(0))
+    registry.close()
+    binds = {(c.cluster, c.namespace): c.args for c in commands if c.name == "repo.bind"}
+    assert set(binds) == {("local", "team-acme"), ("local", "free"), ("edge@acme", "sb-acme")}
+    edge = binds[("edge@acme", "sb-acme")]
+    assert edge["cluster"] == "edge@acme" and edge["env_present"] == ["GH_TOKEN"] and "s3cret" not in str(edge)
+    assert ("edge@acme", "sb-acme") in {(c.cluster, c.namespace) for c in commands if c.name == "repo.reconcile_bound"}
+
+    w = World()
+    effects = [e for c in commands for e in w.s.feed(c)]
+    on_edge = [e for e in effects if e.cluster == "edge@acme"]
+    # the credential Secret first (its value read by the executor from GH_TOKEN, never journaled),
+    # then the bound list; every effect names the tenant, so it is reached through the registry
+    assert [(e.type, e.namespace, e.tenant) for e in on_edge] == [("apply_secret", "sb-acme", "acme"),
+                                                                  ("list", "sb-acme", "acme")]
+    assert on_edge[0].values_from_env and "s3cret" not in str(on_edge[0])
+    assert w.s.decision("repo", "edge@acme/sb-acme/").configured
+
+
+async def test_a_registered_target_watches_its_repos_too_and_readiness_does_not_wait_for_them(tmp_path):
+    from engine.effects.clock import ServerClocks
+    from kfold.daemon import Daemon
+    from kfold.daemon_boot import remote_observers
+    from tests.journals import TestJournal
+
+    cfg = read_config(config_file(tmp_path))
+    journal = TestJournal()
+    await journal.open()
+    daemon = Daemon(journal, lambda sink: None, ServerClocks(home="local"))
+    watches = remote_observers(cfg, daemon, daemon.clock, registry=None,
+                               remote=[("edge@acme", "acme", "edge", "sb-acme")])
+    assert [(o.cluster, o.kind, o.namespace, o.optional) for o in watches] == [
+        ("edge@acme", "Pod", "sb-acme", False), ("edge@acme", "Repo", "sb-acme", True)]
+    assert watches[0].clock is daemon.clock.for_cluster("edge@acme") is watches[1].clock
+    await journal.close()
