@@ -28,6 +28,7 @@ from engine.effects import executor_resources as res
 from engine.effects.clock import ServerClock, ServerClocks
 from engine.effects.executor import Backoff, Executor
 from engine.effects.executor_transport import KubeTransport
+from engine.labels import MANAGED_SELECTOR
 from engine.seams import SeamError, SessionConfigure
 from journal.records import Command
 from journal.store import JournalError
@@ -38,7 +39,6 @@ from kfold.daemon_follow import Follower
 from kfold.http import HttpServer, Metrics, routes_for
 
 log = logging.getLogger("kfold.daemon")
-MANAGED = "app.kubernetes.io/managed-by=kfold"
 
 
 def boot_commands(cfg: Config, env: Mapping[str, str], now_ms: int | None,
@@ -140,7 +140,7 @@ def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock 
     common = dict(redact=_journal_redact(daemon), idle_timeout_s=cfg.deadlines.watch_idle_seconds)
     for r in observed_kinds(daemon):
         for ns in cfg.namespaces:
-            selector = MANAGED if r.kind in ("Pod", "Secret") else ""
+            selector = MANAGED_SELECTOR if r.kind in ("Pod", "Secret") else ""
             out.append(Observer(lambda: client, cfg.cluster.name, r.api_version, r.kind, r.plural, ns,
                                 daemon.submit, _clock_of(clock, cfg.cluster.name), label_selector=selector,
                                 **common))
@@ -163,7 +163,7 @@ def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClock | ServerClo
     for handle, tenant, name, ns in remote:
         reach = (lambda t=tenant, n=name: registry.reach(t, n))
         out.append(Observer(reach, handle, "v1", "Pod", "pods", ns, daemon.submit, _clock_of(clock, handle),
-                            label_selector=MANAGED, **common))
+                            label_selector=MANAGED_SELECTOR, **common))
         if repo.kind in daemon.machines.by_kind:  # per-node status for the Sessions placed there
             out.append(Observer(reach, handle, repo.api_version, repo.kind, repo.plural, ns, daemon.submit,
                                 _clock_of(clock, handle), optional=True, **common))

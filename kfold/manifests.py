@@ -18,8 +18,10 @@ from typing import Any
 
 import yaml
 
+from engine.labels import MANAGED_LABELS
+
 DATA = Path(__file__).parent / "data"
-LABELS = {"app.kubernetes.io/name": "kfold", "app.kubernetes.io/managed-by": "kfold"}
+LABELS = {"app.kubernetes.io/name": "kfold", **MANAGED_LABELS}
 WATCH = ["get", "list", "watch"]
 
 RULES: list[dict[str, Any]] = [

@@ -31,6 +31,7 @@ from kubernetes.client.exceptions import ApiException
 from engine.effects import executor_resources as res
 from engine.effects.executor_transport import Refused, Reply, Request, TransportError
 from engine.effects.kube_errors import classify
+from engine.labels import MANAGED_LABELS
 
 Call = Callable[[Request], Awaitable[Reply]]
 MERGE_PATCH = "application/merge-patch+json"
@@ -154,7 +155,7 @@ async def _ensure_namespace(e: Any, send: Any, env: Any) -> Done:
 async def _event(e: Any, send: Any, env: Any) -> Done:
     body = {"apiVersion": "v1", "kind": "Event",
             "metadata": {"name": e.event_name, "namespace": e.namespace,
-                         "labels": {"app.kubernetes.io/managed-by": "kfold"}},
+                         "labels": dict(MANAGED_LABELS)},
             "involvedObject": dict(e.involved), "reason": e.reason, "message": e.message,
             "type": e.event_type, "source": {"component": "kfold"}}
     return done(await send("POST", res.path("v1", "Event", e.namespace), body))

@@ -18,7 +18,8 @@ from typing import Any
 
 from engine.effects.models import EnsureNamespace
 from engine.machines.base import split_key
-from engine.machines.pod_records import MANAGED_BY, NamespaceOp, Reply, reply_list
+from engine.labels import MANAGED_LABELS
+from engine.machines.pod_records import NamespaceOp, Reply, reply_list
 from engine.machines.pod_table import MAX_BACKOFF_MS, describe
 
 MAX_ATTEMPTS = 5
@@ -34,7 +35,7 @@ def ensure(ctx: Any, key: str, reply: Reply) -> None:
 
 def _send(ctx: Any, key: str, e: NamespaceOp) -> None:
     cluster, namespace, _ = split_key(key)
-    eff = ctx.emit(EnsureNamespace, key, cluster=cluster, namespace=namespace, labels={MANAGED_BY: "kfold"})
+    eff = ctx.emit(EnsureNamespace, key, cluster=cluster, namespace=namespace, labels=dict(MANAGED_LABELS))
     ctx.put(key, e.but(awaiting=eff.id))
 
 

@@ -22,10 +22,8 @@ from pydantic import Field, TypeAdapter
 from engine.machines.base import Decision
 from engine.rfc3339 import to_ms
 
-MANAGED_BY = "app.kubernetes.io/managed-by"
-SESSION = "kfold.dev/session"
-GENERATION = "kfold.dev/generation"
-MANAGED_SELECTOR = f"{MANAGED_BY}=kfold"
+from engine.labels import GENERATION_LABEL as GENERATION, MANAGED_BY, MANAGED_SELECTOR  # noqa: F401
+from engine.labels import SESSION_LABEL as SESSION
 SWEEP_NAME = "#sweep"
 DEFAULT_BUDGET_S = 600
 
