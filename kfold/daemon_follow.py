@@ -28,16 +28,16 @@ from journal.records import Command
 
 log = logging.getLogger("kfold.daemon")
 
-Target = tuple[str, str, str, str]   # (handle, tenant, name, namespace)
+WatchTarget = tuple[str, str, str, str]   # (handle, tenant, name, namespace)
 
 
 class Follower:
     def __init__(self, daemon: Any, registry: Any, interval_s: float,
-                 read: Callable[[Any], tuple[dict[str, Any], list[Target]]],
+                 read: Callable[[Any], tuple[dict[str, Any], list[WatchTarget]]],
                  configure: Callable[[dict[str, Any]], Command],
-                 observe: Callable[[list[Target]], list[Any]], observers: list[Any],
-                 initial: tuple[dict[str, Any], list[Target]] | None = None,
-                 bind: Callable[[list[Target]], list[Command]] = lambda _targets: []):
+                 observe: Callable[[list[WatchTarget]], list[Any]], observers: list[Any],
+                 initial: tuple[dict[str, Any], list[WatchTarget]] | None = None,
+                 bind: Callable[[list[WatchTarget]], list[Command]] = lambda _targets: []):
         """``read(registry)`` -> (``session.configure`` tenancy args, remote targets);
         ``configure(args)`` -> the command to journal; ``bind(new targets)`` -> their Repo
         statements (``repo.bind``, as boot journals them for the targets it read);
@@ -78,7 +78,7 @@ class Follower:
                  ", ".join(r["handle"] for r in args.get("registered", ())) or "none")
         return True
 
-    def _follow(self, remote: list[Target]) -> None:
+    def _follow(self, remote: list[WatchTarget]) -> None:
         wanted = {(handle, ns): (handle, tenant, name, ns) for handle, tenant, name, ns in remote}
         for key in [k for k in self._running if k[:2] not in wanted]:
             observer, task = self._running.pop(key)

@@ -29,11 +29,11 @@ from typing import Any, Awaitable, Callable, Mapping
 from kubernetes.client.exceptions import ApiException
 
 from engine.effects import executor_resources as res
-from engine.effects.executor_transport import Refused, Reply, Request, TransportError
+from engine.effects.executor_transport import Refused, Response, Request, TransportError
 from engine.effects.kube_errors import classify
 from engine.labels import MANAGED_LABELS
 
-Call = Callable[[Request], Awaitable[Reply]]
+Call = Callable[[Request], Awaitable[Response]]
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -63,13 +63,13 @@ async def perform(effect: Any, call: Call, env: Mapping[str, str]) -> Done:
         return Done("refused", message=str(exc))
 
 
-def _bound(effect: Any, call: Call) -> Callable[..., Awaitable[Reply]]:
-    async def send(method: str, path: str, body: Any = None, query: tuple = (), ct: str = "application/json") -> Reply:
+def _bound(effect: Any, call: Call) -> Callable[..., Awaitable[Response]]:
+    async def send(method: str, path: str, body: Any = None, query: tuple = (), ct: str = "application/json") -> Response:
         return await call(Request(effect.cluster, effect.tenant, method, path, query, body, ct))
     return send
 
 
-def done(reply: Reply, obj_ok: bool = True) -> Done:
+def done(reply: Response, obj_ok: bool = True) -> Done:
     """A reply -> outcome fields, by Status reason."""
     date = reply.header("Date")
     if 200 <= reply.status < 300:

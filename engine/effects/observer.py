@@ -59,7 +59,7 @@ class WatchError(Exception):
     """The watch stream said something we cannot continue from (ERROR event, bad line)."""
 
 
-class Backoff:
+class WatchBackoff:
     """Exponential backoff with full jitter above a floor: attempt n waits uniformly in
     ``[floor, min(cap, floor * 2**(n+1))]``. The attempt count resets when the last failure is
     ``reset_after_s`` or more ago (a quiet period)."""
@@ -119,7 +119,7 @@ class Observer:
         self.redact = redact or default_redact()
         self.idle_timeout_s, self.server_timeout_s = idle_timeout_s, int(server_timeout_s)
         self.timeouts = (connect_timeout_s, read_timeout_s or idle_timeout_s + 5.0)
-        self.backoff = Backoff(backoff[0], backoff[1], backoff_reset_s, rng, monotonic)
+        self.backoff = WatchBackoff(backoff[0], backoff[1], backoff_reset_s, rng, monotonic)
         self.list_batch, self._sleep = list_batch, sleep
         self.rv = ""
         self.synced = False

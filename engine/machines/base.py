@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Iterable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from transitions import Machine as _TMachine
 from transitions import MachineError
 
@@ -31,6 +31,15 @@ class Decision(BaseModel):
 
     def but(self, **changes: Any) -> "Decision":
         return self.model_copy(update=changes)
+
+
+class Reply(Decision):
+    """Where a machine sends its answer: ``ctx.tell(to, key, ...)`` (the pod machine's callers,
+    the repo machine's waiters and subscribers). Snapshots written when the repo machine spelt
+    ``to`` as ``machine`` still load."""
+
+    to: str = Field(validation_alias=AliasChoices("to", "machine"))
+    key: str
 
 
 class _Scratch:

@@ -31,12 +31,12 @@ from __future__ import annotations
 from typing import Any
 
 from engine.machines import repo_list
-from engine.machines.base import Machine, object_key, split_key
+from engine.machines.base import Machine, Reply, object_key, split_key
 from engine.machines.repo_creds import CredentialError, missing_env, resolve
 from engine.machines.repo_names import KIND, RepoUrlError, identity, key_of_identity, rfc3339, without_password
 from engine.machines.repo_ops import answer, doubt, start
 from engine.machines.repo_records import (
-    Op, RepoConfig, RepoEntry, RepoRow, Target, absorb, config_key, config_of, entry_of, gone, settle,
+    Op, RepoConfig, RepoEntry, RepoRow, absorb, config_key, config_of, entry_of, gone, settle,
 )
 from journal.records import Command, Observed, Outcome, Relist
 
@@ -58,7 +58,7 @@ class RepoMachine(Machine):
         if message == "ensure":
             ensure(ctx, key, args)
         elif message == "release":
-            release(ctx, key, Target(machine=args["reply_to"], key=args["reply_key"]))
+            release(ctx, key, Reply(to=args["reply_to"], key=args["reply_key"]))
         else:
             super().on_message(ctx, key, message, args)
 
@@ -122,15 +122,15 @@ def report_missing_env(ctx: Any, ckey: str, cfg: RepoConfig) -> None:
 
 
 def ensure(ctx: Any, key: str, args: dict[str, Any]) -> None:
-    target = Target(machine=args["reply_to"], key=args["reply_key"])
+    target = Reply(to=args["reply_to"], key=args["reply_key"])
     cluster, ns, name = split_key(key)
     try:
         url, ident = _attach_url(args.get("url"), name)
     except RepoUrlError as exc:
-        return ctx.tell(target.machine, target.key, "repo_failed", repo=key, reason=str(exc))
+        return ctx.tell(target.to, target.key, "repo_failed", repo=key, reason=str(exc))
     entry = entry_of(ctx, key)
     if entry.identity and entry.identity != ident:
-        return ctx.tell(target.machine, target.key, "repo_failed", repo=key, reason=(
+        return ctx.tell(target.to, target.key, "repo_failed", repo=key, reason=(
             f"cache key {name!r} already names repository {entry.identity!r}, not {ident!r}"))
     cfg = config_of(ctx, cluster, ns)
     resolved = resolve(url, ident, cfg.credentials, cfg.env_present)
@@ -148,7 +148,7 @@ def _attach_url(url: Any, name: str) -> tuple[str, str]:
     return without_password(url), ident
 
 
-def release(ctx: Any, key: str, target: Target) -> None:
+def release(ctx: Any, key: str, target: Reply) -> None:
     entry = ctx.get(key)
     if isinstance(entry, RepoEntry) and target in entry.subscribers:
         ctx.put(key, entry.but(subscribers=tuple(s for s in entry.subscribers if s != target)))

@@ -218,9 +218,9 @@ def succeed(ctx: Any, entry: RepoEntry) -> None:
     if op.kind == "ensure":
         url = entry.url or op.url
         for w in op.waiters:
-            ctx.tell(w.machine, w.key, "repo_ensured", repo=entry.key, url=url)
+            ctx.tell(w.to, w.key, "repo_ensured", repo=entry.key, url=url)
             if entry.nodes:
-                ctx.tell(w.machine, w.key, "repo_status", repo=entry.key, nodes=status_nodes(entry.nodes))
+                ctx.tell(w.to, w.key, "repo_status", repo=entry.key, nodes=status_nodes(entry.nodes))
         subs = entry.subscribers + tuple(w for w in op.waiters if w not in entry.subscribers)
         entry = entry.but(subscribers=subs)
     finish(ctx, entry, "")
@@ -229,7 +229,7 @@ def succeed(ctx: Any, entry: RepoEntry) -> None:
 def fail(ctx: Any, entry: RepoEntry, reason: str) -> None:
     ctx.log(entry.key, f"repo {entry.op.kind} failed: {reason}", level="error", repo=entry.key)
     for w in entry.op.waiters:
-        ctx.tell(w.machine, w.key, "repo_failed", repo=entry.key, reason=reason)
+        ctx.tell(w.to, w.key, "repo_failed", repo=entry.key, reason=reason)
     finish(ctx, entry, reason)
 
 

@@ -23,7 +23,7 @@ from engine.machines.base import split_key
 from engine.machines import session_targets as targets
 from engine.machines.session_manifests import SESSION_LABEL
 from engine.machines.session_model import BRINGING_UP, PodFacts, Run, SessionDecision
-from engine.machines.session_observe import PodView, pod_view
+from engine.machines.session_observe import PodStatus, pod_view
 
 MAX_RUNS = 50
 
@@ -51,7 +51,7 @@ def pod_observed(ctx: Any, key: str, rec: Any, save: Callable[..., None]) -> Non
     save(ctx, key, _pod_facts(ctx, key, d, pod_view(rec.obj), rec.event == "DELETED"))
 
 
-def _pod_facts(ctx: Any, key: str, d: SessionDecision, v: PodView, deleted: bool) -> SessionDecision:
+def _pod_facts(ctx: Any, key: str, d: SessionDecision, v: PodStatus, deleted: bool) -> SessionDecision:
     if deleted and d.pod.uid and v.uid and v.uid != d.pod.uid:
         return d  # a different pod under the current name went away: not ours
     p = d.pod.but(uid=v.uid or d.pod.uid, rv=v.rv, phase=v.phase, ip=v.ip, node=v.node, ready=v.ready,
@@ -62,7 +62,7 @@ def _pod_facts(ctx: Any, key: str, d: SessionDecision, v: PodView, deleted: bool
     return _runs_ended(ctx, key, d.but(pod=p), v)
 
 
-def _runs_ended(ctx: Any, key: str, d: SessionDecision, v: PodView) -> SessionDecision:
+def _runs_ended(ctx: Any, key: str, d: SessionDecision, v: PodStatus) -> SessionDecision:
     if d.phase not in ("Provisioning", "Ready"):
         return d
     seen = {r.app for r in d.runs if r.generation == d.generation}

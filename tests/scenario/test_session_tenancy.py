@@ -13,7 +13,7 @@ import pytest
 from engine import snapshot
 from engine.machines import session_replies
 from engine.machines.session_model import FINALIZER, SessionConfig
-from engine.machines.session_tenancy import Refused, Target, configure, place
+from engine.machines.session_tenancy import PlacementRefused, Placement, configure, place
 from tests.harness import LIVE, Scenario
 from tests.scenario.test_session_support import BASE, SPEC, at, pod_obj, session_obj
 
@@ -274,21 +274,21 @@ CFG = SessionConfig(clusters=("local",), **configure({
 
 
 @pytest.mark.parametrize("namespace, wanted, expected", [
-    ("sb-acme", None, Target("local", "", "", False)),
-    ("sb-acme", "local", Target("local", "", "", False)),
-    ("sb-acme", "edge", Target("edge@acme", "acme", "", True)),
-    ("team-acme", "edge", Target("edge@acme", "acme", "sb-acme", True)),
-    ("a", "wide", Target("wide@acme", "acme", "", True)),
-    ("team-acme", "free", Target("free@acme", "acme", "", False)),
+    ("sb-acme", None, Placement("local", "", "", False)),
+    ("sb-acme", "local", Placement("local", "", "", False)),
+    ("sb-acme", "edge", Placement("edge@acme", "acme", "", True)),
+    ("team-acme", "edge", Placement("edge@acme", "acme", "sb-acme", True)),
+    ("a", "wide", Placement("wide@acme", "acme", "", True)),
+    ("team-acme", "free", Placement("free@acme", "acme", "", False)),
 ], ids=["default-home", "named-home", "inside-bound", "single-bound", "inside-wide-bound", "unbounded"])
 def test_placement(namespace, wanted, expected):
     assert place(CFG, "local", namespace, wanted) == expected
 
 
 def test_placement_refusals():
-    with pytest.raises(Refused, match=r"^cluster 'wide' is bounded to namespaces a, b; create the Session in one"):
+    with pytest.raises(PlacementRefused, match=r"^cluster 'wide' is bounded to namespaces a, b; create the Session in one"):
         place(CFG, "local", "sb-acme", "wide")
     for namespace, wanted in (("sb-other", "edge"), ("unmapped", "edge"), ("sb-acme", "nope"), ("sb-acme", 7)):
-        with pytest.raises(Refused) as no:
+        with pytest.raises(PlacementRefused) as no:
             place(CFG, "local", namespace, wanted)
         assert no.value.reason == f"no cluster named {wanted!r} is registered for this org"

@@ -23,3 +23,18 @@ def test_the_managed_by_label_is_spelt_in_one_place():
              if any("app.kubernetes.io/managed-by" in s for s in _strings(ast.parse(p.read_text())))]
     assert spelt == ["engine/labels.py"]
 
+
+
+def test_each_class_name_is_defined_once():
+    defined: dict[str, list[str]] = {}
+    for p in SOURCES:
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ClassDef):
+                defined.setdefault(node.name, []).append(p.relative_to(ROOT).as_posix())
+    twice = {name: where for name, where in defined.items() if len(where) > 1}
+    assert twice == {}, twice
+
+
+def test_the_repo_machine_reads_reply_addresses_from_snapshots_that_spelt_them_machine():
+    from engine.machines.base import Reply
+    assert Reply.model_validate({"machine": "session", "key": "local/ns/s"}) == Reply(to="session", key="local/ns/s")
