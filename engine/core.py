@@ -120,7 +120,7 @@ def initial_state() -> State:
     return State()
 
 
-class Ctx:
+class StepContext:
     """What a machine handler sees and does during one fold step.
 
     Reads and writes go to the step's working copy; effects and messages accumulate; nothing is
@@ -307,7 +307,7 @@ class _Poison(Exception):
 
 def _fold_run(reg: "Machines", state: State, records: Sequence[Record], start: int,
               end: int) -> tuple[State, list[tuple[Any, ...]]]:
-    ctx = Ctx(state)
+    ctx = StepContext(state)
     ctx._typed = reg.typed
     seq, at = state.seq, state.at
     out: list[tuple[Any, ...]] = []
@@ -356,7 +356,7 @@ def _quarantine(state: State, record: Record, poison: _Poison) -> tuple[State, t
     from engine.effects.models import Log
     if record.seq != state.seq + 1:
         raise SequenceError(f"record seq {record.seq} cannot follow seq {state.seq}")
-    ctx = Ctx(state)
+    ctx = StepContext(state)
     ctx._begin(record)
     key = subject(record, state.pending)
     if isinstance(record, Outcome) and record.effect_id in ctx._pending:
@@ -383,7 +383,7 @@ def is_object_key(key: str) -> bool:
     return not key.rpartition("/")[2].startswith("#")
 
 
-def _frozen(ctx: Ctx, key: str) -> bool:
+def _frozen(ctx: StepContext, key: str) -> bool:
     q = ctx._quarantine
     return bool(q) and key in q and is_object_key(key)
 
@@ -404,7 +404,7 @@ class _FoldRun:
     effects: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list)
 
 
-def _dispatch(reg: "Machines", ctx: Ctx, record: Record) -> None:
+def _dispatch(reg: "Machines", ctx: StepContext, record: Record) -> None:
     if ctx._quarantine and _frozen(ctx, subject(record, ctx._pending)):
         _skip(ctx, record)
         return
@@ -445,7 +445,7 @@ def _dispatch(reg: "Machines", ctx: Ctx, record: Record) -> None:
         raise FoldError(f"record {record.seq}: unknown record type {type(record).__name__}")
 
 
-def _skip(ctx: Ctx, record: Record) -> None:
+def _skip(ctx: StepContext, record: Record) -> None:
     """A record about a quarantined object: consumed (its timer or pending effect goes), decided on
     by no machine."""
     if isinstance(record, Deadline) and record.timer in ctx._timers:
@@ -473,7 +473,7 @@ def _retry(record: Outcome, p: Pending) -> Pending:
     return Pending(p.effect, issued=False, attempt=p.attempt + 1, not_before=due)
 
 
-def _command(reg: "Machines", ctx: Ctx, record: Command) -> None:
+def _command(reg: "Machines", ctx: StepContext, record: Command) -> None:
     check_command(record.name, record.args)  # a journal from before the daemon checked (engine.seams)
     if record.name == "effect.in_doubt":
         eid = record.args.get("effect_id", "")
@@ -491,7 +491,7 @@ def _command(reg: "Machines", ctx: Ctx, record: Command) -> None:
     _call(ctx, m, m.on_command, record)
 
 
-def _drain(reg: "Machines", ctx: Ctx) -> None:
+def _drain(reg: "Machines", ctx: StepContext) -> None:
     handled, queue = 0, ctx._queue
     while queue:
         machine, key, message, args = queue.pop(0)
@@ -507,7 +507,7 @@ def _drain(reg: "Machines", ctx: Ctx) -> None:
         _call(ctx, m, m.on_message, key, message, args)
 
 
-def _call(ctx: Ctx, machine: "Machine", handler: Any, *args: Any) -> None:
+def _call(ctx: StepContext, machine: "Machine", handler: Any, *args: Any) -> None:
     """Run ``handler`` as ``machine``. Handlers never nest (machines ``tell``, they do not call
     each other's handlers), so the current machine is simply set: nothing to restore."""
     ctx._machine = machine.name

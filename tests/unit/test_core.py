@@ -200,3 +200,9 @@ def test_a_record_without_server_time_gives_handlers_no_now():
     sc.feed(Command(at=T0, name="peek"))
     sc.feed(Command(at=None, name="peek"))
     assert seen == [T0, None]
+
+
+def test_the_fold_step_is_what_machines_are_typed_against():
+    from engine.core import StepContext
+    from engine.machines.base import Ctx
+    assert isinstance(StepContext(initial_state()), Ctx)
