@@ -294,7 +294,7 @@ def fold_many(state: State, records: Sequence[Record],
             if poison.index > start:
                 state, effects = _fold_run(reg, state, records, start, poison.index)
                 out += effects
-            state, effects = _quarantine(state, records[poison.index], poison)
+            state, effects = _quarantine(reg, state, records[poison.index], poison)
             out.append(effects)
             start = poison.index + 1
 
@@ -350,9 +350,10 @@ def subject(record: Record, pending: Map = EMPTY) -> str:
     return f"//#{record.rec}"
 
 
-def _quarantine(state: State, record: Record, poison: _Poison) -> tuple[State, tuple[Any, ...]]:
+def _quarantine(reg: "Machines", state: State, record: Record, poison: _Poison) -> tuple[State, tuple[Any, ...]]:
     """``record`` folded as refused: the state as before it (its deadline or outcome consumed), its
-    subject quarantined, one error Log."""
+    subject quarantined, one error Log, and what each machine's ``on_quarantine`` reports (e.g. the
+    Session's status); a report that raises is left out."""
     from engine.effects.models import Log
     if record.seq != state.seq + 1:
         raise SequenceError(f"record seq {record.seq} cannot follow seq {state.seq}")
@@ -376,7 +377,25 @@ def _quarantine(state: State, record: Record, poison: _Poison) -> tuple[State, t
     ctx.emit(Log, key, level="error", message=f"record {record.seq} ({record.rec}) could not be folded by "
              f"machine {machine}: {error}; {key} is {what}", fields={"seq": record.seq, "quarantined": key})
     at = state.at if record.at is None or (state.at is not None and record.at < state.at) else record.at
-    return ctx._finish(record.seq, at), tuple(ctx._effects)
+    done, effects = ctx._finish(record.seq, at), tuple(ctx._effects)
+    reported = _reported(reg, done, effects, record, key, error) if is_object_key(key) else None
+    return (done, effects) if reported is None else (reported._finish(record.seq, at), tuple(reported._effects))
+
+
+def _reported(reg: "Machines", done: State, effects: tuple[Any, ...], record: Record, key: str,
+              error: str) -> "StepContext | None":
+    """A step after ``done`` (the quarantine and its Log) where each machine reported the
+    quarantine of ``key``; None if a report raised (the quarantine stands without it)."""
+    ctx = StepContext(done)
+    ctx._typed = reg.typed
+    ctx._begin(record)
+    ctx._effects = list(effects)
+    try:
+        for m in reg.all:
+            _call(ctx, m, m.on_quarantine, key, error)
+    except Exception:
+        return None
+    return ctx
 
 
 def is_object_key(key: str) -> bool:

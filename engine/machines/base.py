@@ -134,6 +134,11 @@ class Machine:
         """Default for an effect issued before a crash with no outcome: nothing safe to assume.
         Machines with unsafe effects override this to re-observe with a quorum read."""
 
+    def on_quarantine(self, ctx: Ctx, key: str, error: str) -> None:
+        """``key`` was just quarantined (a machine raised on a record about it; ``engine.core``):
+        a machine that owns it may report that where a user looks (a status). Its decision must
+        stay as it is; raising here only drops the report."""
+
     def on_message(self, ctx: Ctx, key: str, message: str, args: dict[str, Any]) -> None:
         raise IllegalTransition(f"{self.name}: unknown message {message!r}")
 

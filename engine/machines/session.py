@@ -31,6 +31,7 @@ from engine.effects.models import DeleteObject, GetObject
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_flow as flow
 from engine.machines import session_replies as replies
+from engine.machines import session_status as status
 from engine.machines.base import Machine, missing_after_relist, object_key
 from engine.machines.session_model import CONFIG_KEY, FINALIZER, SessionConfig, SessionDecision, SessionEntry
 from engine.machines import session_targets as targets
@@ -100,6 +101,11 @@ class SessionMachine(Machine):
         d = ctx.get(effect.key)
         if isinstance(d, SessionDecision):
             save(ctx, effect.key, in_doubt(ctx, effect.key, d, effect))
+
+    def on_quarantine(self, ctx: Any, key: str, error: str) -> None:
+        d = ctx.get(key)
+        if isinstance(d, SessionDecision):
+            status.quarantined(ctx, key, d, flow.spec_of(d, config(ctx) or SessionConfig()), config(ctx) or SessionConfig(), error)
 
     def on_deadline(self, ctx: Any, key: str, name: str) -> None:
         d = ctx.get(key)

@@ -126,6 +126,19 @@ def write(ctx: Any, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: S
     return d.but(status_written=text)
 
 
+def quarantined(ctx: Any, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig,
+                error: str) -> None:
+    """The Session's status says kfold stopped deciding about it, and why (``engine.core``
+    quarantine): Ready False, reason ``Quarantined``. The decision record is left as it was."""
+    if d.gone or (d.deleting and finalizer_released(d)):
+        return
+    st = compute(d, spec, cfg)
+    st["conditions"] = [_cond("Ready", False, "Quarantined", f"kfold stopped deciding about this Session: {error}")
+                        if c["type"] == "Ready" else c for c in st["conditions"]]
+    ctx.emit(PatchObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
+             namespace=d.namespace, name=d.name, patch={"status": st}, subresource="status")
+
+
 def finalizer_released(d: SessionDecision) -> bool:
     """The finalizer removal was sent: the Session may vanish at any moment; stop writing to it."""
     return d.phase == "Stopped" and d.finalizer_step == "removing"

@@ -98,3 +98,27 @@ async def test_a_bad_command_is_refused_before_it_is_journaled_with_the_field_na
     await asyncio.sleep(0)
     assert j.last_seq == 0 and not d.state.quarantine  # nothing journaled, nothing to quarantine
     await d.stop()
+
+
+def test_a_quarantined_session_says_so_in_its_status_and_its_decision_stays(monkeypatch):
+    from engine.machines import session as session_machine
+    from tests.harness import LIVE
+    from tests.scenario.test_session_support import SPEC, World, at, session_obj
+
+    w = World()
+    w.submit(SPEC)
+    before = w.decision()
+
+    def boom(obj):
+        raise KeyError("metadata.uid")
+
+    monkeypatch.setattr(session_machine, "session_view", boom)
+    effects = w.s.observe(session_obj(SPEC, rv="9"), at(1))
+    assert [e.type for e in effects] == ["log", "patch"]
+    ready = next(c for c in effects[1].patch["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "Quarantined" and "KeyError" in ready["message"]
+    assert w.decision() == before  # frozen as it was
+    monkeypatch.undo()
+    w.s.observe(session_obj({**SPEC, "image": "other:2"}, rv="10"), at(2))
+    assert w.decision() == before  # later records about it are skipped
+    LIVE.remove(w.s)  # refolded in batches after the test, the probe would be gone
