@@ -55,10 +55,12 @@ def daemon_on(journal: MemoryJournal, server: FakeApiServer) -> Daemon:
 
 
 async def settle(daemon: Daemon, timeout: float = 3.0) -> None:
-    """Until the executor is idle and nothing waits to be committed."""
+    """Until the executor is idle, nothing waits to be committed and no commit is under way (the
+    journal's group commit takes turns of the loop)."""
     for _ in range(int(timeout / 0.01)):
         await asyncio.sleep(0.01)
-        if not daemon.executor._workers and daemon._inbox.empty():
+        committing = daemon._committing is not None and not daemon._committing.done()
+        if not daemon.executor._workers and daemon._inbox.empty() and not committing:
             return
     raise AssertionError("daemon did not settle")
 

@@ -94,9 +94,11 @@ async def until(cond: Any, timeout: float = 3.0) -> None:
 
 
 async def idle(d: Daemon) -> None:
-    await until(lambda: not d.executor._workers and d._inbox.empty())
+    def quiet() -> bool:  # the journal's group commit takes turns of the loop: wait for it too
+        return not d.executor._workers and d._inbox.empty() and (d._committing is None or d._committing.done())
+    await until(quiet)
     await asyncio.sleep(0.02)
-    await until(lambda: not d.executor._workers and d._inbox.empty())
+    await until(quiet)
 
 
 def waiting_retry(d: Daemon) -> Pending | None:
