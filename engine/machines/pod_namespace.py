@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.effects.models import EnsureNamespace
 from engine.machines.base import split_key
 from engine.labels import MANAGED_LABELS
@@ -25,7 +26,7 @@ from engine.machines.pod_table import MAX_BACKOFF_MS, describe
 MAX_ATTEMPTS = 5
 
 
-def ensure(ctx: Any, key: str, reply: Reply) -> None:
+def ensure(ctx: Ctx, key: str, reply: Reply) -> None:
     e = ctx.get(key)
     if isinstance(e, NamespaceOp):
         ctx.put(key, e.but(replies=reply_list(e.replies, reply.to, reply.key)))
@@ -33,13 +34,13 @@ def ensure(ctx: Any, key: str, reply: Reply) -> None:
     _send(ctx, key, NamespaceOp(replies=(reply,)))
 
 
-def _send(ctx: Any, key: str, e: NamespaceOp) -> None:
+def _send(ctx: Ctx, key: str, e: NamespaceOp) -> None:
     cluster, namespace, _ = split_key(key)
     eff = ctx.emit(EnsureNamespace, key, cluster=cluster, namespace=namespace, labels=dict(MANAGED_LABELS))
     ctx.put(key, e.but(awaiting=eff.id))
 
 
-def on_outcome(ctx: Any, key: str, rec: Any, effect: Any) -> None:
+def on_outcome(ctx: Ctx, key: str, rec: Any, effect: Any) -> None:
     e = ctx.get(key)
     if not isinstance(e, NamespaceOp) or e.awaiting != effect.id:
         return
@@ -64,7 +65,7 @@ def forbidden_reason(namespace: str) -> str:
             f"`kubectl create namespace {namespace}`, then try again.")
 
 
-def _retry(ctx: Any, key: str, e: NamespaceOp, rec: Any) -> None:
+def _retry(ctx: Ctx, key: str, e: NamespaceOp, rec: Any) -> None:
     e = e.but(attempts=e.attempts + 1, awaiting="")
     if e.attempts >= MAX_ATTEMPTS:
         _answer(ctx, key, e, "namespace_failed", namespace=split_key(key)[1],
@@ -76,19 +77,19 @@ def _retry(ctx: Any, key: str, e: NamespaceOp, rec: Any) -> None:
         ctx.put(key, e)
 
 
-def on_deadline(ctx: Any, key: str) -> None:
+def on_deadline(ctx: Ctx, key: str) -> None:
     e = ctx.get(key)
     if isinstance(e, NamespaceOp) and not e.awaiting:
         _send(ctx, key, e)
 
 
-def in_doubt(ctx: Any, key: str, effect: Any) -> None:
+def in_doubt(ctx: Ctx, key: str, effect: Any) -> None:
     e = ctx.get(key)
     if isinstance(e, NamespaceOp) and e.awaiting == effect.id:
         _send(ctx, key, e)
 
 
-def _answer(ctx: Any, key: str, e: NamespaceOp, message: str, **args: Any) -> None:
+def _answer(ctx: Ctx, key: str, e: NamespaceOp, message: str, **args: Any) -> None:
     for r in e.replies:
         ctx.tell(r.to, r.key, message, **args)
     ctx.cancel_timer(key, "retry")

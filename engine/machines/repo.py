@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.machines import repo_list
 from engine.machines.base import Machine, Reply, object_key, split_key
 from engine.machines.repo_creds import CredentialError, missing_env, resolve
@@ -48,13 +49,13 @@ class RepoMachine(Machine):
     commands = frozenset({"repo.bind", "repo.reconcile_bound", "repo.gc"})
     typed_messages = True
 
-    def on_command(self, ctx: Any, rec: Command) -> None:
+    def on_command(self, ctx: Ctx, rec: Command) -> None:
         if rec.name == "repo.bind":
             bind(ctx, rec)
         else:
             repo_list.command(ctx, rec, start)
 
-    def on_message(self, ctx: Any, key: str, message: str, args: dict[str, Any]) -> None:
+    def on_message(self, ctx: Ctx, key: str, message: str, args: dict[str, Any]) -> None:
         if message == "ensure":
             ensure(ctx, key, args)
         elif message == "release":
@@ -62,19 +63,19 @@ class RepoMachine(Machine):
         else:
             super().on_message(ctx, key, message, args)
 
-    def on_observed(self, ctx: Any, rec: Observed) -> None:
+    def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         key = object_key(rec.cluster, rec.namespace, rec.name)
         entry = entry_of(ctx, key)
         settle(ctx, entry, gone(entry) if rec.event == "DELETED" else absorb(entry, rec.obj))
 
-    def on_relist(self, ctx: Any, rec: Relist) -> None:
+    def on_relist(self, ctx: Ctx, rec: Relist) -> None:
         present = {object_key(rec.cluster, k.namespace, k.name) for k in rec.keys}
         prefix = f"{rec.cluster}/{rec.scope + '/' if rec.scope else ''}"
         for key, entry in list(ctx.items()):
             if isinstance(entry, RepoEntry) and entry.exists and key.startswith(prefix) and key not in present:
                 settle(ctx, entry, gone(entry))
 
-    def on_outcome(self, ctx: Any, rec: Outcome, effect: Any) -> None:
+    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
         if split_key(effect.key)[2] == "":
             return repo_list.outcome(ctx, rec, effect, start)
         entry = ctx.get(effect.key)
@@ -87,7 +88,7 @@ class RepoMachine(Machine):
             return doubt(ctx, entry, effect)
         answer(ctx, entry, rec)
 
-    def on_in_doubt(self, ctx: Any, effect: Any) -> None:
+    def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
         if split_key(effect.key)[2] == "":
             return repo_list.in_doubt(ctx, effect)
         entry = ctx.get(effect.key)
@@ -96,7 +97,7 @@ class RepoMachine(Machine):
 
 
 # -- commands and messages ---------------------------------------------------------------------
-def bind(ctx: Any, rec: Command) -> None:
+def bind(ctx: Ctx, rec: Command) -> None:
     cluster, ns = repo_list.where(rec)
     ckey = config_key(cluster, ns)
     try:
@@ -112,7 +113,7 @@ def bind(ctx: Any, rec: Command) -> None:
                                          token_env=resolved.token_env))
 
 
-def report_missing_env(ctx: Any, ckey: str, cfg: RepoConfig) -> None:
+def report_missing_env(ctx: Ctx, ckey: str, cfg: RepoConfig) -> None:
     missing = missing_env(cfg.credentials, cfg.env_present)
     if missing:
         names = ", ".join(f"{c.env} (for {c.match})" for c in missing)
@@ -121,7 +122,7 @@ def report_missing_env(ctx: Any, ckey: str, cfg: RepoConfig) -> None:
                 level="warning", missing=[{"match": c.match, "env": c.env} for c in missing])
 
 
-def ensure(ctx: Any, key: str, args: dict[str, Any]) -> None:
+def ensure(ctx: Ctx, key: str, args: dict[str, Any]) -> None:
     target = Reply(to=args["reply_to"], key=args["reply_key"])
     cluster, ns, name = split_key(key)
     try:
@@ -148,7 +149,7 @@ def _attach_url(url: Any, name: str) -> tuple[str, str]:
     return without_password(url), ident
 
 
-def release(ctx: Any, key: str, target: Reply) -> None:
+def release(ctx: Ctx, key: str, target: Reply) -> None:
     entry = ctx.get(key)
     if isinstance(entry, RepoEntry) and target in entry.subscribers:
         ctx.put(key, entry.but(subscribers=tuple(s for s in entry.subscribers if s != target)))

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, TypeAdapter
 
+from engine.machines.base import Ctx
 from engine.machines.base import Decision, Reply, object_key, split_key
 from engine.machines.repo_creds import CredEntry
 from engine.machines.repo_names import ANNOTATION_IDENTITY, ANNOTATION_LAST_ATTACHED, LABEL_BOUND, repo_status_rows
@@ -110,12 +111,12 @@ def config_key(cluster: str, namespace: str) -> str:
     return object_key(cluster, namespace, "")
 
 
-def config_of(ctx: Any, cluster: str, namespace: str) -> RepoConfig:
+def config_of(ctx: Ctx, cluster: str, namespace: str) -> RepoConfig:
     cfg = ctx.get(config_key(cluster, namespace))
     return cfg if isinstance(cfg, RepoConfig) else RepoConfig(cluster=cluster, namespace=namespace)
 
 
-def entry_of(ctx: Any, key: str) -> RepoEntry:
+def entry_of(ctx: Ctx, key: str) -> RepoEntry:
     entry = ctx.get(key)
     if isinstance(entry, RepoEntry):
         return entry
@@ -138,7 +139,7 @@ def gone(entry: RepoEntry) -> RepoEntry:
     return entry.but(exists=False, uid="", rv="", nodes=(), bound=False)
 
 
-def settle(ctx: Any, before: RepoEntry, after: RepoEntry) -> None:
+def settle(ctx: Ctx, before: RepoEntry, after: RepoEntry) -> None:
     """Store ``after``; when the per-node status changed, tell every subscriber."""
     ctx.put(after.key, after)
     if after.nodes != before.nodes:

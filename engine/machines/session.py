@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.effects.models import DeleteObject, GetObject
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_flow as flow
@@ -52,7 +53,7 @@ class SessionMachine(Machine):
     commands = frozenset({"session.configure"})
     typed_messages = True
 
-    def on_command(self, ctx: Any, rec: Command) -> None:
+    def on_command(self, ctx: Ctx, rec: Command) -> None:
         cmd = SessionConfigure.model_validate(rec.args)  # the model daemon_boot builds it from
         ctx.put(CONFIG_KEY, SessionConfig(
             clusters=cmd.clusters, base_domain=cmd.base_domain, start_ms=cmd.start_seconds * 1000,
@@ -60,7 +61,7 @@ class SessionMachine(Machine):
         for key, d in list(sessions(ctx)):
             save(ctx, key, d)
 
-    def on_observed(self, ctx: Any, rec: Observed) -> None:
+    def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         if rec.kind == "Pod":
             if targets.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's
                 return None
@@ -71,7 +72,7 @@ class SessionMachine(Machine):
             return session_gone(ctx, key)
         save(ctx, key, absorb(ctx.get(key), rec.cluster, rec.obj))
 
-    def on_relist(self, ctx: Any, rec: Relist) -> None:
+    def on_relist(self, ctx: Ctx, rec: Relist) -> None:
         if rec.kind == "Session":
             for key in missing_after_relist([k for k, _ in sessions(ctx)], rec):
                 session_gone(ctx, key)
@@ -81,13 +82,13 @@ class SessionMachine(Machine):
             d = ctx.get(current[pk])
             save(ctx, current[pk], d.but(pod=d.pod.but(gone=True)))
 
-    def on_message(self, ctx: Any, key: str, message: str, args: dict[str, Any]) -> None:
+    def on_message(self, ctx: Ctx, key: str, message: str, args: dict[str, Any]) -> None:
         d = ctx.get(key)
         if not isinstance(d, SessionDecision):
             return ctx.log(key, f"{message} for a session kfold no longer tracks; ignored", level="debug")
         save(ctx, key, replies.on_message(ctx, key, d, message, args))
 
-    def on_outcome(self, ctx: Any, rec: Outcome, effect: Any) -> None:
+    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
         d = ctx.get(effect.key)
         if not isinstance(d, SessionDecision):
             return
@@ -97,17 +98,17 @@ class SessionMachine(Machine):
             return
         save(ctx, effect.key, outcome(ctx, effect.key, d, rec, effect))
 
-    def on_in_doubt(self, ctx: Any, effect: Any) -> None:
+    def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
         d = ctx.get(effect.key)
         if isinstance(d, SessionDecision):
             save(ctx, effect.key, in_doubt(ctx, effect.key, d, effect))
 
-    def on_quarantine(self, ctx: Any, key: str, error: str) -> None:
+    def on_quarantine(self, ctx: Ctx, key: str, error: str) -> None:
         d = ctx.get(key)
         if isinstance(d, SessionDecision):
             status.quarantined(ctx, key, d, flow.spec_of(d, config(ctx) or SessionConfig()), config(ctx) or SessionConfig(), error)
 
-    def on_deadline(self, ctx: Any, key: str, name: str) -> None:
+    def on_deadline(self, ctx: Ctx, key: str, name: str) -> None:
         d = ctx.get(key)
         if not isinstance(d, SessionDecision) or d.phase != "Provisioning":
             return
@@ -128,16 +129,16 @@ def _not_ready(d: SessionDecision) -> str:
 
 # -- the table ----------------------------------------------------------------------------------
 
-def sessions(ctx: Any) -> list[tuple[str, SessionDecision]]:
+def sessions(ctx: Ctx) -> list[tuple[str, SessionDecision]]:
     return [(k, d) for k, d in ctx.items() if isinstance(d, SessionDecision)]
 
 
-def config(ctx: Any) -> SessionConfig | None:
+def config(ctx: Ctx) -> SessionConfig | None:
     cfg = ctx.get(CONFIG_KEY)
     return cfg if isinstance(cfg, SessionConfig) else None
 
 
-def save(ctx: Any, key: str, d: SessionDecision) -> None:
+def save(ctx: Ctx, key: str, d: SessionDecision) -> None:
     """Decide (once configured) and store; keep the target index in step."""
     cfg = config(ctx)
     before = ctx.get(key)
@@ -156,7 +157,7 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
                  finalizer_step=step)
 
 
-def session_gone(ctx: Any, key: str) -> None:
+def session_gone(ctx: Ctx, key: str) -> None:
     """The Session is deleted: let go of its pod and repositories, forget it."""
     d = ctx.get(key)
     if not isinstance(d, SessionDecision):
@@ -172,7 +173,7 @@ def session_gone(ctx: Any, key: str) -> None:
 
 # -- outcomes of the session's own effects ------------------------------------------------------
 
-def outcome(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
+def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
     match effect.kind, effect.type:
         case "Session", "get":
             if rec.result == "not_found":
@@ -191,13 +192,13 @@ def outcome(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
     return d
 
 
-def _reobserve(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+def _reobserve(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
              namespace=d.namespace, name=d.name)
     return d.but(finalizer_step="reading")
 
 
-def _finalizer_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
+def _finalizer_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
     if rec.result == "ok":
         d = absorb(d, d.home, rec.obj) if rec.obj else d
         return d if d.finalizer_step == "removing" else d.but(finalizer_step="done")
@@ -210,7 +211,7 @@ def _finalizer_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome) -> S
     return flow.fail(ctx, key, d, "FinalizerFailed", f"cannot add finalizer {FINALIZER}: {rec.result} {rec.message}".strip())
 
 
-def _secret_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
+def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
     if d.secret_step != "sent":
         return d
     if rec.result in ("ok", "already_exists"):
@@ -220,7 +221,7 @@ def _secret_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome) -> Sess
     return flow.fail(ctx, key, d, "SecretFailed", f"cannot create Secret {d.name}-env: {rec.result} {rec.message}".strip())
 
 
-def _teardown_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
+def _teardown_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
     if effect.kind not in d.teardown:
         return d
     if rec.result == "transient":
@@ -232,11 +233,11 @@ def _teardown_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effec
     return d.but(teardown=rest, blocked=f"cannot delete {effect.kind} {effect.name}: {rec.result} {rec.message}".strip())
 
 
-def _repeat(ctx: Any, key: str, effect: Any) -> None:
+def _repeat(ctx: Ctx, key: str, effect: Any) -> None:
     ctx.emit(DeleteObject, key, **effect.model_dump(exclude={"id", "machine", "key", "type"}))
 
 
-def in_doubt(ctx: Any, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
+def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
     match effect.kind, effect.type:
         case "Session", "patch" if effect.subresource == "status":
             return d.but(status_written="")

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.effects.models import CreateObject, DeleteObject, Log, PatchObject
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_manifests as mf
@@ -56,7 +57,7 @@ def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
                     place=lambda wanted: tenancy.place(cfg, d.home, d.namespace, wanted))
 
 
-def decide(ctx: Any, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
+def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
     spec = spec_of(d, cfg)
     if d.deleting or d.spec_raw.get("stopped") is True:
         d = teardown(ctx, key, d)
@@ -76,13 +77,13 @@ def _spec_text(d: SessionDecision) -> str:
 
 # -- failing and releasing -----------------------------------------------------------------------
 
-def fail(ctx: Any, key: str, d: SessionDecision, reason: str, message: str) -> SessionDecision:
+def fail(ctx: Ctx, key: str, d: SessionDecision, reason: str, message: str) -> SessionDecision:
     ctx.emit(Log, key, level="warning", message=f"session {d.name} failed: {message}", fields={"reason": reason})
     d = release(ctx, key, d.move("fail"), f"session failed: {reason}")
     return d.but(failure=Failure(reason=reason, message=message), failed_spec=_spec_text(d))
 
 
-def _invalid(ctx: Any, key: str, d: SessionDecision, spec: SpecError) -> SessionDecision:
+def _invalid(ctx: Ctx, key: str, d: SessionDecision, spec: SpecError) -> SessionDecision:
     if d.phase == "Failed" and d.failure and d.failure.message == spec.message:
         return d
     return fail(ctx, key, d, "InvalidSpec", spec.message)
@@ -92,7 +93,7 @@ def pod_key(d: SessionDecision, pod: str | None = None) -> str:
     return object_key(d.target, d.target_ns, pod or d.pod.name)
 
 
-def release(ctx: Any, key: str, d: SessionDecision, reason: str) -> SessionDecision:
+def release(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> SessionDecision:
     """Let go of the current pod: delete it through the pod machine (or once its create answers)."""
     if not d.pod.name or d.pod.gone:
         return d.but(pod=PodFacts())
@@ -102,20 +103,20 @@ def release(ctx: Any, key: str, d: SessionDecision, reason: str) -> SessionDecis
     return delete_pod(ctx, key, d, pk, reason).but(pod=PodFacts())
 
 
-def delete_pod(ctx: Any, key: str, d: SessionDecision, pk: str, reason: str) -> SessionDecision:
+def delete_pod(ctx: Ctx, key: str, d: SessionDecision, pk: str, reason: str) -> SessionDecision:
     ctx.tell("pod", pk, "delete", reply_to="session", reply_key=key, reason=reason)
     return d.but(releasing=tuple(dict.fromkeys(d.releasing + (pk,))))
 
 
 # -- suspend and teardown -------------------------------------------------------------------------
 
-def suspend(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+def suspend(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     if d.phase == "Suspended":
         return d
     return release(ctx, key, d.move("suspend").but(failure=None), "session suspended")
 
 
-def teardown(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+def teardown(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     """Stop: release the pod, delete Service, Ingress and Secret; then, if the Session is being
     deleted, remove the finalizer. Repeated requests change nothing."""
     if d.phase not in ("Stopping", "Stopped"):
@@ -132,7 +133,7 @@ def teardown(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
     return d
 
 
-def _remove_finalizer(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+def _remove_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     if FINALIZER not in d.finalizers or d.finalizer_step in ("removing", "reading"):
         return d
     rest = [f for f in d.finalizers if f != FINALIZER]
@@ -140,14 +141,14 @@ def _remove_finalizer(ctx: Any, key: str, d: SessionDecision) -> SessionDecision
     return d.but(finalizer_step="removing")
 
 
-def _patch_session(ctx: Any, key: str, d: SessionDecision, patch: dict[str, Any]) -> None:
+def _patch_session(ctx: Ctx, key: str, d: SessionDecision, patch: dict[str, Any]) -> None:
     ctx.emit(PatchObject, key, cluster=d.home, api_version=status.API_VERSION, kind="Session",
              namespace=d.namespace, name=d.name, patch=patch, safe_to_retry=False)
 
 
 # -- running ---------------------------------------------------------------------------------------
 
-def run(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+def run(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
     if _needs_generation(d, spec):
         taken = _taken(ctx, key, d, spec)
         if taken:
@@ -172,7 +173,7 @@ def _needs_generation(d: SessionDecision, spec: Spec) -> bool:
     return d.shape != shape(spec)   # set-apps (or image, env...): recreate as N+1
 
 
-def _taken(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> str:
+def _taken(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> str:
     """Why this Session cannot run its pods where its spec places them ("" = it can)."""
     namespace = spec.namespace or d.namespace
     holder = targets.lookup(ctx, spec.cluster, namespace, d.name)
@@ -182,7 +183,7 @@ def _taken(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> str:
             f"{d.spec_raw.get('cluster')!r}; rename this Session or create it in that namespace")
 
 
-def begin(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+def begin(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
     """Start generation N+1 from scratch: fresh pod name, repositories re-ensured at attach."""
     d = release(ctx, key, d, "replaced by a new generation")
     namespace = spec.namespace or d.namespace
@@ -194,7 +195,7 @@ def begin(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig
         start_ms=cfg.start_ms, ready_ms=cfg.ready_ms, teardown=(), blocked="")
 
 
-def bring_up(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
+def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
     if FINALIZER not in d.finalizers:
         if d.finalizer_step == "":
             _patch_session(ctx, key, d, {"metadata": {"finalizers": [*d.finalizers, FINALIZER],
@@ -224,7 +225,7 @@ def bring_up(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> SessionDecis
     return _create_pod(ctx, key, d, spec)
 
 
-def _create_pod(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
+def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
     name = mf.pod_name(d.name, d.generation)
     d = d.move("create").but(pod=PodFacts(name=name))
     ctx.tell("pod", pod_key(d), "create", manifest=mf.pod(d.name, d.target_ns, d.generation, spec),
@@ -232,7 +233,7 @@ def _create_pod(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> SessionDe
     return d
 
 
-def serve(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+def serve(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
     """Provisioning and Ready: fail on what the pod or a clone says, else route and wait for ready."""
     verdict = _pod_verdict(d)
     if verdict is not None:
@@ -291,7 +292,7 @@ def unsynced(d: SessionDecision) -> list[str]:
 
 # -- deadlines -------------------------------------------------------------------------------------
 
-def arm_deadlines(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+def arm_deadlines(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     """Start deadline while the pod is not Running, ready deadline once it is; cancelled otherwise."""
     provisioning = d.phase == "Provisioning"
     _want_timer(ctx, key, "start", provisioning and not running(d), d.start_ms, d.target)
@@ -299,7 +300,7 @@ def arm_deadlines(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
     return d
 
 
-def _want_timer(ctx: Any, key: str, name: str, wanted: bool, after_ms: int, cluster: str) -> None:
+def _want_timer(ctx: Ctx, key: str, name: str, wanted: bool, after_ms: int, cluster: str) -> None:
     """Judged on the clock of ``cluster``, where the pod runs (the deadline is about it)."""
     armed = ctx.timer_due(key, name) is not None
     if not wanted and armed:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from engine.machines.base import Ctx
 from engine.effects.models import RecordEvent
 from engine.machines import session_flow as flow
 from engine.machines.base import split_key
@@ -28,7 +29,7 @@ from engine.machines.session_observe import PodStatus, pod_view
 MAX_RUNS = 50
 
 
-def pod_owner(ctx: Any, rec: Any) -> str | None:
+def pod_owner(ctx: Ctx, rec: Any) -> str | None:
     """The key of the Session whose current pod this observation is about, or None. Cheap: reads
     one label, one index entry and one record; reduces nothing."""
     md = rec.obj.get("metadata") if isinstance(rec.obj, dict) else None
@@ -45,13 +46,13 @@ def pod_owner(ctx: Any, rec: Any) -> str | None:
     return key
 
 
-def pod_observed(ctx: Any, key: str, rec: Any, save: Callable[..., None]) -> None:
+def pod_observed(ctx: Ctx, key: str, rec: Any, save: Callable[..., None]) -> None:
     """Fold an observation of the pod of the Session at ``key`` (see ``pod_owner``)."""
     d = ctx.get(key)
     save(ctx, key, _pod_facts(ctx, key, d, pod_view(rec.obj), rec.event == "DELETED"))
 
 
-def _pod_facts(ctx: Any, key: str, d: SessionDecision, v: PodStatus, deleted: bool) -> SessionDecision:
+def _pod_facts(ctx: Ctx, key: str, d: SessionDecision, v: PodStatus, deleted: bool) -> SessionDecision:
     if deleted and d.pod.uid and v.uid and v.uid != d.pod.uid:
         return d  # a different pod under the current name went away: not ours
     p = d.pod.but(uid=v.uid or d.pod.uid, rv=v.rv, phase=v.phase, ip=v.ip, node=v.node, ready=v.ready,
@@ -62,7 +63,7 @@ def _pod_facts(ctx: Any, key: str, d: SessionDecision, v: PodStatus, deleted: bo
     return _runs_ended(ctx, key, d.but(pod=p), v)
 
 
-def _runs_ended(ctx: Any, key: str, d: SessionDecision, v: PodStatus) -> SessionDecision:
+def _runs_ended(ctx: Ctx, key: str, d: SessionDecision, v: PodStatus) -> SessionDecision:
     if d.phase not in ("Provisioning", "Ready"):
         return d
     seen = {r.app for r in d.runs if r.generation == d.generation}
@@ -78,18 +79,18 @@ def _runs_ended(ctx: Any, key: str, d: SessionDecision, v: PodStatus) -> Session
 
 # -- replies from the pod and repo machines -------------------------------------------------------
 
-def on_message(ctx: Any, key: str, d: SessionDecision, message: str, args: dict[str, Any]) -> SessionDecision:
+def on_message(ctx: Ctx, key: str, d: SessionDecision, message: str, args: dict[str, Any]) -> SessionDecision:
     handler = _HANDLERS.get(message)
     if handler is None:
         raise ValueError(f"session: unknown message {message!r}")
     return handler(ctx, key, d, args)
 
 
-def _namespace_ready(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _namespace_ready(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     return d.but(namespace_step="done") if d.namespace_step == "sent" else d
 
 
-def _namespace_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _namespace_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     if d.phase != "Pending" or d.namespace_step != "sent":
         return d
     return flow.fail(ctx, key, d, "NamespaceFailed", str(args.get("reason", "")))
@@ -99,22 +100,22 @@ def _repo(d: SessionDecision, repo_key: str, **changes: Any) -> SessionDecision:
     return d.but(repos=tuple(r.but(**changes) if r.key == repo_key else r for r in d.repos))
 
 
-def _repo_ensured(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _repo_ensured(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     return _repo(d, args["repo"], ensured=True)
 
 
-def _repo_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _repo_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     hit = next((r for r in d.repos if r.key == args["repo"]), None)
     if hit is None or d.phase not in BRINGING_UP:
         return d
     return flow.fail(ctx, key, d, "RepoFailed", f"repository {hit.url}: {args.get('reason', '')}")
 
 
-def _repo_status(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _repo_status(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     return _repo(d, args["repo"], nodes=dict(args.get("nodes") or {}))
 
 
-def _pod_created(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _pod_created(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     pk = args["pod"]
     if pk in d.abandoned:
         d = d.but(abandoned=tuple(k for k in d.abandoned if k != pk))
@@ -126,7 +127,7 @@ def _pod_created(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -
     return d.move("created").but(pod=d.pod.but(created=True, uid=args.get("uid") or d.pod.uid))
 
 
-def _pod_create_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _pod_create_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     pk = args["pod"]
     if pk in d.abandoned:
         return d.but(abandoned=tuple(k for k in d.abandoned if k != pk))
@@ -135,13 +136,13 @@ def _pod_create_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, A
     return flow.fail(ctx, key, d.but(pod=PodFacts()), "PodCreateFailed", str(args.get("reason", "")))
 
 
-def _pod_gone(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _pod_gone(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     pk = args["pod"]
     d = d.but(releasing=tuple(k for k in d.releasing if k != pk))
     return d.but(pod=d.pod.but(gone=True)) if d.pod.name and pk == flow.pod_key(d) else d
 
 
-def _pod_delete_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _pod_delete_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     pk = args["pod"]
     reason = f"pod {split_key(pk)[2]} could not be deleted: {args.get('reason', '')}"
     ctx.log(key, reason, level="warning")

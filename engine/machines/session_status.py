@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.effects.models import PatchObject
 from engine.machines.session_manifests import host, pod_name
 from engine.machines.session_model import RepoFacts, SessionConfig, SessionDecision
@@ -113,7 +114,7 @@ def digest(status: dict[str, Any]) -> str:
     return json.dumps(status, sort_keys=True, separators=(",", ":"))
 
 
-def write(ctx: Any, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> SessionDecision:
+def write(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> SessionDecision:
     """Emit a status patch if the status changed since the last write; returns the decision."""
     if d.gone or (d.deleting and finalizer_released(d)):
         return d
@@ -126,7 +127,7 @@ def write(ctx: Any, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: S
     return d.but(status_written=text)
 
 
-def quarantined(ctx: Any, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig,
+def quarantined(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig,
                 error: str) -> None:
     """The Session's status says kfold stopped deciding about it, and why (``engine.core``
     quarantine): Ready False, reason ``Quarantined``. The decision record is left as it was."""
