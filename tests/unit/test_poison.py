@@ -122,3 +122,10 @@ def test_a_quarantined_session_says_so_in_its_status_and_its_decision_stays(monk
     w.s.observe(session_obj({**SPEC, "image": "other:2"}, rv="10"), at(2))
     assert w.decision() == before  # later records about it are skipped
     LIVE.remove(w.s)  # refolded in batches after the test, the probe would be gone
+
+
+def test_kfold_run_refuses_a_boot_command_the_fold_cannot_take_in_one_line():
+    from kfold.commands.run import _refusal
+    error = SeamError("command pod.sweep_secrets refused: field grace_seconds: Input should be a valid integer")
+    line = _refusal(error, "/var/lib/kfold/journal.db")
+    assert line.startswith("command pod.sweep_secrets refused: field grace_seconds") and "nothing was journaled" in line
