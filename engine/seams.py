@@ -15,7 +15,8 @@ Guarantees:
   older kfold), where a refusal is a quarantined record (``engine.core``), never a crash.
 - ``check_message`` is the same for ``ctx.tell``: a machine that sends what the receiver cannot
   read is a bug, reported on the record that made it.
-- Every model is frozen and forbids unknown fields. Old journals' spellings are accepted only
+- Every model is frozen and forbids unknown fields; counts and durations are strict integers (no
+  "10" or ``true`` read as a number). Old journals' spellings are accepted only
   where a model says so explicitly (``SessionConfigure``).
 
 Pure: pydantic only; no clock, no I/O.
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
 
 class SeamError(ValueError):
@@ -58,8 +59,8 @@ class SessionConfigure(_Seam):
     tenants: dict[str, str] = Field(default_factory=dict)
     registered: tuple[RegisteredCluster, ...] = ()
     base_domain: str = ""
-    start_seconds: int = Field(180, ge=1)
-    ready_seconds: int = Field(120, ge=1)
+    start_seconds: StrictInt = Field(180, ge=1)
+    ready_seconds: StrictInt = Field(120, ge=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -101,7 +102,7 @@ class RepoReconcileBound(_Seam):
 class RepoGc(_Seam):
     cluster: str = ""
     namespace: str = ""
-    ttl_seconds: int = Field(ge=0)
+    ttl_seconds: StrictInt = Field(ge=0)
 
 
 class SweepSecrets(_Seam):
@@ -109,7 +110,7 @@ class SweepSecrets(_Seam):
 
     cluster: str = ""
     namespace: str = ""
-    grace_seconds: int = Field(600, ge=0)
+    grace_seconds: StrictInt = Field(600, ge=0)
 
 
 class EffectInDoubt(_Seam):
