@@ -24,6 +24,7 @@ import asyncio
 import logging
 from typing import Any, Callable
 
+from engine.seams import SeamError
 from journal.records import Command
 
 log = logging.getLogger("kfold.daemon")
@@ -70,7 +71,10 @@ class Follower:
         if args == self.args and remote == self.remote:
             return False
         fresh = [t for t in remote if t not in self.remote]
-        await self.daemon.submit([self._configure(args), *self._bind(fresh)])
+        try:
+            await self.daemon.submit([self._configure(args), *self._bind(fresh)])
+        except SeamError:  # refused and logged by the daemon, nothing journaled: keep what was read before
+            return False
         self.args, self.remote = args, remote
         self._follow(remote)
         self.changes += 1
