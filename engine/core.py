@@ -14,14 +14,23 @@ Guarantees:
   folded. A pending effect that was issued (its ``EffectIssued`` folded) and has no outcome after a
   restart is in doubt: the daemon appends ``Command("effect.in_doubt")`` and the owning machine
   re-observes.
+- A poison record never stops the fold. If a machine raises on a record, the record's effect on
+  the state is dropped whole (as if it had not been folded, seq and time excepted), and its
+  subject key is quarantined (``State.quarantine``, ``Quarantined``): one ``Log`` at error level
+  names the record, the machine and the error; later observations, deadlines, outcomes and
+  messages about a quarantined object key are skipped (its decision stays frozen as it was).
+  A command's or relist's subject (``<cluster>/<namespace>/#<name>``) is no object: it is recorded
+  as refused and later commands are folded as usual. Every other object goes on. Replay reproduces
+  the same quarantine: it is a pure function of the records, like everything else here.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from immutables import Map
 
+from engine.seams import check_command, check_message
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Record, Relist
 
 if TYPE_CHECKING:
@@ -41,11 +50,15 @@ class SequenceError(FoldError):
 
 @dataclass(frozen=True, slots=True)
 class Timer:
+    """``due`` is server time on the clock of ``cluster`` (the cluster the deadline concerns; ""
+    = the first part of an object key, or the home cluster): the daemon judges it on that clock."""
+
     id: str
     due: int
     machine: str
     key: str
     name: str
+    cluster: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +72,23 @@ class Pending:
 
 
 @dataclass(frozen=True, slots=True)
+class Quarantined:
+    """Why ``key`` is quarantined: the record a machine could not fold, and the error."""
+
+    seq: int
+    rec: str
+    machine: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class State:
     seq: int = 0
     at: int | None = None
     tables: Map = EMPTY          # machine name -> Map[key -> decision record]
     timers: Map = EMPTY          # timer id -> Timer
     pending: Map = EMPTY         # effect id -> Pending
+    quarantine: Map = EMPTY      # subject key -> Quarantined (see the module docstring)
 
     def table(self, machine: str) -> Map:
         return self.tables.get(machine, EMPTY)
@@ -77,18 +101,26 @@ class State:
         """Effects the fold emitted that were never journaled as issued (never sent)."""
         return [p.effect for p in self.pending.values() if not p.issued]
 
-    def due_timers(self, now: int) -> list[Timer]:
-        return sorted((t for t in self.timers.values() if t.due <= now), key=lambda t: (t.due, t.id))
+    def due_timers(self, now: "int | Callable[[str], int | None]") -> list[Timer]:
+        """Timers whose due time has passed; ``now`` is one reading, or a reading per cluster."""
+        clock = now if callable(now) else (lambda _c: now)
+        due = [t for t in self.timers.values() if (n := clock(timer_cluster(t))) is not None and t.due <= n]
+        return sorted(due, key=lambda t: (t.due, t.id))
 
     def next_due(self) -> int | None:
         return min((t.due for t in self.timers.values()), default=None)
+
+
+def timer_cluster(t: Timer) -> str:
+    """The cluster whose clock judges ``t``: its own, else the first part of an object key."""
+    return t.cluster or (t.key.split("/", 1)[0] if t.key.count("/") >= 2 else "")
 
 
 def initial_state() -> State:
     return State()
 
 
-class Ctx:
+class StepContext:
     """What a machine handler sees and does during one fold step.
 
     Reads and writes go to the step's working copy; effects and messages accumulate; nothing is
@@ -98,7 +130,7 @@ class Ctx:
     state the fold started from is never touched."""
 
     __slots__ = ("record", "now", "_base", "_tables", "_mut", "_dirty", "_timers", "_tmut", "_pending", "_pmut",
-                 "_effects", "_queue", "_machine")
+                 "_effects", "_queue", "_machine", "_quarantine", "_typed")
 
     def __init__(self, state: State, record: Record | None = None):
         self.record = record
@@ -114,6 +146,8 @@ class Ctx:
         self._effects: list[Any] = []
         self._queue: list[tuple[str, str, str, dict[str, Any]]] = []
         self._machine = ""
+        self._quarantine: Map = state.quarantine
+        self._typed: frozenset[str] = frozenset()   # machines whose messages are typed (engine.seams)
 
     def _begin(self, record: Record) -> None:
         self.record, self.now = record, record.at
@@ -126,7 +160,7 @@ class Ctx:
             tables = tables.set(m, t.finish() if m in self._mut else t)
         timers = self._timers.finish() if self._tmut else self._timers
         pending = self._pending.finish() if self._pmut else self._pending
-        return State(seq, at, tables, timers, pending)
+        return State(seq, at, tables, timers, pending, self._quarantine)
 
     # -- state of the current machine ---------------------------------------------------------
     def get(self, key: str, machine: str | None = None) -> Any:
@@ -156,9 +190,12 @@ class Ctx:
         return self._tables.get(m, EMPTY).items()
 
     # -- timers ---------------------------------------------------------------------------
-    def set_timer(self, key: str, name: str, due: int) -> None:
+    def set_timer(self, key: str, name: str, due: int, cluster: str = "") -> None:
+        """Arm ``name`` on ``key`` for server time ``due`` on ``cluster``'s clock (default: the
+        cluster of the object key, see ``timer_cluster``)."""
         tid = f"{self._machine}:{key}:{name}"
-        self._timer_set(tid, Timer(tid, due, self._machine, key, name))
+        timer = Timer(tid, due, self._machine, key, name)
+        self._timer_set(tid, timer if cluster in ("", timer_cluster(timer)) else replace(timer, cluster=cluster))
 
     def cancel_timer(self, key: str, name: str) -> None:
         tid = f"{self._machine}:{key}:{name}"
@@ -218,7 +255,11 @@ class Ctx:
         self.emit(Log, key, level=level, message=message, fields=fields)
 
     def tell(self, machine: str, key: str, message: str, **args: Any) -> None:
-        """Deliver ``message`` to another machine within this same fold step, after this handler."""
+        """Deliver ``message`` to another machine within this same fold step, after this handler.
+        Checked against its model first (``engine.seams``): a message the receiver cannot read is
+        refused here, on the record that made it."""
+        if machine in self._typed:
+            check_message(machine, message, args)
         self._queue.append((machine, key, message, args))
 
     def pending_for(self, key: str) -> list[Any]:
@@ -239,27 +280,131 @@ def fold_many(state: State, records: Sequence[Record],
     same effects per record, ``tests/unit/test_fold_many.py``), with one working copy for the
     whole batch instead of a new ``State`` and new maps per record.
 
-    All or nothing: if a record cannot be folded its exception propagates and no state is
-    returned; ``state`` is unchanged (immutable), so a caller that must know how far the batch
-    got folds the same records one by one with ``fold``."""
+    A record a machine raises on is quarantined (module docstring): the batch is refolded up to
+    it from ``state`` (immutable, so nothing is lost), the quarantine is applied, and the rest of
+    the batch goes on. Only a ``SequenceError`` (a gap or a repeat) propagates."""
     reg = machines or _DEFAULT or default_machines()
-    ctx = Ctx(state)
+    out: list[tuple[Any, ...]] = []
+    start = 0
+    while True:
+        try:
+            state, effects = _fold_run(reg, state, records, start, len(records))
+            return state, out + effects
+        except _Poison as poison:
+            if poison.index > start:
+                state, effects = _fold_run(reg, state, records, start, poison.index)
+                out += effects
+            state, effects = _quarantine(reg, state, records[poison.index], poison)
+            out.append(effects)
+            start = poison.index + 1
+
+
+class _Poison(Exception):
+    def __init__(self, index: int, machine: str, error: BaseException):
+        super().__init__(index, machine, error)
+        self.index, self.machine, self.error = index, machine, error
+
+
+def _fold_run(reg: "Machines", state: State, records: Sequence[Record], start: int,
+              end: int) -> tuple[State, list[tuple[Any, ...]]]:
+    ctx = StepContext(state)
+    ctx._typed = reg.typed
     seq, at = state.seq, state.at
     out: list[tuple[Any, ...]] = []
-    for record in records:
+    for i in range(start, end):
+        record = records[i]
         if record.seq != seq + 1:
             raise SequenceError(
                 f"record seq {record.seq} cannot follow seq {seq}: "
                 f"{'repeat' if record.seq <= seq else 'gap'} in the journal")
         ctx._begin(record)
-        _dispatch(reg, ctx, record)
-        if ctx._queue:
-            _drain(reg, ctx)
+        try:
+            _dispatch(reg, ctx, record)
+            if ctx._queue:
+                _drain(reg, ctx)
+        except Exception as exc:  # a poison record: see the module docstring
+            raise _Poison(i, ctx._machine, exc) from exc
         seq, rat = record.seq, record.at
         if rat is not None and (at is None or rat >= at):
             at = rat
         out.append(tuple(ctx._effects))
     return ctx._finish(seq, at), out
+
+
+MAX_ERROR_CHARS = 500
+
+
+def subject(record: Record, pending: Map = EMPTY) -> str:
+    """The key a record is about: an object key, or ``<cluster>/<namespace>/#<what>`` for a
+    command or a relist (no object)."""
+    if isinstance(record, Observed):
+        return f"{record.cluster}/{record.namespace}/{record.name}"
+    if isinstance(record, (Deadline, Outcome)):
+        return record.key
+    if isinstance(record, Command):
+        eid = _in_doubt_id(record)
+        p = pending.get(eid) if eid else None
+        return p.effect.key if p is not None else f"{record.cluster}/{record.namespace}/#{record.name}"
+    if isinstance(record, Relist):
+        return f"{record.cluster}/{record.scope}/#relist:{record.kind}"
+    return f"//#{record.rec}"
+
+
+def _quarantine(reg: "Machines", state: State, record: Record, poison: _Poison) -> tuple[State, tuple[Any, ...]]:
+    """``record`` folded as refused: the state as before it (its deadline or outcome consumed), its
+    subject quarantined, one error Log, and what each machine's ``on_quarantine`` reports (e.g. the
+    Session's status); a report that raises is left out."""
+    from engine.effects.models import Log
+    if record.seq != state.seq + 1:
+        raise SequenceError(f"record seq {record.seq} cannot follow seq {state.seq}")
+    ctx = StepContext(state)
+    ctx._begin(record)
+    key = subject(record, state.pending)
+    if isinstance(record, Outcome) and record.effect_id in ctx._pending:
+        ctx._pending_delete(record.effect_id)
+    elif isinstance(record, Command) and _in_doubt_id(record) in ctx._pending:
+        ctx._pending_delete(_in_doubt_id(record))
+    elif isinstance(record, Deadline) and record.timer in ctx._timers:
+        ctx._timer_delete(record.timer)
+    error = f"{type(poison.error).__name__}: {poison.error}"
+    if len(error) > MAX_ERROR_CHARS:
+        error = error[:MAX_ERROR_CHARS - 3] + "..."
+    machine = poison.machine or "fold"
+    ctx._quarantine = ctx._quarantine.set(key, Quarantined(record.seq, record.rec, machine, error))
+    what = "quarantined: its decision stays as it was and later records about it are skipped" \
+        if is_object_key(key) else "refused: nothing of it was applied"
+    ctx._machine = machine
+    ctx.emit(Log, key, level="error", message=f"record {record.seq} ({record.rec}) could not be folded by "
+             f"machine {machine}: {error}; {key} is {what}", fields={"seq": record.seq, "quarantined": key})
+    at = state.at if record.at is None or (state.at is not None and record.at < state.at) else record.at
+    done, effects = ctx._finish(record.seq, at), tuple(ctx._effects)
+    reported = _reported(reg, done, effects, record, key, error) if is_object_key(key) else None
+    return (done, effects) if reported is None else (reported._finish(record.seq, at), tuple(reported._effects))
+
+
+def _reported(reg: "Machines", done: State, effects: tuple[Any, ...], record: Record, key: str,
+              error: str) -> "StepContext | None":
+    """A step after ``done`` (the quarantine and its Log) where each machine reported the
+    quarantine of ``key``; None if a report raised (the quarantine stands without it)."""
+    ctx = StepContext(done)
+    ctx._typed = reg.typed
+    ctx._begin(record)
+    ctx._effects = list(effects)
+    try:
+        for m in reg.all:
+            _call(ctx, m, m.on_quarantine, key, error)
+    except Exception:
+        return None
+    return ctx
+
+
+def is_object_key(key: str) -> bool:
+    return not key.rpartition("/")[2].startswith("#")
+
+
+def _frozen(ctx: StepContext, key: str) -> bool:
+    q = ctx._quarantine
+    return bool(q) and key in q and is_object_key(key)
 
 
 def fold_all(state: State, records: Iterable[Record], machines: "Machines | None" = None):
@@ -278,7 +423,10 @@ class _FoldRun:
     effects: list[tuple[int, tuple[Any, ...]]] = field(default_factory=list)
 
 
-def _dispatch(reg: "Machines", ctx: Ctx, record: Record) -> None:
+def _dispatch(reg: "Machines", ctx: StepContext, record: Record) -> None:
+    if ctx._quarantine and _frozen(ctx, subject(record, ctx._pending)):
+        _skip(ctx, record)
+        return
     if type(record) is Observed:  # most records: set the machine directly (what _call does)
         for m in reg.by_kind.get(record.kind, ()):
             ctx._machine = m.name
@@ -316,6 +464,22 @@ def _dispatch(reg: "Machines", ctx: Ctx, record: Record) -> None:
         raise FoldError(f"record {record.seq}: unknown record type {type(record).__name__}")
 
 
+def _skip(ctx: StepContext, record: Record) -> None:
+    """A record about a quarantined object: consumed (its timer or pending effect goes), decided on
+    by no machine."""
+    if isinstance(record, Deadline) and record.timer in ctx._timers:
+        ctx._timer_delete(record.timer)
+    elif isinstance(record, Outcome) and record.effect_id in ctx._pending:
+        ctx._pending_delete(record.effect_id)
+    elif isinstance(record, Command) and _in_doubt_id(record) in ctx._pending:
+        ctx._pending_delete(_in_doubt_id(record))
+
+
+def _in_doubt_id(record: Command) -> str:
+    eid = record.args.get("effect_id") if record.name == "effect.in_doubt" else None
+    return eid if isinstance(eid, str) else ""
+
+
 def _retrying(record: Outcome, p: Pending) -> bool:
     """A transient outcome of a safe effect with ``retry_after_ms`` is a journaled retry decision."""
     return record.result == "transient" and record.retry_after_ms is not None and p.effect.safe_to_retry
@@ -328,7 +492,8 @@ def _retry(record: Outcome, p: Pending) -> Pending:
     return Pending(p.effect, issued=False, attempt=p.attempt + 1, not_before=due)
 
 
-def _command(reg: "Machines", ctx: Ctx, record: Command) -> None:
+def _command(reg: "Machines", ctx: StepContext, record: Command) -> None:
+    check_command(record.name, record.args)  # a journal from before the daemon checked (engine.seams)
     if record.name == "effect.in_doubt":
         eid = record.args.get("effect_id", "")
         p = ctx._pending.get(eid)
@@ -345,7 +510,7 @@ def _command(reg: "Machines", ctx: Ctx, record: Command) -> None:
     _call(ctx, m, m.on_command, record)
 
 
-def _drain(reg: "Machines", ctx: Ctx) -> None:
+def _drain(reg: "Machines", ctx: StepContext) -> None:
     handled, queue = 0, ctx._queue
     while queue:
         machine, key, message, args = queue.pop(0)
@@ -356,10 +521,12 @@ def _drain(reg: "Machines", ctx: Ctx) -> None:
         m = reg.by_name.get(machine)
         if m is None:
             raise FoldError(f"record {ctx.record.seq}: message {message!r} for unknown machine {machine!r}")
+        if ctx._quarantine and _frozen(ctx, key):
+            continue  # a quarantined object hears nothing: its decision stays frozen
         _call(ctx, m, m.on_message, key, message, args)
 
 
-def _call(ctx: Ctx, machine: "Machine", handler: Any, *args: Any) -> None:
+def _call(ctx: StepContext, machine: "Machine", handler: Any, *args: Any) -> None:
     """Run ``handler`` as ``machine``. Handlers never nest (machines ``tell``, they do not call
     each other's handlers), so the current machine is simply set: nothing to restore."""
     ctx._machine = machine.name
@@ -374,6 +541,7 @@ class Machines:
         self.by_name = {m.name: m for m in self.all}
         self.by_kind: dict[str, tuple["Machine", ...]] = {}
         self.by_command: dict[str, "Machine"] = {}
+        self.typed = frozenset(m.name for m in self.all if m.typed_messages)
         for m in self.all:
             for kind in m.observes:
                 self.by_kind[kind] = self.by_kind.get(kind, ()) + (m,)

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 from immutables import Map
 
-from engine.core import Machines, Pending, State, Timer, default_machines
+from engine.core import Machines, Pending, Quarantined, State, Timer, default_machines
 from engine.effects.models import effect_from_dict, effect_to_dict
 
 FORMAT = 1
@@ -23,8 +23,12 @@ def to_data(state: State) -> dict[str, Any]:
         "seq": state.seq,
         "at": state.at,
         "tables": {m: {k: d.model_dump(mode="json") for k, d in t.items()} for m, t in state.tables.items()},
-        "timers": {t.id: [t.due, t.machine, t.key, t.name] for t in state.timers.values()},
+        "timers": {t.id: [t.due, t.machine, t.key, t.name] + ([t.cluster] if t.cluster else [])
+                   for t in state.timers.values()},
         "pending": {eid: _pending_data(p) for eid, p in state.pending.items()},
+        # only when something is quarantined: snapshots without one keep their bytes
+        **({"quarantine": {k: [q.seq, q.rec, q.machine, q.error] for k, q in state.quarantine.items()}}
+           if state.quarantine else {}),
     }
 
 
@@ -43,7 +47,8 @@ def load(data: bytes, machines: Machines | None = None) -> State:
     })
     timers = Map({tid: Timer(tid, *v) for tid, v in raw["timers"].items()})
     pending = Map({eid: _pending(v) for eid, v in raw["pending"].items()})
-    return State(seq=raw["seq"], at=raw["at"], tables=tables, timers=timers, pending=pending)
+    quarantine = Map({k: Quarantined(*v) for k, v in raw.get("quarantine", {}).items()})
+    return State(seq=raw["seq"], at=raw["at"], tables=tables, timers=timers, pending=pending, quarantine=quarantine)
 
 
 def _pending_data(p: Pending) -> list[Any]:

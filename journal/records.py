@@ -126,6 +126,7 @@ class Outcome(_Record):
     obj: dict[str, Any] | None = None
     items: tuple[dict[str, Any], ...] | None = None
     retry_after_ms: int | None = None
+    step: str = ""    # an effect of several requests: the one this answers ("check": EnsureNamespace's GET)
 
 
 Record = Annotated[

@@ -281,15 +281,3 @@ class Journal:
 
     async def _release(self) -> None:
         raise NotImplementedError
-
-
-def __getattr__(name: str) -> Any:
-    """``journal.store.SqliteJournal`` / ``MemoryJournal``: the implementations, importable from
-    the port's module too (lazily: they import this module)."""
-    if name == "SqliteJournal":
-        from journal.sqlite import SqliteJournal
-        return SqliteJournal
-    if name == "MemoryJournal":
-        from journal.memory import MemoryJournal
-        return MemoryJournal
-    raise AttributeError(name)

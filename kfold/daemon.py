@@ -43,8 +43,10 @@ from typing import Any, Callable, Iterable, Iterator
 
 from engine import snapshot
 from engine.core import Machines, State, default_machines, fold, fold_many, initial_state
+from engine.effects.clock import ServerClocks
 from engine.effects.models import effect_to_dict
 from engine.effects.timers import Ticker, ready_to_issue, seq_key
+from engine.seams import SeamError, check_command
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
 from kfold import gc_policy
 
@@ -58,7 +60,8 @@ class Daemon:
                  machines: Machines | None = None, snapshot_every: int = 1000, metrics: Any = None,
                  monotonic: Callable[[], float] = time.monotonic):
         self.journal = journal
-        self.clock = clock
+        # one server clock per cluster (a single ServerClock: every cluster reads it)
+        self.clock = clock if isinstance(clock, ServerClocks) else ServerClocks.single(clock)
         self.machines = machines or default_machines()
         self.snapshot_every = snapshot_every
         self.metrics = metrics
@@ -77,9 +80,11 @@ class Daemon:
 
     # -- sinks (observers, executor, ticker, periodic commands) ---------------------------------
     async def submit(self, drafts: Iterable[Any]) -> None:
-        """Queue drafts and wait until they are committed and folded (backpressure)."""
+        """Queue drafts and wait until they are committed and folded (backpressure). A command the
+        fold cannot accept raises ``SeamError`` naming the field; nothing of ``drafts`` is queued."""
+        drafts = checked(list(drafts), self.machines)
         fut = asyncio.get_running_loop().create_future()
-        self._inbox.put_nowait((list(drafts), fut))
+        self._inbox.put_nowait((drafts, fut))
         await fut
 
     async def outcome_sink(self, outcome: Outcome) -> None:
@@ -104,6 +109,9 @@ class Daemon:
             self._recovering = False
             self._changed.set()
         log.info("recovered at seq %d: %d in doubt, %d never sent", self.state.seq, len(in_doubt), len(never_sent))
+        for key, q in sorted(self.state.quarantine.items()):
+            log.error("quarantined since seq %d: %s (machine %s: %s); `kfold trace JOURNAL %s` shows it",
+                      q.seq, key, q.machine, q.error, key, extra={"key": key})
         return {"seq": self.state.seq, "in_doubt": len(in_doubt), "unissued": len(never_sent)}
 
     async def _load(self) -> None:
@@ -124,7 +132,7 @@ class Daemon:
         """Append, fold, journal the keys' next effects as issued, submit them. The only writer."""
         if not drafts:
             return []
-        stamped = await self.journal.append(drafts)
+        stamped = await self.journal.append(drafts)  # commands were checked by submit (or are the daemon's own)
         for effects in self._fold_all(stamped):
             for e in effects:
                 if e.type == "log":
@@ -191,7 +199,7 @@ class Daemon:
         return effects
 
     def _issued(self, effect: Any) -> EffectIssued:
-        return EffectIssued(at=self.clock.now_ms(), effect=effect_to_dict(effect))
+        return EffectIssued(at=self.clock.now_ms(effect.cluster), effect=effect_to_dict(effect))
 
     def _wait_unclocked_retry(self, rec: Outcome) -> None:
         """A retry decided without server time waits ``retry_after_ms`` in-process (the ticker)."""
@@ -231,7 +239,7 @@ class Daemon:
     async def run_ticker(self) -> None:
         """Deadlines and retries, as their clock passes them (not while recovering)."""
         while True:
-            now, mono = self.clock.now_ms(), int(self._monotonic() * 1000)
+            now, mono = self.clock.now_ms, int(self._monotonic() * 1000)  # a reading per cluster
             drafts = [] if self._recovering else self.ticker.due(self.state, now, mono)
             if drafts:
                 await self.submit(drafts)
@@ -286,6 +294,23 @@ class Daemon:
         if batch:
             drafts = [d for ds, _ in batch for d in ds if not isinstance(d, EffectIssued)]
             await self.commit([d for d in drafts if isinstance(d, Outcome)])
+
+
+def checked(drafts: list[Any], machines: Machines) -> list[Any]:
+    """``drafts``, once every command among them is one a machine takes and matches its model
+    (``engine.seams``): a command the fold cannot accept is refused before it is journaled, so it
+    can never come back at a restart."""
+    for d in drafts:
+        if isinstance(d, Command):
+            try:
+                if d.name not in machines.by_command and d.name != "effect.in_doubt":
+                    raise SeamError(f"command {d.name} refused: no machine takes it; known: "
+                                    f"{', '.join(sorted(machines.by_command))}")
+                check_command(d.name, d.args)
+            except SeamError as exc:
+                log.error("%s; nothing was journaled", exc, extra={"command": d.name})
+                raise
+    return drafts
 
 
 _CRASH_COUNTS: dict[str, int] = {}

@@ -25,9 +25,11 @@ import signal
 from typing import Any, Callable, Mapping
 
 from engine.effects import executor_resources as res
-from engine.effects.clock import ServerClock
+from engine.effects.clock import ServerClock, ServerClocks
 from engine.effects.executor import Backoff, Executor
 from engine.effects.executor_transport import KubeTransport
+from engine.labels import MANAGED_SELECTOR
+from engine.seams import SeamError, SessionConfigure
 from journal.records import Command
 from journal.store import JournalError
 from kfold.config import Config
@@ -37,37 +39,57 @@ from kfold.daemon_follow import Follower
 from kfold.http import HttpServer, Metrics, routes_for
 
 log = logging.getLogger("kfold.daemon")
-MANAGED = "app.kubernetes.io/managed-by=kfold"
 
 
 def boot_commands(cfg: Config, env: Mapping[str, str], now_ms: int | None,
-                  clusters: dict[str, Any] | None = None) -> list[Command]:
-    home = cfg.cluster.name
+                  clusters: dict[str, Any] | None = None,
+                  remote: list[tuple[str, str, str, str]] = ()) -> list[Command]:
+    """``session.configure``, then the Repo statements of every watched namespace: the home
+    cluster's, and each registered target's (``remote``: what ``registrations`` read)."""
     out = [configure_command(cfg, now_ms, clusters)]
-    for ns in cfg.namespaces:
-        out += [Command(at=now_ms, name="repo.bind", cluster=home, namespace=ns, args=_bind_args(cfg, env, ns)),
-                Command(at=now_ms, name="repo.reconcile_bound", cluster=home, namespace=ns,
-                        args={"cluster": home, "namespace": ns, "bindings": _bindings(cfg)})]
+    return out + repo_commands(cfg, env, now_ms, [(cfg.cluster.name, ns) for ns in cfg.namespaces]) \
+        + repo_commands(cfg, env, now_ms, [(handle, ns) for handle, _t, _n, ns in remote])
+
+
+def repo_commands(cfg: Config, env: Mapping[str, str], now_ms: int | None,
+                  where: list[tuple[str, str]]) -> list[Command]:
+    """``repo.bind`` and ``repo.reconcile_bound`` for each ``(cluster handle, namespace)``: the
+    bindings and credential NAMES of the config, stated in every namespace Sessions may run in."""
+    out = []
+    for cluster, ns in where:
+        out += [Command(at=now_ms, name="repo.bind", cluster=cluster, namespace=ns,
+                        args=_bind_args(cfg, env, cluster, ns)),
+                Command(at=now_ms, name="repo.reconcile_bound", cluster=cluster, namespace=ns,
+                        args={"cluster": cluster, "namespace": ns, "bindings": _bindings(cfg)})]
     return out
 
 
 def configure_command(cfg: Config, now_ms: int | None, clusters: dict[str, Any] | None = None) -> Command:
-    """``session.configure``: at boot, and again whenever the registrations change."""
+    """``session.configure``: at boot, and again whenever the registrations change. Built as the
+    model the session machine reads (``engine.seams.SessionConfigure``): one spelling, both sides."""
     home = cfg.cluster.name
-    return Command(at=now_ms, name="session.configure", cluster=home, args={
-        "clusters": [home], "base_domain": cfg.base_domain, **(clusters or {}),
-        "start_ms": cfg.deadlines.start_seconds * 1000, "ready_ms": cfg.deadlines.ready_seconds * 1000,
-        "defaults": {"start_seconds": cfg.deadlines.start_seconds, "ready_seconds": cfg.deadlines.ready_seconds}})
+    args = SessionConfigure(clusters=(home,), base_domain=cfg.base_domain,
+                            start_seconds=cfg.deadlines.start_seconds, ready_seconds=cfg.deadlines.ready_seconds,
+                            **(clusters or {}))
+    return Command(at=now_ms, name="session.configure", cluster=home, args=args.model_dump(mode="json"))
+
+
+def boot_drafts(cfg: Config, env: Mapping[str, str], registry: Any, now_ms: int | None
+                ) -> tuple[list[Command], tuple[dict[str, Any], list[tuple[str, str, str, str]]]]:
+    """What ``kfold run`` journals at boot, from ONE read of the registry, and that read
+    (``configure`` args, registered targets) for the ``Follower``."""
+    booted, remote = registrations(cfg, registry)
+    return boot_commands(cfg, env, now_ms, booted, remote), (booted, remote)
 
 
 def _bindings(cfg: Config) -> list[dict[str, str]]:
     return [{"url": b.url} for b in cfg.repos.bindings]
 
 
-def _bind_args(cfg: Config, env: Mapping[str, str], ns: str) -> dict[str, Any]:
+def _bind_args(cfg: Config, env: Mapping[str, str], cluster: str, ns: str) -> dict[str, Any]:
     creds = [c.model_dump(exclude_none=True) for c in cfg.repos.credentials]
     names = sorted({c.env for c in cfg.repos.credentials if c.env and env.get(c.env)})
-    return {"cluster": cfg.cluster.name, "namespace": ns, "bindings": _bindings(cfg), "credentials": creds,
+    return {"cluster": cluster, "namespace": ns, "bindings": _bindings(cfg), "credentials": creds,
             "env_present": names, "refresh_interval": cfg.repos.refresh_interval}
 
 
@@ -92,8 +114,11 @@ async def run_periodic(daemon: Daemon, interval_s: int, name: str,
                        args_list: Callable[[], list[dict[str, Any]]]) -> None:
     while True:
         await asyncio.sleep(interval_s)
-        await daemon.submit([Command(at=daemon.clock.now_ms(), name=name, cluster=a["cluster"],
-                                     namespace=a["namespace"], args=a) for a in args_list()])
+        try:
+            await daemon.submit([Command(at=daemon.clock.now_ms(), name=name, cluster=a["cluster"],
+                                         namespace=a["namespace"], args=a) for a in args_list()])
+        except SeamError:
+            pass  # refused and logged by the daemon, never journaled; the next run asks again
 
 
 def observed_kinds(daemon: Daemon) -> list[res.Resource]:
@@ -101,13 +126,13 @@ def observed_kinds(daemon: Daemon) -> list[res.Resource]:
 
 
 def _journal_redact(daemon: Daemon) -> Any:
-    """The journal's own redactor (keyed with its salt), so the observer's digests are the ones the
-    journal stores; the journal redacts again on append, which is idempotent."""
-    redactor = getattr(daemon.journal, "redactor", None)
-    return redactor.redact if redactor is not None else None
+    """The journal's own redactor (keyed with the salt stored in the journal), so the observer's
+    digests are the ones the journal stores, the same before and after a restart; the journal
+    redacts again on append, which is idempotent. The journal is open: it has one."""
+    return daemon.journal.redactor.redact
 
 
-def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock) -> list[Any]:
+def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock | ServerClocks) -> list[Any]:
     """Every observed kind in every watched namespace of the home cluster (the registered
     clusters' watches are the ``Follower``'s: ``remote_observers``)."""
     from engine.effects.observer import Observer
@@ -115,9 +140,10 @@ def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock)
     common = dict(redact=_journal_redact(daemon), idle_timeout_s=cfg.deadlines.watch_idle_seconds)
     for r in observed_kinds(daemon):
         for ns in cfg.namespaces:
-            selector = MANAGED if r.kind in ("Pod", "Secret") else ""
+            selector = MANAGED_SELECTOR if r.kind in ("Pod", "Secret") else ""
             out.append(Observer(lambda: client, cfg.cluster.name, r.api_version, r.kind, r.plural, ns,
-                                _late_lists(daemon.submit, r.kind), clock, label_selector=selector, **common))
+                                _late_lists(daemon.submit, r.kind), _clock_of(clock, cfg.cluster.name),
+                                label_selector=selector, **common))
     return out
 
 
@@ -141,16 +167,26 @@ def _late_lists(sink: Callable[[list[Any]], Any], kind: str) -> Callable[[list[A
     return late
 
 
-def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClock, registry: Any,
+def _clock_of(clock: ServerClock | ServerClocks, cluster: str) -> ServerClock:
+    return clock.for_cluster(cluster) if isinstance(clock, ServerClocks) else clock
+
+
+def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClock | ServerClocks, registry: Any,
                      remote: list[tuple[str, str, str, str]]) -> list[Any]:
-    """kfold's pods on each registered target ``(handle, tenant, name, namespace)``."""
+    """kfold's pods and the Repos on each registered target ``(handle, tenant, name, namespace)``.
+    A Repo watch there is ``optional`` for /readyz: a cluster without the Repo CRD runs Sessions
+    that name no repository."""
     from engine.effects.observer import Observer
     common = dict(redact=_journal_redact(daemon), idle_timeout_s=cfg.deadlines.watch_idle_seconds)
+    repo = next(r for r in res.RESOURCES if r.kind == "Repo")
     out = []
     for handle, tenant, name, ns in remote:
         reach = (lambda t=tenant, n=name: registry.reach(t, n))
-        out.append(Observer(reach, handle, "v1", "Pod", "pods", ns, daemon.submit, clock,
-                            label_selector=MANAGED, **common))
+        out.append(Observer(reach, handle, "v1", "Pod", "pods", ns, daemon.submit, _clock_of(clock, handle),
+                            label_selector=MANAGED_SELECTOR, **common))
+        if repo.kind in daemon.machines.by_kind:  # per-node status for the Sessions placed there
+            out.append(Observer(reach, handle, repo.api_version, repo.kind, repo.plural, ns, daemon.submit,
+                                _clock_of(clock, handle), optional=True, **common))
     return out
 
 
@@ -170,21 +206,24 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     from kfold import gc_policy
     gc_policy.set_thresholds()  # see kfold.gc_policy; recovery freezes what it loaded
     registry, client = open_registry(cfg)
-    booted, remote = registrations(cfg, registry)  # one read: what boot configures is what it watches
-    clock, metrics = ServerClock(), Metrics()
+    clock, metrics = ServerClocks(home=cfg.cluster.name), Metrics()  # one server clock per cluster
     transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads)
     backoff = Backoff(max_attempts=cfg.executor.max_attempts)
     journal = journal or open_journal(cfg.journal.path)
     await journal.open()
-    daemon = Daemon(journal, lambda sink: Executor(transport, clock, sink, env=env, backoff=backoff, metrics=metrics),
+    daemon = Daemon(journal, lambda sink: Executor(transport, clock.for_cluster, sink, env=env, backoff=backoff,
+                                                   metrics=metrics),
                     clock, snapshot_every=cfg.journal.snapshot_every, metrics=metrics)
     daemon.start_loops()
     await daemon.recover()
-    await daemon.submit(boot_commands(cfg, env, clock.now_ms(), booted))
+    commands, (booted, remote) = boot_drafts(cfg, env, registry, clock.now_ms())  # what boot configures is what it watches
+    await daemon.submit(commands)
     observers = make_observers(cfg, daemon, client, clock)
     follower = Follower(daemon, registry, cfg.registry.rescan_seconds,
                         read=lambda r: registrations(cfg, r),
                         configure=lambda args: configure_command(cfg, clock.now_ms(), args),
+                        bind=lambda targets: repo_commands(cfg, env, clock.now_ms(),
+                                                           [(h, ns) for h, _t, _n, ns in targets]),
                         observe=lambda targets: remote_observers(cfg, daemon, clock, registry, targets),
                         observers=observers, initial=(booted, remote))
     for o in observers:

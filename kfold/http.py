@@ -21,6 +21,8 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
+from kfold.daemon_journal import journal_bytes
+
 BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
 
 
@@ -42,7 +44,8 @@ class Metrics:
     def effect_done(self, effect_type: str, result: str) -> None:
         self.effects[(effect_type, result)] += 1
 
-    def render(self, observers: list[Any], journal_bytes: int, skew_ms: int | None, seq: int) -> str:
+    def render(self, observers: list[Any], journal_bytes: int, skew_ms: int | None, seq: int,
+               quarantine: Any = ()) -> str:
         out = ["# TYPE kfold_records_ingested_total counter"]
         out += [f'kfold_records_ingested_total{{rec="{k}"}} {v}' for k, v in sorted(self.ingested.items())]
         out += self._histogram()
@@ -58,6 +61,10 @@ class Metrics:
                 f'{1 if getattr(o, "synced", False) else 0}' for o in observers]
         out += ["# TYPE kfold_journal_bytes gauge", f"kfold_journal_bytes {journal_bytes}"]
         out += ["# TYPE kfold_state_seq gauge", f"kfold_state_seq {seq}"]
+        objects = sum(1 for k in quarantine if not k.rpartition("/")[2].startswith("#"))
+        out += ["# TYPE kfold_quarantined gauge",  # records a machine raised on (engine.core)
+                f'kfold_quarantined{{what="object"}} {objects}',
+                f'kfold_quarantined{{what="command"}} {len(quarantine) - objects}']
         if skew_ms is not None:
             out += ["# TYPE kfold_server_clock_skew_seconds gauge", f"kfold_server_clock_skew_seconds {skew_ms / 1000:.3f}"]
         return "\n".join(out) + "\n"
@@ -116,12 +123,12 @@ def routes_for(daemon: Any, observers: list[Any], metrics: Metrics) -> dict[str,
 
     def readyz() -> tuple[int, str, str]:
         waiting = [f"{o.cluster}/{o.namespace or '*'}/{o.kind}" + (f" ({o.problem})" if getattr(o, "problem", None) else "")
-                   for o in observers if not o.synced]
+                   for o in observers if not o.synced and not o.optional]
         return (200, "text/plain", "ready\n") if not waiting else (503, "text/plain", "waiting for initial list: " + ", ".join(waiting) + "\n")
 
     def metrics_page() -> tuple[int, str, str]:
         skew = daemon.clock.skew_ms(int(time.time() * 1000))
-        body = metrics.render(observers, daemon.journal.size_bytes(), skew, daemon.state.seq)
+        body = metrics.render(observers, journal_bytes(daemon.journal), skew, daemon.state.seq, daemon.state.quarantine)
         return 200, "text/plain; version=0.0.4", body
 
     return {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics_page}

@@ -24,9 +24,10 @@ from typing import Any
 import yaml
 
 from kfold import __version__
+from engine.labels import MANAGED_LABELS
 
 DATA = Path(__file__).parent / "data"
-LABELS = {"app.kubernetes.io/name": "kfold", "app.kubernetes.io/managed-by": "kfold"}
+LABELS = {"app.kubernetes.io/name": "kfold", **MANAGED_LABELS}
 WATCH = ["get", "list", "watch"]
 DEFAULT_IMAGE = f"localhost/kfold:{__version__}"  # the name scripts/build_image.sh gives its archive
 NONROOT = 65532  # the image's "nonroot" user and group

@@ -61,6 +61,8 @@ class ReplayResult:
         else:
             lines.append("effects: none")
         lines.append(f"pending effects: {len(self.state.pending)}; timers: {len(self.state.timers)}")
+        for key, q in sorted(self.state.quarantine.items()):
+            lines.append(f"quarantined {key} at seq {q.seq} ({q.rec}, machine {q.machine}): {q.error}")
         if self.in_flight:
             lines.append(f"in flight at the end (emitted, never issued): {', '.join(self.in_flight[:10])}")
         return "\n".join(lines)

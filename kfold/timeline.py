@@ -64,11 +64,14 @@ class Step:
     answered: Any = None               # an Outcome or EffectIssued record: the effect it concerns
     divergence: Divergence | None = None
     error: str = ""
+    quarantined: dict[str, Any] = field(default_factory=dict)  # key -> core.Quarantined, new here
+
 
     def keys(self) -> set[str]:
         """Every key this record concerns: decisions changed, effects emitted, timers moved, the
         key an outcome or deadline names, the object an observation is about."""
         out = {c.key for c in self.changes} | {e.key for e in self.effects} | {t.key for t in self.timers}
+        out |= set(self.quarantined)
         if self.answered is not None:
             out.add(self.answered.key)
         rec = self.record
@@ -105,6 +108,8 @@ def walk(records: Iterable[Record], state: State | None = None) -> Iterator[Step
             yield step
             continue
         _note_changes(step, notes, state, after)
+        if after.quarantine is not state.quarantine:
+            step.quarantined = {k: q for k, q in after.quarantine.items() if state.quarantine.get(k) is not q}
         for e in step.effects:
             if e.type != "log":
                 expected[e.id] = (rec, effect_to_dict(e))

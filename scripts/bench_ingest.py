@@ -18,7 +18,7 @@ Measured per run:
 With ``--rate 0`` the stub writes as fast as it can: the pipeline is saturated and latency is
 mostly queueing (bounded by the observer's pump queue). ``--rate N`` paces the stream at N/s.
 
-Journal: ``journal.store.SqliteJournal`` (``--synchronous`` FULL by default) when importable;
+Journal: ``journal.sqlite.SqliteJournal`` (``--synchronous`` FULL by default) when importable;
 otherwise a bench-local aiosqlite append-only table (WAL, synchronous=NORMAL, one transaction per
 batch), reported as such. The observer redacts with the journal's own ``redactor`` (as the daemon
 should) when it has one.
@@ -79,7 +79,7 @@ def serve(n: int, rate: float, chunk: int, conn: Any) -> None:
 
 
 class LocalSqliteJournal:
-    """Stand-in for journal.store.SqliteJournal: seq primary key, one transaction per append."""
+    """Stand-in for journal.sqlite.SqliteJournal: seq primary key, one transaction per append."""
 
     def __init__(self, path: str):
         self.path, self.seq, self.db = path, 0, None
@@ -106,10 +106,10 @@ class LocalSqliteJournal:
 
 async def open_journal(path: str) -> tuple[Any, str]:
     try:
-        from journal.store import SqliteJournal  # type: ignore[import-not-found]
+        from journal.sqlite import SqliteJournal  # type: ignore[import-not-found]
     except ImportError:
         return await LocalSqliteJournal(path).open(), "bench-local aiosqlite (journal.store not importable)"
-    return await SqliteJournal(path, synchronous=SYNCHRONOUS).open(), f"journal.store.SqliteJournal (synchronous={SYNCHRONOUS})"
+    return await SqliteJournal(path, synchronous=SYNCHRONOUS).open(), f"journal.sqlite.SqliteJournal (synchronous={SYNCHRONOUS})"
 
 
 async def one_run(n: int, rate: float, chunk: int) -> dict[str, Any]:

@@ -14,6 +14,12 @@ Guarantees:
   readings do not jitter backwards by up to a second on every response. A Date outside that
   window (server clock stepped, or long monotonic drift) re-anchors the clock to it.
 
+- ``ServerClocks`` keeps one ``ServerClock`` per cluster handle: each apiserver's Date anchors only
+  its own clock, so two clusters whose clocks disagree by seconds never drag each other's readings
+  back and forth. Whatever concerns a cluster (its observations, its effects' outcomes, deadlines
+  and retries about it) is stamped and judged on that cluster's clock; commands on kfold's own
+  (home) cluster's.
+
 Caveats:
 - The Date is stamped when the response is *received*, so a reading lags the server by up to the
   response latency plus the one-second truncation. Deadlines therefore fire late, never early.
@@ -98,3 +104,40 @@ class ServerClock:
         if self._anchor_ms is None:
             return None
         return self._anchor_ms + int((mono - self._anchor_mono) * 1000)
+
+
+class ServerClocks:
+    """One ``ServerClock`` per cluster handle, made on first use. ``""`` and ``home`` name the home
+    cluster's clock. ``ServerClocks.single(clock)`` answers every cluster with one clock (one
+    apiserver, as in most tests)."""
+
+    def __init__(self, home: str = "", monotonic: Callable[[], float] = time.monotonic):
+        self.home = home
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._clocks: dict[str, ServerClock] = {}
+        self._only: ServerClock | None = None
+
+    @classmethod
+    def single(cls, clock: ServerClock) -> "ServerClocks":
+        clocks = cls()
+        clocks._only = clock
+        return clocks
+
+    def for_cluster(self, cluster: str = "") -> ServerClock:
+        if self._only is not None:
+            return self._only
+        name = cluster or self.home
+        with self._lock:
+            clock = self._clocks.get(name)
+            if clock is None:
+                clock = self._clocks[name] = ServerClock(self._monotonic)
+            return clock
+
+    def now_ms(self, cluster: str = "") -> int | None:
+        """``cluster``'s server time (the home cluster's by default); None before its first Date."""
+        return self.for_cluster(cluster).now_ms()
+
+    def skew_ms(self, wall_ms: int) -> int | None:
+        """The home clock's skew (metrics only)."""
+        return self.for_cluster().skew_ms(wall_ms)

@@ -41,7 +41,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from engine.effects.clock import ServerClock, parse_http_date
 from engine.effects.executor_ops import Done, perform
-from engine.effects.executor_transport import Reply, Request, Transport
+from engine.effects.executor_transport import Response, Request, Transport
 from journal.records import Outcome
 
 log = logging.getLogger("kfold.executor")
@@ -125,8 +125,8 @@ class Executor:
                  extra={"key": effect.key, "effect_id": effect.id, "result": out.result})
         return out
 
-    def _calling(self, clock: ServerClock) -> Callable[[Request], Awaitable[Reply]]:
-        async def call(req: Request) -> Reply:
+    def _calling(self, clock: ServerClock) -> Callable[[Request], Awaitable[Response]]:
+        async def call(req: Request) -> Response:
             reply = await self._transport.call(req)
             clock.observe(reply.header("Date"))
             return reply
@@ -136,7 +136,7 @@ class Executor:
         at = parse_http_date(d.date) if effect.type == "list" else clock.now_ms()
         return Outcome(at=at, effect_id=effect.id, machine=effect.machine, key=effect.key,
                        result=d.result, status_reason=d.status_reason, message=d.message, code=d.code,
-                       obj=d.obj, items=d.items, retry_after_ms=self._retry_after(effect, d, attempt))
+                       obj=d.obj, items=d.items, retry_after_ms=self._retry_after(effect, d, attempt), step=d.step)
 
     def _retry_after(self, effect: Any, d: Done, attempt: int) -> int | None:
         if d.result != "transient":

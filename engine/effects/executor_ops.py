@@ -20,21 +20,24 @@ Guarantees:
   -> ``refused`` naming the name and the rule, nothing sent.
 - A ``TransportError`` -> ``transient`` (in doubt); ``Refused``/``UnknownKind``/``InvalidObjectName``
   -> ``refused``.
+- ``EnsureNamespace``: a failed GET (the existence check) comes back with ``step="check"``, so a
+  403 on the read is never reported as a refusal to create.
 """
 from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Mapping
 
 from kubernetes.client.exceptions import ApiException
 
 from engine.effects import executor_resources as res
-from engine.effects.executor_transport import Refused, Reply, Request, TransportError
+from engine.effects.executor_transport import Refused, Response, Request, TransportError
 from engine.effects.kube_errors import classify
+from engine.labels import MANAGED_LABELS
 
-Call = Callable[[Request], Awaitable[Reply]]
+Call = Callable[[Request], Awaitable[Response]]
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -48,6 +51,7 @@ class Done:
     items: tuple[dict[str, Any], ...] | None = None
     date: str | None = None           # the reply's Date header (ListObjects stamps ``at`` with it)
     retry_after_ms: int | None = None
+    step: str = ""                    # see ``Outcome.step``
 
 
 async def perform(effect: Any, call: Call, env: Mapping[str, str]) -> Done:
@@ -63,13 +67,13 @@ async def perform(effect: Any, call: Call, env: Mapping[str, str]) -> Done:
         return Done("refused", message=str(exc))
 
 
-def _bound(effect: Any, call: Call) -> Callable[..., Awaitable[Reply]]:
-    async def send(method: str, path: str, body: Any = None, query: tuple = (), ct: str = "application/json") -> Reply:
+def _bound(effect: Any, call: Call) -> Callable[..., Awaitable[Response]]:
+    async def send(method: str, path: str, body: Any = None, query: tuple = (), ct: str = "application/json") -> Response:
         return await call(Request(effect.cluster, effect.tenant, method, path, query, body, ct))
     return send
 
 
-def done(reply: Reply, obj_ok: bool = True) -> Done:
+def done(reply: Response, obj_ok: bool = True) -> Done:
     """A reply -> outcome fields, by Status reason."""
     date = reply.header("Date")
     if 200 <= reply.status < 300:
@@ -144,8 +148,10 @@ def _with_kind(item: dict[str, Any], e: Any) -> dict[str, Any]:
 async def _ensure_namespace(e: Any, send: Any, env: Any) -> Done:
     path = res.path("v1", "Namespace", name=e.namespace)  # validates the name the POST below creates
     got = done(await send("GET", path))
-    if got.result != "not_found":
+    if got.result == "ok":
         return got
+    if got.result != "not_found":  # the check itself failed: not a verdict on the create (seed 001)
+        return replace(got, step="check")
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": e.namespace, "labels": dict(e.labels)}}
     made = done(await send("POST", res.path("v1", "Namespace"), body))
     return Done("ok", code=made.code, date=made.date) if made.result == "already_exists" else made
@@ -155,7 +161,7 @@ async def _event(e: Any, send: Any, env: Any) -> Done:
     res.check_name("v1", "Event", e.event_name)
     body = {"apiVersion": "v1", "kind": "Event",
             "metadata": {"name": e.event_name, "namespace": e.namespace,
-                         "labels": {"app.kubernetes.io/managed-by": "kfold"}},
+                         "labels": dict(MANAGED_LABELS)},
             "involvedObject": dict(e.involved), "reason": e.reason, "message": e.message,
             "type": e.event_type, "source": {"component": "kfold"}}
     return done(await send("POST", res.path("v1", "Event", e.namespace), body))

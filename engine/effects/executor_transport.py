@@ -12,7 +12,7 @@ per daemon (a natural backpressure) without a second client stack to configure a
 its headers (``Date``, ``Retry-After``) and its raw Status body.
 
 Guarantees:
-- ``call`` returns a ``Reply`` for every HTTP status, 2xx or not; it never raises for a status.
+- ``call`` returns a ``Response`` for every HTTP status, 2xx or not; it never raises for a status.
 - ``TransportError``: no HTTP status came back (reset, timeout, TLS, DNS). The request may or may
   not have reached the apiserver; it is never to be read as NotFound.
 - ``Refused``: nothing was sent (unknown cluster, namespace out of bounds, no client).
@@ -46,7 +46,7 @@ class Request:
 
 
 @dataclass(frozen=True, slots=True)
-class Reply:
+class Response:
     status: int
     headers: Mapping[str, str] = field(default_factory=dict)
     data: Any = None
@@ -57,7 +57,7 @@ class Reply:
 
 
 class Transport(Protocol):
-    async def call(self, req: Request) -> Reply: ...
+    async def call(self, req: Request) -> Response: ...
 
     async def close(self) -> None: ...
 
@@ -83,7 +83,7 @@ class KubeTransport:
         self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="kfold-exec")
         self._timeout = timeout
 
-    async def call(self, req: Request) -> Reply:
+    async def call(self, req: Request) -> Response:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, self._call_sync, req)
 
@@ -96,7 +96,7 @@ class KubeTransport:
         except Exception as exc:  # registry errors: not found, out of bounds, bad kubeconfig
             raise Refused(f"cluster {req.cluster or '(home)'}: {exc}") from None
 
-    def _call_sync(self, req: Request) -> Reply:
+    def _call_sync(self, req: Request) -> Response:
         api = self._client(req)
         headers = {"Accept": "application/json", "Content-Type": req.content_type}
         try:
@@ -109,7 +109,7 @@ class KubeTransport:
             if _refused_before_sending(exc):
                 raise Refused(f"cluster {req.cluster or '(home)'}: {exc}") from None
             raise _transport_error(exc) from None
-        return Reply(resp.status, dict(resp.headers), decode_body(raw))
+        return Response(resp.status, dict(resp.headers), decode_body(raw))
 
 
 class NotSent(Exception):

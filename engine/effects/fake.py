@@ -1,6 +1,6 @@
 """A fake apiserver: in-memory objects with the behaviour kfold's decisions depend on.
 
-``FakeApiServer.handle(method, path, query, body) -> Reply`` answers like a kube-apiserver for the
+``FakeApiServer.handle(method, path, query, body) -> Response`` answers like a kube-apiserver for the
 kinds in ``executor_resources``; ``FakeTransport`` plugs it into the executor in place of the
 real client, and ``tests/contract/exec_stub.py`` serves the very same object over HTTP so the
 real executor can be held to the same contract (tests/contract/test_executor_contract.py).
@@ -27,7 +27,7 @@ from email.utils import formatdate
 from typing import Any
 
 from engine.effects.executor_resources import ParsedPath, parse_path
-from engine.effects.executor_transport import Reply, Request, TransportError
+from engine.effects.executor_transport import Response, Request, TransportError
 
 T2030 = 1_893_456_000_000  # 2030-01-01T00:00:00Z
 
@@ -110,7 +110,7 @@ class FakeApiServer:
         return self.objects.get((api_version, kind, namespace, name))
 
     # -- the apiserver ------------------------------------------------------------------------
-    def handle(self, method: str, path: str, query: dict[str, str] | None = None, body: Any = None) -> tuple[Reply, bytes | None]:
+    def handle(self, method: str, path: str, query: dict[str, str] | None = None, body: Any = None) -> tuple[Response, bytes | None]:
         """One request -> (reply, raw body override). Raises ``TransportError`` on an injected reset."""
         self.requests.append((method, path))
         self.bodies.append(copy.deepcopy(body))
@@ -126,11 +126,11 @@ class FakeApiServer:
                 return self.faults.pop(i)
         return None
 
-    def _fault_reply(self, f: Fault) -> tuple[Reply, bytes | None]:
+    def _fault_reply(self, f: Fault) -> tuple[Response, bytes | None]:
         if f.reset:
             raise TransportError("connection reset by peer (injected)")
         body = None if f.raw_body is not None else status_body(f.status, f.reason, f.message)
-        return Reply(f.status, {**self._headers(), **f.headers}, body), f.raw_body
+        return Response(f.status, {**self._headers(), **f.headers}, body), f.raw_body
 
     def _headers(self) -> dict[str, str]:
         if self.date_header is not None:
@@ -139,20 +139,20 @@ class FakeApiServer:
             return {}
         return {"Date": formatdate(self.server_ms / 1000, usegmt=True)}
 
-    def _dispatch(self, method: str, path: str, query: dict[str, str], body: Any) -> Reply:
+    def _dispatch(self, method: str, path: str, query: dict[str, str], body: Any) -> Response:
         p = parse_path(path)
         if p is None:
-            return Reply(404, self._headers(), status_body(404, "NotFound", f"the server could not find the requested resource ({path})"))
+            return Response(404, self._headers(), status_body(404, "NotFound", f"the server could not find the requested resource ({path})"))
         verb = _verb(method, p)
         try:
             if (verb, p.resource.kind) in self.forbidden:
                 raise _ApiError(403, "Forbidden", f'{p.resource.plural} is forbidden: User "kfold" cannot {verb} resource "{p.resource.plural}"')
             code, obj = getattr(self, f"_{verb}")(p, query, body)
         except _ApiError as e:
-            return Reply(e.code, self._headers(), status_body(e.code, e.reason, e.message,
+            return Response(e.code, self._headers(), status_body(e.code, e.reason, e.message,
                                                               e.name if e.name is not None else p.name,
                                                               e.kind if e.kind is not None else p.resource.plural))
-        return Reply(code, self._headers(), obj)
+        return Response(code, self._headers(), obj)
 
     # -- verbs --------------------------------------------------------------------------------
     def _create(self, p: ParsedPath, query: dict, body: Any) -> tuple[int, dict]:
@@ -266,13 +266,13 @@ class FakeTransport:
     def __init__(self, servers: dict[str, FakeApiServer] | FakeApiServer):
         self.servers = servers if isinstance(servers, dict) else {"": servers}
 
-    async def call(self, req: Request) -> Reply:
+    async def call(self, req: Request) -> Response:
         from engine.effects.executor_transport import Refused, decode_body
         server = self.servers.get(req.cluster) or (self.servers.get("") if len(self.servers) == 1 else None)
         if server is None:
             raise Refused(f'cluster "{req.cluster}" not found')
         reply, raw = server.handle(req.method, req.path, dict(req.query), copy.deepcopy(req.body))
-        return Reply(reply.status, reply.headers, decode_body(raw)) if raw is not None else reply
+        return Response(reply.status, reply.headers, decode_body(raw)) if raw is not None else reply
 
     async def close(self) -> None:
         return None

@@ -59,7 +59,7 @@ class WatchError(Exception):
     """The watch stream said something we cannot continue from (ERROR event, bad line)."""
 
 
-class Backoff:
+class WatchBackoff:
     """Exponential backoff with full jitter above a floor: attempt n waits uniformly in
     ``[floor, min(cap, floor * 2**(n+1))]``. The attempt count resets when the last failure is
     ``reset_after_s`` or more ago (a quiet period)."""
@@ -109,7 +109,7 @@ class Observer:
                  server_timeout_s: int = 300, read_timeout_s: float | None = None,
                  backoff: tuple[float, float] = (0.8, 30.0), label_selector: str = "", *,
                  connect_timeout_s: float = 10.0, backoff_reset_s: float = 60.0,
-                 list_batch: int = 1000, rng: Callable[[], float] = random.random,
+                 list_batch: int = 1000, optional: bool = False, rng: Callable[[], float] = random.random,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  monotonic: Callable[[], float] = time.monotonic):
         self.client_factory, self.cluster, self.kind = client_factory, cluster, kind
@@ -119,10 +119,11 @@ class Observer:
         self.redact = redact or default_redact()
         self.idle_timeout_s, self.server_timeout_s = idle_timeout_s, int(server_timeout_s)
         self.timeouts = (connect_timeout_s, read_timeout_s or idle_timeout_s + 5.0)
-        self.backoff = Backoff(backoff[0], backoff[1], backoff_reset_s, rng, monotonic)
+        self.backoff = WatchBackoff(backoff[0], backoff[1], backoff_reset_s, rng, monotonic)
         self.list_batch, self._sleep = list_batch, sleep
         self.rv = ""
         self.synced = False
+        self.optional = optional          # /readyz does not wait for it (e.g. Repos on a registered cluster)
         self.problem: str | None = None   # a refusal only an operator can fix (shown by /readyz)
         self.events = self.listed = self.bookmarks = self.relists = self.watch_requests = 0
         self.failures = 0

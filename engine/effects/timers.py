@@ -17,8 +17,9 @@ Order per object key (the contract; the truth is the fold's journaled pending ma
   ``Ticker``, when due.
 
 Guarantees of ``Ticker``:
-- Deadlines and clocked retries (``not_before`` set) are due only by the server clock; nothing
-  is due by it while the clock has no reading (``now_ms is None``): time-gated work waits.
+- Deadlines and clocked retries (``not_before`` set) are due only by the server clock of the
+  cluster they concern (``Timer.cluster``, the effect's cluster); nothing is due by a clock that
+  has no reading yet (``None``): time-gated work waits.
 - A retry whose outcome had no server time (``not_before is None``) waits its ``retry_after_ms``
   on the monotonic clock: the daemon registers it with ``wait_locally`` when it folds that
   outcome. One found without a registration (after a restart) is due at once: the restart
@@ -34,12 +35,18 @@ Guarantees of ``Ticker``:
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Optional, Union
 
+from engine.core import timer_cluster
 from engine.effects.models import effect_to_dict
 from journal.records import Deadline, EffectIssued
 
 MAX_SLEEP_S = 1.0
+Now = Union[int, None, Callable[[str], Optional[int]]]
+
+
+def _per_cluster(now: Any) -> Callable[[str], int | None]:
+    return now if callable(now) else (lambda _cluster: now)
 
 
 def seq_key(effect_id: str) -> tuple[int, int]:
@@ -96,26 +103,29 @@ class Ticker:
         """An unclocked retry (``not_before is None``) is due at ``due_mono_ms`` (monotonic)."""
         self._local[(effect_id, attempt)] = due_mono_ms
 
-    def due(self, state: Any, now_ms: int | None, mono_ms: int | None = None) -> list[Any]:
-        out: list[Any] = []
-        if now_ms is not None:
-            out = [self._deadline(t, now_ms) for t in state.due_timers(now_ms)
-                   if (t.id, t.due) not in self._sent_timers]
-            self._sent_timers.update((d.timer, d.due) for d in out)
+    def due(self, state: Any, now_ms: Now, mono_ms: int | None = None) -> list[Any]:
+        """``now_ms``: one server reading, or a reading per cluster (``ServerClocks.now_ms``): a
+        deadline is judged, and its record stamped, on the clock of the cluster it concerns; a
+        retry on its effect's cluster's."""
+        clock = _per_cluster(now_ms)
+        out: list[Any] = [self._deadline(t, clock(timer_cluster(t))) for t in state.due_timers(clock)
+                          if (t.id, t.due) not in self._sent_timers]
+        self._sent_timers.update((d.timer, d.due) for d in out)
         for p in self._unsent_retries(state):
-            wait = self._wait_ms(p, now_ms, mono_ms)
+            now = clock(p.effect.cluster)
+            wait = self._wait_ms(p, now, mono_ms)
             if wait is not None and wait <= 0:
-                out.append(EffectIssued(at=now_ms, effect=effect_to_dict(p.effect)))
+                out.append(EffectIssued(at=now, effect=effect_to_dict(p.effect)))
                 self._sent_retries.add((p.effect.id, p.attempt))
         self._forget(state)
         return out
 
-    def sleep_s(self, state: Any, now_ms: int | None, mono_ms: int | None = None) -> float:
-        waits: list[int] = []
-        if now_ms is not None:
-            waits += [t.due - now_ms for t in state.timers.values() if (t.id, t.due) not in self._sent_timers]
+    def sleep_s(self, state: Any, now_ms: Now, mono_ms: int | None = None) -> float:
+        clock = _per_cluster(now_ms)
+        waits: list[int] = [t.due - now for t in state.timers.values() if (t.id, t.due) not in self._sent_timers
+                            and (now := clock(timer_cluster(t))) is not None]
         for p in self._unsent_retries(state):
-            wait = self._wait_ms(p, now_ms, mono_ms)
+            wait = self._wait_ms(p, clock(p.effect.cluster), mono_ms)
             if wait is not None:
                 waits.append(wait)
         if not waits:

@@ -1,7 +1,8 @@
 """What every machine shares: the handler interface, transition tables as data, small helpers.
 
 A machine is a table plus small pure functions (h11 style). Handlers receive a ``Ctx`` and the
-record (or message); they read and write their own decision records through ``ctx``, emit effects
+record (or message); they read and write their own decision records through ``ctx`` (the ``Ctx``
+protocol below), emit effects
 with ``ctx.emit`` and set timers with ``ctx.set_timer``. They never import another machine: they
 ``ctx.tell(machine_name, key, message, **args)`` instead.
 
@@ -11,9 +12,9 @@ Transition tables are declared as data and checked by the ``transitions`` librar
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar, Iterable, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from transitions import Machine as _TMachine
 from transitions import MachineError
 
@@ -31,6 +32,15 @@ class Decision(BaseModel):
 
     def but(self, **changes: Any) -> "Decision":
         return self.model_copy(update=changes)
+
+
+class Reply(Decision):
+    """Where a machine sends its answer: ``ctx.tell(to, key, ...)`` (the pod machine's callers,
+    the repo machine's waiters and subscribers). Snapshots written when the repo machine spelt
+    ``to`` as ``machine`` still load."""
+
+    to: str = Field(validation_alias=AliasChoices("to", "machine"))
+    key: str
 
 
 class _Scratch:
@@ -69,6 +79,38 @@ class Table:
         return ev is not None and state in ev.transitions
 
 
+@runtime_checkable
+class Ctx(Protocol):
+    """What a machine handler sees and does during one fold step (implemented by
+    ``engine.core.StepContext``). Reads and writes go to the step's working copy; nothing is
+    visible outside until the fold returns. ``now`` is the only clock a decision may read."""
+
+    record: Any
+    now: int | None
+
+    def get(self, key: str, machine: str | None = None) -> Any: ...
+
+    def put(self, key: str, decision: Any) -> None: ...
+
+    def drop(self, key: str) -> None: ...
+
+    def items(self, machine: str | None = None) -> Iterable[tuple[str, Any]]: ...
+
+    def set_timer(self, key: str, name: str, due: int, cluster: str = "") -> None: ...
+
+    def cancel_timer(self, key: str, name: str) -> None: ...
+
+    def timer_due(self, key: str, name: str) -> int | None: ...
+
+    def emit(self, effect_type: type, key: str, **fields: Any) -> Any: ...
+
+    def log(self, key: str, message: str, level: str = "info", **fields: Any) -> None: ...
+
+    def tell(self, machine: str, key: str, message: str, **args: Any) -> None: ...
+
+    def pending_for(self, key: str) -> list[Any]: ...
+
+
 class Machine:
     """Default handlers do nothing; a machine overrides what it owns."""
 
@@ -76,22 +118,28 @@ class Machine:
     decision: ClassVar[type[Decision]] = Decision
     observes: ClassVar[frozenset[str]] = frozenset()   # object kinds, e.g. {"Pod"}
     commands: ClassVar[frozenset[str]] = frozenset()   # command names, e.g. {"repo.bind"}
+    typed_messages: ClassVar[bool] = False             # its messages are checked (engine.seams.MESSAGES)
 
-    def on_observed(self, ctx: Any, rec: Observed) -> None: ...
+    def on_observed(self, ctx: Ctx, rec: Observed) -> None: ...
 
-    def on_relist(self, ctx: Any, rec: Relist) -> None: ...
+    def on_relist(self, ctx: Ctx, rec: Relist) -> None: ...
 
-    def on_command(self, ctx: Any, rec: Command) -> None: ...
+    def on_command(self, ctx: Ctx, rec: Command) -> None: ...
 
-    def on_deadline(self, ctx: Any, key: str, name: str) -> None: ...
+    def on_deadline(self, ctx: Ctx, key: str, name: str) -> None: ...
 
-    def on_outcome(self, ctx: Any, rec: Outcome, effect: Any) -> None: ...
+    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None: ...
 
-    def on_in_doubt(self, ctx: Any, effect: Any) -> None:
+    def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
         """Default for an effect issued before a crash with no outcome: nothing safe to assume.
         Machines with unsafe effects override this to re-observe with a quorum read."""
 
-    def on_message(self, ctx: Any, key: str, message: str, args: dict[str, Any]) -> None:
+    def on_quarantine(self, ctx: Ctx, key: str, error: str) -> None:
+        """``key`` was just quarantined (a machine raised on a record about it; ``engine.core``):
+        a machine that owns it may report that where a user looks (a status). Its decision must
+        stay as it is; raising here only drops the report."""
+
+    def on_message(self, ctx: Ctx, key: str, message: str, args: dict[str, Any]) -> None:
         raise IllegalTransition(f"{self.name}: unknown message {message!r}")
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.machines import pod_create, pod_delete, pod_namespace, pod_sweep
 from engine.machines.base import IllegalTransition, Machine, missing_after_relist, split_key
 from engine.machines.pod_records import (DEFAULT_BUDGET_S, SWEEP_NAME, Entries, PodOp, Reply, refenced,
@@ -39,9 +40,10 @@ class PodMachine(Machine):
     decision = Entries  # type: ignore[assignment]  # a union of three entry kinds, see pod_records
     observes = frozenset({"Pod"})
     commands = frozenset({"pod.sweep_secrets"})
+    typed_messages = True
 
     # -- observations -----------------------------------------------------------------------
-    def on_observed(self, ctx: Any, rec: Observed) -> None:
+    def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         key = f"{rec.cluster}/{rec.namespace}/{rec.name}"  # object_key, inlined: runs on every Pod event
         e = ctx.get(key)
         view = view_of(rec.obj, rec.uid, rec.rv)
@@ -52,13 +54,13 @@ class PodMachine(Machine):
         elif view.managed:
             ctx.put(key, PodOp(uid=view.uid, rv=view.rv, terminating=view.terminating))
 
-    def on_relist(self, ctx: Any, rec: Relist) -> None:
+    def on_relist(self, ctx: Ctx, rec: Relist) -> None:
         pods = [k for k, e in ctx.items() if isinstance(e, PodOp)]
         for key in missing_after_relist(pods, rec):
             _missing(ctx, key, ctx.get(key))
 
     # -- requests -----------------------------------------------------------------------------
-    def on_message(self, ctx: Any, key: str, message: str, args: dict[str, Any]) -> None:
+    def on_message(self, ctx: Ctx, key: str, message: str, args: dict[str, Any]) -> None:
         reply = Reply(to=args["reply_to"], key=args["reply_key"])
         if message == "ensure_namespace":
             pod_namespace.ensure(ctx, key, reply)
@@ -71,11 +73,11 @@ class PodMachine(Machine):
         else:
             raise IllegalTransition(f"pod: unknown message {message!r}")
 
-    def on_command(self, ctx: Any, rec: Command) -> None:
+    def on_command(self, ctx: Ctx, rec: Command) -> None:
         pod_sweep.start(ctx, rec)
 
     # -- answers --------------------------------------------------------------------------------
-    def on_outcome(self, ctx: Any, rec: Outcome, effect: Any) -> None:
+    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
         key, what = effect.key, _what(effect.key)
         if what == "sweep":
             pod_sweep.on_outcome(ctx, key, rec, effect)
@@ -86,7 +88,7 @@ class PodMachine(Machine):
             if isinstance(e, PodOp) and e.awaiting == effect.id:
                 _operation(e).on_outcome(ctx, key, e.but(awaiting=""), rec, effect)
 
-    def on_in_doubt(self, ctx: Any, effect: Any) -> None:
+    def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
         key, what = effect.key, _what(effect.key)
         if what == "sweep":
             pod_sweep.in_doubt(ctx, key, effect)
@@ -97,7 +99,7 @@ class PodMachine(Machine):
             if isinstance(e, PodOp) and e.awaiting == effect.id:
                 _operation(e).in_doubt(ctx, key, e.but(awaiting=""))
 
-    def on_deadline(self, ctx: Any, key: str, name: str) -> None:
+    def on_deadline(self, ctx: Ctx, key: str, name: str) -> None:
         if _what(key) == "namespace":
             pod_namespace.on_deadline(ctx, key)
             return
@@ -119,7 +121,7 @@ def _operation(e: PodOp) -> Any:
     return pod_create if e.op == "create" else pod_delete
 
 
-def _create(ctx: Any, key: str, reply: Reply, args: dict[str, Any], budget_ms: int) -> None:
+def _create(ctx: Ctx, key: str, reply: Reply, args: dict[str, Any], budget_ms: int) -> None:
     e = ctx.get(key)
     op = e.op if isinstance(e, PodOp) else ""
     same = op == "create" and (e.session, e.generation) == (str(args["session"]), int(args["generation"]))
@@ -133,7 +135,7 @@ def _create(ctx: Any, key: str, reply: Reply, args: dict[str, Any], budget_ms: i
                  reason=f"pod {split_key(key)[1]}/{split_key(key)[2]} is {busy}; refusing a second create")
 
 
-def _delete(ctx: Any, key: str, reply: Reply, reason: str, budget_ms: int) -> None:
+def _delete(ctx: Ctx, key: str, reply: Reply, reason: str, budget_ms: int) -> None:
     e = ctx.get(key)
     op = e.op if isinstance(e, PodOp) else ""
     if op == "":
@@ -144,7 +146,7 @@ def _delete(ctx: Any, key: str, reply: Reply, reason: str, budget_ms: int) -> No
         save(ctx, key, e.but(then_delete=reply_list(e.then_delete, reply.to, reply.key)))
 
 
-def _seen(ctx: Any, key: str, e: PodOp, view: Any) -> None:
+def _seen(ctx: Ctx, key: str, e: PodOp, view: Any) -> None:
     if e.op == "delete":
         pod_delete.observed(ctx, key, e, view)
     elif e.uid == view.uid and e.rv == view.rv and e.terminating == view.terminating:
@@ -153,7 +155,7 @@ def _seen(ctx: Any, key: str, e: PodOp, view: Any) -> None:
         save(ctx, key, refenced(e, view.uid, view.rv, view.terminating))
 
 
-def _missing(ctx: Any, key: str, e: PodOp) -> None:
+def _missing(ctx: Ctx, key: str, e: PodOp) -> None:
     """A relist lacks the pod at ``key``: a suspect, not proof (``missing_after_relist``).
 
     A delete waiting for the pod to go re-reads it (quorum GET; its 404 answers ``pod_gone``);
@@ -169,7 +171,7 @@ def _missing(ctx: Any, key: str, e: PodOp) -> None:
         ctx.drop(key)
 
 
-def _vanished(ctx: Any, key: str, e: Any, uid: str | None) -> None:
+def _vanished(ctx: Ctx, key: str, e: Any, uid: str | None) -> None:
     """The pod at ``key`` was deleted (``uid``; a DELETED event)."""
     if not isinstance(e, PodOp):
         return
@@ -182,7 +184,7 @@ def _vanished(ctx: Any, key: str, e: Any, uid: str | None) -> None:
         ctx.drop(key)
 
 
-def _over_budget(ctx: Any, key: str, e: PodOp) -> None:
+def _over_budget(ctx: Ctx, key: str, e: PodOp) -> None:
     seconds = e.budget_ms // 1000
     what = "create" if e.op == "create" else "delete"
     reason = (f"{what} of pod {split_key(key)[1]}/{split_key(key)[2]} exceeded its budget of {seconds} s "

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.machines import pod_delete
 from engine.machines.base import split_key
 from engine.machines.pod_records import GENERATION, MANAGED_BY, SESSION, PodOp, PodView, Reply, view_of
 from engine.machines.pod_table import describe, name_of, retry_read, send_create, send_read, settled, step, tell_all
 
 
-def start(ctx: Any, key: str, reply: Reply, args: dict[str, Any], budget_ms: int) -> None:
+def start(ctx: Ctx, key: str, reply: Reply, args: dict[str, Any], budget_ms: int) -> None:
     session, generation = str(args["session"]), int(args["generation"])
     manifest, problem = prepared(key, args.get("manifest") or {}, session, generation)
     if problem:
@@ -46,14 +47,14 @@ def prepared(key: str, manifest: dict[str, Any], session: str, generation: int) 
     return {**manifest, "apiVersion": "v1", "kind": "Pod", "metadata": md}, ""
 
 
-def on_outcome(ctx: Any, key: str, e: PodOp, rec: Any, effect: Any) -> None:
+def on_outcome(ctx: Ctx, key: str, e: PodOp, rec: Any, effect: Any) -> None:
     if effect.type == "create":
         _created(ctx, key, e, rec)
     else:
         _confirmed(ctx, key, e, rec)
 
 
-def _created(ctx: Any, key: str, e: PodOp, rec: Any) -> None:
+def _created(ctx: Ctx, key: str, e: PodOp, rec: Any) -> None:
     match rec.result:
         case "ok":
             view = view_of(rec.obj)
@@ -64,7 +65,7 @@ def _created(ctx: Any, key: str, e: PodOp, rec: Any) -> None:
             fail(ctx, key, e, f"could not create pod {name_of(key)}: {describe(rec)}")
 
 
-def _confirmed(ctx: Any, key: str, e: PodOp, rec: Any) -> None:
+def _confirmed(ctx: Ctx, key: str, e: PodOp, rec: Any) -> None:
     match rec.result:
         case "ok":
             _adopt_or_refuse(ctx, key, e, view_of(rec.obj))
@@ -76,7 +77,7 @@ def _confirmed(ctx: Any, key: str, e: PodOp, rec: Any) -> None:
             fail(ctx, key, e, f"could not read pod {name_of(key)} after its create: {describe(rec)}")
 
 
-def _adopt_or_refuse(ctx: Any, key: str, e: PodOp, view: PodView) -> None:
+def _adopt_or_refuse(ctx: Ctx, key: str, e: PodOp, view: PodView) -> None:
     ours = view.managed and view.session == e.session and view.generation == str(e.generation)
     if ours and not view.terminating:
         finish(ctx, key, e, "pod_created", view, uid=view.uid, adopted=True)
@@ -90,12 +91,12 @@ def _adopt_or_refuse(ctx: Any, key: str, e: PodOp, view: PodView) -> None:
                           "refusing to adopt it", view)
 
 
-def in_doubt(ctx: Any, key: str, e: PodOp) -> None:
+def in_doubt(ctx: Ctx, key: str, e: PodOp) -> None:
     """Crash with the create or read in flight: a quorum read decides whether it landed."""
     send_read(ctx, key, e if e.phase == "confirming" else step(e, "exists"))
 
 
-def finish(ctx: Any, key: str, e: PodOp, message: str, view: PodView | None = None, **args: Any) -> None:
+def finish(ctx: Ctx, key: str, e: PodOp, message: str, view: PodView | None = None, **args: Any) -> None:
     """Answer every caller, keep the fence, then run a delete that queued behind the create."""
     tell_all(ctx, e.replies, message, pod=key, **args)
     fence = {"uid": view.uid, "rv": view.rv, "terminating": view.terminating} if view else {}
@@ -109,5 +110,5 @@ def finish(ctx: Any, key: str, e: PodOp, message: str, view: PodView | None = No
         ctx.drop(key)
 
 
-def fail(ctx: Any, key: str, e: PodOp, reason: str, view: PodView | None = None) -> None:
+def fail(ctx: Ctx, key: str, e: PodOp, reason: str, view: PodView | None = None) -> None:
     finish(ctx, key, e, "pod_create_failed", view, reason=reason)

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.machines.pod_records import PodOp, PodView, Reply, view_of
 from engine.machines.pod_table import (
     describe, name_of, retry_read, save, send_delete, send_read, settled, step, tell_all,
 )
 
 
-def start(ctx: Any, key: str, replies: tuple[Reply, ...], reason: str, budget_ms: int) -> None:
+def start(ctx: Ctx, key: str, replies: tuple[Reply, ...], reason: str, budget_ms: int) -> None:
     """Begin a delete from idle, deciding on the latest observation of the pod."""
     e = (ctx.get(key) or PodOp()).but(op="delete", replies=replies, reason=reason, attempts=0,
                                      budget_ms=budget_ms, deadline=None, target="")
@@ -36,14 +37,14 @@ def start(ctx: Any, key: str, replies: tuple[Reply, ...], reason: str, budget_ms
         send_delete(ctx, key, step(e, "delete", target=e.uid))
 
 
-def on_outcome(ctx: Any, key: str, e: PodOp, rec: Any, effect: Any) -> None:
+def on_outcome(ctx: Ctx, key: str, e: PodOp, rec: Any, effect: Any) -> None:
     if effect.type == "delete":
         _deleted(ctx, key, e, rec)
     else:
         _read(ctx, key, e, rec)
 
 
-def _deleted(ctx: Any, key: str, e: PodOp, rec: Any) -> None:
+def _deleted(ctx: Ctx, key: str, e: PodOp, rec: Any) -> None:
     match rec.result:
         case "ok":
             save(ctx, key, step(e, "accepted", terminating=True))
@@ -55,7 +56,7 @@ def _deleted(ctx: Any, key: str, e: PodOp, rec: Any) -> None:
             fail(ctx, key, e, f"could not delete pod {name_of(key)}: {describe(rec)}")
 
 
-def _read(ctx: Any, key: str, e: PodOp, rec: Any) -> None:
+def _read(ctx: Ctx, key: str, e: PodOp, rec: Any) -> None:
     match rec.result:
         case "ok":
             decide(ctx, key, e, view_of(rec.obj))
@@ -67,7 +68,7 @@ def _read(ctx: Any, key: str, e: PodOp, rec: Any) -> None:
             fail(ctx, key, e, f"could not read pod {name_of(key)} to fence its delete: {describe(rec)}")
 
 
-def decide(ctx: Any, key: str, e: PodOp, view: PodView) -> None:
+def decide(ctx: Ctx, key: str, e: PodOp, view: PodView) -> None:
     """Decide again on a quorum read of the pod."""
     if e.target and view.uid != e.target:
         gone(ctx, key, e)  # replaced: the pod we meant no longer exists
@@ -79,7 +80,7 @@ def decide(ctx: Any, key: str, e: PodOp, view: PodView) -> None:
         send_delete(ctx, key, step(e, "fenced"))
 
 
-def observed(ctx: Any, key: str, e: PodOp, view: PodView) -> None:
+def observed(ctx: Ctx, key: str, e: PodOp, view: PodView) -> None:
     """A watch event (not DELETED) during a delete."""
     if view.uid == e.target:
         save(ctx, key, e.but(uid=view.uid, rv=view.rv, terminating=view.terminating))
@@ -87,24 +88,24 @@ def observed(ctx: Any, key: str, e: PodOp, view: PodView) -> None:
         send_read(ctx, key, step(e, "read"))
 
 
-def vanished(ctx: Any, key: str, e: PodOp, uid: str) -> None:
+def vanished(ctx: Ctx, key: str, e: PodOp, uid: str) -> None:
     """A DELETED event of ``uid`` (None: the caller holds proof of absence of any uid)."""
     if uid is None or (uid and uid == e.target):
         gone(ctx, key, e)
 
 
-def in_doubt(ctx: Any, key: str, e: PodOp) -> None:
+def in_doubt(ctx: Ctx, key: str, e: PodOp) -> None:
     """Crash with the delete or read in flight: re-observe, never re-send."""
     send_read(ctx, key, e if e.phase == "reading" else step(e, "read"))
 
 
-def gone(ctx: Any, key: str, e: PodOp) -> None:
+def gone(ctx: Ctx, key: str, e: PodOp) -> None:
     tell_all(ctx, e.replies, "pod_gone", pod=key)
     ctx.cancel_timer(key, "budget")
     ctx.cancel_timer(key, "retry")
     ctx.drop(key)
 
 
-def fail(ctx: Any, key: str, e: PodOp, reason: str) -> None:
+def fail(ctx: Ctx, key: str, e: PodOp, reason: str) -> None:
     tell_all(ctx, e.replies, "pod_delete_failed", pod=key, reason=reason)
     ctx.put(key, settled(ctx, key, e))

@@ -4,8 +4,10 @@ Expected flow: ``ensure_namespace`` -> ``EnsureNamespace`` (the executor GETs, c
 absent, takes AlreadyExists as success) -> ``namespace_ready`` or ``namespace_failed``.
 
 Guarantees:
-- Forbidden fails with a reason naming the exact command an administrator runs
-  (``kubectl create namespace <ns>``). No other namespace is ever tried instead.
+- Forbidden on the create fails with a reason naming the exact command an administrator runs
+  (``kubectl create namespace <ns>``). No other namespace is ever tried instead. A failed check
+  (the GET, ``Outcome.step == "check"``; e.g. a 403 for a namespace that exists but may not be
+  read) fails with "could not check whether namespace <ns> exists: <cause>" (seed 001).
 - The effect is idempotent, so a transient failure or a crash in flight repeats it (after a
   backoff on server time when there is one, at most ``MAX_ATTEMPTS`` times).
 - A second request while one runs only adds its reply target.
@@ -14,15 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.effects.models import EnsureNamespace
 from engine.machines.base import split_key
-from engine.machines.pod_records import MANAGED_BY, NamespaceOp, Reply, reply_list
+from engine.labels import MANAGED_LABELS
+from engine.machines.pod_records import NamespaceOp, Reply, reply_list
 from engine.machines.pod_table import MAX_BACKOFF_MS, describe
 
 MAX_ATTEMPTS = 5
 
 
-def ensure(ctx: Any, key: str, reply: Reply) -> None:
+def ensure(ctx: Ctx, key: str, reply: Reply) -> None:
     e = ctx.get(key)
     if isinstance(e, NamespaceOp):
         ctx.put(key, e.but(replies=reply_list(e.replies, reply.to, reply.key)))
@@ -30,13 +34,13 @@ def ensure(ctx: Any, key: str, reply: Reply) -> None:
     _send(ctx, key, NamespaceOp(replies=(reply,)))
 
 
-def _send(ctx: Any, key: str, e: NamespaceOp) -> None:
+def _send(ctx: Ctx, key: str, e: NamespaceOp) -> None:
     cluster, namespace, _ = split_key(key)
-    eff = ctx.emit(EnsureNamespace, key, cluster=cluster, namespace=namespace, labels={MANAGED_BY: "kfold"})
+    eff = ctx.emit(EnsureNamespace, key, cluster=cluster, namespace=namespace, labels=dict(MANAGED_LABELS))
     ctx.put(key, e.but(awaiting=eff.id))
 
 
-def on_outcome(ctx: Any, key: str, rec: Any, effect: Any) -> None:
+def on_outcome(ctx: Ctx, key: str, rec: Any, effect: Any) -> None:
     e = ctx.get(key)
     if not isinstance(e, NamespaceOp) or e.awaiting != effect.id:
         return
@@ -44,10 +48,13 @@ def on_outcome(ctx: Any, key: str, rec: Any, effect: Any) -> None:
     match rec.result:
         case "ok" | "already_exists":
             _answer(ctx, key, e, "namespace_ready", namespace=namespace)
-        case "forbidden":
-            _answer(ctx, key, e, "namespace_failed", namespace=namespace, reason=forbidden_reason(namespace))
         case "transient":
             _retry(ctx, key, e, rec)
+        case _ if rec.step == "check":  # the GET failed: kfold does not know whether it exists
+            _answer(ctx, key, e, "namespace_failed", namespace=namespace,
+                    reason=f"could not check whether namespace {namespace} exists: {describe(rec)}")
+        case "forbidden":
+            _answer(ctx, key, e, "namespace_failed", namespace=namespace, reason=forbidden_reason(namespace))
         case _:
             _answer(ctx, key, e, "namespace_failed", namespace=namespace,
                     reason=f"could not ensure namespace {namespace}: {describe(rec)}")
@@ -58,7 +65,7 @@ def forbidden_reason(namespace: str) -> str:
             f"`kubectl create namespace {namespace}`, then try again.")
 
 
-def _retry(ctx: Any, key: str, e: NamespaceOp, rec: Any) -> None:
+def _retry(ctx: Ctx, key: str, e: NamespaceOp, rec: Any) -> None:
     e = e.but(attempts=e.attempts + 1, awaiting="")
     if e.attempts >= MAX_ATTEMPTS:
         _answer(ctx, key, e, "namespace_failed", namespace=split_key(key)[1],
@@ -70,19 +77,19 @@ def _retry(ctx: Any, key: str, e: NamespaceOp, rec: Any) -> None:
         ctx.put(key, e)
 
 
-def on_deadline(ctx: Any, key: str) -> None:
+def on_deadline(ctx: Ctx, key: str) -> None:
     e = ctx.get(key)
     if isinstance(e, NamespaceOp) and not e.awaiting:
         _send(ctx, key, e)
 
 
-def in_doubt(ctx: Any, key: str, effect: Any) -> None:
+def in_doubt(ctx: Ctx, key: str, effect: Any) -> None:
     e = ctx.get(key)
     if isinstance(e, NamespaceOp) and e.awaiting == effect.id:
         _send(ctx, key, e)
 
 
-def _answer(ctx: Any, key: str, e: NamespaceOp, message: str, **args: Any) -> None:
+def _answer(ctx: Ctx, key: str, e: NamespaceOp, message: str, **args: Any) -> None:
     for r in e.replies:
         ctx.tell(r.to, r.key, message, **args)
     ctx.cancel_timer(key, "retry")

@@ -19,22 +19,13 @@ from typing import Annotated, Any, Literal, NamedTuple, Union
 
 from pydantic import Field, TypeAdapter
 
-from engine.machines.base import Decision
+from engine.machines.base import Decision, Reply  # noqa: F401 - Reply: the machines' one answer address
 from engine.rfc3339 import to_ms
 
-MANAGED_BY = "app.kubernetes.io/managed-by"
-SESSION = "kfold.dev/session"
-GENERATION = "kfold.dev/generation"
-MANAGED_SELECTOR = f"{MANAGED_BY}=kfold"
+from engine.labels import GENERATION_LABEL as GENERATION, MANAGED_BY, MANAGED_SELECTOR  # noqa: F401
+from engine.labels import SESSION_LABEL as SESSION
 SWEEP_NAME = "#sweep"
 DEFAULT_BUDGET_S = 600
-
-
-class Reply(Decision):
-    """Where to send the answer: ``ctx.tell(to, key, ...)``."""
-
-    to: str
-    key: str
 
 
 class PodView(NamedTuple):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.effects.models import DeleteObject, ListObjects
 from engine.machines.base import object_key
 from engine.machines.pod_records import MANAGED_SELECTOR, SESSION, SWEEP_NAME, SecretRef, SweepOp, labels_of, secret_ref
@@ -26,7 +27,7 @@ from engine.machines.pod_table import describe
 DEFAULT_GRACE_S = 600
 
 
-def start(ctx: Any, rec: Any) -> None:
+def start(ctx: Ctx, rec: Any) -> None:
     cluster = rec.args.get("cluster", rec.cluster)
     namespace = rec.args.get("namespace", rec.namespace)
     key = object_key(cluster, namespace, SWEEP_NAME)
@@ -38,12 +39,12 @@ def start(ctx: Any, rec: Any) -> None:
     ctx.put(key, SweepOp(awaiting=eff.id, grace_ms=grace_ms))
 
 
-def _list(ctx: Any, key: str, cluster: str, namespace: str, kind: str) -> Any:
+def _list(ctx: Ctx, key: str, cluster: str, namespace: str, kind: str) -> Any:
     return ctx.emit(ListObjects, key, cluster=cluster, api_version="v1", kind=kind,
                     namespace=namespace, label_selector=MANAGED_SELECTOR)
 
 
-def on_outcome(ctx: Any, key: str, rec: Any, effect: Any) -> None:
+def on_outcome(ctx: Ctx, key: str, rec: Any, effect: Any) -> None:
     if effect.type == "delete":
         _secret_deleted(ctx, key, rec, effect)
         return
@@ -58,7 +59,7 @@ def on_outcome(ctx: Any, key: str, rec: Any, effect: Any) -> None:
         _pods_listed(ctx, key, e, rec)
 
 
-def _secrets_listed(ctx: Any, key: str, e: SweepOp, rec: Any, effect: Any) -> None:
+def _secrets_listed(ctx: Ctx, key: str, e: SweepOp, rec: Any, effect: Any) -> None:
     if rec.at is None:
         _end(ctx, key, "orphan Secret sweep skipped: the Secret list response carried no valid Date "
                        "header, so Secret ages cannot be measured on the server clock", "warning")
@@ -75,7 +76,7 @@ def _older_than_grace(s: SecretRef, now: int, grace_ms: int) -> bool:
     return bool(s.session) and s.created_ms is not None and now - s.created_ms > grace_ms
 
 
-def _pods_listed(ctx: Any, key: str, e: SweepOp, rec: Any) -> None:
+def _pods_listed(ctx: Ctx, key: str, e: SweepOp, rec: Any) -> None:
     live = {(_namespace_of(p), labels_of(p).get(SESSION, "")) for p in rec.items or ()}
     orphans = [s for s in e.secrets if (s.namespace, s.session) not in live]
     cluster = key.split("/", 1)[0]
@@ -90,13 +91,13 @@ def _namespace_of(obj: dict[str, Any]) -> str:
     return (obj.get("metadata") or {}).get("namespace", "")
 
 
-def _secret_deleted(ctx: Any, key: str, rec: Any, effect: Any) -> None:
+def _secret_deleted(ctx: Ctx, key: str, rec: Any, effect: Any) -> None:
     if rec.result not in ("ok", "not_found"):
         ctx.log(key, f"orphan Secret {effect.namespace}/{effect.name} was not deleted: {describe(rec)}",
                 level="warning")
 
 
-def in_doubt(ctx: Any, key: str, effect: Any) -> None:
+def in_doubt(ctx: Ctx, key: str, effect: Any) -> None:
     """A list in doubt ends the sweep; a Secret delete in doubt is left to the next sweep."""
     if effect.type == "delete":
         ctx.log(key, f"orphan Secret delete {effect.namespace}/{effect.name} in doubt; "
@@ -107,6 +108,6 @@ def in_doubt(ctx: Any, key: str, effect: Any) -> None:
         _end(ctx, key, "orphan Secret sweep abandoned: a list was in doubt after a restart", "warning")
 
 
-def _end(ctx: Any, key: str, message: str, level: str, **fields: Any) -> None:
+def _end(ctx: Ctx, key: str, message: str, level: str, **fields: Any) -> None:
     ctx.log(key, message, level=level, **fields)
     ctx.drop(key)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.effects.models import CreateObject, DeleteObject, GetObject
 from engine.machines.base import Table, split_key
 from engine.machines.pod_records import PodOp, Reply
@@ -46,7 +47,7 @@ def step(e: PodOp, event: str, **changes: Any) -> PodOp:
     return e.but(phase=TABLE.next(e.phase, event), **changes)
 
 
-def save(ctx: Any, key: str, e: PodOp) -> PodOp:
+def save(ctx: Ctx, key: str, e: PodOp) -> PodOp:
     """Store ``e``, arming the operation budget once server time is known."""
     if e.op and e.deadline is None and ctx.now is not None:
         e = e.but(deadline=ctx.now + e.budget_ms)
@@ -60,18 +61,18 @@ def _ref(key: str) -> dict[str, str]:
     return {"cluster": cluster, "api_version": "v1", "kind": "Pod", "namespace": namespace, "name": name}
 
 
-def send_create(ctx: Any, key: str, e: PodOp) -> PodOp:
+def send_create(ctx: Ctx, key: str, e: PodOp) -> PodOp:
     eff = ctx.emit(CreateObject, key, manifest=e.manifest or {}, **_ref(key))
     return save(ctx, key, e.but(awaiting=eff.id))
 
 
-def send_read(ctx: Any, key: str, e: PodOp) -> PodOp:
+def send_read(ctx: Ctx, key: str, e: PodOp) -> PodOp:
     """A quorum GET; its answer may be taken as proof of absence."""
     eff = ctx.emit(GetObject, key, **_ref(key))
     return save(ctx, key, e.but(awaiting=eff.id))
 
 
-def send_delete(ctx: Any, key: str, e: PodOp) -> PodOp:
+def send_delete(ctx: Ctx, key: str, e: PodOp) -> PodOp:
     """DELETE fenced by ``(target, rv)``; without a complete fence, a quorum read instead."""
     if not (e.target and e.uid == e.target and e.rv):
         return send_read(ctx, key, step(e, "read"))
@@ -79,7 +80,7 @@ def send_delete(ctx: Any, key: str, e: PodOp) -> PodOp:
     return save(ctx, key, e.but(awaiting=eff.id))
 
 
-def retry_read(ctx: Any, key: str, e: PodOp, retry_after_ms: int | None, fail: Any) -> None:
+def retry_read(ctx: Ctx, key: str, e: PodOp, retry_after_ms: int | None, fail: Any) -> None:
     """A quorum read failed transiently: read again after a backoff on server time.
 
     With no server time there is nothing to back off on; a few immediate retries, then ``fail``."""
@@ -96,7 +97,7 @@ def retry_read(ctx: Any, key: str, e: PodOp, retry_after_ms: int | None, fail: A
     return None
 
 
-def settled(ctx: Any, key: str, e: PodOp, **changes: Any) -> PodOp:
+def settled(ctx: Ctx, key: str, e: PodOp, **changes: Any) -> PodOp:
     """``e`` with its operation finished: timers cancelled, callers forgotten (already told)."""
     ctx.cancel_timer(key, "budget")
     ctx.cancel_timer(key, "retry")
@@ -104,7 +105,7 @@ def settled(ctx: Any, key: str, e: PodOp, **changes: Any) -> PodOp:
                 attempts=0, deadline=None, **changes)
 
 
-def tell_all(ctx: Any, replies: tuple[Reply, ...], message: str, **args: Any) -> None:
+def tell_all(ctx: Ctx, replies: tuple[Reply, ...], message: str, **args: Any) -> None:
     for r in replies:
         ctx.tell(r.to, r.key, message, **args)
 

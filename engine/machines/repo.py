@@ -30,14 +30,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.machines import repo_list
-from engine.machines.base import Machine, object_key, split_key
+from engine.machines.base import Machine, Reply, object_key, split_key
 from engine.machines.repo_creds import CredentialError, missing_env, resolve
 from engine.machines.repo_names import KIND, RepoUrlError, identity, key_of_identity, rfc3339, without_password
 from engine.effects.models import GetObject
 from engine.machines.repo_ops import answer, doubt, ref_fields, start
 from engine.machines.repo_records import (
-    Op, RepoConfig, RepoEntry, RepoRow, Target, absorb, config_key, config_of, entry_of, gone, settle,
+    Op, RepoConfig, RepoEntry, RepoRow, absorb, config_key, config_of, entry_of, gone, settle,
 )
 from journal.records import Command, Observed, Outcome, Relist
 
@@ -47,27 +48,28 @@ class RepoMachine(Machine):
     decision = RepoRow
     observes = frozenset({KIND})
     commands = frozenset({"repo.bind", "repo.reconcile_bound", "repo.gc"})
+    typed_messages = True
 
-    def on_command(self, ctx: Any, rec: Command) -> None:
+    def on_command(self, ctx: Ctx, rec: Command) -> None:
         if rec.name == "repo.bind":
             bind(ctx, rec)
         else:
             repo_list.command(ctx, rec, start)
 
-    def on_message(self, ctx: Any, key: str, message: str, args: dict[str, Any]) -> None:
+    def on_message(self, ctx: Ctx, key: str, message: str, args: dict[str, Any]) -> None:
         if message == "ensure":
             ensure(ctx, key, args)
         elif message == "release":
-            release(ctx, key, Target(machine=args["reply_to"], key=args["reply_key"]))
+            release(ctx, key, Reply(to=args["reply_to"], key=args["reply_key"]))
         else:
             super().on_message(ctx, key, message, args)
 
-    def on_observed(self, ctx: Any, rec: Observed) -> None:
+    def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         key = object_key(rec.cluster, rec.namespace, rec.name)
         entry = entry_of(ctx, key)
         settle(ctx, entry, gone(entry) if rec.event == "DELETED" else absorb(entry, rec.obj))
 
-    def on_relist(self, ctx: Any, rec: Relist) -> None:
+    def on_relist(self, ctx: Ctx, rec: Relist) -> None:
         """A Repo the list lacks is re-read (quorum GET); only that read's 404 forgets it
         (``missing_after_relist`` says why a list alone is no proof)."""
         present = {object_key(rec.cluster, k.namespace, k.name) for k in rec.keys}
@@ -76,7 +78,7 @@ class RepoMachine(Machine):
             if isinstance(entry, RepoEntry) and entry.exists and key.startswith(prefix) and key not in present:
                 _recheck(ctx, entry)
 
-    def on_outcome(self, ctx: Any, rec: Outcome, effect: Any) -> None:
+    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
         if split_key(effect.key)[2] == "":
             return repo_list.outcome(ctx, rec, effect, start)
         entry = ctx.get(effect.key)
@@ -91,7 +93,7 @@ class RepoMachine(Machine):
             return doubt(ctx, entry, effect)
         answer(ctx, entry, rec)
 
-    def on_in_doubt(self, ctx: Any, effect: Any) -> None:
+    def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
         if split_key(effect.key)[2] == "":
             return repo_list.in_doubt(ctx, effect)
         entry = ctx.get(effect.key)
@@ -101,7 +103,7 @@ class RepoMachine(Machine):
             doubt(ctx, entry, effect)
 
 
-def _recheck(ctx: Any, entry: RepoEntry) -> None:
+def _recheck(ctx: Ctx, entry: RepoEntry) -> None:
     """Quorum-read a Repo a relist lacked; an operation in flight decides by its own outcome."""
     if entry.op is not None or entry.checking:
         return
@@ -109,7 +111,7 @@ def _recheck(ctx: Any, entry: RepoEntry) -> None:
     ctx.put(entry.key, entry.but(checking=effect.id))
 
 
-def _rechecked(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+def _rechecked(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
     if rec.result == "not_found":
         return settle(ctx, entry, gone(entry))
     if rec.result == "ok" and rec.obj:
@@ -118,7 +120,7 @@ def _rechecked(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
 
 
 # -- commands and messages ---------------------------------------------------------------------
-def bind(ctx: Any, rec: Command) -> None:
+def bind(ctx: Ctx, rec: Command) -> None:
     cluster, ns = repo_list.where(rec)
     ckey = config_key(cluster, ns)
     try:
@@ -134,7 +136,7 @@ def bind(ctx: Any, rec: Command) -> None:
                                          token_env=resolved.token_env))
 
 
-def report_missing_env(ctx: Any, ckey: str, cfg: RepoConfig) -> None:
+def report_missing_env(ctx: Ctx, ckey: str, cfg: RepoConfig) -> None:
     missing = missing_env(cfg.credentials, cfg.env_present)
     if missing:
         names = ", ".join(f"{c.env} (for {c.match})" for c in missing)
@@ -143,16 +145,16 @@ def report_missing_env(ctx: Any, ckey: str, cfg: RepoConfig) -> None:
                 level="warning", missing=[{"match": c.match, "env": c.env} for c in missing])
 
 
-def ensure(ctx: Any, key: str, args: dict[str, Any]) -> None:
-    target = Target(machine=args["reply_to"], key=args["reply_key"])
+def ensure(ctx: Ctx, key: str, args: dict[str, Any]) -> None:
+    target = Reply(to=args["reply_to"], key=args["reply_key"])
     cluster, ns, name = split_key(key)
     try:
         url, ident = _attach_url(args.get("url"), name)
     except RepoUrlError as exc:
-        return ctx.tell(target.machine, target.key, "repo_failed", repo=key, reason=str(exc))
+        return ctx.tell(target.to, target.key, "repo_failed", repo=key, reason=str(exc))
     entry = entry_of(ctx, key)
     if entry.identity and entry.identity != ident:
-        return ctx.tell(target.machine, target.key, "repo_failed", repo=key, reason=(
+        return ctx.tell(target.to, target.key, "repo_failed", repo=key, reason=(
             f"cache key {name!r} already names repository {entry.identity!r}, not {ident!r}"))
     cfg = config_of(ctx, cluster, ns)
     resolved = resolve(url, ident, cfg.credentials, cfg.env_present)
@@ -170,7 +172,7 @@ def _attach_url(url: Any, name: str) -> tuple[str, str]:
     return without_password(url), ident
 
 
-def release(ctx: Any, key: str, target: Target) -> None:
+def release(ctx: Ctx, key: str, target: Reply) -> None:
     entry = ctx.get(key)
     if isinstance(entry, RepoEntry) and target in entry.subscribers:
         ctx.put(key, entry.but(subscribers=tuple(s for s in entry.subscribers if s != target)))

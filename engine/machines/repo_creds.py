@@ -22,9 +22,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from engine.labels import MANAGED_LABELS
 from engine.machines.base import Decision
 from engine.machines.repo_names import (
-    ANNOTATION_IDENTITY, ANNOTATION_LAST_ATTACHED, API_VERSION, KIND, LABEL_BOUND, LABEL_MANAGED_BY,
+    ANNOTATION_IDENTITY, ANNOTATION_LAST_ATTACHED, API_VERSION, KIND, LABEL_BOUND,
     RepoUrlError, check_identity, transport,
 )
 
@@ -119,7 +120,7 @@ def missing_env(creds: tuple[CredEntry, ...], env_present: tuple[str, ...]) -> l
 def secret_fields(namespace: str, resolved: Resolved) -> dict[str, Any]:
     """``ApplySecret`` fields for a token ref: values by variable NAME, never by value."""
     return {
-        "namespace": namespace, "name": resolved.ref, "labels": {LABEL_MANAGED_BY: "kfold"},
+        "namespace": namespace, "name": resolved.ref, "labels": dict(MANAGED_LABELS),
         "literal": {"username": TOKEN_USERNAME}, "values_from_env": {"password": resolved.token_env},
     }
 
@@ -127,7 +128,7 @@ def secret_fields(namespace: str, resolved: Resolved) -> dict[str, Any]:
 # -- statements ----------------------------------------------------------------------------------
 def create_manifest(name: str, namespace: str, url: str, ident: str, *, bound: bool,
                     ref: str | None, stamp: str | None, refresh: str) -> dict[str, Any]:
-    labels = {LABEL_MANAGED_BY: "kfold", **({LABEL_BOUND: "true"} if bound else {})}
+    labels = {**MANAGED_LABELS, **({LABEL_BOUND: "true"} if bound else {})}
     annotations = {ANNOTATION_IDENTITY: ident, **({ANNOTATION_LAST_ATTACHED: stamp} if stamp else {})}
     spec: dict[str, Any] = {"url": url, "refreshInterval": refresh}
     if ref:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from engine.machines.base import Ctx
 from engine.effects.models import ListObjects
 from engine.machines.base import object_key, split_key
 from engine.machines.repo_creds import CredentialError, parse_credentials
@@ -47,7 +48,7 @@ def bindings_of(raw: Any) -> list[tuple[str, str]]:
     return [(url, ident) for ident, url in out.items()]
 
 
-def bind_config(ctx: Any, rec: Command, cluster: str, ns: str) -> tuple[RepoConfig, list[tuple[str, str]]]:
+def bind_config(ctx: Ctx, rec: Command, cluster: str, ns: str) -> tuple[RepoConfig, list[tuple[str, str]]]:
     bindings = bindings_of(rec.args.get("bindings", []))
     creds = parse_credentials(rec.args.get("credentials"))
     env = rec.args.get("env_present") or []
@@ -60,7 +61,7 @@ def bind_config(ctx: Any, rec: Command, cluster: str, ns: str) -> tuple[RepoConf
     return cfg, bindings
 
 
-def refuse(ctx: Any, ckey: str, command: str, exc: Exception) -> None:
+def refuse(ctx: Ctx, ckey: str, command: str, exc: Exception) -> None:
     """Bad input: one error Log naming the value and the reason; no other effect."""
     ctx.log(ckey, f"{command} refused: {exc}", level="error", command=command)
     cluster, ns, _ = split_key(ckey)
@@ -68,7 +69,7 @@ def refuse(ctx: Any, ckey: str, command: str, exc: Exception) -> None:
 
 
 # -- reconcileBound and gc -----------------------------------------------------------------------
-def command(ctx: Any, rec: Command, start: Callable) -> None:
+def command(ctx: Ctx, rec: Command, start: Callable) -> None:
     cluster, ns = where(rec)
     ckey = config_key(cluster, ns)
     try:
@@ -94,7 +95,7 @@ def _list_op(rec: Command, cluster: str, ns: str) -> ListOp:
     return ListOp(effect_id="", purpose="gc", ttl_ms=ttl * 1000)
 
 
-def outcome(ctx: Any, rec: Outcome, effect: Any, start: Callable) -> None:
+def outcome(ctx: Ctx, rec: Outcome, effect: Any, start: Callable) -> None:
     cluster, ns, _ = split_key(effect.key)
     cfg = config_of(ctx, cluster, ns)
     lop = next((lo for lo in cfg.lists if lo.effect_id == effect.id), None)
@@ -112,7 +113,7 @@ def outcome(ctx: Any, rec: Outcome, effect: Any, start: Callable) -> None:
     _note(ctx, cfg, lop, decide(ctx, cfg, lop, rec, start))
 
 
-def in_doubt(ctx: Any, effect: Any) -> None:
+def in_doubt(ctx: Ctx, effect: Any) -> None:
     """A list is a read: ask again, keeping what the operation was for."""
     cluster, ns, _ = split_key(effect.key)
     cfg = config_of(ctx, cluster, ns)
@@ -123,12 +124,12 @@ def in_doubt(ctx: Any, effect: Any) -> None:
         ctx.put(effect.key, cfg.but(lists=lists))
 
 
-def _note(ctx: Any, cfg: RepoConfig, lop: ListOp, text: str) -> None:
+def _note(ctx: Ctx, cfg: RepoConfig, lop: ListOp, text: str) -> None:
     field = "last_reconcile" if lop.purpose == "reconcile" else "last_gc"
     ctx.put(config_key(cfg.cluster, cfg.namespace), config_of(ctx, cfg.cluster, cfg.namespace).but(**{field: text}))
 
 
-def _items(ctx: Any, cfg: RepoConfig, rec: Outcome) -> list[RepoEntry]:
+def _items(ctx: Ctx, cfg: RepoConfig, rec: Outcome) -> list[RepoEntry]:
     out = []
     for item in rec.items or ():
         name = (item.get("metadata") or {}).get("name")
@@ -139,14 +140,14 @@ def _items(ctx: Any, cfg: RepoConfig, rec: Outcome) -> list[RepoEntry]:
     return out
 
 
-def _reconcile(ctx: Any, cfg: RepoConfig, lop: ListOp, rec: Outcome, start: Callable) -> str:
+def _reconcile(ctx: Ctx, cfg: RepoConfig, lop: ListOp, rec: Outcome, start: Callable) -> str:
     stale = [e for e in _items(ctx, cfg, rec) if e.bound and e.name not in lop.keep]
     for e in stale:
         start(ctx, e, Op(kind="unbind"))
     return f"unbound {len(stale)}: {', '.join(e.name for e in stale)}" if stale else "nothing to unbind"
 
 
-def _gc(ctx: Any, cfg: RepoConfig, lop: ListOp, rec: Outcome, start: Callable) -> str:
+def _gc(ctx: Ctx, cfg: RepoConfig, lop: ListOp, rec: Outcome, start: Callable) -> str:
     if rec.at is None:
         ctx.log(config_key(cfg.cluster, cfg.namespace), "gc: no server time on the list response; nothing evicted",
                 level="warning")

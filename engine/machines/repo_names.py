@@ -31,7 +31,6 @@ from engine.rfc3339 import to_ms, to_text
 GROUP = "kfold.dev"
 API_VERSION = "kfold.dev/v1alpha1"
 KIND = "Repo"
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_BOUND = "kfold.dev/repo-bound"
 ANNOTATION_IDENTITY = "kfold.dev/repo-identity"
 ANNOTATION_LAST_ATTACHED = "kfold.dev/last-attached"

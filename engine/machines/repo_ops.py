@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.effects.models import ApplySecret, CreateObject, DeleteObject, GetObject, PatchObject
 from engine.machines.base import Table
 from engine.machines.repo_creds import (
@@ -47,7 +48,7 @@ TABLE = Table("repo", ["idle", *BUSY], [
 
 
 # -- running one operation ---------------------------------------------------------------------
-def start(ctx: Any, entry: RepoEntry, op: Op) -> None:
+def start(ctx: Ctx, entry: RepoEntry, op: Op) -> None:
     """Run ``op`` now if the Repo is idle; otherwise queue it (an ensure joins one in flight)."""
     if entry.phase != "idle":
         return ctx.put(entry.key, _enqueue(entry, op))
@@ -72,7 +73,7 @@ def _enqueue(entry: RepoEntry, op: Op) -> RepoEntry:
     return entry.but(queue=entry.queue + (op,))
 
 
-def secure_or(ctx: Any, entry: RepoEntry, op: Op, then: str) -> None:
+def secure_or(ctx: Ctx, entry: RepoEntry, op: Op, then: str) -> None:
     """Apply the token Secret first when the statement names one, then ``then`` (create|patch)."""
     if op.token_env and not op.secured:
         return go(ctx, entry, op.but(then=then), "secure", ApplySecret,
@@ -82,13 +83,13 @@ def secure_or(ctx: Any, entry: RepoEntry, op: Op, then: str) -> None:
     patch_now(ctx, entry, op)
 
 
-def manifest(ctx: Any, entry: RepoEntry, op: Op) -> dict[str, Any]:
+def manifest(ctx: Ctx, entry: RepoEntry, op: Op) -> dict[str, Any]:
     cfg = config_of(ctx, entry.cluster, entry.namespace)
     return create_manifest(entry.name, entry.namespace, op.url, op.identity, bound=op.kind == "bind" or op.slot_bound,
                            ref=op.ref, stamp=op.stamp if op.kind == "ensure" else None, refresh=cfg.refresh)
 
 
-def patch_now(ctx: Any, entry: RepoEntry, op: Op) -> None:
+def patch_now(ctx: Ctx, entry: RepoEntry, op: Op) -> None:
     patch = statement(op)
     if not patch:
         ctx.log(entry.key, "no server time for this attach: last-attached not moved", level="warning")
@@ -106,13 +107,13 @@ def statement(op: Op) -> dict[str, Any]:
     return clock_patch(op.stamp) if op.stamp else {}
 
 
-def go(ctx: Any, entry: RepoEntry, op: Op, event: str, effect_type: type, **fields: Any) -> None:
+def go(ctx: Ctx, entry: RepoEntry, op: Op, event: str, effect_type: type, **fields: Any) -> None:
     phase = TABLE.next(entry.phase, event)
     effect = ctx.emit(effect_type, entry.key, cluster=entry.cluster, **fields)
     ctx.put(entry.key, entry.but(phase=phase, op=op.but(effect_id=effect.id)))
 
 
-def doubt(ctx: Any, entry: RepoEntry, effect: Any) -> None:
+def doubt(ctx: Ctx, entry: RepoEntry, effect: Any) -> None:
     """The request may or may not have happened: repeat a safe one, re-observe an unsafe one."""
     if entry.op.attempts + 1 >= MAX_ATTEMPTS:
         return fail(ctx, entry, f"{effect.type} of {effect.key!r} still in doubt after {MAX_ATTEMPTS} attempts")
@@ -122,7 +123,7 @@ def doubt(ctx: Any, entry: RepoEntry, effect: Any) -> None:
     go(ctx, entry, op, "verify", GetObject, **ref_fields(entry))
 
 
-def reissue(ctx: Any, entry: RepoEntry, effect: Any) -> None:
+def reissue(ctx: Ctx, entry: RepoEntry, effect: Any) -> None:
     fields = effect.model_dump(exclude={"id", "machine", "key", "type"})
     go(ctx, entry, entry.op.but(attempts=entry.op.attempts + 1), "retry", type(effect), **fields)
 
@@ -132,13 +133,13 @@ def ref_fields(entry: RepoEntry) -> dict[str, Any]:
 
 
 # -- outcomes by phase ---------------------------------------------------------------------------
-def on_secured(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+def on_secured(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
     if rec.result != "ok":
         return fail(ctx, entry, f"applying git credential Secret {entry.op.ref!r}: {why(rec)}")
     secure_or(ctx, entry, entry.op.but(secured=True), entry.op.then)
 
 
-def on_created(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+def on_created(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
     op = entry.op
     if rec.result == "ok":
         return succeed(ctx, entry)
@@ -147,7 +148,7 @@ def on_created(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
     after_exists(ctx, entry, op, rec.at)
 
 
-def after_exists(ctx: Any, entry: RepoEntry, op: Op, at: int | None) -> None:
+def after_exists(ctx: Ctx, entry: RepoEntry, op: Op, at: int | None) -> None:
     """It exists (known, AlreadyExists, or found after a create in doubt): bind restates; ensure
     moves the clock (stamped from the response's server time ``at`` when the attach had none)."""
     if op.kind == "bind":
@@ -159,7 +160,7 @@ def after_exists(ctx: Any, entry: RepoEntry, op: Op, at: int | None) -> None:
     patch_now(ctx, entry, op)
 
 
-def on_read(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+def on_read(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
     op = entry.op
     if rec.result == "not_found":
         return secure_or(ctx, entry, op.but(attempts=op.attempts + 1), "create")
@@ -174,7 +175,7 @@ def on_read(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
     secure_or(ctx, entry, op.but(restate=True, ref=resolved.ref, token_env=resolved.token_env), "patch")
 
 
-def on_patched(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+def on_patched(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
     if rec.result == "ok" or (rec.result == "not_found" and entry.op.kind == "unbind"):
         return succeed(ctx, entry)
     if rec.result == "not_found" and entry.op.attempts + 1 < MAX_ATTEMPTS:
@@ -182,7 +183,7 @@ def on_patched(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
     fail(ctx, entry, f"patching Repo {entry.name!r}: {why(rec)}")
 
 
-def on_deleted(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+def on_deleted(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
     if rec.result in ("ok", "not_found"):
         ctx.log(entry.key, f"evicted Repo {entry.name!r}", evicted=entry.name)
         return succeed(ctx, gone(entry))
@@ -192,7 +193,7 @@ def on_deleted(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
     fail(ctx, entry, f"evicting Repo {entry.name!r}: {why(rec)}")
 
 
-def on_verified(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+def on_verified(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
     """The quorum read after an unsafe request in doubt decides what happened."""
     op = entry.op
     if rec.result not in ("ok", "not_found"):
@@ -208,32 +209,32 @@ _ON_OUTCOME = {"securing": on_secured, "creating": on_created, "reading": on_rea
                "patching": on_patched, "deleting": on_deleted, "verifying": on_verified}
 
 
-def answer(ctx: Any, entry: RepoEntry, rec: Outcome) -> None:
+def answer(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
     """Act on the outcome of the request ``entry`` awaits, by the phase it is in."""
     _ON_OUTCOME[entry.phase](ctx, entry, rec)
 
 
-def succeed(ctx: Any, entry: RepoEntry) -> None:
+def succeed(ctx: Ctx, entry: RepoEntry) -> None:
     op = entry.op
     if op.kind == "ensure":
         url = entry.url or op.url
         for w in op.waiters:
-            ctx.tell(w.machine, w.key, "repo_ensured", repo=entry.key, url=url)
+            ctx.tell(w.to, w.key, "repo_ensured", repo=entry.key, url=url)
             if entry.nodes:
-                ctx.tell(w.machine, w.key, "repo_status", repo=entry.key, nodes=status_nodes(entry.nodes))
+                ctx.tell(w.to, w.key, "repo_status", repo=entry.key, nodes=status_nodes(entry.nodes))
         subs = entry.subscribers + tuple(w for w in op.waiters if w not in entry.subscribers)
         entry = entry.but(subscribers=subs)
     finish(ctx, entry, "")
 
 
-def fail(ctx: Any, entry: RepoEntry, reason: str) -> None:
+def fail(ctx: Ctx, entry: RepoEntry, reason: str) -> None:
     ctx.log(entry.key, f"repo {entry.op.kind} failed: {reason}", level="error", repo=entry.key)
     for w in entry.op.waiters:
-        ctx.tell(w.machine, w.key, "repo_failed", repo=entry.key, reason=reason)
+        ctx.tell(w.to, w.key, "repo_failed", repo=entry.key, reason=reason)
     finish(ctx, entry, reason)
 
 
-def finish(ctx: Any, entry: RepoEntry, error: str) -> None:
+def finish(ctx: Ctx, entry: RepoEntry, error: str) -> None:
     phase = TABLE.next(entry.phase, "finish") if entry.phase != "idle" else "idle"
     idle = entry.but(phase=phase, op=None, queue=entry.queue[1:], last_error=error)
     ctx.put(entry.key, idle)

@@ -4,7 +4,7 @@ One table, two row kinds, told apart by ``row`` (``RepoRow.model_validate`` read
 a snapshot):
 - ``RepoEntry`` per Repo key ``<cluster>/<namespace>/<cachekey>``: what was observed (uid, rv,
   url, identity, bound, last-attached, per-node rows: everything ``kfold repos`` lists), the
-  operation in flight (``Op``) and its queue, and the subscribers (``Target``) told of status changes.
+  operation in flight (``Op``) and its queue, and the subscribers (``Reply``) told of status changes.
 - ``RepoConfig`` per ``<cluster>/<namespace>/`` (empty name): what the last ``repo.bind`` said
   (credentials, the NAMES of set variables, bound keys) and the list operations in flight (``ListOp``).
 
@@ -21,16 +21,12 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, TypeAdapter
 
-from engine.machines.base import Decision, object_key, split_key
+from engine.machines.base import Ctx
+from engine.machines.base import Decision, Reply, object_key, split_key
 from engine.machines.repo_creds import CredEntry
 from engine.machines.repo_names import ANNOTATION_IDENTITY, ANNOTATION_LAST_ATTACHED, LABEL_BOUND, repo_status_rows
 
 DEFAULT_REFRESH = "5m"
-
-
-class Target(Decision):
-    machine: str
-    key: str
 
 
 class Op(Decision):
@@ -47,7 +43,7 @@ class Op(Decision):
     token_env: str = ""             # a Secret to apply before the statement (variable NAME)
     secured: bool = False           # that Secret was applied in this operation
     then: str = ""                  # after the Secret: "create" | "patch"
-    waiters: tuple[Target, ...] = ()
+    waiters: tuple[Reply, ...] = ()
     uid: str = ""                   # evict: the fence from the listed item
     rv: str = ""
     effect_id: str = ""
@@ -73,7 +69,7 @@ class RepoEntry(Decision):
     phase: str = "idle"
     op: Op | None = None
     queue: tuple[Op, ...] = ()
-    subscribers: tuple[Target, ...] = ()
+    subscribers: tuple[Reply, ...] = ()
     last_error: str = ""
     checking: str = ""              # the quorum GET sent because a relist lacked it (effect id)
 
@@ -116,12 +112,12 @@ def config_key(cluster: str, namespace: str) -> str:
     return object_key(cluster, namespace, "")
 
 
-def config_of(ctx: Any, cluster: str, namespace: str) -> RepoConfig:
+def config_of(ctx: Ctx, cluster: str, namespace: str) -> RepoConfig:
     cfg = ctx.get(config_key(cluster, namespace))
     return cfg if isinstance(cfg, RepoConfig) else RepoConfig(cluster=cluster, namespace=namespace)
 
 
-def entry_of(ctx: Any, key: str) -> RepoEntry:
+def entry_of(ctx: Ctx, key: str) -> RepoEntry:
     entry = ctx.get(key)
     if isinstance(entry, RepoEntry):
         return entry
@@ -144,12 +140,12 @@ def gone(entry: RepoEntry) -> RepoEntry:
     return entry.but(exists=False, uid="", rv="", nodes=(), bound=False)
 
 
-def settle(ctx: Any, before: RepoEntry, after: RepoEntry) -> None:
+def settle(ctx: Ctx, before: RepoEntry, after: RepoEntry) -> None:
     """Store ``after``; when the per-node status changed, tell every subscriber."""
     ctx.put(after.key, after)
     if after.nodes != before.nodes:
         for s in after.subscribers:
-            ctx.tell(s.machine, s.key, "repo_status", repo=after.key, nodes=status_nodes(after.nodes))
+            ctx.tell(s.to, s.key, "repo_status", repo=after.key, nodes=status_nodes(after.nodes))
 
 
 def status_nodes(nodes: tuple[dict[str, Any], ...]) -> dict[str, dict[str, Any]]:

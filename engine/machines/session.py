@@ -9,9 +9,9 @@ the decision record (``session_model``), then calls ``decide``.
 
 Inputs: observed ``Session`` and ``Pod`` (pods by their ``kfold.dev/session`` label, namespace and
 cluster handle, which must be the Session's target; only the current generation's pod counts),
-command ``session.configure`` {home, tenants {namespace: tenant}, registered [{handle, name, tenant,
-namespaces}], clusters (old form: names every Session may use), base_domain, defaults
-{start_deadline_s, ready_deadline_s}} (tenancy and placement: ``session_tenancy``), replies from the pod machine
+command ``session.configure`` (``engine.seams.SessionConfigure``: home, tenants, registered
+clusters, clusters (old form: names every Session may use), base_domain, start_seconds,
+ready_seconds; tenancy and placement: ``session_tenancy``), replies from the pod machine
 (``pod_created``, ``pod_create_failed``, ``pod_gone``, ``pod_delete_failed``, ``namespace_ready``,
 ``namespace_failed``) and the repo machine (``repo_ensured``, ``repo_failed``, ``repo_status``),
 outcomes of its own effects, and the ``start``/``ready`` deadlines.
@@ -33,11 +33,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.effects.models import GetObject
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_flow as flow
 from engine.machines import session_owned as owned
 from engine.machines import session_replies as replies
+from engine.machines import session_status as status
 from engine.machines.base import Machine, missing_after_relist, object_key
 from engine.machines.session_model import (CONFIG_KEY, FINALIZER, LIVE, Failure, SessionConfig, SessionDecision,
                                           SessionEntry)
@@ -46,6 +48,7 @@ from engine.machines import session_tenancy as tenancy
 from engine.machines.session_observe import session_view
 from engine.machines.session_spec import SpecError
 from engine.machines.session_status import API_VERSION
+from engine.seams import SessionConfigure
 from journal.records import Command, Observed, Outcome, Relist
 
 __all__ = ["SessionMachine"]
@@ -56,17 +59,17 @@ class SessionMachine(Machine):
     decision = SessionEntry  # type: ignore[assignment]  # a union of two record kinds
     observes = frozenset({"Session", "Pod"})
     commands = frozenset({"session.configure"})
+    typed_messages = True
 
-    def on_command(self, ctx: Any, rec: Command) -> None:
-        defaults = rec.args.get("defaults") or {}
+    def on_command(self, ctx: Ctx, rec: Command) -> None:
+        cmd = SessionConfigure.model_validate(rec.args)  # the model daemon_boot builds it from
         ctx.put(CONFIG_KEY, SessionConfig(
-            clusters=tuple(rec.args.get("clusters") or ()), base_domain=str(rec.args.get("base_domain") or ""),
-            start_ms=int(defaults.get("start_deadline_s", 180)) * 1000,
-            ready_ms=int(defaults.get("ready_deadline_s", 120)) * 1000, **tenancy.configure(rec.args)))
+            clusters=cmd.clusters, base_domain=cmd.base_domain, start_ms=cmd.start_seconds * 1000,
+            ready_ms=cmd.ready_seconds * 1000, **tenancy.configure(cmd)))
         for key, d in list(sessions(ctx)):
             save(ctx, key, d)
 
-    def on_observed(self, ctx: Any, rec: Observed) -> None:
+    def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         if rec.kind == "Pod":
             if targets.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's
                 return None
@@ -77,7 +80,7 @@ class SessionMachine(Machine):
             return session_gone(ctx, key)
         save(ctx, key, absorb(ctx.get(key), rec.cluster, rec.obj))
 
-    def on_relist(self, ctx: Any, rec: Relist) -> None:
+    def on_relist(self, ctx: Ctx, rec: Relist) -> None:
         """A relist's absences are suspects (``missing_after_relist``): each is re-read with a
         quorum GET, and only that GET's 404 lets go of a Session or marks its pod gone."""
         if rec.kind == "Session":
@@ -90,13 +93,13 @@ class SessionMachine(Machine):
         for pk in missing_after_relist(current, rec):
             save(ctx, current[pk], replies.read_pod(ctx, current[pk], ctx.get(current[pk])))
 
-    def on_message(self, ctx: Any, key: str, message: str, args: dict[str, Any]) -> None:
+    def on_message(self, ctx: Ctx, key: str, message: str, args: dict[str, Any]) -> None:
         d = ctx.get(key)
         if not isinstance(d, SessionDecision):
             return ctx.log(key, f"{message} for a session kfold no longer tracks; ignored", level="debug")
         save(ctx, key, replies.on_message(ctx, key, d, message, args))
 
-    def on_outcome(self, ctx: Any, rec: Outcome, effect: Any) -> None:
+    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
         d = ctx.get(effect.key)
         if not isinstance(d, SessionDecision):
             return
@@ -108,12 +111,17 @@ class SessionMachine(Machine):
             return
         save(ctx, effect.key, outcome(ctx, effect.key, d, rec, effect))
 
-    def on_in_doubt(self, ctx: Any, effect: Any) -> None:
+    def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
         d = ctx.get(effect.key)
         if isinstance(d, SessionDecision):
             save(ctx, effect.key, in_doubt(ctx, effect.key, d, effect))
 
-    def on_deadline(self, ctx: Any, key: str, name: str) -> None:
+    def on_quarantine(self, ctx: Ctx, key: str, error: str) -> None:
+        d = ctx.get(key)
+        if isinstance(d, SessionDecision):
+            status.quarantined(ctx, key, d, flow.spec_of(d, config(ctx) or SessionConfig()), config(ctx) or SessionConfig(), error)
+
+    def on_deadline(self, ctx: Ctx, key: str, name: str) -> None:
         d = ctx.get(key)
         if not isinstance(d, SessionDecision) or d.phase != "Provisioning":
             return
@@ -134,16 +142,16 @@ def _not_ready(d: SessionDecision) -> str:
 
 # -- the table ----------------------------------------------------------------------------------
 
-def sessions(ctx: Any) -> list[tuple[str, SessionDecision]]:
+def sessions(ctx: Ctx) -> list[tuple[str, SessionDecision]]:
     return [(k, d) for k, d in ctx.items() if isinstance(d, SessionDecision)]
 
 
-def config(ctx: Any) -> SessionConfig | None:
+def config(ctx: Ctx) -> SessionConfig | None:
     cfg = ctx.get(CONFIG_KEY)
     return cfg if isinstance(cfg, SessionConfig) else None
 
 
-def save(ctx: Any, key: str, d: SessionDecision) -> None:
+def save(ctx: Ctx, key: str, d: SessionDecision) -> None:
     """Decide (once configured) and store; keep the target index in step."""
     cfg = config(ctx)
     before = ctx.get(key)
@@ -184,7 +192,7 @@ def from_status(d: SessionDecision, v: Any) -> SessionDecision:
     return d.but(generation=v.generation)
 
 
-def session_gone(ctx: Any, key: str) -> None:
+def session_gone(ctx: Ctx, key: str) -> None:
     """The Session is deleted: let go of its pod and repositories, forget it."""
     d = ctx.get(key)
     if not isinstance(d, SessionDecision):
@@ -200,7 +208,7 @@ def session_gone(ctx: Any, key: str) -> None:
 
 # -- outcomes of the session's own effects ------------------------------------------------------
 
-def outcome(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
+def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
     match effect.kind, effect.type:
         case "Pod", "get":
             return replies.pod_read(ctx, key, d, rec, effect)
@@ -228,13 +236,13 @@ def outcome(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
     return d
 
 
-def _reobserve(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+def _reobserve(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
              namespace=d.namespace, name=d.name)
     return d.but(finalizer_step="reading")
 
 
-def _finalizer_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
+def _finalizer_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
     if rec.result == "ok":
         d = absorb(d, d.home, rec.obj) if rec.obj else d
         return d if d.finalizer_step == "removing" else d.but(finalizer_step="done")
@@ -254,7 +262,7 @@ def _foreign_endpoint(d: SessionDecision, rec: Outcome, effect: Any, spec: Any, 
             and endpoints.desired(d, spec, cfg)[effect.kind] is not None)
 
 
-def _secret_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
+def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
     if d.secret_step != "sent":
         return d
     if rec.result == "ok":
@@ -268,7 +276,7 @@ def _secret_answer(ctx: Any, key: str, d: SessionDecision, rec: Outcome) -> Sess
     return flow.fail(ctx, key, d, "SecretFailed", f"cannot create Secret {d.name}-env: {rec.result} {rec.message}".strip())
 
 
-def _secret_read(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
+def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
     """The Secret's create met AlreadyExists: adopt it only when it is this Session's."""
     if d.secret_step != "reading":
         return d
@@ -280,7 +288,7 @@ def _secret_read(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: A
     return d.but(secret_step="")  # absent since, or unknown: create again (AlreadyExists reads again)
 
 
-def in_doubt(ctx: Any, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
+def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
     match effect.kind, effect.type:
         case "Session", "patch" if effect.subresource == "status":
             return d.but(status_written="")

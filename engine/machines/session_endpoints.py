@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.effects.models import CreateObject, DeleteObject, GetObject, ReplaceObject
 from engine.machines import session_manifests as mf
 from engine.machines.session_model import SessionConfig, SessionDecision, Upsert
@@ -57,14 +58,14 @@ def _set(d: SessionDecision, kind: str, u: Upsert) -> SessionDecision:
     return d.but(**{KINDS[kind][0]: u})
 
 
-def sync(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+def sync(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
     """Start whatever request brings each endpoint object to its desired manifest."""
     for kind, manifest in desired(d, spec, cfg).items():
         d = _sync_one(ctx, key, d, kind, manifest)
     return d
 
 
-def _sync_one(ctx: Any, key: str, d: SessionDecision, kind: str, manifest: dict[str, Any] | None) -> SessionDecision:
+def _sync_one(ctx: Ctx, key: str, d: SessionDecision, kind: str, manifest: dict[str, Any] | None) -> SessionDecision:
     u, want = _get(d, kind), _digest(manifest)
     if u.stage != "idle" or want == u.have:
         return d
@@ -81,12 +82,12 @@ def _sync_one(ctx: Any, key: str, d: SessionDecision, kind: str, manifest: dict[
     return _set(d, kind, u.but(stage="create", sending=want, tries=tries))
 
 
-def _request(ctx: Any, key: str, d: SessionDecision, kind: str, effect: type, **fields: Any) -> None:
+def _request(ctx: Ctx, key: str, d: SessionDecision, kind: str, effect: type, **fields: Any) -> None:
     ctx.emit(effect, key, cluster=d.target, tenant=d.target_tenant, api_version=KINDS[kind][1], kind=kind,
              namespace=d.target_ns, name=d.name, **fields)
 
 
-def on_outcome(ctx: Any, key: str, d: SessionDecision, rec: Any, effect: Any, spec: Spec,
+def on_outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any, spec: Spec,
                cfg: SessionConfig) -> SessionDecision:
     """Advance one endpoint object after its request (``effect``) came back, then sync again."""
     kind = effect.kind
@@ -108,7 +109,7 @@ def on_outcome(ctx: Any, key: str, d: SessionDecision, rec: Any, effect: Any, sp
     return sync(ctx, key, _set(d, kind, u), spec, cfg)
 
 
-def _replace(ctx: Any, key: str, d: SessionDecision, kind: str, existing: dict[str, Any],
+def _replace(ctx: Ctx, key: str, d: SessionDecision, kind: str, existing: dict[str, Any],
              manifest: dict[str, Any] | None) -> SessionDecision:
     u = _get(d, kind)
     if manifest is None and owned(existing, d.name) and uid_of(existing):  # nothing to route: delete ours

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.effects.models import CreateObject, Log, PatchObject
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_manifests as mf
@@ -55,7 +56,7 @@ def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
                     place=lambda wanted: tenancy.place(cfg, d.home, d.namespace, wanted))
 
 
-def decide(ctx: Any, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
+def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
     spec = spec_of(d, cfg)
     if d.deleting or d.spec_raw.get("stopped") is True:
         d = teardown(ctx, key, d)
@@ -75,13 +76,13 @@ def _spec_text(d: SessionDecision) -> str:
 
 # -- failing and releasing -----------------------------------------------------------------------
 
-def fail(ctx: Any, key: str, d: SessionDecision, reason: str, message: str) -> SessionDecision:
+def fail(ctx: Ctx, key: str, d: SessionDecision, reason: str, message: str) -> SessionDecision:
     ctx.emit(Log, key, level="warning", message=f"session {d.name} failed: {message}", fields={"reason": reason})
     d = release(ctx, key, d.move("fail"), f"session failed: {reason}")
     return d.but(failure=Failure(reason=reason, message=message), failed_spec=_spec_text(d))
 
 
-def _invalid(ctx: Any, key: str, d: SessionDecision, spec: SpecError) -> SessionDecision:
+def _invalid(ctx: Ctx, key: str, d: SessionDecision, spec: SpecError) -> SessionDecision:
     if d.phase == "Failed" and d.failure and d.failure.message == spec.message:
         return d
     return fail(ctx, key, d, "InvalidSpec", spec.message)
@@ -91,7 +92,7 @@ def pod_key(d: SessionDecision, pod: str | None = None) -> str:
     return object_key(d.target, d.target_ns, pod or d.pod.name)
 
 
-def release(ctx: Any, key: str, d: SessionDecision, reason: str) -> SessionDecision:
+def release(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> SessionDecision:
     """Let go of the current pod: delete it through the pod machine (or once its create answers)."""
     if not d.pod.name or d.pod.gone:
         return d.but(pod=PodFacts())
@@ -101,20 +102,20 @@ def release(ctx: Any, key: str, d: SessionDecision, reason: str) -> SessionDecis
     return delete_pod(ctx, key, d, pk, reason).but(pod=PodFacts())
 
 
-def delete_pod(ctx: Any, key: str, d: SessionDecision, pk: str, reason: str) -> SessionDecision:
+def delete_pod(ctx: Ctx, key: str, d: SessionDecision, pk: str, reason: str) -> SessionDecision:
     ctx.tell("pod", pk, "delete", reply_to="session", reply_key=key, reason=reason)
     return d.but(releasing=tuple(dict.fromkeys(d.releasing + (pk,))))
 
 
 # -- suspend and teardown -------------------------------------------------------------------------
 
-def suspend(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+def suspend(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     if d.phase == "Suspended":
         return d
     return release(ctx, key, d.move("suspend").but(failure=None), "session suspended")
 
 
-def teardown(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+def teardown(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     """Stop: release the pod, delete Service, Ingress and Secret (each read first and deleted only
     when it is this Session's, fenced by its uid: ``session_owned``); then, if the Session is being
     deleted, remove the finalizer. Repeated requests change nothing."""
@@ -128,7 +129,7 @@ def teardown(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
     return d
 
 
-def _release_resumed(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+def _release_resumed(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     """Stopped before a resumed record (``session.from_status``: a lost journal) re-adopted its
     pod: the pod the Session's status names is released through the pod machine all the same (it
     reads first and deletes fenced by uid; a 404 is fine), so a stop never leaks it."""
@@ -138,7 +139,7 @@ def _release_resumed(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
     return delete_pod(ctx, key, d, pk, "session stopped")
 
 
-def _remove_finalizer(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+def _remove_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     if FINALIZER not in d.finalizers or d.finalizer_step in ("removing", "reading"):
         return d
     rest = [f for f in d.finalizers if f != FINALIZER]
@@ -146,14 +147,14 @@ def _remove_finalizer(ctx: Any, key: str, d: SessionDecision) -> SessionDecision
     return d.but(finalizer_step="removing")
 
 
-def _patch_session(ctx: Any, key: str, d: SessionDecision, patch: dict[str, Any]) -> None:
+def _patch_session(ctx: Ctx, key: str, d: SessionDecision, patch: dict[str, Any]) -> None:
     ctx.emit(PatchObject, key, cluster=d.home, api_version=status.API_VERSION, kind="Session",
              namespace=d.namespace, name=d.name, patch=patch, safe_to_retry=False)
 
 
 # -- running ---------------------------------------------------------------------------------------
 
-def run(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+def run(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
     if _needs_generation(d, spec):
         taken = _taken(ctx, key, d, spec)
         if taken:
@@ -178,7 +179,7 @@ def _needs_generation(d: SessionDecision, spec: Spec) -> bool:
     return d.shape != shape(spec)   # set-apps (or image, env...): recreate as N+1
 
 
-def _taken(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> str:
+def _taken(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> str:
     """Why this Session cannot run its pods where its spec places them ("" = it can)."""
     namespace = spec.namespace or d.namespace
     holder = targets.lookup(ctx, spec.cluster, namespace, d.name)
@@ -188,7 +189,7 @@ def _taken(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> str:
             f"{d.spec_raw.get('cluster')!r}; rename this Session or create it in that namespace")
 
 
-def begin(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+def begin(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
     """Start generation N+1 from scratch: fresh pod name, repositories re-ensured at attach."""
     d = release(ctx, key, d, "replaced by a new generation")
     namespace = spec.namespace or d.namespace
@@ -200,7 +201,7 @@ def begin(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig
         start_ms=cfg.start_ms, ready_ms=cfg.ready_ms, teardown=(), blocked="")
 
 
-def bring_up(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
+def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
     if FINALIZER not in d.finalizers:
         if d.finalizer_step == "":
             _patch_session(ctx, key, d, {"metadata": {"finalizers": [*d.finalizers, FINALIZER],
@@ -230,7 +231,7 @@ def bring_up(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> SessionDecis
     return _create_pod(ctx, key, d, spec)
 
 
-def _create_pod(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
+def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
     name = mf.pod_name(d.name, d.generation)
     d = d.move("create").but(pod=PodFacts(name=name))
     ctx.tell("pod", pod_key(d), "create", manifest=mf.pod(d.name, d.target_ns, d.generation, spec),
@@ -238,7 +239,7 @@ def _create_pod(ctx: Any, key: str, d: SessionDecision, spec: Spec) -> SessionDe
     return d
 
 
-def serve(ctx: Any, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+def serve(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
     """Provisioning and Ready: fail on what the pod or a clone says, else route and wait for ready."""
     verdict = _pod_verdict(d)
     if verdict is not None:
@@ -276,9 +277,12 @@ def _node_status(r: RepoFacts, node: str) -> dict[str, Any]:
 
 
 def _clone_error(d: SessionDecision) -> str | None:
+    """Seed 000: only a failed Clone fails a session waiting on the node. A failed Probe (no pod on
+    the node mounts the repository yet) or Fetch (a warm cache that could not refresh) is a status
+    signal (``session_status.repo_signals``), never a verdict."""
     for r in d.repos:
         st = _node_status(r, d.pod.node) if d.pod.node else {}
-        if st.get("lastError") and not st.get("synced"):
+        if st.get("attempted") == "Clone" and st.get("lastError") and not st.get("synced"):
             return f"repository {r.url} failed to clone on node {d.pod.node}: {st['lastError']}"
     return None
 
@@ -294,20 +298,21 @@ def unsynced(d: SessionDecision) -> list[str]:
 
 # -- deadlines -------------------------------------------------------------------------------------
 
-def arm_deadlines(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+def arm_deadlines(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     """Start deadline while the pod is not Running, ready deadline once it is; cancelled otherwise."""
     provisioning = d.phase == "Provisioning"
-    _want_timer(ctx, key, "start", provisioning and not running(d), d.start_ms)
-    _want_timer(ctx, key, "ready", provisioning and running(d), d.ready_ms)
+    _want_timer(ctx, key, "start", provisioning and not running(d), d.start_ms, d.target)
+    _want_timer(ctx, key, "ready", provisioning and running(d), d.ready_ms, d.target)
     return d
 
 
-def _want_timer(ctx: Any, key: str, name: str, wanted: bool, after_ms: int) -> None:
+def _want_timer(ctx: Ctx, key: str, name: str, wanted: bool, after_ms: int, cluster: str) -> None:
+    """Judged on the clock of ``cluster``, where the pod runs (the deadline is about it)."""
     armed = ctx.timer_due(key, name) is not None
     if not wanted and armed:
         ctx.cancel_timer(key, name)
     elif wanted and not armed and ctx.now is not None:
-        ctx.set_timer(key, name, ctx.now + after_ms)
+        ctx.set_timer(key, name, ctx.now + after_ms, cluster)
 
 
 __all__ = ["LIVE", "TEARDOWN_KINDS", "decide", "fail", "release", "delete_pod", "running", "spec_of", "teardown", "unsynced"]

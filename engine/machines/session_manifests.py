@@ -16,9 +16,7 @@ from typing import Any
 
 from engine.machines.session_spec import App, Port, Spec
 
-MANAGED_BY = {"app.kubernetes.io/managed-by": "kfold"}
-SESSION_LABEL = "kfold.dev/session"
-GENERATION_LABEL = "kfold.dev/generation"
+from engine.labels import GENERATION_LABEL, MANAGED_LABELS, SESSION_LABEL  # noqa: F401 - re-exported
 WORKSPACE = "workspace"
 
 
@@ -31,7 +29,7 @@ def secret_name(session: str) -> str:
 
 
 def labels(session: str, generation: int | None = None) -> dict[str, str]:
-    out = {**MANAGED_BY, SESSION_LABEL: session}
+    out = {**MANAGED_LABELS, SESSION_LABEL: session}
     if generation is not None:
         out[GENERATION_LABEL] = str(generation)
     return out

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, TypeAdapter
 
 from engine.machines.base import Decision, Table
+from engine.seams import RegisteredCluster
 
 CONFIG_KEY = "#config"
 INDEX_KEY = "#targets"
@@ -41,16 +42,6 @@ TABLE = Table("session", PHASES, [
 ], initial="Pending")
 
 
-class Registration(Decision):
-    """A registered cluster as the fold knows it: its handle, owning tenant and namespace bound
-    (``()`` = unbounded). Never a credential."""
-
-    handle: str
-    name: str
-    tenant: str
-    namespaces: tuple[str, ...] = ()
-
-
 class SessionConfig(Decision):
     """From ``session.configure`` (appended by the daemon at boot from its validated config).
 
@@ -61,7 +52,7 @@ class SessionConfig(Decision):
     clusters: tuple[str, ...] = ()
     home: str = ""
     tenants: dict[str, str] = Field(default_factory=dict)      # Session namespace -> tenant
-    registered: tuple[Registration, ...] = ()
+    registered: tuple[RegisteredCluster, ...] = ()   # as session.configure states them (handle filled in)
     base_domain: str = ""
     start_ms: int = DEFAULT_START_MS
     ready_ms: int = DEFAULT_READY_MS

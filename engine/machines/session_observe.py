@@ -39,7 +39,7 @@ class Ended:
 
 
 @dataclass(frozen=True, slots=True)
-class PodView:
+class PodStatus:
     name: str
     uid: str
     rv: str
@@ -73,7 +73,7 @@ def session_view(obj: dict[str, Any]) -> SessionView:
         failure=(str(ready.get("reason") or ""), str(ready.get("message") or "")))
 
 
-def pod_view(obj: dict[str, Any]) -> PodView:
+def pod_view(obj: dict[str, Any]) -> PodStatus:
     # Hot path (every Pod event): written out with few calls; equal, field by field and for every
     # input (tests/unit/test_fastpath_observe.py), to the plain form of the same reduction.
     md, status = obj.get("metadata"), obj.get("status")
@@ -90,7 +90,7 @@ def pod_view(obj: dict[str, Any]) -> PodView:
             ready = True
             break
     ip, node = status.get("podIP", ""), spec.get("nodeName", "") if isinstance(spec, dict) else ""
-    return PodView(
+    return PodStatus(
         str(md.get("name", "")), str(md.get("uid", "")), str(md.get("resourceVersion", "")),
         str(lbl.get(SESSION_LABEL, "")), _int(lbl.get(GENERATION_LABEL)), str(status.get("phase", "")),
         str(ip or ""), str(node or ""), ready, _detail(status), provisioning_message(status),

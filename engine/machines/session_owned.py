@@ -18,12 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 from engine.effects.models import DeleteObject, GetObject
-from engine.machines.session_manifests import MANAGED_BY, SESSION_LABEL, secret_name
+from engine.labels import MANAGED_BY, MANAGER, SESSION_LABEL
+from engine.machines.session_manifests import secret_name
 from engine.machines.session_model import SessionDecision
+from engine.machines.base import Ctx
 
 TEARDOWN_KINDS = (("Service", "v1"), ("Ingress", "networking.k8s.io/v1"), ("Secret", "v1"))
 _API = dict(TEARDOWN_KINDS)
-_MANAGED_KEY, _MANAGED_VALUE = next(iter(MANAGED_BY.items()))
 
 
 def _labels(obj: Any) -> dict[str, Any]:
@@ -39,14 +40,14 @@ def uid_of(obj: Any) -> str:
 
 def owned(obj: Any, session: str) -> bool:
     labels = _labels(obj)
-    return labels.get(_MANAGED_KEY) == _MANAGED_VALUE and labels.get(SESSION_LABEL) == session
+    return labels.get(MANAGED_BY) == MANAGER and labels.get(SESSION_LABEL) == session
 
 
 def conflict(kind: str, namespace: str, name: str, obj: Any, session: str) -> str:
     """The failure message for a same-name object that is not this Session's."""
     labels = _labels(obj)
     return (f"{kind} {namespace}/{name} already exists and is not Session {session}'s "
-            f"(labels: managed-by={labels.get(_MANAGED_KEY) or '-'}, session={labels.get(SESSION_LABEL) or '-'}); "
+            f"(labels: managed-by={labels.get(MANAGED_BY) or '-'}, session={labels.get(SESSION_LABEL) or '-'}); "
             f"kfold leaves it untouched. Rename or remove that {kind}, or give the Session another name")
 
 
@@ -61,13 +62,13 @@ def _ref(d: SessionDecision, kind: str) -> dict[str, str]:
 
 # -- teardown ---------------------------------------------------------------------------------------
 
-def start_teardown(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+def start_teardown(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     for kind, _ in TEARDOWN_KINDS:
         ctx.emit(GetObject, key, **_ref(d, kind))
     return d.but(teardown=tuple(k for k, _ in TEARDOWN_KINDS))
 
 
-def teardown_answer(ctx: Any, key: str, d: SessionDecision, rec: Any, effect: Any) -> SessionDecision:
+def teardown_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -> SessionDecision:
     """Advance the teardown of ``effect.kind`` on the answer to its read or its fenced delete."""
     if effect.kind not in d.teardown:
         return d
@@ -86,7 +87,7 @@ def teardown_answer(ctx: Any, key: str, d: SessionDecision, rec: Any, effect: An
     return d.but(teardown=rest, blocked=f"cannot {verb} {effect.kind} {effect.name}: {rec.result} {rec.message}".strip())
 
 
-def _decide_delete(ctx: Any, key: str, d: SessionDecision, effect: Any, obj: Any,
+def _decide_delete(ctx: Ctx, key: str, d: SessionDecision, effect: Any, obj: Any,
                    rest: tuple[str, ...]) -> SessionDecision:
     if not owned(obj, d.name) or not uid_of(obj):
         ctx.log(key, f"stop: {conflict(effect.kind, effect.namespace, effect.name, obj, d.name)}", level="warning")
@@ -95,6 +96,6 @@ def _decide_delete(ctx: Any, key: str, d: SessionDecision, effect: Any, obj: Any
     return d
 
 
-def repeat(ctx: Any, key: str, effect: Any) -> None:
+def repeat(ctx: Ctx, key: str, effect: Any) -> None:
     """Send the same read, or the same uid-fenced delete, again (both harmless to repeat)."""
     ctx.emit(type(effect), key, **effect.model_dump(exclude={"id", "machine", "key", "type"}))

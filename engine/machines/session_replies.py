@@ -17,18 +17,19 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from engine.machines.base import Ctx
 from engine.effects.models import GetObject, RecordEvent
 from engine.machines import session_flow as flow
 from engine.machines.base import split_key
 from engine.machines import session_targets as targets
 from engine.machines.session_manifests import SESSION_LABEL
 from engine.machines.session_model import BRINGING_UP, PodFacts, Run, SessionDecision
-from engine.machines.session_observe import PodView, pod_view
+from engine.machines.session_observe import PodStatus, pod_view
 
 MAX_RUNS = 50
 
 
-def pod_owner(ctx: Any, rec: Any) -> str | None:
+def pod_owner(ctx: Ctx, rec: Any) -> str | None:
     """The key of the Session whose current pod this observation is about, or None. Cheap: reads
     one label, one index entry and one record; reduces nothing."""
     md = rec.obj.get("metadata") if isinstance(rec.obj, dict) else None
@@ -45,13 +46,13 @@ def pod_owner(ctx: Any, rec: Any) -> str | None:
     return key
 
 
-def pod_observed(ctx: Any, key: str, rec: Any, save: Callable[..., None]) -> None:
+def pod_observed(ctx: Ctx, key: str, rec: Any, save: Callable[..., None]) -> None:
     """Fold an observation of the pod of the Session at ``key`` (see ``pod_owner``)."""
     d = ctx.get(key)
     save(ctx, key, _pod_facts(ctx, key, d, pod_view(rec.obj), rec.event == "DELETED"))
 
 
-def _pod_facts(ctx: Any, key: str, d: SessionDecision, v: PodView, deleted: bool) -> SessionDecision:
+def _pod_facts(ctx: Ctx, key: str, d: SessionDecision, v: PodStatus, deleted: bool) -> SessionDecision:
     if deleted and d.pod.uid and v.uid and v.uid != d.pod.uid:
         return d  # a different pod under the current name went away: not ours
     p = d.pod.but(uid=v.uid or d.pod.uid, rv=v.rv, phase=v.phase, ip=v.ip, node=v.node, ready=v.ready,
@@ -62,7 +63,7 @@ def _pod_facts(ctx: Any, key: str, d: SessionDecision, v: PodView, deleted: bool
     return _runs_ended(ctx, key, d.but(pod=p), v)
 
 
-def _runs_ended(ctx: Any, key: str, d: SessionDecision, v: PodView) -> SessionDecision:
+def _runs_ended(ctx: Ctx, key: str, d: SessionDecision, v: PodStatus) -> SessionDecision:
     if d.phase not in ("Provisioning", "Ready"):
         return d
     seen = {r.app for r in d.runs if r.generation == d.generation}
@@ -76,7 +77,7 @@ def _runs_ended(ctx: Any, key: str, d: SessionDecision, v: PodView) -> SessionDe
     return d.but(runs=runs[-MAX_RUNS:]) if new else d
 
 
-def read_pod(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
+def read_pod(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     """Ask the apiserver (quorum GET) what the current pod is now; ``pod_read`` folds the answer.
 
     Used where kfold's own picture cannot be trusted to be current: a relist that lacks the pod
@@ -89,7 +90,7 @@ def read_pod(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
     return d.but(pod=d.pod.but(reading=True))
 
 
-def pod_read(ctx: Any, key: str, d: SessionDecision, rec: Any, effect: Any) -> SessionDecision:
+def pod_read(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -> SessionDecision:
     """The answer to ``read_pod``: a 404 proves the pod gone; a pod of another uid under the name
     means ours is gone; otherwise its facts are folded like a watch event's."""
     if effect.name != d.pod.name or effect.namespace != d.target_ns:
@@ -109,18 +110,18 @@ def pod_read(ctx: Any, key: str, d: SessionDecision, rec: Any, effect: Any) -> S
 
 # -- replies from the pod and repo machines -------------------------------------------------------
 
-def on_message(ctx: Any, key: str, d: SessionDecision, message: str, args: dict[str, Any]) -> SessionDecision:
+def on_message(ctx: Ctx, key: str, d: SessionDecision, message: str, args: dict[str, Any]) -> SessionDecision:
     handler = _HANDLERS.get(message)
     if handler is None:
         raise ValueError(f"session: unknown message {message!r}")
     return handler(ctx, key, d, args)
 
 
-def _namespace_ready(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _namespace_ready(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     return d.but(namespace_step="done") if d.namespace_step == "sent" else d
 
 
-def _namespace_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _namespace_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     if d.phase != "Pending" or d.namespace_step != "sent":
         return d
     return flow.fail(ctx, key, d, "NamespaceFailed", str(args.get("reason", "")))
@@ -130,22 +131,22 @@ def _repo(d: SessionDecision, repo_key: str, **changes: Any) -> SessionDecision:
     return d.but(repos=tuple(r.but(**changes) if r.key == repo_key else r for r in d.repos))
 
 
-def _repo_ensured(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _repo_ensured(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     return _repo(d, args["repo"], ensured=True)
 
 
-def _repo_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _repo_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     hit = next((r for r in d.repos if r.key == args["repo"]), None)
     if hit is None or d.phase not in BRINGING_UP:
         return d
     return flow.fail(ctx, key, d, "RepoFailed", f"repository {hit.url}: {args.get('reason', '')}")
 
 
-def _repo_status(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _repo_status(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     return _repo(d, args["repo"], nodes=dict(args.get("nodes") or {}))
 
 
-def _pod_created(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _pod_created(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     pk = args["pod"]
     if pk in d.abandoned:
         d = d.but(abandoned=tuple(k for k in d.abandoned if k != pk))
@@ -160,7 +161,7 @@ def _pod_created(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -
     return read_pod(ctx, key, d) if args.get("adopted") else d
 
 
-def _pod_create_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _pod_create_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     pk = args["pod"]
     if pk in d.abandoned:
         return d.but(abandoned=tuple(k for k in d.abandoned if k != pk))
@@ -169,13 +170,13 @@ def _pod_create_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, A
     return flow.fail(ctx, key, d.but(pod=PodFacts()), "PodCreateFailed", str(args.get("reason", "")))
 
 
-def _pod_gone(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _pod_gone(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     pk = args["pod"]
     d = d.but(releasing=tuple(k for k in d.releasing if k != pk))
     return d.but(pod=d.pod.but(gone=True)) if d.pod.name and pk == flow.pod_key(d) else d
 
 
-def _pod_delete_failed(ctx: Any, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def _pod_delete_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
     pk = args["pod"]
     reason = f"pod {split_key(pk)[2]} could not be deleted: {args.get('reason', '')}"
     ctx.log(key, reason, level="warning")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from engine.machines.repo_names import RepoUrlError, cache_key
-from engine.machines.session_tenancy import Refused
+from engine.machines.session_tenancy import PlacementRefused
 
 IO_MODES = ("tty", "pipe", "streams", "none")
 PROTOCOLS = ("TCP", "UDP")
@@ -88,7 +88,7 @@ class _Bad(Exception):
 def validate(raw: Any, home: str, clusters: tuple[str, ...], name: str = "",
              place: Callable[[Any], Any] | None = None) -> Spec | SpecError:
     """``raw`` is the Session's ``spec``; ``home`` the cluster it lives on; ``clusters`` known names;
-    ``place(spec.cluster)`` (optional) resolves the target or raises ``session_tenancy.Refused``."""
+    ``place(spec.cluster)`` (optional) resolves the target or raises ``session_tenancy.PlacementRefused``."""
     try:
         return _spec(raw if raw is not None else {}, home, clusters, name, place)
     except _Bad as bad:
@@ -114,7 +114,7 @@ def _spec(raw: Any, home: str, clusters: tuple[str, ...], name: str, place: Call
 def _placed(raw: Any, place: Callable[[Any], Any]) -> Any:
     try:
         return place(raw)
-    except Refused as no:
+    except PlacementRefused as no:
         raise _Bad("spec.cluster", no.reason) from None
 
 

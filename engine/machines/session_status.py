@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.effects.models import PatchObject
 from engine.machines.session_manifests import host, pod_name
-from engine.machines.session_model import SessionConfig, SessionDecision
+from engine.machines.session_model import RepoFacts, SessionConfig, SessionDecision
 from engine.machines.session_spec import Spec, SpecError, route_ports
 
 API_VERSION = "kfold.dev/v1alpha1"
@@ -68,6 +69,9 @@ def _conditions(d: SessionDecision, spec: Spec | SpecError) -> list[dict[str, st
         out.append(_cond("EndpointsPublished", False, "UpsertFailed", "; ".join(errors)))
     if d.blocked:
         out.append(_cond("TeardownComplete", False, "TeardownBlocked", d.blocked))
+    signals = repo_signals(d) if d.phase in ("Provisioning", "Ready") else []
+    if signals:  # a failed probe or fetch: reported, never a failure (seed 000)
+        out.append(_cond("RepositoriesSynced", False, "SyncFailed", "; ".join(signals)))
     return out
 
 
@@ -90,11 +94,27 @@ def _ready(d: SessionDecision) -> dict[str, str]:
     return _cond("Ready", False, reason, text.format(pod=d.pod.name or pod_name(d.name, d.generation)))
 
 
+def repo_signals(d: SessionDecision) -> list[str]:
+    """Failed probes and fetches on the pod's node: ``<url>: <attempted> failed on node N: <error>``
+    (a failed Clone fails the session instead: ``session_flow``)."""
+    out = []
+    for r in d.repos:
+        st = _on_node(r, d.pod.node)
+        if st.get("attempted") != "Clone" and st.get("lastError") and not st.get("synced"):
+            out.append(f"{r.url}: {st.get('attempted') or 'last attempt'} failed on node {d.pod.node}: {st['lastError']}")
+    return out
+
+
+def _on_node(r: RepoFacts, node: str) -> dict[str, Any]:
+    got = r.nodes.get(node) if node else None
+    return got if isinstance(got, dict) else {}
+
+
 def digest(status: dict[str, Any]) -> str:
     return json.dumps(status, sort_keys=True, separators=(",", ":"))
 
 
-def write(ctx: Any, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> SessionDecision:
+def write(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> SessionDecision:
     """Emit a status patch if the status changed since the last write; returns the decision."""
     if d.gone or (d.deleting and finalizer_released(d)):
         return d
@@ -118,6 +138,19 @@ def regresses(d: SessionDecision) -> bool:
     mine, seen = _BRING_UP_RANK.get(d.phase), _BRING_UP_RANK.get(d.reported_phase)
     return (mine is not None and seen is not None and d.reported_generation == d.generation
             and mine < seen)
+
+
+def quarantined(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig,
+                error: str) -> None:
+    """The Session's status says kfold stopped deciding about it, and why (``engine.core``
+    quarantine): Ready False, reason ``Quarantined``. The decision record is left as it was."""
+    if d.gone or (d.deleting and finalizer_released(d)):
+        return
+    st = compute(d, spec, cfg)
+    st["conditions"] = [_cond("Ready", False, "Quarantined", f"kfold stopped deciding about this Session: {error}")
+                        if c["type"] == "Ready" else c for c in st["conditions"]]
+    ctx.emit(PatchObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
+             namespace=d.namespace, name=d.name, patch={"status": st}, subresource="status")
 
 
 def finalizer_released(d: SessionDecision) -> bool:

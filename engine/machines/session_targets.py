@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.machines.base import Ctx
 from engine.machines.session_model import INDEX_KEY, SessionDecision, TargetIndex
 
 
@@ -32,7 +33,7 @@ def slot_of(d: SessionDecision | None) -> str | None:
     return slot(d.target, d.target_ns, d.name)
 
 
-def _index(ctx: Any) -> TargetIndex:
+def _index(ctx: Ctx) -> TargetIndex:
     got = ctx.get(INDEX_KEY)
     if isinstance(got, TargetIndex):
         return got
@@ -50,11 +51,11 @@ def _index(ctx: Any) -> TargetIndex:
     return index
 
 
-def lookup(ctx: Any, handle: str, namespace: str, session: str) -> str | None:
+def lookup(ctx: Ctx, handle: str, namespace: str, session: str) -> str | None:
     return _index(ctx).slots.get(slot(handle, namespace, session))
 
 
-def none_tracked(ctx: Any) -> bool:
+def none_tracked(ctx: Ctx) -> bool:
     """True when ``lookup`` answers None for every slot and changes nothing: the index is empty,
     or there is no index and no Session to build one from. Reads only (``_index`` would store a
     rebuilt index): a Pod of no Session is dropped without reading its labels or building a slot."""
@@ -67,7 +68,7 @@ def none_tracked(ctx: Any) -> bool:
     return True
 
 
-def update(ctx: Any, key: str, before: SessionDecision | None, after: SessionDecision | None) -> None:
+def update(ctx: Ctx, key: str, before: SessionDecision | None, after: SessionDecision | None) -> None:
     """Move ``key``'s slot from where ``before`` ran to where ``after`` runs (None: dropped)."""
     old, new = slot_of(before), slot_of(after)
     index = _index(ctx)

@@ -8,31 +8,32 @@ Contract (shared with the daemon, see kfold/daemon_clusters.py):
 - ``spec.cluster`` empty or the home name -> home. Otherwise the registration with that name AND
   the Session's tenant; anything else is refused with one message, byte-identical for a name
   another tenant registered and a name nobody registered (the refusal is not an oracle).
-- Target namespace: home and unbounded -> the Session's namespace. Bounded -> the Session's
+- Placement namespace: home and unbounded -> the Session's namespace. Bounded -> the Session's
   namespace when inside the bound, else the bound's only namespace when it has exactly one, else
   refused naming the bound. Never silently narrowed to some other namespace.
 
-Pure: config and Session facts in, a ``Target`` or a ``SpecError`` out.
+Pure: config and Session facts in, a ``Placement`` or a ``SpecError`` out.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from engine.machines.session_model import Registration, SessionConfig
+from engine.machines.session_model import SessionConfig
+from engine.seams import RegisteredCluster, SessionConfigure
 
 FIELD = "spec.cluster"
 
 
 @dataclass(frozen=True, slots=True)
-class Target:
+class Placement:
     handle: str          # cluster handle for keys and effects
     tenant: str          # effects' ``tenant`` ("" = home / old-form)
     namespace: str       # "" = the Session's own namespace
     bounded: bool        # a namespace-bounded registration: no cluster-scoped requests
 
 
-class Refused(Exception):
+class PlacementRefused(Exception):
     """``spec.cluster`` cannot be placed; ``reason`` is the condition text (no field prefix)."""
 
     def __init__(self, reason: str):
@@ -49,41 +50,36 @@ def tenant_of(cfg: SessionConfig, namespace: str) -> str | None:
     return cfg.tenants.get(namespace)
 
 
-def place(cfg: SessionConfig, home: str, namespace: str, wanted: Any) -> Target:
+def place(cfg: SessionConfig, home: str, namespace: str, wanted: Any) -> Placement:
     """The target of a Session in ``namespace`` on cluster ``home`` asking for ``wanted``."""
     if wanted in (None, "") or wanted == home or (cfg.home != "" and wanted == cfg.home):
-        return Target(home, "", "", False)
+        return Placement(home, "", "", False)
     if not isinstance(wanted, str):
-        raise Refused(not_found(wanted))
+        raise PlacementRefused(not_found(wanted))
     tenant = tenant_of(cfg, namespace)
     if tenant is not None:
         for reg in cfg.registered:
             if reg.name == wanted and reg.tenant == tenant:
-                return Target(reg.handle, reg.tenant, _namespace(reg, namespace), bool(reg.namespaces))
+                return Placement(reg.handle, reg.tenant, _namespace(reg, namespace), bool(reg.namespaces))
     if wanted in cfg.clusters:  # old form: every tenant, unbounded, reached by its name
-        return Target(wanted, "", "", False)
-    raise Refused(not_found(wanted))
+        return Placement(wanted, "", "", False)
+    raise PlacementRefused(not_found(wanted))
 
 
-def _namespace(reg: Registration, namespace: str) -> str:
+def _namespace(reg: RegisteredCluster, namespace: str) -> str:
     if not reg.namespaces or namespace in reg.namespaces:
         return ""
     if len(reg.namespaces) == 1:
         return reg.namespaces[0]
-    raise Refused(f"cluster {reg.name!r} is bounded to namespaces {', '.join(reg.namespaces)}; "
+    raise PlacementRefused(f"cluster {reg.name!r} is bounded to namespaces {', '.join(reg.namespaces)}; "
                   "create the Session in one of them")
 
 
-def configure(args: dict[str, Any]) -> dict[str, Any]:
-    """The tenancy fields of ``SessionConfig`` from ``session.configure`` args (new and old form)."""
-    tenants = args.get("tenants") if isinstance(args.get("tenants"), dict) else {}
-    registered = []
-    for r in args.get("registered") or ():
-        if not isinstance(r, dict) or not r.get("name") or not r.get("tenant"):
-            continue
-        name, tenant = str(r["name"]), str(r["tenant"])
-        registered.append(Registration(
-            handle=str(r.get("handle") or f"{name}@{tenant}"), name=name, tenant=tenant,
-            namespaces=tuple(dict.fromkeys(str(n) for n in r.get("namespaces") or () if str(n).strip()))))
-    return {"home": str(args.get("home") or ""), "tenants": {str(k): str(v) for k, v in tenants.items()},
-            "registered": tuple(registered)}
+def configure(cmd: SessionConfigure | dict[str, Any]) -> dict[str, Any]:
+    """The tenancy fields of ``SessionConfig`` from ``session.configure`` (its model, or its args)."""
+    if not isinstance(cmd, SessionConfigure):
+        cmd = SessionConfigure.model_validate(cmd)
+    registered = tuple(RegisteredCluster(
+        handle=r.handle or f"{r.name}@{r.tenant}", name=r.name, tenant=r.tenant,
+        namespaces=tuple(dict.fromkeys(n for n in r.namespaces if n.strip()))) for r in cmd.registered)
+    return {"home": cmd.home, "tenants": dict(cmd.tenants), "registered": registered}

@@ -42,6 +42,7 @@ def main(args: argparse.Namespace) -> int:
 def _refusal(exc: Exception, journal_path: str) -> str | None:
     """The one-line reason kfold refuses to start, with the fix; None for a bug (traceback)."""
     from journal.store import JournalCorrupt, JournalError
+    from engine.seams import SeamError
     from kfold.registry import RegistryError
     if isinstance(exc, JournalCorrupt):
         return (f"journal {journal_path}: {exc}. kfold neither folds past it nor appends to it. "
@@ -52,6 +53,8 @@ def _refusal(exc: Exception, journal_path: str) -> str | None:
         return f"journal {exc}" if str(exc).startswith(journal_path) else f"journal {journal_path}: {exc}"
     if isinstance(exc, RegistryError):
         return str(exc)
+    if isinstance(exc, SeamError):  # a boot command the fold could not take: nothing was journaled
+        return f"{exc}; nothing was journaled; check the configuration field it comes from"
     return None
 
 

@@ -67,7 +67,9 @@ def step_lines(step, key: str) -> Iterator[str]:
     mine = [c for c in step.changes if c.key == key]
     effects = [e for e in step.effects if e.key == key]
     timers = [t for t in step.timers if t.key == key]
-    if not (mine or effects or timers or step.error or step.divergence or rec.rec in ("outcome", "deadline")):
+    quarantined = step.quarantined.get(key)
+    if not (mine or effects or timers or step.error or step.divergence or quarantined
+            or rec.rec in ("outcome", "deadline")):
         return
     yield f"#{rec.seq} {iso(rec.at)} {record_line(rec)}"
     if step.fired is not None:
@@ -76,6 +78,8 @@ def step_lines(step, key: str) -> Iterator[str]:
         yield f"  answers {step.answered.id}: {effect_line(step.answered)}"
     if step.error:
         yield f"  not folded: {step.error}"
+    if quarantined is not None:
+        yield f"  QUARANTINED by machine {quarantined.machine}: {quarantined.error}"
     for c in mine:
         yield f"  {c.machine}: {state_of(c.before)} -> {state_of(c.after)}"
         if c.after is None:

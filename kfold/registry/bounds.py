@@ -39,7 +39,7 @@ NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
 
 
 @dataclass(frozen=True)
-class Target:
+class RequestScope:
     """What a request path addresses."""
 
     scope: Literal["discovery", "namespaced", "cluster"]
@@ -61,17 +61,17 @@ def _resource_segments(segments: list[str]) -> list[str]:
     return rest[1:] if rest[:1] == ["watch"] else rest
 
 
-def classify(method: str, path: str) -> Target:
+def classify(method: str, path: str) -> RequestScope:
     """Classify an apiserver request path (no host, no query)."""
     segments = [unquote(s) for s in path.split("/") if s]
     if _discovery(method, segments):
-        return Target("discovery")
+        return RequestScope("discovery")
     if segments[:1] not in (["api"], ["apis"]):
-        return Target("cluster")
+        return RequestScope("cluster")
     rest = _resource_segments(segments)
     if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in NAMESPACE_SUBRESOURCES:
-        return Target("namespaced", rest[1])
-    return Target("cluster")
+        return RequestScope("namespaced", rest[1])
+    return RequestScope("cluster")
 
 
 _HEX = frozenset("0123456789ABCDEFabcdef")

@@ -22,10 +22,10 @@ from typing import Any, Protocol
 from kubernetes.client import V1ObjectMeta, V1Secret
 from kubernetes.client.exceptions import ApiException
 
+from engine.labels import MANAGED_LABELS
 from kfold.registry.index import atomic_write
 from kfold.registry.kubeconfig import Kubeconfig
 
-MANAGED_BY = {"app.kubernetes.io/managed-by": "kfold"}
 SECRET_KEY = "kubeconfig"
 SECRET_PREFIX = "kfold-cluster."
 
@@ -144,7 +144,7 @@ class SecretCredentials:
 
     def _secret(self, ref: str, kubeconfig: Kubeconfig) -> V1Secret:
         tenant, _, cluster = ref.partition(".")
-        labels = {**MANAGED_BY, "kfold.dev/tenant": tenant, "kfold.dev/cluster": cluster}
+        labels = {**MANAGED_LABELS, "kfold.dev/tenant": tenant, "kfold.dev/cluster": cluster}
         data = {SECRET_KEY: base64.b64encode(kubeconfig.reveal().encode()).decode()}
         meta = V1ObjectMeta(name=self._name(ref), namespace=self._namespace, labels=labels)
         return V1Secret(metadata=meta, type="Opaque", data=data)

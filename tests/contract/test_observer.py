@@ -7,7 +7,7 @@ from typing import Any, Callable
 import pytest
 
 from engine.effects.clock import ServerClock
-from engine.effects.observer import Backoff, Observer
+from engine.effects.observer import WatchBackoff, Observer
 from engine.effects.watch_stream import LinePump
 from engine.machines.base import missing_after_relist, object_key
 from journal.records import Observed, Relist
@@ -296,7 +296,7 @@ async def test_a_cancel_is_never_swallowed_by_a_batch_landing_in_the_same_instan
 @pytest.mark.parametrize("draw", [0.0, 0.37, 1.0], ids=["low", "mid", "high"])
 def test_backoff_grows_from_the_floor_to_the_cap_and_never_leaves_them(draw):
     clock = [0.0]
-    b = Backoff(0.8, 30.0, 60.0, rng=lambda: draw, monotonic=lambda: clock[0])
+    b = WatchBackoff(0.8, 30.0, 60.0, rng=lambda: draw, monotonic=lambda: clock[0])
     delays = [b.next_delay() for _ in range(10)]
     ceilings = [min(30.0, 0.8 * 2 ** (n + 1)) for n in range(10)]
     assert delays == [pytest.approx(0.8 + draw * (c - 0.8)) for c in ceilings]
@@ -305,7 +305,7 @@ def test_backoff_grows_from_the_floor_to_the_cap_and_never_leaves_them(draw):
 
 def test_backoff_is_jittered_by_the_random_source():
     draws = iter([0.1, 0.9])
-    b = Backoff(0.8, 30.0, 60.0, rng=lambda: next(draws), monotonic=lambda: 0.0)
+    b = WatchBackoff(0.8, 30.0, 60.0, rng=lambda: next(draws), monotonic=lambda: 0.0)
     b.attempt = 4
     first = b.next_delay()
     b.attempt = 4
@@ -314,7 +314,7 @@ def test_backoff_is_jittered_by_the_random_source():
 
 def test_backoff_resets_after_a_quiet_period():
     clock = [0.0]
-    b = Backoff(0.8, 30.0, 60.0, rng=lambda: 1.0, monotonic=lambda: clock[0])
+    b = WatchBackoff(0.8, 30.0, 60.0, rng=lambda: 1.0, monotonic=lambda: clock[0])
     assert [b.next_delay() for _ in range(3)] == pytest.approx([1.6, 3.2, 6.4])
     clock[0] += 59.9
     assert b.next_delay() == pytest.approx(12.8)

@@ -236,7 +236,7 @@ async def test_a_forbidden_namespace_create_is_reported_as_forbidden_and_nothing
     stub.answer("GET", "/api/v1/namespaces/team-a", 404, status_body(404, "NotFound", "nf", "team-a", "namespaces"))
     stub.answer("POST", "/api/v1/namespaces", 403, status_body(403, "Forbidden", "cannot create", "team-a", "namespaces"))
     out = await wire.run(ensure())
-    assert (out.result, out.status_reason, out.code) == ("forbidden", "Forbidden", 403)
+    assert (out.result, out.status_reason, out.code, out.step) == ("forbidden", "Forbidden", 403, "")
     assert [(r.method, r.path) for r in stub.requests] == [("GET", "/api/v1/namespaces/team-a"),
                                                            ("POST", "/api/v1/namespaces")]
 
@@ -245,7 +245,7 @@ async def test_a_forbidden_namespace_read_is_reported_as_forbidden_and_no_create
     stub.answer("GET", "/api/v1/namespaces/team-a", 403, status_body(403, "Forbidden", "cannot get", "team-a", "namespaces"))
     stub.answer("POST", "/api/v1/namespaces", 201, {"kind": "Namespace"})
     out = await wire.run(ensure())
-    assert (out.result, out.status_reason, out.code) == ("forbidden", "Forbidden", 403)
+    assert (out.result, out.status_reason, out.code, out.step) == ("forbidden", "Forbidden", 403, "check")
     assert [(r.method, r.path) for r in stub.requests] == [("GET", "/api/v1/namespaces/team-a")]
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from engine.core import Machines, State, fold, initial_state
 from engine.effects.clock import ServerClock
 from engine.effects.executor import Executor
-from engine.effects.executor_transport import KubeTransport, Reply, Request, decode_body
+from engine.effects.executor_transport import KubeTransport, Response, Request, decode_body
 from engine.effects.models import effect_to_dict
 from engine.machines import all_machines
 from engine.machines.base import Machine
@@ -58,7 +58,7 @@ class RecordingTransport:
         self.requests: list[Request] = []
         self.rewrite: Any = None
 
-    async def call(self, req: Request) -> Reply:
+    async def call(self, req: Request) -> Response:
         self.requests.append(req)
         return await self.inner.call(self.rewrite(req) if self.rewrite else req)
 

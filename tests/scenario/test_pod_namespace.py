@@ -34,6 +34,19 @@ def test_forbidden_names_the_command_an_administrator_runs_and_tries_no_other_na
     assert [e.type for e in s.effects] == ["ensure_namespace"]
 
 
+def test_a_forbidden_check_says_kfold_could_not_check_not_that_it_may_not_create(frozen_world):
+    """Seed 001: a 403 on the GET (the namespace may well exist) is "could not check whether
+    namespace X exists" with the cause, never "not authorized to create namespace X"."""
+    s = world()
+    s.outcome(one(ensure(s, T0), "ensure_namespace"), "forbidden", T0 + SECOND, status_reason="Forbidden",
+              step="check", message='namespaces "team-a" is forbidden: User "kfold" cannot get resource')
+    [(message, args)] = answers(s)
+    assert message == "namespace_failed"
+    assert args["reason"] == ('could not check whether namespace team-a exists: forbidden (Forbidden): '
+                              'namespaces "team-a" is forbidden: User "kfold" cannot get resource')
+    assert "not authorized to create" not in args["reason"]
+
+
 def test_a_transient_failure_repeats_the_idempotent_ensure_after_a_backoff(frozen_world):
     s = world()
     e = one(ensure(s, T0), "ensure_namespace")

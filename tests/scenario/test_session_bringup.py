@@ -129,11 +129,37 @@ def test_a_failed_clone_on_the_pods_node_fails_with_gits_own_error():
     w = World()
     repo = _with_repository(w)
     git = "fatal: repository 'https://github.com/org/app.git/' not found"
-    _relay(w, "repo_status", repo=repo, nodes={"node-a": {"present": False, "synced": False, "attempted": True,
+    _relay(w, "repo_status", repo=repo, nodes={"node-a": {"present": False, "synced": False, "attempted": "Clone",
                                                           "lastError": git}})
     assert w.phase == "Failed"
     assert w.condition("Ready")["reason"] == "CloneFailed"
     assert git in w.condition("Ready")["message"]
+
+
+@pytest.mark.parametrize("attempted", ["Probe", "Fetch"])
+def test_a_failed_probe_or_fetch_is_a_status_signal_not_a_failure(attempted):
+    """Seed 000: only a failed Clone fails a session waiting on the node."""
+    w = World()
+    repo = _with_repository(w)
+    _relay(w, "repo_status", repo=repo, nodes={"node-a": {"present": attempted == "Fetch", "synced": False,
+                                                          "attempted": attempted, "lastError": "host unreachable"}})
+    assert w.phase == "Provisioning"
+    signal = w.condition("RepositoriesSynced")
+    assert signal["status"] == "False" and f"{attempted} failed on node node-a: host unreachable" in signal["message"]
+    _relay(w, "repo_status", repo=repo, nodes={"node-a": {"present": True, "synced": True, "attempted": "Clone"}})
+    assert w.phase == "Ready"
+    assert "RepositoriesSynced" not in {c["type"] for c in w.status()["conditions"]}
+
+
+def test_a_repo_status_outside_the_crd_is_refused_on_the_record_that_sent_it():
+    """``attempted`` is one of the CRD's values (kfold/data/crds/repos.yaml): a message carrying
+    anything else is refused by its model, and the session is not decided on it."""
+    w = World()
+    repo = _with_repository(w)
+    _relay(w, "repo_status", repo=repo, nodes={"node-a": {"synced": False, "attempted": True, "lastError": "x"}})
+    assert w.phase == "Provisioning"
+    (q,) = w.s.state.quarantine.values()
+    assert "attempted" in q.error
 
 
 def _relay(w: World, message: str, **args) -> None:

@@ -50,9 +50,10 @@ def pod_obj(gen: int, phase: str = "Pending", ip: str = "", node: str = "", read
 class World:
     """One Session on cluster "local", driven through the full engine."""
 
-    def __init__(self, base_domain: str = BASE, **defaults: int):
+    def __init__(self, base_domain: str = BASE, **deadlines: int):
+        """``deadlines``: ``start_seconds``/``ready_seconds``, as kfold run's boot sends them."""
         self.s = Scenario()
-        self.s.command("session.configure", at(0), clusters=["local"], base_domain=base_domain, defaults=defaults)
+        self.s.command("session.configure", at(0), clusters=["local"], base_domain=base_domain, **deadlines)
         self.rv = 1
 
     # -- the Session ----------------------------------------------------------------------------

@@ -27,7 +27,7 @@ class FakeDaemon:
 
 
 class FakeObserver:
-    kind, synced = "Pod", False
+    kind, synced, optional = "Pod", False, False
 
     def __init__(self, handle, ns):
         self.cluster, self.namespace = handle, ns
@@ -115,3 +115,16 @@ async def test_run_rescans_on_its_interval():
     for t in asyncio.all_tasks():
         if t.get_name().startswith("observe:"):
             t.cancel()
+
+
+@pytest.mark.asyncio
+async def test_a_new_target_gets_its_repo_statements_with_the_configure_that_announces_it():
+    daemon, registry, observers = FakeDaemon(), Registry([EDGE]), []
+    f = Follower(daemon, registry, 0.01, read=read,
+                 configure=lambda args: Command(name="session.configure", args=args),
+                 bind=lambda targets: [Command(name="repo.bind", cluster=h, namespace=ns) for h, _t, _n, ns in targets],
+                 observe=lambda targets: [FakeObserver(h, ns) for h, _t, _n, ns in targets], observers=observers)
+    registry.targets.append(CORE)
+    assert await f.check() is True
+    assert [(c.name, c.cluster) for c in daemon.submitted] == [("session.configure", ""), ("repo.bind", "core@acme")]
+    assert daemon.log[0] == "submit", "statements journaled before the watch starts"

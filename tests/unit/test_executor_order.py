@@ -21,7 +21,7 @@ from engine.machines.base import Decision, Machine
 from immutables import Map
 from journal.records import Command, EffectIssued, Outcome
 from kfold.daemon import Daemon
-from kfold.daemon_journal import MemoryJournal
+from tests.journals import TestJournal as MemoryJournal
 
 KEY = "local/work/p"
 REF = dict(api_version="v1", kind="Pod", namespace="work", name="p")
@@ -94,9 +94,11 @@ async def until(cond: Any, timeout: float = 3.0) -> None:
 
 
 async def idle(d: Daemon) -> None:
-    await until(lambda: not d.executor._workers and d._inbox.empty())
+    def quiet() -> bool:  # the journal's group commit takes turns of the loop: wait for it too
+        return not d.executor._workers and d._inbox.empty() and (d._committing is None or d._committing.done())
+    await until(quiet)
     await asyncio.sleep(0.02)
-    await until(lambda: not d.executor._workers and d._inbox.empty())
+    await until(quiet)
 
 
 def waiting_retry(d: Daemon) -> Pending | None:
@@ -189,13 +191,13 @@ async def test_after_a_restart_a_journaled_retry_still_holds_its_key():
     summary = await d.recover()
     assert summary["in_doubt"] == 0 and summary["unissued"] == 1
     assert d.state.pending["1.0"].not_before == T2030 + 5_000 and not d.state.pending["4.0"].issued
-    d.clock.observe("Tue, 01 Jan 2030 00:00:01 GMT")
+    d.clock.for_cluster().observe("Tue, 01 Jan 2030 00:00:01 GMT")
     d._changed.set()
     await asyncio.sleep(0.1)
     assert server.requests == [], "neither the retry before not_before nor the effect behind it"
     assert not d.state.pending["4.0"].issued
 
-    d.clock.observe("Tue, 01 Jan 2030 00:00:06 GMT")
+    d.clock.for_cluster().observe("Tue, 01 Jan 2030 00:00:06 GMT")
     d._changed.set()
     await until(lambda: KEY in d.state.table("stepper") and len(results(d)) == 2)
     assert patches(server) == ["1", "2"] and results(d) == ("1:ok", "2:ok")

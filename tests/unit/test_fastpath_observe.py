@@ -23,7 +23,7 @@ def plain_pod_view(obj):
     md, status = _d(obj.get("metadata")), _d(obj.get("status"))
     lbl = _d(md.get("labels"))
     containers = [_d(c) for c in _l(status.get("containerStatuses"))]
-    return so.PodView(
+    return so.PodStatus(
         name=str(md.get("name", "")), uid=str(md.get("uid", "")), rv=str(md.get("resourceVersion", "")),
         session=str(lbl.get(so.SESSION_LABEL, "")), generation=so._int(lbl.get(so.GENERATION_LABEL)),
         phase=str(status.get("phase", "")), ip=str(status.get("podIP", "") or ""),

@@ -137,11 +137,21 @@ def random_record(rng: random.Random, names: list[str], obj: Any = None) -> Obse
                     obj=obj if isinstance(obj, dict) else {})
 
 
+class _Refused(Exception):
+    def __eq__(self, other):
+        return type(other) is _Refused and other.args == self.args
+
+    def __hash__(self):
+        return hash(self.args)
+
+
 def outcome(fn, *args):
     try:
         return ("ok", fn(*args))
     except ValidationError as exc:
         return ("raised", ValidationError, exc.errors(include_url=False))
+    except _Refused as exc:
+        return ("quarantined", exc)
     except Exception as exc:  # the same failure counts as the same result
         return ("raised", type(exc))
 
@@ -149,6 +159,9 @@ def outcome(fn, *args):
 def step(machines: Machines, tables: dict[str, dict[str, Any]], rec: Observed):
     state = dataclasses.replace(initial_state(), tables=Map({m: Map(t) for m, t in tables.items()}))
     state, effects = fold(state, rec, machines)
+    if state.quarantine:  # the same failure counts as the same result (the fold quarantines it)
+        (q,) = state.quarantine.values()
+        raise _Refused(q.error.partition(":")[0])
     fields_set = {k: v.__pydantic_fields_set__ for t in state.tables.values() for k, v in t.items()}
     return snapshot.dump(state), [effect_to_dict(e) for e in effects], fields_set
 

@@ -5,7 +5,8 @@ from kfold.http import HttpServer, Metrics, routes_for
 
 
 def observer(kind, synced):
-    return SimpleNamespace(cluster="local", namespace="ns", kind=kind, synced=synced, restarts={"gone": 2})
+    return SimpleNamespace(cluster="local", namespace="ns", kind=kind, synced=synced, restarts={"gone": 2},
+                           optional=False)
 
 
 def test_readyz_waits_for_every_initial_list_and_names_the_missing_ones():

@@ -1,0 +1,268 @@
+"""The typed seams between kfold's parts: one frozen model per command and per machine message.
+
+A command is what the configuration, the CLI or the daemon asks of the fold (``Command.name`` ->
+``COMMANDS[name]`` validates ``Command.args``); a message is what one machine tells another within
+a fold step (``ctx.tell(machine, key, message, **args)`` -> ``MESSAGES[(machine, message)]``,
+requests and their replies alike). Both sides name one model, so a field one side sends is a
+field the other side reads: a renamed or misspelt field is an error where it enters, not a
+silently ignored key.
+
+Guarantees:
+- ``check_command(name, args)`` returns the validated model or raises ``SeamError`` naming the
+  command and the first wrong fields (``command pod.sweep_secrets refused: field grace_seconds:
+  ...``). The daemon calls it before a command is journaled (a command the fold cannot accept is
+  never journaled); the fold calls it again on every journaled command (a journal written by an
+  older kfold), where a refusal is a quarantined record (``engine.core``), never a crash.
+- ``check_message`` is the same for ``ctx.tell``: a machine that sends what the receiver cannot
+  read is a bug, reported on the record that made it.
+- Every model is frozen and forbids unknown fields; counts and durations are strict integers (no
+  "10" or ``true`` read as a number). Old journals' spellings are accepted only
+  where a model says so explicitly (``SessionConfigure``).
+
+Pure: pydantic only; no clock, no I/O.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+
+
+class SeamError(ValueError):
+    """A command or message that does not match its model; the message names the field."""
+
+
+class _Seam(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# -- commands -------------------------------------------------------------------------------------
+
+class RegisteredCluster(_Seam):
+    """A registered cluster as ``session.configure`` carries it: never a credential."""
+
+    handle: str = ""
+    name: str = Field(min_length=1)
+    tenant: str = Field(min_length=1)
+    namespaces: tuple[str, ...] = ()
+
+
+class SessionConfigure(_Seam):
+    """``session.configure``: placement, base domain and the bring-up deadlines (seconds).
+
+    Journals written before this model spelt the deadlines ``defaults: {start_seconds,
+    ready_seconds}`` (plus ``start_ms``/``ready_ms``), which the session machine never read: they
+    are taken here, so such a journal replays with the deadlines its config asked for."""
+
+    home: str = ""
+    clusters: tuple[str, ...] = ()
+    tenants: dict[str, str] = Field(default_factory=dict)
+    registered: tuple[RegisteredCluster, ...] = ()
+    base_domain: str = ""
+    start_seconds: StrictInt = Field(180, ge=1)
+    ready_seconds: StrictInt = Field(120, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spelling(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not ({"defaults", "start_ms", "ready_ms"} & set(data)):
+            return data
+        data = dict(data)
+        defaults = data.pop("defaults", None) or {}
+        start_ms, ready_ms = data.pop("start_ms", None), data.pop("ready_ms", None)
+        for name, ms, alias in (("start_seconds", start_ms, "start_deadline_s"),
+                                ("ready_seconds", ready_ms, "ready_deadline_s")):
+            if name not in data:
+                given = defaults.get(name, defaults.get(alias)) if isinstance(defaults, dict) else None
+                if given is None and isinstance(ms, int):
+                    given = ms // 1000
+                if given is not None:
+                    data[name] = given
+        return data
+
+
+class RepoBind(_Seam):
+    """``repo.bind`` (boot, per namespace of each cluster): the repo machine validates the urls and
+    credential entries itself and refuses them with their value named (``repo_list``)."""
+
+    cluster: str = ""
+    namespace: str = ""
+    bindings: Any = ()
+    credentials: Any = ()
+    env_present: tuple[str, ...] = ()
+    refresh_interval: str = "5m"
+
+
+class RepoReconcileBound(_Seam):
+    cluster: str = ""
+    namespace: str = ""
+    bindings: Any = ()
+
+
+class RepoGc(_Seam):
+    cluster: str = ""
+    namespace: str = ""
+    ttl_seconds: StrictInt = Field(ge=0)
+
+
+class SweepSecrets(_Seam):
+    """``pod.sweep_secrets``: ``namespace`` "" sweeps every namespace of the cluster."""
+
+    cluster: str = ""
+    namespace: str = ""
+    grace_seconds: StrictInt = Field(600, ge=0)
+
+
+class EffectInDoubt(_Seam):
+    effect_id: str = Field(min_length=1)
+
+
+COMMANDS: dict[str, type[_Seam]] = {
+    "session.configure": SessionConfigure,
+    "repo.bind": RepoBind,
+    "repo.reconcile_bound": RepoReconcileBound,
+    "repo.gc": RepoGc,
+    "pod.sweep_secrets": SweepSecrets,
+    "effect.in_doubt": EffectInDoubt,
+}
+
+
+# -- messages: requests ---------------------------------------------------------------------------
+
+class _Request(_Seam):
+    reply_to: str = Field(min_length=1)
+    reply_key: str = Field(min_length=1)
+
+
+class CreatePod(_Request):
+    manifest: dict[str, Any]
+    session: str = Field(min_length=1)
+    generation: int = Field(ge=1)
+    budget_s: int | None = Field(None, ge=1)
+
+
+class DeletePod(_Request):
+    reason: str = ""
+    budget_s: int | None = Field(None, ge=1)
+
+
+class EnsureNamespaceRequest(_Request):
+    pass
+
+
+class EnsureRepo(_Request):
+    url: str
+
+
+class ReleaseRepo(_Request):
+    pass
+
+
+# -- messages: replies ----------------------------------------------------------------------------
+
+class PodCreated(_Seam):
+    pod: str
+    uid: str = ""
+    adopted: bool = False
+
+
+class PodCreateFailed(_Seam):
+    pod: str
+    reason: str
+
+
+class PodGone(_Seam):
+    pod: str
+
+
+class PodDeleteFailed(_Seam):
+    pod: str
+    reason: str
+
+
+class NamespaceReady(_Seam):
+    namespace: str
+
+
+class NamespaceFailed(_Seam):
+    namespace: str
+    reason: str
+
+
+class RepoEnsured(_Seam):
+    repo: str
+    url: str = ""
+
+
+class RepoFailed(_Seam):
+    repo: str
+    reason: str
+
+
+class NodeStatus(_Seam):
+    """One node's cache status as the Repo's status reports it (the CRD's fields)."""
+
+    present: bool | None = None
+    synced: bool | None = None
+    attempted: Literal["Probe", "Clone", "Fetch"] | None = None
+    lastError: str | None = None
+
+
+class RepoStatusReply(_Seam):
+    repo: str
+    nodes: dict[str, NodeStatus] = Field(default_factory=dict)
+
+
+MESSAGES: dict[tuple[str, str], type[_Seam]] = {
+    ("pod", "create"): CreatePod,
+    ("pod", "delete"): DeletePod,
+    ("pod", "ensure_namespace"): EnsureNamespaceRequest,
+    ("repo", "ensure"): EnsureRepo,
+    ("repo", "release"): ReleaseRepo,
+    ("session", "pod_created"): PodCreated,
+    ("session", "pod_create_failed"): PodCreateFailed,
+    ("session", "pod_gone"): PodGone,
+    ("session", "pod_delete_failed"): PodDeleteFailed,
+    ("session", "namespace_ready"): NamespaceReady,
+    ("session", "namespace_failed"): NamespaceFailed,
+    ("session", "repo_ensured"): RepoEnsured,
+    ("session", "repo_failed"): RepoFailed,
+    ("session", "repo_status"): RepoStatusReply,
+}
+
+
+# -- checking -------------------------------------------------------------------------------------
+
+def check_command(name: str, args: dict[str, Any]) -> _Seam | None:
+    """The validated arguments of command ``name``; None for a name no model covers (the fold's
+    dispatch refuses an unknown command with the known names)."""
+    model = COMMANDS.get(name)
+    if model is None:
+        return None
+    try:
+        return model.model_validate(args)
+    except ValidationError as exc:
+        raise SeamError(f"command {name} refused: {describe(exc)}") from None
+
+
+def check_message(machine: str, message: str, args: dict[str, Any]) -> _Seam:
+    model = MESSAGES.get((machine, message))
+    if model is None:
+        raise SeamError(f"message {message!r} to machine {machine!r} is not a known message; known: "
+                        f"{', '.join(sorted(m for w, m in MESSAGES if w == machine)) or 'none'}")
+    try:
+        return model.model_validate(args)
+    except ValidationError as exc:
+        raise SeamError(f"message {message!r} to machine {machine!r} refused: {describe(exc)}") from None
+
+
+def describe(exc: ValidationError) -> str:
+    """``field a.b: reason (got X)``, for the first three errors."""
+    parts = []
+    for err in exc.errors(include_url=False)[:3]:
+        field = ".".join(str(p) for p in err.get("loc", ())) or "(all)"
+        text = f"field {field}: {err.get('msg', '').removeprefix('Value error, ')}"
+        if err.get("type") != "missing":
+            text += f" (got {err.get('input')!r})"
+        parts.append(text)
+    return "; ".join(parts)

@@ -1,0 +1,122 @@
+"""A config file through ``kfold run``'s boot into the fold: what the operator wrote is what the
+machines decide with (deadlines, tenants, registered clusters).
+
+Issue 12 item 4: the boot sent ``defaults: {start_seconds, ready_seconds}`` and the session machine
+read ``start_deadline_s``; ``deadlines: {start_seconds: 30}`` folded to 180 s. Both sides now name
+one model (``engine.seams.SessionConfigure``), and this test goes the whole way: YAML file ->
+``read_config`` -> ``open_registry`` -> ``boot_drafts`` (what ``kfold run`` journals) -> fold."""
+from __future__ import annotations
+
+import textwrap
+
+from engine.machines.session_model import CONFIG_KEY
+from kfold.config import read_config
+from kfold.daemon_boot import boot_drafts
+from kfold.daemon_clusters import open_registry
+from kfold.registry.index import RegistrationIndex
+from kfold.registry.records import Registration
+from tests.scenario.test_session_support import World, at
+
+KUBECONFIG = textwrap.dedent("""\
+    apiVersion: v1
+    kind: Config
+    clusters: [{name: home, cluster: {server: "https://127.0.0.1:1"}}]
+    users: [{name: me, user: {token: not-a-real-token}}]
+    contexts: [{name: home, context: {cluster: home, user: me}}]
+    current-context: home
+    """)
+
+
+def config_file(tmp_path) -> str:
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    RegistrationIndex(tmp_path / "registry" / "index").update(
+        "acme", lambda _: (Registration(name="edge", tenant="acme", namespaces=("sb-acme",)),))
+    path = tmp_path / "config.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        cluster: {{name: local, kubeconfig: {tmp_path / 'kubeconfig'}}}
+        registry: {{dir: {tmp_path / 'registry'}}}
+        namespaces: [team-acme, free]
+        tenants: {{team-acme: acme}}
+        base_domain: sessions.example.com
+        journal: {{path: {tmp_path / 'journal.db'}}}
+        deadlines: {{start_seconds: 30, ready_seconds: 45}}
+        """))
+    return str(path)
+
+
+def booted_world(tmp_path) -> World:
+    cfg = read_config(config_file(tmp_path))
+    registry, _home = open_registry(cfg)
+    commands, (_args, remote) = boot_drafts(cfg, {}, registry, at(0))
+    assert ("edge@acme", "acme", "edge", "sb-acme") in remote
+    w = World()
+    for command in commands:  # the very commands kfold run journals, folded by the real machines
+        w.s.feed(command)
+    registry.close()
+    return w
+
+
+def test_the_configured_deadlines_tenants_and_clusters_reach_the_fold(tmp_path):
+    cfg = booted_world(tmp_path).s.decision("session", CONFIG_KEY)
+    assert (cfg.start_ms, cfg.ready_ms) == (30_000, 45_000)
+    assert cfg.home == "local" and cfg.tenants == {"team-acme": "acme"} and cfg.base_domain == "sessions.example.com"
+    (edge,) = cfg.registered
+    assert (edge.handle, edge.name, edge.tenant, edge.namespaces) == ("edge@acme", "edge", "acme", ("sb-acme",))
+
+
+def test_a_session_fails_at_the_configured_start_deadline_not_the_default(tmp_path):
+    w = booted_world(tmp_path).to_provisioning(when=1)
+    w.observe_pod(2, waiting=("ContainerCreating", ""))
+    w.s.advance_to(at(1 + 29))
+    assert w.phase == "Provisioning"
+    w.s.advance_to(at(1 + 30))
+    assert w.phase == "Failed"
+    assert w.condition("Ready")["message"].endswith("within the start deadline (30 s)")
+
+
+# -- Repos on registered clusters (issue 12 item 9) ---------------------------------------------------
+
+URL = "https://github.com/org/app.git"
+
+
+def test_each_registered_target_gets_the_repo_statements_the_home_namespaces_get(tmp_path):
+    path = config_file(tmp_path)
+    with open(path, "a") as f:
+        f.write(f"repos: {{bindings: [{{url: {URL}}}], credentials: [{{match: github.com/org, env: GH_TOKEN}}]}}\n")
+    cfg = read_config(path)
+    registry, _home = open_registry(cfg)
+    commands, _ = boot_drafts(cfg, {"GH_TOKEN": "s3cret"}, registry, at(0))
+    registry.close()
+    binds = {(c.cluster, c.namespace): c.args for c in commands if c.name == "repo.bind"}
+    assert set(binds) == {("local", "team-acme"), ("local", "free"), ("edge@acme", "sb-acme")}
+    edge = binds[("edge@acme", "sb-acme")]
+    assert edge["cluster"] == "edge@acme" and edge["env_present"] == ["GH_TOKEN"] and "s3cret" not in str(edge)
+    assert ("edge@acme", "sb-acme") in {(c.cluster, c.namespace) for c in commands if c.name == "repo.reconcile_bound"}
+
+    w = World()
+    effects = [e for c in commands for e in w.s.feed(c)]
+    on_edge = [e for e in effects if e.cluster == "edge@acme"]
+    # the credential Secret first (its value read by the executor from GH_TOKEN, never journaled),
+    # then the bound list; every effect names the tenant, so it is reached through the registry
+    assert [(e.type, e.namespace, e.tenant) for e in on_edge] == [("apply_secret", "sb-acme", "acme"),
+                                                                  ("list", "sb-acme", "acme")]
+    assert on_edge[0].values_from_env and "s3cret" not in str(on_edge[0])
+    assert w.s.decision("repo", "edge@acme/sb-acme/").configured
+
+
+async def test_a_registered_target_watches_its_repos_too_and_readiness_does_not_wait_for_them(tmp_path):
+    from engine.effects.clock import ServerClocks
+    from kfold.daemon import Daemon
+    from kfold.daemon_boot import remote_observers
+    from tests.journals import TestJournal
+
+    cfg = read_config(config_file(tmp_path))
+    journal = TestJournal()
+    await journal.open()
+    daemon = Daemon(journal, lambda sink: None, ServerClocks(home="local"))
+    watches = remote_observers(cfg, daemon, daemon.clock, registry=None,
+                               remote=[("edge@acme", "acme", "edge", "sb-acme")])
+    assert [(o.cluster, o.kind, o.namespace, o.optional) for o in watches] == [
+        ("edge@acme", "Pod", "sb-acme", False), ("edge@acme", "Repo", "sb-acme", True)]
+    assert watches[0].clock is daemon.clock.for_cluster("edge@acme") is watches[1].clock
+    await journal.close()
