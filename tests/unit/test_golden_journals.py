@@ -22,9 +22,6 @@ def test_there_is_a_golden_journal():
     assert GOLDEN, f"no golden journals in {DATA}; record one with scripts/record_golden.py"
 
 
-@pytest.mark.xfail(reason="TEMP (branch i12a): issue 12 item 3 changes decisions (a Secret create answered "
-                          "AlreadyExists is read before adoption; teardown reads before a uid-fenced delete); "
-                          "the lead re-records tests/data/*.jsonl after merging i12a and i12b", strict=True)
 @pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name)
 def test_golden_journal_replays_without_divergence(path, capsys):
     code = main(["replay", str(path), "--check"])
