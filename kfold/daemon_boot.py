@@ -152,6 +152,7 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     registry, client = open_registry(cfg)
     booted, remote = registrations(cfg, registry)  # one read: what boot configures is what it watches
     clock, metrics = ServerClock(), Metrics()
+    metrics.clients = registry.clients
     transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads)
     backoff = Backoff(max_attempts=cfg.executor.max_attempts)
     journal = journal or open_journal(cfg.journal.path)
@@ -176,7 +177,8 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
         daemon.spawn(run_periodic(daemon, interval, name, args), f"periodic:{name}")
     http = HttpServer(*cfg.http.host_port, routes_for(daemon, observers, metrics))
     await http.start()
-    log.info("kfold running", extra={"listen": f"{http.host}:{http.port}", "seq": daemon.state.seq})
+    log.info("kfold running", extra={"listen": f"{http.host}:{http.port}", "seq": daemon.state.seq,
+                                     "home_limits": str(registry.home_limits)})
     code = await _wait_for_stop(daemon)
     await http.close()
     await daemon.stop()

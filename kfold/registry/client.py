@@ -7,8 +7,9 @@
   cached applies to the very next request, and a deregistered cluster answers ``NotRegistered``.
   The check runs in ``param_serialize`` (every generated and dynamic API call, including the
   websocket ``stream`` path, which swaps ``call_api`` out) and again in ``call_api`` (raw callers).
-- Every ``call_api`` takes a token from the client's ``TokenBucket`` (50 QPS / burst 100 by
-  default) and the urllib3 pool keeps up to ``burst`` connections per host.
+- Every ``call_api`` takes a token from the client's ``TokenBucket`` (``Limits``: 50 QPS / burst
+  100 by default; ``Limits(None)`` sends unpaced) and the urllib3 pool keeps up to ``burst``
+  connections per host.
 - ``repr`` names the cluster only; the ``Configuration`` holding the credential is never printed
   by kfold.
 Caveats: websocket streams (exec/attach/port-forward) are bounds-checked but not rate limited.
@@ -27,7 +28,7 @@ from kubernetes.config.kube_config import KubeConfigLoader
 from kfold.registry import bounds
 from kfold.registry.errors import KubeconfigRefused
 from kfold.registry.kubeconfig import Selected
-from kfold.registry.limiter import DEFAULT_BURST, TokenBucket
+from kfold.registry.limiter import DEFAULT_BURST, Limits
 from kfold.registry.records import Registration
 
 USER_AGENT = "kfold"
@@ -68,12 +69,14 @@ class BoundedApiClient(ApiClient):
         *,
         label: str,
         record_source: RecordSource,
-        limiter: TokenBucket | None = None,
+        limits: Limits = Limits(),
     ) -> None:
+        configuration.connection_pool_maxsize = limits.burst   # the pool carries the burst
         super().__init__(configuration)
         self.user_agent = USER_AGENT
         self.label = label
-        self.limiter = limiter or TokenBucket()
+        self.limits = limits
+        self.limiter = limits.bucket()   # None: unlimited
         self._record_source = record_source
         self._prefix = urlsplit(configuration.host).path.rstrip("/")
 
@@ -107,7 +110,8 @@ class BoundedApiClient(ApiClient):
 
     def call_api(self, method, url, *args, **kwargs):  # type: ignore[override]
         self.admit(method, url)
-        self.limiter.acquire()
+        if self.limiter is not None:
+            self.limiter.acquire()
         return super().call_api(method, url, *args, **kwargs)
 
     def _path(self, url: str) -> str:
