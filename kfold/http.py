@@ -16,7 +16,7 @@ Guarantees:
   ``kfold_event_to_effect_issued_seconds`` (the draft whose fold emitted it -> the same hand-over),
   ``kfold_effect_round_trip_seconds{type}`` (handed to the executor -> its outcome back),
   per client ``kfold_client_qps``/``kfold_client_burst`` (0 qps: no client-side limit) and
-  ``kfold_client_limiter_wait_seconds_total``,
+  ``kfold_client_limiter_wait_seconds_total``, ``kfold_client_requests_total{cluster,verb,resource,code}``,
   ``kfold_effects_total{type,result}``, ``kfold_watch_restarts_total{kind,reason}``,
   ``kfold_watch_synced{cluster,kind,namespace}`` (one per watch, 1 once its first list is journaled),
   ``kfold_journal_bytes``, ``kfold_server_clock_skew_seconds`` (server reading minus local wall
@@ -114,6 +114,11 @@ class Metrics:
             bucket = c.limiter
             out += [f"kfold_client_qps{{{lab}}} {c.limits.qps or 0:g}", f"kfold_client_burst{{{lab}}} {c.limits.burst}",
                     f"kfold_client_limiter_wait_seconds_total{{{lab}}} {bucket.waited_s if bucket else 0.0:.6f}"]
+        if clients:
+            out.append("# TYPE kfold_client_requests_total counter")
+        for c in clients:
+            out += [f'kfold_client_requests_total{{cluster="{c.label}",verb="{v}",resource="{r}",code="{code}"}} {n}'
+                    for (v, r, code), n in sorted(c.requests.items())]
         return out
 
 

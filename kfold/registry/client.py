@@ -10,6 +10,8 @@
 - Every ``call_api`` takes a token from the client's ``TokenBucket`` (``Limits``: 50 QPS / burst
   100 by default; ``Limits(None)`` sends unpaced) and the urllib3 pool keeps up to ``burst``
   connections per host.
+- Every request is counted by (verb, resource, HTTP status) in ``requests`` (``kfold_client_requests_total``
+  on /metrics): what kfold itself sends, watches included, beside what the apiserver counts.
 - ``repr`` names the cluster only; the ``Configuration`` holding the credential is never printed
   by kfold.
 Caveats: websocket streams (exec/attach/port-forward) are bounds-checked but not rate limited.
@@ -18,8 +20,10 @@ Caveats: websocket streams (exec/attach/port-forward) are bounds-checked but not
 from __future__ import annotations
 
 import copy
+import threading
+from collections import Counter
 from typing import Callable
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.config_exception import ConfigException
@@ -79,6 +83,8 @@ class BoundedApiClient(ApiClient):
         self.limiter = limits.bucket()   # None: unlimited
         self._record_source = record_source
         self._prefix = urlsplit(configuration.host).path.rstrip("/")
+        self.requests: Counter[tuple[str, str, str]] = Counter()   # (verb, resource, code) -> sent
+        self._count_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<BoundedApiClient cluster={self.label}>"
@@ -112,10 +118,43 @@ class BoundedApiClient(ApiClient):
         self.admit(method, url)
         if self.limiter is not None:
             self.limiter.acquire()
-        return super().call_api(method, url, *args, **kwargs)
+        code = "error"
+        try:
+            reply = super().call_api(method, url, *args, **kwargs)
+            code = str(reply.status)
+            return reply
+        finally:
+            key = (*request_kind(method, self._path(url), urlsplit(url).query), code)
+            with self._count_lock:
+                self.requests[key] += 1
 
     def _path(self, url: str) -> str:
         path = urlsplit(url).path
         if self._prefix and path.startswith(self._prefix):
             path = path[len(self._prefix):]
         return path or "/"
+
+
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def request_kind(method: str, path: str, query: str = "") -> tuple[str, str]:
+    """``(verb, resource)`` of a request path as the apiserver names them: ``("watch", "pods")``,
+    ``("patch", "sessions/status")``, ``("get", "namespaces")``; non-resource paths are their path."""
+    parts = [p for p in path.split("/") if p]
+    if parts[:1] == ["api"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"]:
+        rest = parts[3:]
+    else:
+        return method.lower(), path
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+        rest = rest[2:]                  # namespaced: drop "namespaces/<ns>"
+    resource = "/".join(rest[:1] + rest[2:3])   # kind, then a subresource after the name
+    named = len(rest) >= 2
+    if method == "GET":
+        watch = parse_qs(query).get("watch", [""])[0] in ("true", "1")
+        verb = "watch" if watch else ("get" if named else "list")
+    else:
+        verb = _VERBS.get(method, method.lower())
+    return verb, resource

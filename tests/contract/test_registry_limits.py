@@ -41,6 +41,7 @@ def test_configured_home_pacing_reaches_the_client_and_holds_requests_back(tmp_p
     for _ in range(3):     # burst 1, then one token per 500 ms: ~1 s of waiting in all
         core.list_namespaced_pod("team-a")
     assert 0.5 < home.limiter.waited_s <= 1.0
+    assert home.requests == {("list", "pods", "200"): 3}, "each request is counted by verb, resource, status"
 
 
 def test_registered_clusters_take_the_registry_default_or_their_handle_entry(tmp_path, api_stub):
@@ -60,3 +61,17 @@ def test_registered_clusters_take_the_registry_default_or_their_handle_entry(tmp
 def test_a_bad_limit_is_refused_naming_the_field(fields, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("'", "'")):
         parse_config({"namespaces": ["a"], "base_domain": "sessions.test", **fields})
+
+
+@pytest.mark.parametrize("method, path, query, kind", [
+    ("GET", "/api/v1/namespaces/ns/pods", "watch=true&resourceVersion=5", ("watch", "pods")),
+    ("GET", "/api/v1/namespaces/ns/pods", "labelSelector=a", ("list", "pods")),
+    ("GET", "/api/v1/namespaces/ns", "", ("get", "namespaces")),
+    ("PATCH", "/apis/kfold.dev/v1alpha1/namespaces/ns/sessions/s/status", "", ("patch", "sessions/status")),
+    ("DELETE", "/apis/networking.k8s.io/v1/namespaces/ns/ingresses/s", "", ("delete", "ingresses")),
+    ("POST", "/api/v1/namespaces/ns/pods", "", ("create", "pods")),
+    ("GET", "/version", "", ("get", "/version")),
+])
+def test_requests_are_named_as_the_apiserver_names_them(method, path, query, kind):
+    from kfold.registry.client import request_kind
+    assert request_kind(method, path, query) == kind
