@@ -73,7 +73,8 @@ class Daemon:
         self._recovering = False
         self._inbox: asyncio.Queue[tuple[list[Any], asyncio.Future | None, float]] = asyncio.Queue()
         self._arrived: list[float] | None = None        # per record of the commit being folded
-        self._born: dict[str, tuple[float, float]] = {}  # effect id -> (its record arrived, folded)
+        self._born: dict[str, tuple[float, float, int]] = {}  # effect id -> (record arrived, folded, commit)
+        self._commits = 0
         self._sent: dict[str, float] = {}                # effect id -> handed to the executor
         self._snap_seq = 0
         self._tasks: list[asyncio.Task] = []
@@ -136,6 +137,7 @@ class Daemon:
         if not drafts:
             return []
         stamped = await self.journal.append(drafts)
+        self._commits += 1
         self._arrived = arrived if self.metrics is not None and arrived and len(arrived) == len(stamped) else None
         for effects in self._fold_all(stamped):
             for e in effects:
@@ -218,14 +220,15 @@ class Daemon:
             self._born.clear()
         for e in effects:
             if e.type != "log":
-                self._born[e.id] = (folded if arrived is None else arrived, folded)
+                self._born[e.id] = (folded if arrived is None else arrived, folded, self._commits)
 
     def _note_issued(self, effect_id: str) -> None:
         now = time.perf_counter()
         born = self._born.pop(effect_id, None)
-        if born is not None:
-            self.metrics.event_to_issue.observe(now - born[0])
-            self.metrics.fold_to_issue.observe(now - born[1])
+        if born is not None:   # held: not issued by the commit that emitted it (its key was busy)
+            held = "true" if born[2] != self._commits else "false"
+            self.metrics.event_to_issue.observe(now - born[0], held)
+            self.metrics.fold_to_issue.observe(now - born[1], held)
         if len(self._sent) > 100_000:
             self._sent.clear()
         self._sent[effect_id] = now

@@ -11,9 +11,10 @@ Guarantees:
 - ``/metrics``: ``kfold_records_ingested_total{rec}``, ``kfold_fold_seconds`` (histogram),
   latency histograms measured on the daemon's monotonic clock (never inside the fold):
   ``kfold_event_to_fold_seconds`` (a draft handed to the daemon -> its record folded),
-  ``kfold_fold_to_effect_issued_seconds`` (the fold that emitted an effect -> the effect journaled
-  as issued and handed to the executor; includes waiting behind earlier effects of its key),
-  ``kfold_event_to_effect_issued_seconds`` (the draft whose fold emitted it -> the same hand-over),
+  ``kfold_fold_to_effect_issued_seconds{held}`` (the fold that emitted an effect -> the effect
+  journaled as issued and handed to the executor; ``held="true"``: not issued by the commit that
+  emitted it, because an earlier effect of its key was still in flight or waiting for a retry),
+  ``kfold_event_to_effect_issued_seconds{held}`` (the draft whose fold emitted it -> the same hand-over),
   ``kfold_effect_round_trip_seconds{type}`` (handed to the executor -> its outcome back),
   per client ``kfold_client_qps``/``kfold_client_burst`` (0 qps: no client-side limit) and
   ``kfold_client_limiter_wait_seconds_total``, ``kfold_client_requests_total{cluster,verb,resource,code}``,
@@ -70,8 +71,8 @@ class Metrics:
         self.effects: Counter[tuple[str, str]] = Counter()
         self.fold = Histogram("kfold_fold_seconds", BUCKETS)
         self.event_to_fold = Histogram("kfold_event_to_fold_seconds", LATENCY_BUCKETS)
-        self.fold_to_issue = Histogram("kfold_fold_to_effect_issued_seconds", LATENCY_BUCKETS)
-        self.event_to_issue = Histogram("kfold_event_to_effect_issued_seconds", LATENCY_BUCKETS)
+        self.fold_to_issue = Histogram("kfold_fold_to_effect_issued_seconds", LATENCY_BUCKETS, label="held")
+        self.event_to_issue = Histogram("kfold_event_to_effect_issued_seconds", LATENCY_BUCKETS, label="held")
         self.round_trip = Histogram("kfold_effect_round_trip_seconds", LATENCY_BUCKETS, label="type")
         self.clients: Callable[[], list[Any]] = lambda: []   # the registry's clients (limiters)
 

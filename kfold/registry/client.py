@@ -11,10 +11,12 @@
   100 by default; ``Limits(None)`` sends unpaced) and the urllib3 pool keeps up to ``burst``
   connections per host.
 - Every request is counted by (verb, resource, HTTP status) in ``requests`` (``kfold_client_requests_total``
-  on /metrics): what kfold itself sends, watches included, beside what the apiserver counts.
+  on /metrics): what kfold itself sends, watches included, beside what the apiserver counts. The
+  observers' raw lists and watches (engine.effects.watch_stream) report through ``note_request``.
 - ``repr`` names the cluster only; the ``Configuration`` holding the credential is never printed
   by kfold.
-Caveats: websocket streams (exec/attach/port-forward) are bounds-checked but not rate limited.
+Caveats: websocket streams (exec/attach/port-forward) are bounds-checked but not rate limited;
+nor are the observers' lists and watches (they go through the pool manager, not ``call_api``).
 """
 
 from __future__ import annotations
@@ -118,15 +120,20 @@ class BoundedApiClient(ApiClient):
         self.admit(method, url)
         if self.limiter is not None:
             self.limiter.acquire()
-        code = "error"
+        code: int | str = "error"
         try:
             reply = super().call_api(method, url, *args, **kwargs)
-            code = str(reply.status)
+            code = reply.status
             return reply
         finally:
-            key = (*request_kind(method, self._path(url), urlsplit(url).query), code)
-            with self._count_lock:
-                self.requests[key] += 1
+            self.note_request(method, url, code)
+
+    def note_request(self, method: str, url: str, code: int | str) -> None:
+        """Count one request sent (also called by the observers' raw list/watch, which bypass
+        ``call_api``)."""
+        key = (*request_kind(method, self._path(url), urlsplit(url).query), str(code))
+        with self._count_lock:
+            self.requests[key] += 1
 
     def _path(self, url: str) -> str:
         path = urlsplit(url).path

@@ -34,16 +34,28 @@ async def test_one_command_one_patch_fills_each_latency_histogram_once():
     text = metrics.render([], journal_bytes=0, skew_ms=None, seq=d.state.seq)
 
     issued = series(text, "kfold_event_to_effect_issued_seconds")
-    assert issued["kfold_event_to_effect_issued_seconds_count"] == 1
-    assert issued['kfold_event_to_effect_issued_seconds_bucket{le="+Inf"}'] == 1
-    assert 0 < issued["kfold_event_to_effect_issued_seconds_sum"] < 1.0
-    assert series(text, "kfold_fold_to_effect_issued_seconds")["kfold_fold_to_effect_issued_seconds_count"] == 1
+    assert issued['kfold_event_to_effect_issued_seconds_count{held="false"}'] == 1, "issued by the commit that emitted it"
+    assert issued['kfold_event_to_effect_issued_seconds_bucket{held="false",le="+Inf"}'] == 1
+    assert 0 < issued['kfold_event_to_effect_issued_seconds_sum{held="false"}'] < 1.0
+    assert series(text, "kfold_fold_to_effect_issued_seconds")['kfold_fold_to_effect_issued_seconds_count{held="false"}'] == 1
     trip = series(text, "kfold_effect_round_trip_seconds")
     assert trip['kfold_effect_round_trip_seconds_count{type="patch"}'] == 1
     assert trip['kfold_effect_round_trip_seconds_bucket{type="patch",le="+Inf"}'] == 1
     # the command and the patch's outcome each went from the inbox to a fold
     assert series(text, "kfold_event_to_fold_seconds")["kfold_event_to_fold_seconds_count"] == 2
     assert not d._born and not d._sent, "bookkeeping of issued and answered effects is dropped"
+
+
+async def test_an_effect_behind_a_busy_key_is_counted_as_held():
+    d, server, _ = world()
+    d.metrics = metrics = Metrics()
+    d.start_loops()
+    await d.submit([Command(at=T2030, name="step.patch", args={"step": 1}),
+                    Command(at=T2030, name="step.patch", args={"step": 2})])   # same key, one commit
+    await idle(d)
+    issued = series(metrics.render([], journal_bytes=0, skew_ms=None, seq=0), "kfold_event_to_effect_issued_seconds")
+    assert issued['kfold_event_to_effect_issued_seconds_count{held="false"}'] == 1
+    assert issued['kfold_event_to_effect_issued_seconds_count{held="true"}'] == 1, "the second waited for the first's outcome"
 
 
 def test_histogram_buckets_are_cumulative_and_include_their_upper_bound():
