@@ -13,6 +13,7 @@ Contestants, each a real process under its own ServiceAccount, in a fresh namesp
 - ``kfold-50qps`` the same with ``cluster.qps: 50, burst: 100`` (client-go's pacing, kfold's
                   home default before issue 13);
 - ``kopf``        scripts/peer_kopf_operator.py under ``kopf run --standalone``;
+- ``kfold-threadsN`` (on request, ``--contestants``) kfold at its defaults but ``executor.threads: N``;
 - ``floor``       this script's ``floor`` subcommand: one Session watch, one pod watch, and only
                   the requests the job needs (finalizer + pod create; Service + status once the pod
                   is Running and Ready; pod delete + finalizer release), 64 threads, no reconciling.
@@ -325,7 +326,9 @@ class Contestant:
             cluster = {"name": "local", "kubeconfig": str(self.kubeconfig)}
             if self.name == "kfold-50qps":
                 cluster.update(qps=50, burst=100)
-            cfg = {"cluster": cluster, "namespaces": [self.ns], "base_domain": "sessions.bench",
+            threads = re.fullmatch(r"kfold-threads(\d+)", self.name)
+            cfg = {"executor": {"threads": int(threads.group(1))}} if threads else {}
+            cfg |= {"cluster": cluster, "namespaces": [self.ns], "base_domain": "sessions.bench",
                    "journal": {"path": str(self.work / "journal.db")},
                    "log": {"format": "plain", "level": "warning"}, "http": {"listen": f"127.0.0.1:{self.port}"}}
             (self.work / "config.yaml").write_text(yaml.safe_dump(cfg))
@@ -542,12 +545,35 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
                 spy.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 spy.kill()
+            raw = profile.with_suffix(".txt") if profile is not None else None
+            if raw is not None and raw.exists():
+                result["profile"] = {"raw": str(raw), **profile_summary(raw)}
         watcher.stop()
         c.stop()
         try:
             core.delete_namespace(ns)
         except Exception:
             pass
+
+
+def profile_summary(path: Path, top: int = 25) -> dict[str, list]:
+    """py-spy's raw output (``frame;frame;... count`` per line): the functions with the most samples
+    on top of the stack (self) and anywhere in it (inclusive), as shares of all samples."""
+    self_n: dict[str, int] = {}
+    incl: dict[str, int] = {}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = [re.sub(r":\d+\)$", ")", f) for f in stack.split(";")]   # "func (file)"
+        self_n[frames[-1]] = self_n.get(frames[-1], 0) + n
+        for f in set(frames):
+            incl[f] = incl.get(f, 0) + n
+    share = lambda d: [(f, round(100 * c / total, 1)) for f, c in sorted(d.items(), key=lambda x: -x[1])[:top]]  # noqa: E731
+    return {"samples": total, "self_pct": share(self_n), "inclusive_pct": share(incl)} if total else {}
 
 
 def _ms(x: float | None) -> float | None:
@@ -625,9 +651,11 @@ def floor_main(ns: str, ready_file: str) -> int:
                    {"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name, "uid": pod.metadata.uid}]},
                "spec": {"type": "ClusterIP", "selector": labels(s, True),
                         "ports": [{"name": "tcp-8080", "port": 8080, "targetPort": 8080, "protocol": "TCP"}]}}
-        pool.submit(quiet, core.create_namespaced_service, ns, svc)
-        pool.submit(quiet, co.patch_namespaced_custom_object_status, GROUP, VERSION, ns, PLURAL, s,
-                    {"status": {"phase": "Ready", "podName": pod.metadata.name}})
+        def serve():   # Ready is said only once the Service exists
+            quiet(core.create_namespaced_service, ns, svc)
+            quiet(co.patch_namespaced_custom_object_status, GROUP, VERSION, ns, PLURAL, s,
+                  {"status": {"phase": "Ready", "podName": pod.metadata.name}})
+        pool.submit(serve)
 
     def follow(list_fn, args: tuple, handle, kw: dict) -> None:
         while True:
@@ -680,7 +708,7 @@ ROWS = [
 def summarize(runs: list[dict]) -> dict:
     out: dict[str, dict] = {}
     for n in sorted({r["n"] for r in runs}):
-        for who in CONTESTANTS:
+        for who in dict.fromkeys([*CONTESTANTS, *(r["contestant"] for r in runs)]):
             rs = [r for r in runs if r["n"] == n and r["contestant"] == who]
             if not rs:
                 continue
@@ -706,7 +734,7 @@ def markdown(summary: dict, machine: str) -> str:
     ns = sorted({int(k.split("@")[1]) for k in summary})
     lines = []
     for n in ns:
-        cols = [w for w in CONTESTANTS if f"{w}@{n}" in summary]
+        cols = [k.split("@")[0] for k in summary if k.endswith(f"@{n}")]
         s = {w: summary[f"{w}@{n}"] for w in cols}
         head = [f"{w} N={n}" for w in cols] + ["kfold/kopf", "kfold/floor"]
         lines += [f"| N={n} | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
@@ -754,6 +782,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.cmd == "floor":
         return floor_main(args.namespace, args.ready_file)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # run the clean-ups of the run in progress
     ensure_bench_extra()
     cp = controlplane()
     api = admin_client(cp["kubeconfig"])
