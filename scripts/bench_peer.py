@@ -174,7 +174,9 @@ def ensure_capacity(api, pods: int) -> list[str]:
                        "kubernetes.io/arch": "amd64"}},
             "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
                        "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
-                       "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake"}}})
+                       "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake",
+                                    **dict.fromkeys(("bootID", "containerRuntimeVersion", "kernelVersion",
+                                                     "kubeProxyVersion", "machineID", "osImage", "systemUUID"), "")}}})
         capacity += 110
         added.append(name)
     if added:
@@ -285,7 +287,7 @@ def quantile(buckets: dict[float, float], q: float) -> float | None:
     for e in edges:
         if buckets[e] >= rank:
             if e == float("inf"):
-                return prev_edge
+                return float("inf")      # beyond the last bucket: shown as "> <last edge>"
             width = buckets[e] - prev_count
             return prev_edge + (e - prev_edge) * ((rank - prev_count) / width if width else 1.0)
         prev_edge, prev_count = e, buckets[e]
@@ -723,7 +725,7 @@ def summarize(runs: list[dict]) -> dict:
 
 
 def fmt(x: float | None, digits: int) -> str:
-    return "—" if x is None else f"{x:.{digits}f}"
+    return "—" if x is None else ("> 120000" if x == float("inf") else f"{x:.{digits}f}")
 
 
 def ratio(a: float | None, b: float | None) -> str:
