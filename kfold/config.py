@@ -18,6 +18,8 @@ from typing import Any, Literal, Mapping
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from kfold.registry.limiter import DEFAULT_BURST, DEFAULT_QPS, Limits
+
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LISTEN = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-]*):(\d{1,5})$")
 
@@ -26,7 +28,16 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ClusterConfig(_Model):
+class RateLimit(_Model):
+    """Client-side pacing of one cluster's client: ``qps`` null or 0 = no client-side limit."""
+    qps: float | None = Field(default=None, ge=0)
+    burst: int = Field(default=100, ge=1, le=10_000)   # also the size of the connection pool
+
+    def limits(self) -> Limits:
+        return Limits(self.qps or None, self.burst)
+
+
+class ClusterConfig(RateLimit):
     name: str = "local"
     kubeconfig: str | None = None
     context: str | None = None
@@ -119,12 +130,29 @@ class ExecutorConfig(_Model):
 
 
 class RegistryConfig(_Model):
-    """Where registered clusters live: the same layout as ``kfold cluster --registry-dir``."""
+    """Where registered clusters live: the same layout as ``kfold cluster --registry-dir``; how
+    fast kfold may talk to them (``qps``/``burst``: every registered cluster, seed 004's 50/100;
+    ``limits``: per cluster handle ``<name>@<tenant>``)."""
 
     dir: str | None = None        # None: "<journal dir>/registry"
     credentials: Literal["directory", "secrets"] = "directory"
     secrets_namespace: str | None = None   # credentials=secrets: kfold's own namespace
     rescan_seconds: int = Field(default=30, ge=0)   # re-read registrations this often (0: only at start)
+    qps: float | None = Field(default=DEFAULT_QPS, ge=0)
+    burst: int = Field(default=DEFAULT_BURST, ge=1, le=10_000)
+    limits: dict[str, RateLimit] = Field(default_factory=dict)
+
+    def default_limits(self) -> Limits:
+        return Limits(self.qps or None, self.burst)
+
+    @field_validator("limits")
+    @classmethod
+    def _limits(cls, v: dict[str, RateLimit]) -> dict[str, RateLimit]:
+        for key in v:
+            name, _, tenant = key.partition("@")
+            if not (_DNS_LABEL.match(name) and _DNS_LABEL.match(tenant)):
+                raise ValueError(f"key {key!r} is not a cluster handle '<name>@<tenant>'; e.g. 'edge@acme'")
+        return v
 
     @field_validator("secrets_namespace")
     @classmethod

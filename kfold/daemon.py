@@ -30,6 +30,9 @@ Guarantees:
 - Retries: a clocked retry is re-issued when the server clock passes its ``not_before``; an
   unclocked one (its outcome had no server time) after its ``retry_after_ms`` on the monotonic
   clock. With no server clock reading the ticker sleeps (``MAX_SLEEP_S`` at most); it never spins.
+- Latency (``metrics``, the daemon's monotonic clock, never the fold's): each inbox entry carries
+  when it arrived; folding its records, issuing the effects they emitted and getting those
+  effects' outcomes back feed the histograms of ``kfold.http.Metrics``.
 - ``stop()`` (SIGTERM): observers stop, in-flight effects finish (bounded wait) and their outcomes
   are committed, a snapshot is written and the journal closed.
 """
@@ -71,7 +74,11 @@ class Daemon:
         self._monotonic = monotonic
         self._touched: set[str] = set()   # object keys whose pending effects changed since the last release
         self._recovering = False
-        self._inbox: asyncio.Queue[tuple[list[Any], asyncio.Future | None]] = asyncio.Queue()
+        self._inbox: asyncio.Queue[tuple[list[Any], asyncio.Future | None, float]] = asyncio.Queue()
+        self._arrived: list[float] | None = None        # per record of the commit being folded
+        self._born: dict[str, tuple[float, float, int]] = {}  # effect id -> (record arrived, folded, commit)
+        self._commits = 0
+        self._sent: dict[str, float] = {}                # effect id -> handed to the executor
         self._snap_seq = 0
         self._tasks: list[asyncio.Task] = []
         self._changed = asyncio.Event()
@@ -84,14 +91,18 @@ class Daemon:
         fold cannot accept raises ``SeamError`` naming the field; nothing of ``drafts`` is queued."""
         drafts = checked(list(drafts), self.machines)
         fut = asyncio.get_running_loop().create_future()
-        self._inbox.put_nowait((drafts, fut))
+        self._inbox.put_nowait((drafts, fut, time.perf_counter()))
         await fut
 
     async def outcome_sink(self, outcome: Outcome) -> None:
         p = self.state.pending.get(outcome.effect_id)
         if p is not None:
             _crash_hook("performed", p.effect)
-        self._inbox.put_nowait(([outcome], None))
+        now = time.perf_counter()
+        sent = self._sent.pop(outcome.effect_id, None)
+        if sent is not None and p is not None and self.metrics is not None:
+            self.metrics.round_trip.observe(now - sent, p.effect.type)
+        self._inbox.put_nowait(([outcome], None, now))
 
     # -- recovery -------------------------------------------------------------------------------
     async def recover(self) -> dict[str, int]:
@@ -128,11 +139,14 @@ class Daemon:
         self.state, _ = fold_many(self.state, run, self.machines)
 
     # -- the committer --------------------------------------------------------------------------
-    async def commit(self, drafts: list[Any]) -> list[Any]:
-        """Append, fold, journal the keys' next effects as issued, submit them. The only writer."""
+    async def commit(self, drafts: list[Any], arrived: list[float] | None = None) -> list[Any]:
+        """Append, fold, journal the keys' next effects as issued, submit them. The only writer.
+        ``arrived``: when each draft reached the daemon (monotonic), for the latency metrics."""
         if not drafts:
             return []
         stamped = await self.journal.append(drafts)  # commands were checked by submit (or are the daemon's own)
+        self._commits += 1
+        self._arrived = arrived if self.metrics is not None and arrived and len(arrived) == len(stamped) else None
         for effects in self._fold_all(stamped):
             for e in effects:
                 if e.type == "log":
@@ -166,18 +180,21 @@ class Daemon:
             if j - i > 1:
                 t0 = time.perf_counter()
                 self.state, per_record = fold_many(self.state, records[i:j], self.machines)
-                share = (time.perf_counter() - t0) / (j - i)
-                for rec, effects in zip(records[i:j], per_record):
+                t1 = time.perf_counter()
+                share = (t1 - t0) / (j - i)
+                for k, (rec, effects) in enumerate(zip(records[i:j], per_record), start=i):
                     if self.metrics is not None:
                         self.metrics.folded(rec, share)
+                        self._note_born(k, t1, effects)
                     self._touched.update(e.key for e in effects if e.type != "log")
                     yield effects
                 i = j
             else:
-                yield self._fold(records[i])
+                yield self._fold(records[i], i)
                 i += 1
+        self._arrived = None
 
-    def _fold(self, rec: Any) -> tuple[Any, ...]:
+    def _fold(self, rec: Any, index: int | None = None) -> tuple[Any, ...]:
         before = None
         if isinstance(rec, EffectIssued):
             before = self.state.pending.get(rec.effect.get("id"))
@@ -188,8 +205,12 @@ class Daemon:
         t0 = time.perf_counter()
         self.state, effects = fold(self.state, rec, self.machines)
         if self.metrics is not None:
-            self.metrics.folded(rec, time.perf_counter() - t0)
+            t1 = time.perf_counter()
+            self.metrics.folded(rec, t1 - t0)
+            self._note_born(index, t1, effects)
         if isinstance(rec, EffectIssued) and before is not None and not before.issued and not self.stopping:
+            if self.metrics is not None:
+                self._note_issued(before.effect.id)
             self.executor.submit(before.effect, before.attempt)
         if isinstance(rec, Outcome) and before is not None:
             self._wait_unclocked_retry(rec)
@@ -197,6 +218,28 @@ class Daemon:
             self._touched.add(before.effect.key)    # an outcome or in-doubt may free the key
         self._touched.update(e.key for e in effects if e.type != "log")
         return effects
+
+    def _note_born(self, index: int | None, folded: float, effects: tuple[Any, ...]) -> None:
+        """Latency bookkeeping: record ``index`` of this commit was folded at ``folded``."""
+        arrived = self._arrived[index] if self._arrived is not None and index is not None else None
+        if arrived is not None:
+            self.metrics.event_to_fold.observe(folded - arrived)
+        if len(self._born) > 100_000:   # effects dropped without being issued: never grow unbounded
+            self._born.clear()
+        for e in effects:
+            if e.type != "log":
+                self._born[e.id] = (folded if arrived is None else arrived, folded, self._commits)
+
+    def _note_issued(self, effect_id: str) -> None:
+        now = time.perf_counter()
+        born = self._born.pop(effect_id, None)
+        if born is not None:   # held: not issued by the commit that emitted it (its key was busy)
+            held = "true" if born[2] != self._commits else "false"
+            self.metrics.event_to_issue.observe(now - born[0], held)
+            self.metrics.fold_to_issue.observe(now - born[1], held)
+        if len(self._sent) > 100_000:
+            self._sent.clear()
+        self._sent[effect_id] = now
 
     def _issued(self, effect: Any) -> EffectIssued:
         return EffectIssued(at=self.clock.now_ms(effect.cluster), effect=effect_to_dict(effect))
@@ -217,22 +260,23 @@ class Daemon:
     async def run_committer(self) -> None:
         while True:
             batch = [await self._inbox.get()]
-            while not self._inbox.empty() and sum(len(d) for d, _ in batch) < MAX_BATCH:
+            while not self._inbox.empty() and sum(len(d) for d, _, _ in batch) < MAX_BATCH:
                 batch.append(self._inbox.get_nowait())
             # Shielded: stop() cancels the committer between commits, never half-way through one
             # (records journaled but not folded would make the next fold a gap).
             self._committing = asyncio.ensure_future(self._commit_batch(batch))
             await asyncio.shield(self._committing)
 
-    async def _commit_batch(self, batch: list[tuple[list[Any], asyncio.Future | None]]) -> None:
+    async def _commit_batch(self, batch: list[tuple[list[Any], asyncio.Future | None, float]]) -> None:
         try:
-            await self.commit([d for drafts, _ in batch for d in drafts])
+            await self.commit([d for drafts, _, _ in batch for d in drafts],
+                              [t for drafts, _, t in batch for _ in drafts])
         except BaseException as exc:
-            for _, fut in batch:
+            for _, fut, _ in batch:
                 if fut is not None and not fut.done():
                     fut.set_exception(exc if isinstance(exc, Exception) else RuntimeError("stopped"))
             raise
-        for _, fut in batch:
+        for _, fut, _ in batch:
             if fut is not None and not fut.done():
                 fut.set_result(None)
 
@@ -292,7 +336,7 @@ class Daemon:
         while not self._inbox.empty():
             batch.append(self._inbox.get_nowait())
         if batch:
-            drafts = [d for ds, _ in batch for d in ds if not isinstance(d, EffectIssued)]
+            drafts = [d for ds, _, _ in batch for d in ds if not isinstance(d, EffectIssued)]
             await self.commit([d for d in drafts if isinstance(d, Outcome)])
 
 

@@ -207,6 +207,7 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     gc_policy.set_thresholds()  # see kfold.gc_policy; recovery freezes what it loaded
     registry, client = open_registry(cfg)
     clock, metrics = ServerClocks(home=cfg.cluster.name), Metrics()  # one server clock per cluster
+    metrics.clients = registry.clients
     transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads)
     backoff = Backoff(max_attempts=cfg.executor.max_attempts)
     journal = journal or open_journal(cfg.journal.path)
@@ -235,7 +236,8 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
         daemon.spawn(run_periodic(daemon, interval, name, args), f"periodic:{name}")
     http = HttpServer(*cfg.http.host_port, routes_for(daemon, observers, metrics))
     await http.start()
-    log.info("kfold running", extra={"listen": f"{http.host}:{http.port}", "seq": daemon.state.seq})
+    log.info("kfold running", extra={"listen": f"{http.host}:{http.port}", "seq": daemon.state.seq,
+                                     "home_limits": str(registry.home_limits)})
     code = await _wait_for_stop(daemon)
     await http.close()
     await daemon.stop()

@@ -47,7 +47,7 @@ def open_registry(cfg: Config) -> tuple[Any, Any]:
     if cfg.registry.credentials == "secrets":
         from kubernetes.client import CoreV1Api
         from kfold.registry import SecretCredentials
-        boot = Registry(index, MemoryCredentials(), home_name=cfg.cluster.name)
+        boot = Registry(index, MemoryCredentials(), home_name=cfg.cluster.name, home_limits=cfg.cluster.limits())
         home = boot.home(**home_args)
         namespace = cfg.registry.secrets_namespace or (boot.home_source.namespace if boot.home_source else None)
         if not namespace:
@@ -57,7 +57,9 @@ def open_registry(cfg: Config) -> tuple[Any, Any]:
         creds = SecretCredentials(CoreV1Api(home), namespace)
     else:
         creds = DirectoryCredentials(root / "credentials")
-    registry = Registry(index, creds, tenants=cfg.tenants, home_name=cfg.cluster.name)
+    registry = Registry(index, creds, tenants=cfg.tenants, home_name=cfg.cluster.name,
+                        home_limits=cfg.cluster.limits(), default_limits=cfg.registry.default_limits(),
+                        limits={h: r.limits() for h, r in cfg.registry.limits.items()})
     return registry, registry.home(**home_args)
 
 

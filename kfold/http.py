@@ -9,6 +9,15 @@ Guarantees:
 - ``/healthz`` is 200 while the committer task is alive (a dead committer = restart me).
 - ``/readyz`` is 200 only after every observer has journaled its initial list.
 - ``/metrics``: ``kfold_records_ingested_total{rec}``, ``kfold_fold_seconds`` (histogram),
+  latency histograms measured on the daemon's monotonic clock (never inside the fold):
+  ``kfold_event_to_fold_seconds`` (a draft handed to the daemon -> its record folded),
+  ``kfold_fold_to_effect_issued_seconds{held}`` (the fold that emitted an effect -> the effect
+  journaled as issued and handed to the executor; ``held="true"``: not issued by the commit that
+  emitted it, because an earlier effect of its key was still in flight or waiting for a retry),
+  ``kfold_event_to_effect_issued_seconds{held}`` (the draft whose fold emitted it -> the same hand-over),
+  ``kfold_effect_round_trip_seconds{type}`` (handed to the executor -> its outcome back),
+  per client ``kfold_client_qps``/``kfold_client_burst`` (0 qps: no client-side limit) and
+  ``kfold_client_limiter_wait_seconds_total``, ``kfold_client_requests_total{cluster,verb,resource,code}``,
   ``kfold_effects_total{type,result}``, ``kfold_watch_restarts_total{kind,reason}``,
   ``kfold_watch_synced{cluster,kind,namespace}`` (one per watch, 1 once its first list is journaled),
   ``kfold_journal_bytes``, ``kfold_server_clock_skew_seconds`` (server reading minus local wall
@@ -18,28 +27,61 @@ from __future__ import annotations
 
 import asyncio
 import time
+from bisect import bisect_left
 from collections import Counter
 from typing import Any, Callable
 
 from kfold.daemon_journal import journal_bytes
 
 BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
+# Latencies inside the daemon: fine around the milliseconds a fold and a commit take, coarse up to
+# the seconds a throttled or failing round trip can.
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
+                   60.0, 120.0)
+
+
+class Histogram:
+    """A Prometheus histogram (cumulative ``le`` buckets, ``_sum``, ``_count``) per label value."""
+
+    def __init__(self, name: str, buckets: tuple[float, ...], label: str | None = None) -> None:
+        self.name, self.buckets, self.label = name, buckets, label
+        self._series: dict[str, list[Any]] = {}   # label value -> [counts per bucket, sum, count]
+
+    def observe(self, seconds: float, value: str = "") -> None:
+        series = self._series.get(value)
+        if series is None:
+            series = self._series[value] = [[0] * (len(self.buckets) + 1), 0.0, 0]
+        series[0][bisect_left(self.buckets, seconds)] += 1
+        series[1] += seconds
+        series[2] += 1
+
+    def render(self) -> list[str]:
+        out = [f"# TYPE {self.name} histogram"]
+        for value, (counts, total, n) in sorted(self._series.items()):
+            lab = f'{self.label}="{value}",' if self.label else ""
+            acc = 0
+            for b, c in zip(self.buckets + (float("inf"),), counts):
+                acc += c
+                out.append(f'{self.name}_bucket{{{lab}le="{"+Inf" if b == float("inf") else b}"}} {acc}')
+            suffix = f"{{{lab[:-1]}}}" if lab else ""
+            out += [f"{self.name}_sum{suffix} {total:.6f}", f"{self.name}_count{suffix} {n}"]
+        return out
 
 
 class Metrics:
     def __init__(self) -> None:
         self.ingested: Counter[str] = Counter()
         self.effects: Counter[tuple[str, str]] = Counter()
-        self.fold_buckets = [0] * (len(BUCKETS) + 1)
-        self.fold_sum = 0.0
-        self.fold_count = 0
+        self.fold = Histogram("kfold_fold_seconds", BUCKETS)
+        self.event_to_fold = Histogram("kfold_event_to_fold_seconds", LATENCY_BUCKETS)
+        self.fold_to_issue = Histogram("kfold_fold_to_effect_issued_seconds", LATENCY_BUCKETS, label="held")
+        self.event_to_issue = Histogram("kfold_event_to_effect_issued_seconds", LATENCY_BUCKETS, label="held")
+        self.round_trip = Histogram("kfold_effect_round_trip_seconds", LATENCY_BUCKETS, label="type")
+        self.clients: Callable[[], list[Any]] = lambda: []   # the registry's clients (limiters)
 
     def folded(self, rec: Any, seconds: float) -> None:
         self.ingested[rec.rec] += 1
-        self.fold_sum += seconds
-        self.fold_count += 1
-        i = next((i for i, b in enumerate(BUCKETS) if seconds <= b), len(BUCKETS))
-        self.fold_buckets[i] += 1
+        self.fold.observe(seconds)
 
     def effect_done(self, effect_type: str, result: str) -> None:
         self.effects[(effect_type, result)] += 1
@@ -48,7 +90,8 @@ class Metrics:
                quarantine: Any = ()) -> str:
         out = ["# TYPE kfold_records_ingested_total counter"]
         out += [f'kfold_records_ingested_total{{rec="{k}"}} {v}' for k, v in sorted(self.ingested.items())]
-        out += self._histogram()
+        for h in (self.fold, self.event_to_fold, self.fold_to_issue, self.event_to_issue, self.round_trip):
+            out += h.render()
         out.append("# TYPE kfold_effects_total counter")
         out += [f'kfold_effects_total{{type="{t}",result="{r}"}} {v}' for (t, r), v in sorted(self.effects.items())]
         out.append("# TYPE kfold_watch_restarts_total counter")
@@ -59,6 +102,7 @@ class Metrics:
         out.append("# TYPE kfold_watch_synced gauge")  # one per watch: 1 once its first list is journaled
         out += [f'kfold_watch_synced{{cluster="{o.cluster}",kind="{o.kind}",namespace="{o.namespace}"}} '
                 f'{1 if getattr(o, "synced", False) else 0}' for o in observers]
+        out += self._limiters()
         out += ["# TYPE kfold_journal_bytes gauge", f"kfold_journal_bytes {journal_bytes}"]
         out += ["# TYPE kfold_state_seq gauge", f"kfold_state_seq {seq}"]
         objects = sum(1 for k in quarantine if not k.rpartition("/")[2].startswith("#"))
@@ -69,12 +113,22 @@ class Metrics:
             out += ["# TYPE kfold_server_clock_skew_seconds gauge", f"kfold_server_clock_skew_seconds {skew_ms / 1000:.3f}"]
         return "\n".join(out) + "\n"
 
-    def _histogram(self) -> list[str]:
-        out, acc = ["# TYPE kfold_fold_seconds histogram"], 0
-        for b, n in zip(BUCKETS + (float("inf"),), self.fold_buckets):
-            acc += n
-            out.append(f'kfold_fold_seconds_bucket{{le="{"+Inf" if b == float("inf") else b}"}} {acc}')
-        return out + [f"kfold_fold_seconds_sum {self.fold_sum:.6f}", f"kfold_fold_seconds_count {self.fold_count}"]
+    def _limiters(self) -> list[str]:
+        """Per client: its configured pacing (qps 0 = unlimited) and the time requests waited for it."""
+        clients = self.clients()
+        out = ["# TYPE kfold_client_qps gauge", "# TYPE kfold_client_burst gauge",
+               "# TYPE kfold_client_limiter_wait_seconds_total counter"] if clients else []
+        for c in clients:
+            lab = f'cluster="{c.label}"'
+            bucket = c.limiter
+            out += [f"kfold_client_qps{{{lab}}} {c.limits.qps or 0:g}", f"kfold_client_burst{{{lab}}} {c.limits.burst}",
+                    f"kfold_client_limiter_wait_seconds_total{{{lab}}} {bucket.waited_s if bucket else 0.0:.6f}"]
+        if clients:
+            out.append("# TYPE kfold_client_requests_total counter")
+        for c in clients:
+            out += [f'kfold_client_requests_total{{cluster="{c.label}",verb="{v}",resource="{r}",code="{code}"}} {n}'
+                    for (v, r, code), n in sorted(c.requests.items())]
+        return out
 
 
 class HttpServer:

@@ -8,9 +8,9 @@ cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$(command -v python3)" -m venv "$tmp/venv"
-"$tmp/venv/bin/pip" install -q --disable-pip-version-check -e '.[test]'
+"$tmp/venv/bin/pip" install -q --disable-pip-version-check -e '.[test,bench]'
 {
-  echo "# Pinned versions of kfold's runtime and test dependencies (pip constraints), used by scripts/setup.sh."
+  echo "# Pinned versions of kfold's runtime, test and bench dependencies (pip constraints), used by scripts/setup.sh."
   echo "# Regenerate after changing pyproject.toml: bash scripts/lock.sh"
   "$tmp/venv/bin/pip" freeze --exclude-editable | grep -v '^-e'
 } > constraints.txt

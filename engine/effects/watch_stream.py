@@ -68,9 +68,13 @@ def open_get(api_client: Any, path: str, query: list[tuple[str, Any]],
     method, url, headers, _body, _post = api_client.param_serialize(
         method="GET", resource_path=path, query_params=list(query),
         header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
-    return api_client.rest_client.pool_manager.request(
+    resp = api_client.rest_client.pool_manager.request(
         method, url, headers=headers, retries=False, preload_content=False,
         timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]))
+    note = getattr(api_client, "note_request", None)   # the registry's client counts what it sends
+    if note is not None:
+        note(method, url, resp.status)
+    return resp
 
 
 def raise_for_status(resp: Any) -> None:

@@ -27,16 +27,16 @@ from kfold.registry.errors import (
 from kfold.registry.home import HomeSource, home_configuration
 from kfold.registry.index import RegistrationIndex
 from kfold.registry.kubeconfig import Kubeconfig, select
-from kfold.registry.limiter import TokenBucket
+from kfold.registry.limiter import UNLIMITED, Limits, TokenBucket
 from kfold.registry.records import Inventory, Registration, check_name, credential_ref
 from kfold.registry.registry import Registry
 
 __all__ = [
     "ALL_NAMESPACES", "BoundedApiClient", "CredentialMissing", "CredentialStore",
     "DirectoryCredentials", "HomeSource", "HomeUnavailable", "InvalidName", "Inventory",
-    "Kubeconfig", "KubeconfigRefused", "MemoryCredentials", "NotRegistered", "OutOfBounds",
+    "Kubeconfig", "KubeconfigRefused", "Limits", "MemoryCredentials", "NotRegistered", "OutOfBounds",
     "Registration", "RegistrationIndex", "Registry", "RegistryCorrupt", "RegistryError",
-    "SecretCredentials", "TokenBucket", "Unreachable", "check_name", "classify",
+    "SecretCredentials", "TokenBucket", "UNLIMITED", "Unreachable", "check_name", "classify",
     "UnsafePath", "credential_ref", "home_configuration", "resolve", "resolve_one", "select",
     "wire_problem",
 ]

@@ -20,18 +20,25 @@
 - Each check asks ``record_source()`` for the FRESH registration: a bound tightened after the
   client was cached applies to the very next request, and a deregistered cluster answers
   ``NotRegistered``.
-- Every ``call_api`` takes a token from the client's ``TokenBucket`` (50 QPS / burst 100 by
-  default) and the urllib3 pool keeps up to ``burst`` connections per host.
+- Every ``call_api`` takes a token from the client's ``TokenBucket`` (``Limits``: 50 QPS / burst
+  100 by default; ``Limits(None)`` sends unpaced) and the urllib3 pool keeps up to ``burst``
+  connections per host.
+- Every request is counted by (verb, resource, HTTP status) in ``requests`` (``kfold_client_requests_total``
+  on /metrics): what kfold itself sends, watches included, beside what the apiserver counts. The
+  observers' raw lists and watches (engine.effects.watch_stream) report through ``note_request``.
 - ``repr`` names the cluster only; the ``Configuration`` holding the credential is never printed
   by kfold.
-Caveats: websocket streams (exec/attach/port-forward) are bounds-checked but not rate limited.
+Caveats: websocket streams (exec/attach/port-forward) are bounds-checked but not rate limited;
+nor are the observers' lists and watches (they go through the pool manager, not ``call_api``).
 """
 
 from __future__ import annotations
 
 import copy
+import threading
+from collections import Counter
 from typing import Any, Callable
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.config_exception import ConfigException
@@ -40,7 +47,7 @@ from kubernetes.config.kube_config import KubeConfigLoader
 from kfold.registry import bounds, kubeconfig_files
 from kfold.registry.errors import KubeconfigRefused, UnsafePath
 from kfold.registry.kubeconfig import Selected, context_parts
-from kfold.registry.limiter import DEFAULT_BURST, TokenBucket
+from kfold.registry.limiter import DEFAULT_BURST, Limits
 from kfold.registry.records import Registration
 
 USER_AGENT = "kfold"
@@ -83,16 +90,20 @@ class BoundedApiClient(ApiClient):
         *,
         label: str,
         record_source: RecordSource,
-        limiter: TokenBucket | None = None,
+        limits: Limits = Limits(),
     ) -> None:
+        configuration.connection_pool_maxsize = limits.burst   # the pool carries the burst
         super().__init__(configuration)
         self.user_agent = USER_AGENT
         self.label = label
-        self.limiter = limiter or TokenBucket()
+        self.limits = limits
+        self.limiter = limits.bucket()   # None: unlimited
         self._record_source = record_source
         self._origin = configuration.host.rstrip("/")
         self._prefix = urlsplit(self._origin).path
         check_on_the_wire(self.rest_client.pool_manager, self._admit_sent)
+        self.requests: Counter[tuple[str, str, str]] = Counter()   # (verb, resource, code) -> sent
+        self._count_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<BoundedApiClient cluster={self.label}>"
@@ -125,8 +136,28 @@ class BoundedApiClient(ApiClient):
 
     def call_api(self, method, url, *args, **kwargs):  # type: ignore[override]
         self.admit(method, url)
-        self.limiter.acquire()
-        return super().call_api(method, url, *args, **kwargs)
+        if self.limiter is not None:
+            self.limiter.acquire()
+        code: int | str = "error"
+        try:
+            reply = super().call_api(method, url, *args, **kwargs)
+            code = reply.status
+            return reply
+        finally:
+            self.note_request(method, url, code)
+
+    def note_request(self, method: str, url: str, code: int | str) -> None:
+        """Count one request sent (also called by the observers' raw list/watch, which bypass
+        ``call_api``)."""
+        key = (*request_kind(method, self._path(url), urlsplit(url).query), str(code))
+        with self._count_lock:
+            self.requests[key] += 1
+
+    def _path(self, url: str) -> str:
+        path = urlsplit(url).path
+        if self._prefix and path.startswith(self._prefix):
+            path = path[len(self._prefix):]
+        return path or "/"
 
     def _admit_sent(self, method: str, target: str) -> None:
         """The check on the request line: ``target`` is exactly what follows the method."""
@@ -155,3 +186,28 @@ def _checked(connection: type, admit: Callable[[str, str], None]) -> type:
         connection.putrequest(self, method, url, *args, **kwargs)
 
     return type(f"Checked{connection.__name__}", (connection,), {"putrequest": putrequest})
+
+
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def request_kind(method: str, path: str, query: str = "") -> tuple[str, str]:
+    """``(verb, resource)`` of a request path as the apiserver names them: ``("watch", "pods")``,
+    ``("patch", "sessions/status")``, ``("get", "namespaces")``; non-resource paths are their path."""
+    parts = [p for p in path.split("/") if p]
+    if parts[:1] == ["api"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"]:
+        rest = parts[3:]
+    else:
+        return method.lower(), path
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+        rest = rest[2:]                  # namespaced: drop "namespaces/<ns>"
+    resource = "/".join(rest[:1] + rest[2:3])   # kind, then a subresource after the name
+    named = len(rest) >= 2
+    if method == "GET":
+        watch = parse_qs(query).get("watch", [""])[0] in ("true", "1")
+        verb = "watch" if watch else ("get" if named else "list")
+    else:
+        verb = _VERBS.get(method, method.lower())
+    return verb, resource

@@ -10,16 +10,40 @@ Guarantees:
 - Thread-safe: the reservation happens under a lock, the sleep outside it.
 - ``clock`` and ``sleep`` are injectable (monotonic seconds); the registry uses the monotonic clock.
   This is I/O-side pacing, never a decision of the fold.
+- ``Limits`` is the setting (``cluster.qps``/``burst``, ``registry.qps``/``burst`` in the config):
+  ``Limits(None)`` (or qps 0) is no client-side limit at all, ``bucket()`` then returns None.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """A client's pacing: ``qps`` None (or 0) means unlimited; ``burst`` also sizes the pool."""
+
+    qps: float | None = DEFAULT_QPS
+    burst: int = DEFAULT_BURST
+
+    @property
+    def unlimited(self) -> bool:
+        return not self.qps
+
+    def bucket(self) -> "TokenBucket | None":
+        return None if self.unlimited else TokenBucket(float(self.qps or 0), self.burst)
+
+    def __str__(self) -> str:
+        return "unlimited" if self.unlimited else f"{self.qps:g} QPS, burst {self.burst}"
+
+
+UNLIMITED = Limits(None)
 
 
 class TokenBucket:
@@ -39,6 +63,7 @@ class TokenBucket:
         self._tokens = float(burst)
         self._last = clock()
         self._lock = threading.Lock()
+        self.waited_s = 0.0   # total time callers were told to wait (shown on /metrics)
 
     def __repr__(self) -> str:
         return f"TokenBucket(qps={self.qps:g}, burst={self.burst})"
@@ -50,7 +75,9 @@ class TokenBucket:
             elapsed = max(0.0, now - self._last)
             self._last = now
             self._tokens = min(float(self.burst), self._tokens + elapsed * self.qps) - 1.0
-            return max(0.0, -self._tokens / self.qps)
+            wait = max(0.0, -self._tokens / self.qps)
+            self.waited_s += wait
+            return wait
 
     def acquire(self) -> float:
         """Take one token, sleeping until it is due; returns the time slept."""

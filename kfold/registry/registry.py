@@ -35,6 +35,9 @@ Guarantees:
   Names are checked before they become paths as well (the executor's ``executor_resources.path``
   applies Kubernetes' own name rules), so a refusal there names the bad name and the rule.
   Tested by tests/contract/test_registry_wire_fuzz.py; the threat model is docs/registry-threat-model.md.
+- Pacing (``Limits``): the home client uses ``home_limits`` (unlimited unless configured: see
+  docs/config.md), a registered cluster ``limits[handle]`` if given, else ``default_limits``
+  (seed 004: 50 QPS / burst 100). Handles are ``"<name>@<tenant>"``.
 Caveats: ``reach`` reads the credential store each call (to compare digests); with
 ``SecretCredentials`` that is one GET, so hold the client for a batch rather than per request.
 """
@@ -52,7 +55,7 @@ from kfold.registry.errors import CredentialMissing, NotRegistered
 from kfold.registry.home import HomeSource, home_configuration
 from kfold.registry.index import RegistrationIndex, Records
 from kfold.registry.kubeconfig import Kubeconfig, select
-from kfold.registry.limiter import TokenBucket
+from kfold.registry.limiter import UNLIMITED, Limits
 from kfold.registry.probe import probe
 from kfold.registry.records import (
     Registration,
@@ -83,8 +86,13 @@ class Registry:
         *,
         tenants: Mapping[str, str] | None = None,
         home_name: str = "local",
+        home_limits: Limits = UNLIMITED,
+        default_limits: Limits = Limits(),
+        limits: Mapping[str, Limits] | None = None,
     ) -> None:
         self._index = index
+        self.home_limits, self.default_limits = home_limits, default_limits
+        self._limits = dict(limits or {})
         self._credentials = credentials
         self._tenants = dict(tenants or {})
         self.home_name = check_name(home_name)
@@ -211,8 +219,14 @@ class Registry:
                 config, self.home_source = home_configuration(
                     kubeconfig, context, allow_exec=allow_exec, allow_files=allow_files, **source
                 )
-                self._home = BoundedApiClient(config, label=self.home_name, record_source=lambda: None)
+                self._home = BoundedApiClient(config, label=self.home_name, record_source=lambda: None,
+                                              limits=self.home_limits)
             return self._home
+
+    def clients(self) -> list[BoundedApiClient]:
+        """The clients built so far (home first), e.g. for their limiters on /metrics."""
+        with self._lock:
+            return ([self._home] if self._home is not None else []) + list(self._clients.values())
 
     def close(self) -> None:
         """Close every cached client's pools."""
@@ -234,8 +248,12 @@ class Registry:
             configuration_for(selected),
             label=f"{tenant}/{name}",
             record_source=lambda: self.get(tenant, name),
-            limiter=TokenBucket(),
+            limits=self.limits_for(tenant, name),
         )
+
+    def limits_for(self, tenant: str, name: str) -> Limits:
+        """The pacing of the tenant's cluster ``name`` (its handle's entry, else the default)."""
+        return self._limits.get(f"{name}@{tenant}", self.default_limits)
 
     def _forget(self, tenant: str, name: str) -> None:
         with self._lock:

@@ -1,0 +1,823 @@
+"""kfold side by side with a kopf operator and a floor, on the real control plane (issue 13).
+
+    bash scripts/controlplane.sh start
+    .venv/bin/python scripts/bench_peer.py                       # N=100 and N=300, 3 rounds each
+    .venv/bin/python scripts/bench_peer.py --n 20 --rounds 1     # a quick check
+    .venv/bin/python scripts/bench_peer.py --n 100 --profile profile   # + py-spy of kfold
+
+The bench extra (kopf, py-spy) is installed into this venv when missing:
+``pip install -c constraints.txt -e '.[bench]'``.
+
+Contestants, each a real process under its own ServiceAccount, in a fresh namespace per run:
+- ``kfold``       ``kfold run`` with a config file, at its defaults (the home client unpaced);
+- ``kfold-50qps`` the same with ``cluster.qps: 50, burst: 100`` (client-go's pacing, kfold's
+                  home default before issue 13);
+- ``kopf``        scripts/peer_kopf_operator.py under ``kopf run --standalone``;
+- ``kfold-threadsN`` (on request, ``--contestants``) kfold at its defaults but ``executor.threads: N``;
+- ``floor``       this script's ``floor`` subcommand: one Session watch, one pod watch, and only
+                  the requests the job needs (finalizer + pod create; Service + status once the pod
+                  is Running and Ready; pod delete + finalizer release), 64 threads, no reconciling.
+Rounds interleave the contestants (the order rotates each round); each figure is the median of
+the rounds. Per run: N Sessions created at once by 16 threads (admin identity, not counted),
+then all deleted at once.
+
+Measured:
+- time to all Ready, Ready latency p50/p99 (create call sent -> status.phase Ready seen by a watch);
+- teardown: delete calls sent -> every Session gone / no pod left in the namespace;
+- operator CPU per Session: utime+stime of the operator's process tree (/proc), start of creates to
+  end of teardown;
+- requests per Session counted BY THE APISERVER: a FlowSchema per contestant identity, all mapped
+  to a priority level of the bench's own, and the delta of
+  ``apiserver_flowcontrol_dispatched_requests_total{flow_schema=...}`` (watches included; the
+  operator's start-up lists and watches happen before the first snapshot and are not counted);
+- apiserver / etcd CPU per run (their /proc, pids in ~/.cache/kfold/cp/run/*.pid). The control plane
+  is shared: other processes' requests land in these too, and the machine's load is reported;
+- kfold only, from its /metrics: event -> effect issued p50/p99 (histogram quantiles), and what its
+  client sent by verb/resource/status (``kfold_client_requests_total``), per Session.
+Output: a Markdown table (stdout and --md) and JSON (--json).
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from tests.e2e.conftest import apply, free_port  # noqa: E402  (idempotent create; a free local port)
+CACHE = Path(os.environ.get("KFOLD_CACHE", Path.home() / ".cache" / "kfold"))
+CP = CACHE / "cp"
+GROUP, VERSION, PLURAL = "kfold.dev", "v1alpha1", "sessions"
+BENCH_NS = "kfold-bench"
+LEVEL = "kfold-bench"
+FINALIZER = "kfold.dev/teardown"
+MANAGED = "app.kubernetes.io/managed-by=kfold"
+CONTESTANTS = ("kfold", "kfold-50qps", "kopf", "floor")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+# --------------------------------------------------------------------------------------------
+# set-up
+# --------------------------------------------------------------------------------------------
+def ensure_bench_extra() -> None:
+    try:
+        import kopf  # noqa: F401
+        return
+    except ImportError:
+        pass
+    print("bench_peer: installing the bench extra (kopf, py-spy) into this venv", file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-c", str(REPO / "constraints.txt"),
+                    "-e", f"{REPO}[bench]"], check=True)
+
+
+def admin_client(kubeconfig: str):
+    from kubernetes import client, config
+    cfg = client.Configuration()
+    config.load_kube_config(kubeconfig, client_configuration=cfg)
+    cfg.connection_pool_maxsize = 32
+    return client.ApiClient(cfg)
+
+
+def install(api) -> None:
+    """CRDs, the bench namespace, one ServiceAccount per contestant, the peers' RBAC, and the
+    FlowSchemas that make the apiserver count each identity's requests."""
+    from kfold.manifests import crds
+    apply(api, crds())
+    apply(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BENCH_NS}}])
+    apply(api, [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": who, "namespace": BENCH_NS}}
+                for who in ("kfold", "kopf", "floor")])
+    rules = [
+        {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch", "patch", "update"]},
+        {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["get", "patch", "update"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete"]},
+        {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "create", "delete"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+    ]
+    apply(api, [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                 "metadata": {"name": "kfold-bench-peer"}, "rules": rules}])
+    apply(api, [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": f"kfold-bench-{who}"},
+                 "subjects": [{"kind": "ServiceAccount", "name": who, "namespace": BENCH_NS}],
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kfold-bench-peer"}}
+                for who in ("kopf", "floor")])
+    fc = "flowcontrol.apiserver.k8s.io/v1"
+    apply(api, [{"apiVersion": fc, "kind": "PriorityLevelConfiguration", "metadata": {"name": LEVEL},
+                 "spec": {"type": "Limited", "limited": {
+                     "nominalConcurrencyShares": 100, "lendablePercent": 0,
+                     "limitResponse": {"type": "Queue", "queuing": {"queues": 64, "handSize": 6, "queueLengthLimit": 50}}}}}])
+    everything = {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": True, "namespaces": ["*"]}
+    apply(api, [{"apiVersion": fc, "kind": "FlowSchema", "metadata": {"name": flow_schema(who)},
+                 "spec": {"priorityLevelConfiguration": {"name": LEVEL}, "matchingPrecedence": 200,
+                          "distinguisherMethod": {"type": "ByUser"},
+                          "rules": [{"subjects": [{"kind": "ServiceAccount",
+                                                   "serviceAccount": {"name": who, "namespace": BENCH_NS}}],
+                                     "resourceRules": [everything],
+                                     "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}}
+                for who in ("kfold", "kopf", "floor")])
+    time.sleep(1.5)   # CRDs established, APF configuration picked up
+
+
+def kfold_rbac(ns: str) -> list[dict]:
+    """kfold's own least-privilege RBAC (``kfold manifests``) for the bench identity; the cluster-wide
+    pieces renamed so they never collide with the e2e tests' ``kfold`` ClusterRoleBinding."""
+    from kfold.manifests import rbac
+    out = []
+    for doc in rbac(BENCH_NS, [ns]):
+        doc = json.loads(json.dumps(doc))
+        if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            doc["metadata"]["name"] = "kfold-bench-kfold"
+            if doc["kind"] == "ClusterRoleBinding":
+                doc["roleRef"]["name"] = "kfold-bench-kfold"
+        out.append(doc)
+    return out
+
+
+def flow_schema(who: str) -> str:
+    return f"kfold-bench-{who}"
+
+
+def ensure_capacity(api, pods: int) -> list[str]:
+    """Enough pod slots on the kwok nodes for ``pods`` more; adds ``kfold-bench-node-*`` (kept)."""
+    from kubernetes import client
+    core = client.CoreV1Api(api)
+    nodes = [n for n in core.list_node().items if (n.metadata.annotations or {}).get("kwok.x-k8s.io/node") == "fake"]
+    capacity = sum(int(n.status.allocatable.get("pods", "0")) for n in nodes)
+    used = len([p for p in core.list_pod_for_all_namespaces(field_selector="status.phase!=Succeeded,status.phase!=Failed").items
+                if p.spec.node_name])
+    added = []
+    i = 1
+    while capacity - used < pods + 20:
+        name = f"kfold-bench-node-{i}"
+        i += 1
+        if any(n.metadata.name == name for n in nodes):
+            continue
+        core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": name, "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                       "kubernetes.io/arch": "amd64"}},
+            "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+                       "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+                       "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake",
+                                    **dict.fromkeys(("bootID", "containerRuntimeVersion", "kernelVersion",
+                                                     "kubeProxyVersion", "machineID", "osImage", "systemUUID"), "")}}})
+        capacity += 110
+        added.append(name)
+    if added:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ready = [n for n in core.list_node().items if n.metadata.name in added and any(
+                c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))]
+            if len(ready) == len(added):
+                break
+            time.sleep(0.5)
+    return added
+
+
+def sa_kubeconfig(api, cp: dict, who: str, path: Path) -> Path:
+    from kubernetes import client
+    import yaml
+    tr = client.CoreV1Api(api).create_namespaced_service_account_token(
+        who, BENCH_NS, {"spec": {"expirationSeconds": 7200}})
+    ca = base64.b64encode(Path(cp["ca"]).read_bytes()).decode()
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": who,
+        "clusters": [{"name": "bench", "cluster": {"server": cp["server"], "certificate-authority-data": ca}}],
+        "users": [{"name": who, "user": {"token": tr.status.token}}],
+        "contexts": [{"name": who, "context": {"cluster": "bench", "user": who}}]}))
+    return path
+
+
+def controlplane() -> dict:
+    out = subprocess.run(["bash", str(REPO / "scripts" / "controlplane.sh"), "env"], check=True,
+                         capture_output=True, text=True).stdout
+    env = dict(line[len("export "):].split("=", 1) for line in out.splitlines() if line.startswith("export "))
+    return {"kubeconfig": env["KUBECONFIG"], "server": env["KFOLD_APISERVER"], "ca": str(CP / "pki" / "ca.crt")}
+
+
+# --------------------------------------------------------------------------------------------
+# /proc and /metrics
+# --------------------------------------------------------------------------------------------
+def cpu_seconds(pid: int) -> float:
+    """utime+stime of ``pid`` and its live descendants."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                children.setdefault(int(fields[1]), []).append(int(d.name))
+            except (OSError, IndexError):
+                pass
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError):
+            continue
+        todo += children.get(p, [])
+    return total / TICK
+
+
+def component_pid(name: str) -> int | None:
+    try:
+        return int((CP / "run" / f"{name}.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def apf_dispatched(api) -> dict[str, float]:
+    """``flow_schema -> dispatched requests`` from the apiserver's /metrics."""
+    resp = api.call_api("GET", api.configuration.host + "/metrics")
+    text = resp.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("apiserver_flowcontrol_dispatched_requests_total{"):
+            m = re.search(r'flow_schema="([^"]+)"', line)
+            if m:
+                out[m.group(1)] = out.get(m.group(1), 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def scrape(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.read().decode()
+    except Exception:
+        return ""
+
+
+def histogram(text: str, name: str, held: str | None = None) -> dict[float, float]:
+    """Cumulative buckets of ``name``, summed over its ``held`` label unless one is given."""
+    out: dict[float, float] = {}
+    for m in re.finditer(rf'^{name}_bucket\{{(?:held="([^"]+)",)?le="([^"]+)"\}} (\S+)$', text, re.M):
+        if held is not None and m.group(1) != held:
+            continue
+        le = float("inf") if m.group(2) == "+Inf" else float(m.group(2))
+        out[le] = out.get(le, 0.0) + float(m.group(3))
+    return out
+
+
+def quantile(buckets: dict[float, float], q: float) -> float | None:
+    """Prometheus' histogram_quantile: linear inside the bucket holding the q-th observation."""
+    if not buckets:
+        return None
+    edges = sorted(buckets)
+    total = buckets[edges[-1]]
+    if total <= 0:
+        return None
+    rank, prev_edge, prev_count = q * total, 0.0, 0.0
+    for e in edges:
+        if buckets[e] >= rank:
+            if e == float("inf"):
+                return float("inf")      # beyond the last bucket: shown as "> <last edge>"
+            width = buckets[e] - prev_count
+            return prev_edge + (e - prev_edge) * ((rank - prev_count) / width if width else 1.0)
+        prev_edge, prev_count = e, buckets[e]
+    return prev_edge
+
+
+def client_requests(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for m in re.finditer(r'^kfold_client_requests_total\{cluster="[^"]*",verb="([^"]*)",resource="([^"]*)",code="([^"]*)"\} (\S+)$',
+                         text, re.M):
+        key = f"{m.group(1)} {m.group(2)} {m.group(3)}"
+        out[key] = out.get(key, 0.0) + float(m.group(4))
+    return out
+
+
+def minus(after: dict, before: dict) -> dict:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0)}
+
+
+# --------------------------------------------------------------------------------------------
+# contestants as processes
+# --------------------------------------------------------------------------------------------
+class Contestant:
+    def __init__(self, name: str, ns: str, kubeconfig: Path, work: Path):
+        self.name, self.ns, self.kubeconfig, self.work = name, ns, kubeconfig, work
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.log = work / f"{name}.log"
+
+    @property
+    def identity(self) -> str:
+        return "kfold" if self.name.startswith("kfold") else self.name
+
+    def start(self) -> None:
+        import yaml
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PYTHONUNBUFFERED": "1"}
+        if self.name.startswith("kfold"):
+            cluster = {"name": "local", "kubeconfig": str(self.kubeconfig)}
+            if self.name == "kfold-50qps":
+                cluster.update(qps=50, burst=100)
+            threads = re.fullmatch(r"kfold-threads(\d+)", self.name)
+            cfg = {"executor": {"threads": int(threads.group(1))}} if threads else {}
+            cfg |= {"cluster": cluster, "namespaces": [self.ns], "base_domain": "sessions.bench",
+                   "journal": {"path": str(self.work / "journal.db")},
+                   "log": {"format": "plain", "level": "warning"}, "http": {"listen": f"127.0.0.1:{self.port}"}}
+            (self.work / "config.yaml").write_text(yaml.safe_dump(cfg))
+            cmd = [sys.executable, "-m", "kfold", "run", "--config", str(self.work / "config.yaml")]
+        elif self.name == "kopf":
+            cmd = [sys.executable, "-m", "kopf", "run", str(REPO / "scripts" / "peer_kopf_operator.py"),
+                   "--standalone", "--namespace", self.ns, "--quiet",
+                   f"--liveness=http://127.0.0.1:{self.port}/healthz"]
+        else:
+            cmd = [sys.executable, str(Path(__file__).resolve()), "floor", "--namespace", self.ns,
+                   "--ready-file", str(self.work / "floor.ready")]
+        self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        url = {"kopf": f"http://127.0.0.1:{self.port}/healthz"}.get(self.name, f"http://127.0.0.1:{self.port}/readyz")
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            if self.name == "floor":
+                if (self.work / "floor.ready").exists():
+                    break
+            else:
+                try:
+                    with urllib.request.urlopen(url, timeout=1) as r:
+                        if r.status == 200:
+                            break
+                except Exception:
+                    pass
+            time.sleep(0.2)
+        else:
+            raise RuntimeError(f"{self.name} not ready in {timeout}s: {self.log.read_text()[-2000:]}")
+        time.sleep(1.0)   # its watches established
+
+    def metrics(self) -> str:
+        return scrape(f"http://127.0.0.1:{self.port}/metrics") if self.name.startswith("kfold") else ""
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# --------------------------------------------------------------------------------------------
+# one run
+# --------------------------------------------------------------------------------------------
+def session(name: str, ns: str) -> dict:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Session", "metadata": {"name": name, "namespace": ns},
+            "spec": {"image": "registry.example/sandbox:1",
+                     "apps": [{"name": "web", "ports": [{"port": 8080, "protocol": "TCP"}]}]}}
+
+
+class Watcher:
+    """The driver's own eyes (admin identity, not counted): when each Session became Ready and when
+    it was gone; the set of pods in the namespace and when it last became empty."""
+
+    def __init__(self, api, ns: str):
+        self.api, self.ns = api, ns
+        self.ready: dict[str, float] = {}
+        self.gone: dict[str, float] = {}
+        self.pods: set[str] = set()
+        self.pods_empty_at: float | None = None
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._loop, args=(k,), daemon=True) for k in ("sessions", "pods")]
+
+    def start(self) -> "Watcher":
+        for t in self._threads:
+            t.start()
+        time.sleep(0.5)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self, kind: str) -> None:
+        from kubernetes import client, watch
+        co, core = client.CustomObjectsApi(self.api), client.CoreV1Api(self.api)
+        while not self._stop.is_set():
+            w = watch.Watch()
+            try:
+                if kind == "sessions":
+                    stream = w.stream(co.list_namespaced_custom_object, GROUP, VERSION, self.ns, PLURAL, timeout_seconds=3600)
+                else:
+                    stream = w.stream(core.list_namespaced_pod, self.ns, timeout_seconds=3600)
+                for ev in stream:
+                    now = time.monotonic()
+                    obj = ev["object"]
+                    if kind == "sessions":
+                        name = obj["metadata"]["name"]
+                        if ev["type"] == "DELETED":
+                            self.gone.setdefault(name, now)
+                        elif (obj.get("status") or {}).get("phase") == "Ready":
+                            self.ready.setdefault(name, now)
+                    else:
+                        name = obj.metadata.name
+                        if ev["type"] == "DELETED":
+                            self.pods.discard(name)
+                            if not self.pods:
+                                self.pods_empty_at = now
+                        else:
+                            self.pods.add(name)
+                            self.pods_empty_at = None
+                    if self._stop.is_set():
+                        break
+            except Exception:
+                time.sleep(0.2)
+            finally:
+                w.stop()
+
+
+def fan_out(fn, items: list, threads: int = 16) -> dict[str, float]:
+    sent: dict[str, float] = {}
+
+    def one(x):
+        sent[x] = time.monotonic()
+        fn(x)
+    with ThreadPoolExecutor(threads) as pool:
+        for f in [pool.submit(one, x) for x in items]:
+            f.result()
+    return sent
+
+
+def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | None) -> dict[str, Any]:
+    from kubernetes import client
+    ns = f"bench-{who}-{uuid.uuid4().hex[:6]}"
+    core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    core.create_namespace({"metadata": {"name": ns}})
+    work = Path(tempfile.mkdtemp(prefix=f"{who}-", dir=work_root))
+    ident = "kfold" if who.startswith("kfold") else who
+    if ident == "kfold":
+        apply(api, kfold_rbac(ns))
+    kubeconfig = sa_kubeconfig(api, cp, ident, work / "kubeconfig")
+    c = Contestant(who, ns, kubeconfig, work)
+    result: dict[str, Any] = {"contestant": who, "n": n, "namespace": ns}
+    watcher = Watcher(api, ns).start()
+    spy = None
+    try:
+        c.start()
+        apiserver, etcd = component_pid("kube-apiserver"), component_pid("etcd")
+        before = dict(apf=apf_dispatched(api), op=cpu_seconds(c.proc.pid),
+                      api=cpu_seconds(apiserver) if apiserver else 0.0, etcd=cpu_seconds(etcd) if etcd else 0.0,
+                      metrics=c.metrics(), load=os.getloadavg()[0])
+        if profile is not None and ident == "kfold" and shutil.which("py-spy", path=str(Path(sys.executable).parent)):
+            spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(c.proc.pid),
+                                    "--rate", "50", "--format", "raw", "--output", str(profile.with_suffix(".txt"))],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+        names = [f"s{i:04d}" for i in range(n)]
+        t0 = time.monotonic()
+        sent = fan_out(lambda x: co.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, session(x, ns)), names)
+        deadline = t0 + 60 + 1.0 * n
+        while len(watcher.ready) < n and time.monotonic() < deadline and c.proc.poll() is None:
+            time.sleep(0.05)
+        t_ready = time.monotonic()
+        result["ready"] = len(watcher.ready)
+        lat = sorted(watcher.ready[x] - sent[x] for x in names if x in watcher.ready)
+        result["all_ready_s"] = (max(watcher.ready.values()) - t0) if len(watcher.ready) == n else None
+        result["ready_p50_s"] = lat[len(lat) // 2] if lat else None
+        result["ready_p99_s"] = lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else None
+        pods = [p for p in core.list_namespaced_pod(ns).items if p.metadata.deletion_timestamp is None]
+        svcs = core.list_namespaced_service(ns).items
+        result["pods_at_ready"], result["services_at_ready"] = len(pods), len(svcs)
+        mid_metrics = c.metrics()
+        # teardown
+        d0 = time.monotonic()
+        fan_out(lambda x: co.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, x), names)
+        deadline = d0 + 60 + 0.5 * n
+        while (len(watcher.gone) < n or watcher.pods) and time.monotonic() < deadline and c.proc.poll() is None:
+            time.sleep(0.05)
+        result["sessions_gone_s"] = (max(watcher.gone.values()) - d0) if len(watcher.gone) == n else None
+        result["no_pod_left_s"] = (watcher.pods_empty_at - d0) if not watcher.pods and watcher.pods_empty_at else None
+        if result["no_pod_left_s"] is not None and result["no_pod_left_s"] < 0:
+            result["no_pod_left_s"] = 0.0
+        time.sleep(1.0)   # trailing requests (last finalizer patches) land in the counters
+        after = dict(apf=apf_dispatched(api), op=cpu_seconds(c.proc.pid),
+                     api=cpu_seconds(apiserver) if apiserver else 0.0, etcd=cpu_seconds(etcd) if etcd else 0.0,
+                     metrics=c.metrics(), load=os.getloadavg()[0])
+        result["wall_s"] = time.monotonic() - t0
+        result["requests_per_session"] = (after["apf"].get(flow_schema(ident), 0) - before["apf"].get(flow_schema(ident), 0)) / n
+        result["operator_cpu_ms_per_session"] = 1000 * (after["op"] - before["op"]) / n
+        result["apiserver_cpu_s"] = after["api"] - before["api"]
+        result["etcd_cpu_s"] = after["etcd"] - before["etcd"]
+        result["load1"] = (before["load"] + after["load"]) / 2
+        if ident == "kfold":
+            name = "kfold_event_to_effect_issued_seconds"
+            for suffix, held in (("", None), ("_unheld", "false")):
+                issued = minus(histogram(after["metrics"], name, held), histogram(before["metrics"], name, held))
+                result[f"event_to_issued{suffix}_p50_ms"] = _ms(quantile(issued, 0.5))
+                result[f"event_to_issued{suffix}_p99_ms"] = _ms(quantile(issued, 0.99))
+            trip = {}
+            for m in re.finditer(r'^kfold_effect_round_trip_seconds_(sum|count)\{type="([^"]+)"\} (\S+)$', after["metrics"], re.M):
+                trip.setdefault(m.group(2), {})[m.group(1)] = float(m.group(3))
+            result["round_trip_mean_ms"] = {t: round(1000 * v["sum"] / v["count"], 2) for t, v in trip.items() if v.get("count")}
+            bring_up = minus(client_requests(mid_metrics), client_requests(before["metrics"]))
+            teardown = minus(client_requests(after["metrics"]), client_requests(mid_metrics))
+            result["client_requests_per_session"] = {
+                "bring_up": {k: round(v / n, 2) for k, v in sorted(bring_up.items())},
+                "teardown": {k: round(v / n, 2) for k, v in sorted(teardown.items())}}
+            wait_re = r'^kfold_client_limiter_wait_seconds_total\{cluster="local"\} (\S+)$'
+            w0, w1 = re.search(wait_re, before["metrics"], re.M), re.search(wait_re, after["metrics"], re.M)
+            result["limiter_wait_s"] = float(w1.group(1)) - float(w0.group(1)) if w0 and w1 else None
+        result["ok"] = (result["ready"] == n and result["pods_at_ready"] == n and result["services_at_ready"] == n
+                        and result["sessions_gone_s"] is not None and result["no_pod_left_s"] is not None)
+        return result
+    finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            try:
+                spy.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+            raw = profile.with_suffix(".txt") if profile is not None else None
+            if raw is not None and raw.exists():
+                result["profile"] = {"raw": str(raw), **profile_summary(raw)}
+        watcher.stop()
+        c.stop()
+        try:
+            core.delete_namespace(ns)
+        except Exception:
+            pass
+
+
+def profile_summary(path: Path, top: int = 25) -> dict[str, list]:
+    """py-spy's raw output (``frame;frame;... count`` per line): the functions with the most samples
+    on top of the stack (self) and anywhere in it (inclusive), as shares of all samples."""
+    self_n: dict[str, int] = {}
+    incl: dict[str, int] = {}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = [re.sub(r":\d+\)$", ")", f) for f in stack.split(";")]   # "func (file)"
+        self_n[frames[-1]] = self_n.get(frames[-1], 0) + n
+        for f in set(frames):
+            incl[f] = incl.get(f, 0) + n
+    share = lambda d: [(f, round(100 * c / total, 1)) for f, c in sorted(d.items(), key=lambda x: -x[1])[:top]]  # noqa: E731
+    return {"samples": total, "self_pct": share(self_n), "inclusive_pct": share(incl)} if total else {}
+
+
+def _ms(x: float | None) -> float | None:
+    return None if x is None else round(1000 * x, 2)
+
+
+# --------------------------------------------------------------------------------------------
+# the floor (a subcommand: its own process, its own identity)
+# --------------------------------------------------------------------------------------------
+def floor_main(ns: str, ready_file: str) -> int:
+    """Only the requests the job needs, full concurrency, no reconciling (see module doc)."""
+    from kubernetes import client, config, watch
+    from kubernetes.client.exceptions import ApiException
+    cfg = client.Configuration()
+    config.load_kube_config(client_configuration=cfg)
+    cfg.connection_pool_maxsize = 64
+    api = client.ApiClient(cfg)
+    core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    pool = ThreadPoolExecutor(64)
+    started, served, torn = set(), set(), set()
+    lock = threading.Lock()
+
+    def first(seen: set, key: str) -> bool:
+        with lock:
+            if key in seen:
+                return False
+            seen.add(key)
+            return True
+
+    def quiet(call, *args):
+        try:
+            call(*args)
+        except ApiException as exc:
+            print(f"floor: {call.__name__} {exc.status}", flush=True)
+
+    def labels(s: str, gen: bool = False) -> dict:
+        return {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": s, **({"kfold.dev/generation": "1"} if gen else {})}
+
+    def on_session(ev: dict) -> None:
+        obj = ev["object"]
+        md = obj["metadata"]
+        name = md["name"]
+        if ev["type"] == "DELETED":
+            return
+        if md.get("deletionTimestamp"):
+            if first(torn, name):
+                def teardown():
+                    quiet(core.delete_namespaced_pod, f"{name}-g1", ns)
+                    quiet(co.patch_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, name,
+                          {"metadata": {"finalizers": None}})
+                pool.submit(teardown)
+            return
+        if first(started, name):
+            pod = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": f"{name}-g1", "labels": labels(name, True),
+                                "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "Session",
+                                                     "name": name, "uid": md["uid"]}]},
+                   "spec": {"restartPolicy": "Never", "containers": [
+                       {"name": "workspace", "image": obj["spec"]["image"],
+                        "ports": [{"containerPort": 8080, "protocol": "TCP"}]}]}}
+            pool.submit(quiet, co.patch_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, name,
+                        {"metadata": {"finalizers": [FINALIZER]}})
+            pool.submit(quiet, core.create_namespaced_pod, ns, pod)
+
+    def on_pod(ev: dict) -> None:
+        pod = ev["object"]
+        if ev["type"] == "DELETED" or pod.metadata.deletion_timestamp:
+            return
+        conds = {c.type: c.status for c in (pod.status.conditions or [])}
+        if pod.status.phase != "Running" or conds.get("Ready") != "True" or not first(served, pod.metadata.uid):
+            return
+        s = pod.metadata.labels["kfold.dev/session"]
+        svc = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": s, "labels": labels(s), "ownerReferences": [
+                   {"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name, "uid": pod.metadata.uid}]},
+               "spec": {"type": "ClusterIP", "selector": labels(s, True),
+                        "ports": [{"name": "tcp-8080", "port": 8080, "targetPort": 8080, "protocol": "TCP"}]}}
+        def serve():   # Ready is said only once the Service exists
+            quiet(core.create_namespaced_service, ns, svc)
+            quiet(co.patch_namespaced_custom_object_status, GROUP, VERSION, ns, PLURAL, s,
+                  {"status": {"phase": "Ready", "podName": pod.metadata.name}})
+        pool.submit(serve)
+
+    def follow(list_fn, args: tuple, handle, kw: dict) -> None:
+        while True:
+            listed = list_fn(*args, **kw)
+            rv = listed["metadata"]["resourceVersion"] if isinstance(listed, dict) else listed.metadata.resource_version
+            ready.release()
+            w = watch.Watch()
+            try:
+                for ev in w.stream(list_fn, *args, resource_version=rv, timeout_seconds=300, **kw):
+                    handle(ev)
+            except ApiException as exc:
+                print(f"floor: watch {exc.status}", flush=True)
+
+    ready = threading.Semaphore(0)
+    threading.Thread(target=follow, args=(co.list_namespaced_custom_object, (GROUP, VERSION, ns, PLURAL), on_session, {}),
+                     daemon=True).start()
+    threading.Thread(target=follow, args=(core.list_namespaced_pod, (ns,), on_pod, {"label_selector": MANAGED}),
+                     daemon=True).start()
+    ready.acquire()
+    ready.acquire()
+    Path(ready_file).write_text("ready\n")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop.wait()
+    pool.shutdown(wait=False, cancel_futures=True)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------------
+def median(values: list) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+ROWS = [
+    ("time to all Ready (s)", "all_ready_s", 1),
+    ("Ready latency p50 (s)", "ready_p50_s", 2),
+    ("Ready latency p99 (s)", "ready_p99_s", 2),
+    ("teardown: Sessions gone (s)", "sessions_gone_s", 2),
+    ("teardown: no pod left (s)", "no_pod_left_s", 2),
+    ("operator CPU per Session (ms)", "operator_cpu_ms_per_session", 1),
+    ("requests per Session (apiserver APF count, watches incl.)", "requests_per_session", 1),
+    ("apiserver CPU per run (s)", "apiserver_cpu_s", 1),
+    ("etcd CPU per run (s)", "etcd_cpu_s", 1),
+]
+
+
+def summarize(runs: list[dict]) -> dict:
+    out: dict[str, dict] = {}
+    for n in sorted({r["n"] for r in runs}):
+        for who in dict.fromkeys([*CONTESTANTS, *(r["contestant"] for r in runs)]):
+            rs = [r for r in runs if r["n"] == n and r["contestant"] == who]
+            if not rs:
+                continue
+            s = {key: median([r.get(key) for r in rs]) for _, key, _ in ROWS}
+            s.update(rounds=len(rs), ok=all(r.get("ok") for r in rs), load1=median([r.get("load1") for r in rs]))
+            for key in ("event_to_issued_p50_ms", "event_to_issued_p99_ms", "event_to_issued_unheld_p50_ms",
+                        "event_to_issued_unheld_p99_ms", "limiter_wait_s"):
+                if any(key in r for r in rs):
+                    s[key] = median([r.get(key) for r in rs])
+            out[f"{who}@{n}"] = s
+    return out
+
+
+def fmt(x: float | None, digits: int) -> str:
+    return "—" if x is None else ("> 120000" if x == float("inf") else f"{x:.{digits}f}")
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return "—" if a is None or not b else f"{a / b:.2f}x"
+
+
+def markdown(summary: dict, machine: str) -> str:
+    ns = sorted({int(k.split("@")[1]) for k in summary})
+    lines = []
+    for n in ns:
+        cols = [k.split("@")[0] for k in summary if k.endswith(f"@{n}")]
+        s = {w: summary[f"{w}@{n}"] for w in cols}
+        head = [f"{w} N={n}" for w in cols] + ["kfold/kopf", "kfold/floor"]
+        lines += [f"| N={n} | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
+        for label, key, digits in ROWS:
+            vals = [fmt(s[w].get(key), digits) for w in cols]
+            k = s.get("kfold", {}).get(key)
+            vals += [ratio(k, s.get("kopf", {}).get(key)), ratio(k, s.get("floor", {}).get(key))]
+            lines.append(f"| {label} | " + " | ".join(vals) + " |")
+        for label, key in (("kfold event -> effect issued p99, all effects (ms, /metrics)", "event_to_issued_p99_ms"),
+                           ("kfold event -> effect issued p99, not held behind its key (ms)", "event_to_issued_unheld_p99_ms")):
+            extra = [fmt(s[w].get(key), 1) if w.startswith("kfold") else "—" for w in cols]
+            lines.append(f"| {label} | " + " | ".join(extra) + " | | |")
+        lines.append("| rounds (all correct?) | " + " | ".join(f"{s[w]['rounds']} ({'yes' if s[w]['ok'] else 'NO'})" for w in cols) + " | | |")
+        lines.append("| load average (1 min, median) | " + " | ".join(fmt(s[w].get("load1"), 1) for w in cols) + " | | |")
+        lines.append("")
+    lines.append(f"Machine: {machine}")
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} vCPU {cpu}, Python {sys.version.split()[0]}, shared control plane (kube-apiserver + etcd + kwok)"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd")
+    fl = sub.add_parser("floor")
+    fl.add_argument("--namespace", required=True)
+    fl.add_argument("--ready-file", required=True)
+    ap.add_argument("--n", type=int, nargs="+", default=[100, 300])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--contestants", default=",".join(CONTESTANTS))
+    ap.add_argument("--json", default=None, help="write every run and the medians here")
+    ap.add_argument("--md", default=None, help="write the Markdown table here")
+    ap.add_argument("--profile", default=None, help="py-spy (raw, collapsed stacks) of kfold's first run per N: PATH.N.txt")
+    ap.add_argument("--workdir", default=None)
+    args = ap.parse_args()
+    if args.cmd == "floor":
+        return floor_main(args.namespace, args.ready_file)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # run the clean-ups of the run in progress
+    ensure_bench_extra()
+    cp = controlplane()
+    api = admin_client(cp["kubeconfig"])
+    install(api)
+    work_root = Path(args.workdir or tempfile.mkdtemp(prefix="bench_peer-"))
+    work_root.mkdir(parents=True, exist_ok=True)
+    who_all = [w for w in args.contestants.split(",") if w]
+    runs: list[dict] = []
+    for n in args.n:
+        added = ensure_capacity(api, n)
+        if added:
+            print(f"bench_peer: added kwok nodes {added} for N={n}", file=sys.stderr)
+        profiled = False
+        for r in range(args.rounds):
+            order = who_all[r % len(who_all):] + who_all[:r % len(who_all)]
+            for who in order:
+                prof = None
+                if args.profile and who == "kfold" and not profiled:
+                    prof, profiled = Path(f"{args.profile}.{n}"), True
+                res = run_once(api, cp, who, n, work_root, prof)
+                res["round"] = r + 1
+                runs.append(res)
+                print(json.dumps({k: v for k, v in res.items() if k != "client_requests_per_session"}), file=sys.stderr, flush=True)
+                time.sleep(2.0)
+    summary = summarize(runs)
+    md = markdown(summary, machine())
+    print(md)
+    if args.md:
+        Path(args.md).write_text(md + "\n")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": machine(), "summary": summary, "runs": runs}, indent=1) + "\n")
+    return 0 if all(r.get("ok") for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

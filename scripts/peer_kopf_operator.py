@@ -1,0 +1,110 @@
+"""The peer kfold is measured against (scripts/bench_peer.py): the same essential Session job, written
+the way a competent kopf user would write it. Not part of kfold; kopf is the bench-only extra.
+
+    pip install -c constraints.txt -e '.[bench]'
+    KUBECONFIG=... python -m kopf run scripts/peer_kopf_operator.py --standalone --namespace NS
+
+The job (kfold's, reduced to its essentials):
+- a Session gets kfold's finalizer ``kfold.dev/teardown`` (kopf adds it: the delete handler below);
+- create: pod ``<session>-g1`` with kfold's labels, owned by the Session (``kopf.adopt``); status
+  ``phase: Starting`` with the pod name, written by kopf in the same patch as its own bookkeeping;
+- the pod Running with a Ready condition (one pod watch, no polling): a ClusterIP Service
+  ``<session>`` owned by the pod, then status ``phase: Ready``;
+- delete: Service and pod deleted, then kopf releases the finalizer.
+
+kopf's defaults are kept except: the finalizer's name is kfold's; Kubernetes Events for handler
+progress are not posted (three extra writes per Session that kfold does not make either); sync
+handlers get a pool as wide as the benchmark's 16 creating threads.
+"""
+from __future__ import annotations
+
+import threading
+
+import kopf
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+GROUP, VERSION, PLURAL = "kfold.dev", "v1alpha1", "sessions"
+FINALIZER = "kfold.dev/teardown"
+MANAGED = {"app.kubernetes.io/managed-by": "kfold"}
+
+_api: client.ApiClient | None = None
+_served: set[str] = set()          # pod uids whose Service and Ready status are done
+_lock = threading.Lock()
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_) -> None:
+    global _api
+    settings.persistence.finalizer = FINALIZER
+    settings.posting.enabled = False
+    settings.execution.max_workers = 16
+    cfg = client.Configuration()
+    config.load_kube_config(client_configuration=cfg)      # $KUBECONFIG: this operator's identity
+    cfg.connection_pool_maxsize = 32
+    _api = client.ApiClient(cfg)
+
+
+def labels(session: str, generation: int | None = None) -> dict[str, str]:
+    out = {**MANAGED, "kfold.dev/session": session}
+    if generation is not None:
+        out["kfold.dev/generation"] = str(generation)
+    return out
+
+
+def ignore(status: int, call, *args, **kwargs):
+    try:
+        return call(*args, **kwargs)
+    except ApiException as exc:
+        if exc.status != status:
+            raise
+        return None
+
+
+@kopf.on.create(GROUP, VERSION, PLURAL)
+def create(name: str, namespace: str, spec: dict, body: kopf.Body, patch: kopf.Patch, **_) -> None:
+    pod_name = f"{name}-g1"
+    ports = [{"containerPort": p["port"], "protocol": p.get("protocol", "TCP")}
+             for app in spec.get("apps", []) for p in app.get("ports", [])]
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": pod_name, "labels": labels(name, 1)},
+           "spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "workspace", "image": spec["image"], "ports": ports}]}}
+    kopf.adopt(pod, owner=body)
+    ignore(409, client.CoreV1Api(_api).create_namespaced_pod, namespace, pod)   # a retried handler
+    patch.status["phase"] = "Starting"
+    patch.status["podName"] = pod_name
+
+
+def _ready(status: dict) -> bool:
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    return status.get("phase") == "Running" and conditions.get("Ready") == "True"
+
+
+@kopf.on.event("", "v1", "pods", labels=MANAGED)
+def pod_event(type: str, body: kopf.Body, namespace: str, **_) -> None:
+    if type == "DELETED" or body.metadata.get("deletionTimestamp") or not _ready(body.get("status", {})):
+        return
+    uid, pod_name = body.metadata["uid"], body.metadata["name"]
+    session = body.metadata.get("labels", {}).get("kfold.dev/session")
+    with _lock:
+        if uid in _served or not session:
+            return
+        _served.add(uid)
+    ports = [{"name": f"{p.get('protocol', 'TCP').lower()}-{p['containerPort']}", "port": p["containerPort"],
+              "targetPort": p["containerPort"], "protocol": p.get("protocol", "TCP")}
+             for c in body.spec.get("containers", []) for p in c.get("ports", [])]
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": session, "labels": labels(session),
+                            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": uid}]},
+               "spec": {"type": "ClusterIP", "selector": labels(session, 1), "ports": ports}}
+    ignore(409, client.CoreV1Api(_api).create_namespaced_service, namespace, service)
+    ignore(404, client.CustomObjectsApi(_api).patch_namespaced_custom_object_status,
+           GROUP, VERSION, namespace, PLURAL, session, {"status": {"phase": "Ready", "podName": pod_name}})
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL)
+def delete(name: str, namespace: str, **_) -> None:
+    core = client.CoreV1Api(_api)
+    ignore(404, core.delete_namespaced_service, name, namespace)
+    ignore(404, core.delete_namespaced_pod, f"{name}-g1", namespace)

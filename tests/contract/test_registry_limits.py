@@ -1,0 +1,77 @@
+"""The client-side limiter is a setting: the config's ``cluster.qps``/``burst`` reach the home client
+that ``kfold run`` boots with (``open_registry``), ``registry.qps``/``burst``/``limits`` reach the
+registered clusters' clients, and qps null or 0 sends unpaced. Requests go to a stub apiserver."""
+from __future__ import annotations
+
+import pytest
+import yaml
+from kubernetes.client import CoreV1Api
+
+from kfold.config import ConfigError, parse_config, read_config
+from kfold.daemon_clusters import open_registry
+from tests.contract.registry_stub import api_stub  # noqa: F401
+
+
+def config_file(tmp_path, api_stub, **fields):
+    (tmp_path / "home.kubeconfig").write_text(api_stub.kubeconfig())
+    cfg = {"namespaces": ["team-a"], "base_domain": "sessions.test",
+           "journal": {"path": str(tmp_path / "journal.db")},
+           **fields}
+    cfg["cluster"] = {"kubeconfig": str(tmp_path / "home.kubeconfig"), **fields.get("cluster", {})}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return read_config(path)
+
+
+def test_the_home_client_is_unpaced_by_default_and_registered_clusters_keep_50_100(tmp_path, api_stub):
+    registry, home = open_registry(config_file(tmp_path, api_stub))
+    assert home.limiter is None and str(home.limits) == "unlimited"
+    assert len(CoreV1Api(home).list_namespaced_pod("team-a").items) == 0   # sends without a bucket
+    registry.register("acme", "edge", api_stub.kubeconfig())
+    edge = registry.reach("acme", "edge")
+    assert (edge.limiter.qps, edge.limiter.burst) == (50.0, 100)
+    assert edge.configuration.connection_pool_maxsize == 100
+
+
+def test_configured_home_pacing_reaches_the_client_and_holds_requests_back(tmp_path, api_stub):
+    registry, home = open_registry(config_file(tmp_path, api_stub, cluster={"qps": 2, "burst": 1}))
+    assert (home.limiter.qps, home.limiter.burst) == (2.0, 1)
+    assert home.configuration.connection_pool_maxsize == 1
+    core = CoreV1Api(home)
+    for _ in range(3):     # burst 1, then one token per 500 ms: ~1 s of waiting in all
+        core.list_namespaced_pod("team-a")
+    assert 0.5 < home.limiter.waited_s <= 1.0
+    assert home.requests == {("list", "pods", "200"): 3}, "each request is counted by verb, resource, status"
+
+
+def test_registered_clusters_take_the_registry_default_or_their_handle_entry(tmp_path, api_stub):
+    cfg = config_file(tmp_path, api_stub, registry={"qps": 10, "burst": 5, "limits": {"edge@acme": {"qps": 0}}})
+    registry, _ = open_registry(cfg)
+    registry.register("acme", "edge", api_stub.kubeconfig())
+    registry.register("acme", "core", api_stub.kubeconfig())
+    assert registry.reach("acme", "edge").limiter is None
+    assert (registry.reach("acme", "core").limiter.qps, registry.reach("acme", "core").limiter.burst) == (10.0, 5)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"cluster": {"qps": -1}}, "field cluster.qps: Input should be greater than or equal to 0"),
+    ({"registry": {"burst": 0}}, "field registry.burst: Input should be greater than or equal to 1"),
+    ({"registry": {"limits": {"edge": {"qps": 5}}}}, "is not a cluster handle '<name>@<tenant>'"),
+])
+def test_a_bad_limit_is_refused_naming_the_field(fields, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("'", "'")):
+        parse_config({"namespaces": ["a"], "base_domain": "sessions.test", **fields})
+
+
+@pytest.mark.parametrize("method, path, query, kind", [
+    ("GET", "/api/v1/namespaces/ns/pods", "watch=true&resourceVersion=5", ("watch", "pods")),
+    ("GET", "/api/v1/namespaces/ns/pods", "labelSelector=a", ("list", "pods")),
+    ("GET", "/api/v1/namespaces/ns", "", ("get", "namespaces")),
+    ("PATCH", "/apis/kfold.dev/v1alpha1/namespaces/ns/sessions/s/status", "", ("patch", "sessions/status")),
+    ("DELETE", "/apis/networking.k8s.io/v1/namespaces/ns/ingresses/s", "", ("delete", "ingresses")),
+    ("POST", "/api/v1/namespaces/ns/pods", "", ("create", "pods")),
+    ("GET", "/version", "", ("get", "/version")),
+])
+def test_requests_are_named_as_the_apiserver_names_them(method, path, query, kind):
+    from kfold.registry.client import request_kind
+    assert request_kind(method, path, query) == kind
