@@ -23,6 +23,24 @@ apt_install() {
     || { echo "setup: apt-get install $* failed" >&2; exit 1; }
 }
 
+# The interpreter the venv is built from: python3 if it is >= 3.11, else python3.13/3.12/3.11.
+find_python() {
+  local c v
+  for c in python3 python3.13 python3.12 python3.11; do
+    command -v "$c" >/dev/null || continue
+    v=$("$c" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || continue
+    if "$c" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then echo "$c"; return; fi
+    found="$c $v"
+  done
+  echo "setup: kfold needs Python >= 3.11; found ${found:-no python3 on PATH}. Install it (Debian 12: apt-get install python3; elsewhere pyenv install 3.11) and rerun." >&2
+  exit 1
+}
+
+# Checked first: without a usable interpreter nothing else is worth installing.
+found=""
+base=""
+[ -x "$KFOLD_PY" ] || base=$(find_python)
+
 need_apt=()
 command -v openssl >/dev/null || need_apt+=(openssl)
 command -v curl >/dev/null || need_apt+=(curl)
@@ -39,25 +57,11 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 [ ${#need_apt[@]} -eq 0 ] || apt_install "${need_apt[@]}"
 
-# The interpreter the venv is built from: python3 if it is >= 3.11, else python3.13/3.12/3.11.
-find_python() {
-  local c v
-  for c in python3 python3.13 python3.12 python3.11; do
-    command -v "$c" >/dev/null || continue
-    v=$("$c" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || continue
-    if "$c" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then echo "$c"; return; fi
-    found="$c $v"
-  done
-  echo "setup: kfold needs Python >= 3.11; found ${found:-no python3 on PATH}. Install it (Debian 12: apt-get install python3; elsewhere pyenv install 3.11) and rerun." >&2
-  exit 1
-}
 
 want_stamp=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
 if [ ! -x "$KFOLD_PY" ] || [ "$(cat "$KFOLD_VENV/.kfold-stamp" 2>/dev/null)" != "$want_stamp" ] \
    || ! "$KFOLD_PY" -c "import kfold" >/dev/null 2>&1; then
   if [ ! -x "$KFOLD_PY" ]; then
-    found=""
-    base=$(find_python)
     # Debian splits ensurepip out of the interpreter: without python3-venv, `-m venv` fails.
     if ! "$base" -c "import ensurepip, venv" >/dev/null 2>&1; then
       ver=$("$base" -c 'import sys; print("%d.%d" % sys.version_info[:2])')

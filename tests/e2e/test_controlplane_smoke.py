@@ -17,7 +17,7 @@ from tests.e2e import controlplane as cp
 
 pytestmark = pytest.mark.e2e
 
-FAKE_NODES = {"kfold-node-1", "kfold-node-2"}
+FAKE_NODES = {"kfold-node-1", "kfold-node-2"}  # controlplane.sh makes these; a bench may add more fake nodes
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,9 @@ def test_pod_scheduled_running_ready(core, namespace):
             break
         assert time.monotonic() < deadline, f"pod not Running/Ready in 60s: {p.status}"
         time.sleep(0.5)
-    assert p.spec.node_name in FAKE_NODES
+    node = core.read_node(p.spec.node_name)
+    assert (node.metadata.annotations or {}).get("kwok.x-k8s.io/node") == "fake", p.spec.node_name
+    assert FAKE_NODES <= {n.metadata.name for n in core.list_node().items}
 
 
 def _first_watch_event(info, path: str, rv: str) -> tuple[int, dict | None]:
