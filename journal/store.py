@@ -173,10 +173,7 @@ class Journal:
         mine: list[Row] = []
         for draft in drafts:
             rec = self._seal(draft, seq)
-            payload = dump(rec)
-            if self.redactor.needs_walk(rec, payload):
-                red = self.redactor.record(rec)
-                rec, payload = red, (payload if red is rec else dump(red))
+            rec, payload = self.redactor.sealed(rec, dump(rec), dump)
             prev = link(prev, seq, rec.at, rec.rec, payload)
             mine.append((seq, rec.at, rec.rec, payload, prev))
             out.append(rec)

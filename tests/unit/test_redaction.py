@@ -188,3 +188,21 @@ def test_the_observers_redact_equals_the_full_walk_for_every_object():
         walked = r._redact(obj["kind"], obj)
         assert r.redact(obj["kind"], obj) == walked
         assert r.redact(obj["kind"], obj) is not obj
+
+
+def test_a_remembered_shape_never_hides_a_credential_that_differs_in_letters():
+    """The scan and walk verdicts are remembered by shape (digits zeroed); a later event of the same
+    pod with a credential added, or a pod whose service-account mount made it walk, still redacts."""
+    sa = {"kind": "Pod", "metadata": {"name": "auth-1", "resourceVersion": "1"},
+          "spec": {"containers": [{"name": "c", "env": [{"name": "MODE", "value": "x"}],
+                                   "volumeMounts": [{"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]}]}}
+    for rv in ("1", "2", "37"):  # walked once (the name holds "auth"), then remembered by shape
+        obj = sa | {"metadata": {"name": "auth-1", "resourceVersion": rv}}
+        assert redact("Pod", obj) == obj
+    leak = sa | {"spec": {"containers": [{"name": "c", "env": [{"name": "API_TOKEN", "value": "abcdefgh12"}]}]}}
+    assert redact("Pod", leak)["spec"]["containers"][0]["env"][0]["value"].startswith(PREFIX)
+    digest_like = sa | {"metadata": {"name": "auth-1", "password": "redacted:hmac-sha256:0123456789abcdef"}}
+    assert redact("Pod", digest_like) == digest_like  # already a digest: kept, and never memoized
+    other = sa | {"metadata": {"name": "auth-1", "password": "redacted:hmac-sha257:0123456789abcdef"}}
+    assert redact("Pod", other)["metadata"]["password"].startswith(PREFIX + "")
+    assert redact("Pod", other)["metadata"]["password"] != other["metadata"]["password"]
