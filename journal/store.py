@@ -20,6 +20,11 @@ Guarantees (both implementations; ``tests/contract/test_journal_contract.py``):
   or a truncated tail raises ``JournalCorrupt(seq, reason)`` at the first bad seq; reading yields
   every record before it and none after. Nothing journaled is ever rewritten.
 
+Retention (``journal.retention``): with ``journal.retention`` set, each stored snapshot may cut
+the records up to the oldest kept snapshot (``cut``); the chain then starts from the stored
+checksum of the last record cut (``meta`` ``base``), history begins at ``first_seq`` and a read
+from before it raises ``JournalCut`` naming where it begins. ``stats()`` is what /metrics shows.
+
 Caveats: CRC-32 detects corruption (every burst up to 32 bits, any single-bit flip) but is not a
 MAC: someone rewriting the file on purpose can recompute the chain. A read covers the head
 committed when it started; records appended meanwhile are left for the next read.
@@ -33,9 +38,10 @@ from journal.chain import (DuplicateSeq, JournalCorrupt, JournalError, JournalFu
                            dump, kfold_version, link, parse_payloads, snapshot_chk, stamp)
 from journal.records import Record, parse_record
 from journal.redact import Redactor
+from journal.retention import Archive, JournalCut, JournalStats, Retention
 
-__all__ = ["DuplicateSeq", "Journal", "JournalCorrupt", "JournalError", "JournalFull", "Row", "check_schema",
-           "kfold_version", "READ_BATCH"]
+__all__ = ["DuplicateSeq", "Journal", "JournalCorrupt", "JournalCut", "JournalError", "JournalFull", "Row",
+           "check_schema", "kfold_version", "READ_BATCH"]
 
 READ_BATCH = 2000
 # Rows are fetched and verified READ_BATCH at a time but parsed and yielded in slices: a parsed
@@ -47,8 +53,9 @@ PARSE_BATCH = 128
 class Journal:
     """The port, with the behaviour shared by every implementation.
 
-    An implementation provides storage primitives: ``_load_meta``, ``_commit``, ``_fetch``,
-    ``_chk_before``, ``_snapshot_at_most``, ``_release``."""
+    An implementation provides storage primitives: ``_load_meta``, ``_load_history``, ``_commit``,
+    ``_fetch``, ``_chk_before``, ``_snapshot_at_most``, ``_cut``, ``_shrink``, ``size_bytes``,
+    ``_release``."""
 
     def __init__(self) -> None:
         self.transactions = 0
@@ -60,12 +67,18 @@ class Journal:
         self._prev = 0
         self._failed: JournalError | None = None
         self._opened = False
+        self.retention = Retention()
+        self._base = (0, 0)               # (seq, chk) of the last record cut by retention
+        self._snapshots: list[int] = []   # seqs of the stored snapshots, ascending
+        self.last_snapshot_bytes = 0      # size of the newest snapshot
+        self.bytes_since_snapshot = 0     # record payload bytes committed since it
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def open(self) -> "Journal":
         salt, head_seq, head_chk = await self._load_meta()
         self.redactor = Redactor(salt)
         self._next, self._prev = head_seq + 1, head_chk
+        self._base, self._snapshots, self.last_snapshot_bytes = await self._load_history()
         self._wake = asyncio.Event()
         self._writer = asyncio.get_running_loop().create_task(self._write_loop())
         self._opened = True
@@ -96,6 +109,15 @@ class Journal:
         """The last committed sequence number (0 when empty)."""
         return self._next - 1
 
+    @property
+    def first_seq(self) -> int:
+        """Where the history begins: 1, or the seq after the last record cut by retention."""
+        return self._base[0] + 1
+
+    def stats(self) -> JournalStats:
+        return JournalStats(bytes=self.size_bytes(), records=self.last_seq - self._base[0],
+                            snapshots=len(self._snapshots), first_seq=self.first_seq, last_seq=self.last_seq)
+
     # -- writing --------------------------------------------------------------------------------
     async def append(self, drafts: Sequence[Record]) -> list[Record]:
         """Journal ``drafts`` in order; return them stamped and redacted once committed."""
@@ -114,7 +136,15 @@ class Journal:
                 raise JournalError(f"a different snapshot is already stored at seq {seq}")
             return
         await self._submit("snapshot", (seq, bytes(data)))
+        if self.retention.oldest_kept(self._snapshots) is not None:
+            await self.cut()
 
+    async def cut(self) -> dict[str, Any] | None:
+        """Apply ``self.retention`` now (``put_snapshot`` does after each snapshot): archive (when
+        asked) and delete the records up to the oldest kept snapshot and the snapshots before it,
+        then give the freed space back to the file system. Runs in the writer task, between
+        transactions. Returns what was cut, or None when nothing was due."""
+        return await self._submit("cut", None)
     async def _submit(self, what: str, payload: Any) -> Any:
         if not self._opened:
             raise JournalError("the journal is closed")
@@ -131,9 +161,11 @@ class Journal:
             self._wake.clear()
             jobs, self._queue = self._queue, []
             stop = any(what == "stop" for what, _, _ in jobs)
-            work = [j for j in jobs if j[0] != "stop"]
+            work = [j for j in jobs if j[0] not in ("stop", "cut")]
             if work:
                 await self._commit_jobs(work)
+            for _, _, fut in (j for j in jobs if j[0] == "cut"):
+                await self._cut_job(fut)
             if stop:
                 return
 
@@ -165,6 +197,10 @@ class Journal:
             return
         self._next, self._prev = seq, prev
         self.transactions += 1
+        self.bytes_since_snapshot += sum(len(r[3]) for r in rows)
+        for snap_seq, data, _ in snaps:
+            self._snapshots = sorted({*self._snapshots, snap_seq})
+            self.last_snapshot_bytes, self.bytes_since_snapshot = len(data), 0
         for fut, result in done:
             fut.set_result(result)
 
@@ -180,6 +216,56 @@ class Journal:
             seq += 1
         rows.extend(mine)
         return out, seq, prev
+
+    async def _cut_job(self, fut: asyncio.Future) -> None:
+        try:
+            fut.set_result(await self._cut_now())
+        except Exception as exc:  # nothing was deleted unless the cut's transaction committed
+            fut.set_exception(exc)
+
+    async def _cut_now(self) -> dict[str, Any] | None:
+        upto = self.retention.oldest_kept(self._snapshots)
+        if upto is None or upto <= self._base[0]:
+            return None
+        first, before = self.first_seq, self.size_bytes()
+        archive = Archive(self.retention.archive_dir, first, upto) if self.retention.archive_dir else None
+        try:
+            chk = await self._copy_out(first, upto, archive)
+            await self._cut(upto, chk)
+        except BaseException:
+            if archive is not None:
+                archive.discard()
+            raise
+        archived = archive.close() if archive is not None else None
+        self._base = (upto, chk)
+        self._snapshots = [s for s in self._snapshots if s >= upto]
+        await self._shrink()
+        return {"first_seq": upto + 1, "records_cut": upto - first + 1, "archive": archived,
+                "bytes_before": before, "bytes_after": self.size_bytes()}
+
+    async def _copy_out(self, first: int, upto: int, archive: Archive | None) -> int:
+        """The chk of record ``upto``; with an archive, every record ``first..upto`` verified and
+        written to it (``JournalCorrupt`` at a broken link: nothing is cut)."""
+        if archive is None:
+            return await self._chk_before(upto + 1)
+        expect, prev = first, self._base[1]
+        while expect <= upto:
+            rows = await self._fetch(expect, min(upto, expect + READ_BATCH - 1))
+            good, prev, error = check_rows(rows, expect, prev)
+            if error is None and good == 0:
+                error = JournalCorrupt(expect, f"record {expect} is missing")
+            if error is not None:
+                raise error
+            archive.write(r[3] for r in rows)
+            expect += good
+        return prev
+
+    async def _anchor(self, seq: int) -> int:
+        """The chk the chain continues from at ``seq``; ``JournalCut`` when ``seq`` was cut."""
+        base_seq, base_chk = self._base
+        if seq <= base_seq:
+            raise JournalCut(seq, base_seq + 1)
+        return base_chk if seq == base_seq + 1 else await self._chk_before(seq)
 
     def _seal(self, draft: Record, seq: int) -> Record:
         if draft.seq == -1:
@@ -202,7 +288,7 @@ class Journal:
         it, then raises ``JournalCorrupt`` naming the first bad seq (never yields past it)."""
         end = self.last_seq if until is None else min(until, self.last_seq)
         head = self.last_seq
-        expect, prev = from_seq, await self._chk_before(from_seq)
+        expect, prev = from_seq, await self._anchor(from_seq)
         while expect <= end:
             rows = await self._fetch(expect, min(end, expect + READ_BATCH - 1))
             good, prev, error = check_rows(rows, expect, prev)
@@ -236,7 +322,7 @@ class Journal:
         if from_seq > end:
             return None
         try:
-            expect, prev = from_seq, await self._chk_before(from_seq)
+            expect, prev = from_seq, await self._anchor(from_seq)
         except JournalCorrupt as exc:
             return exc.seq
         while expect <= end:
@@ -263,8 +349,24 @@ class Journal:
         """Create or check the store; return (salt, head seq, head chk). Raise ``too_new``."""
         raise NotImplementedError
 
+    async def _load_history(self) -> tuple[tuple[int, int], list[int], int]:
+        """(base (seq, chk) of the last record cut, stored snapshot seqs ascending, newest's size)."""
+        raise NotImplementedError
+
     async def _commit(self, rows: list[Row], snaps: list[tuple[int, bytes, int]], head: tuple[int, int]) -> None:
         """One transaction: insert rows and snapshots, set the head. ``DuplicateSeq`` on a taken seq."""
+        raise NotImplementedError
+
+    async def _cut(self, upto: int, chk: int) -> None:
+        """One transaction: delete records ``<= upto`` and snapshots ``< upto``; base = (upto, chk)."""
+        raise NotImplementedError
+
+    async def _shrink(self) -> None:
+        """Give the space freed by ``_cut`` back to the file system."""
+        raise NotImplementedError
+
+    def size_bytes(self) -> int:
+        """What the journal takes on disk (or in memory) now."""
         raise NotImplementedError
 
     async def _fetch(self, first: int, last: int) -> list[Row]:
