@@ -32,6 +32,9 @@ Guarantees:
   clock. With no server clock reading the ticker sleeps (``MAX_SLEEP_S`` at most); it never spins.
 - ``stop()`` (SIGTERM): observers stop, in-flight effects finish (bounded wait) and their outcomes
   are committed, a snapshot is written and the journal closed.
+- Snapshots follow ``snapshots`` (``journal.retention.SnapshotPolicy``: by record bytes against the
+  last snapshot's size, and optionally a record count); the journal applies its retention policy
+  after each one it stores.
 """
 from __future__ import annotations
 
@@ -46,6 +49,7 @@ from engine.core import Machines, State, default_machines, fold, fold_many, init
 from engine.effects.models import effect_to_dict
 from engine.effects.timers import Ticker, ready_to_issue, seq_key
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
+from journal.retention import SnapshotPolicy
 from kfold import gc_policy
 
 _PLAIN = (Observed, Relist, Deadline)  # records that touch no pending effect (see Daemon._fold)
@@ -55,12 +59,12 @@ MAX_BATCH = 512
 
 class Daemon:
     def __init__(self, journal: Any, executor_factory: Callable[[Any], Any], clock: Any, *,
-                 machines: Machines | None = None, snapshot_every: int = 1000, metrics: Any = None,
-                 monotonic: Callable[[], float] = time.monotonic):
+                 machines: Machines | None = None, snapshot_every: int | None = None, metrics: Any = None,
+                 monotonic: Callable[[], float] = time.monotonic, snapshots: SnapshotPolicy | None = None):
         self.journal = journal
         self.clock = clock
         self.machines = machines or default_machines()
-        self.snapshot_every = snapshot_every
+        self.snapshots = snapshots or SnapshotPolicy(every=snapshot_every)
         self.metrics = metrics
         self.state: State = initial_state()
         self.executor = executor_factory(self.outcome_sink)
@@ -202,9 +206,14 @@ class Daemon:
         self.ticker.wait_locally(p.effect.id, p.attempt, due)
 
     async def _maybe_snapshot(self, force: bool = False) -> None:
-        if self.state.seq and (force or self.state.seq - self._snap_seq >= self.snapshot_every):
+        if self.state.seq and self.state.seq > self._snap_seq and (force or self._snapshot_due()):
             await self.journal.put_snapshot(self.state.seq, snapshot.dump(self.state))
             self._snap_seq = self.state.seq
+
+    def _snapshot_due(self) -> bool:
+        j = self.journal  # a journal without byte counts (a test double) is snapshotted by count only
+        return self.snapshots.due(self.state.seq - self._snap_seq, getattr(j, "bytes_since_snapshot", 0),
+                                  getattr(j, "last_snapshot_bytes", 0))
 
     async def run_committer(self) -> None:
         while True:

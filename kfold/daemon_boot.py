@@ -146,7 +146,6 @@ async def run(cfg: Config, journal: Any = None, env: Mapping[str, str] | None = 
 
 
 async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
-    from kfold.daemon_journal import open_journal
     from kfold import gc_policy
     gc_policy.set_thresholds()  # see kfold.gc_policy; recovery freezes what it loaded
     registry, client = open_registry(cfg)
@@ -154,10 +153,10 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     clock, metrics = ServerClock(), Metrics()
     transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads)
     backoff = Backoff(max_attempts=cfg.executor.max_attempts)
-    journal = journal or open_journal(cfg.journal.path)
+    journal = journal or _sqlite_journal(cfg)
     await journal.open()
     daemon = Daemon(journal, lambda sink: Executor(transport, clock, sink, env=env, backoff=backoff, metrics=metrics),
-                    clock, snapshot_every=cfg.journal.snapshot_every, metrics=metrics)
+                    clock, metrics=metrics, snapshots=cfg.journal.snapshot_policy())
     daemon.start_loops()
     await daemon.recover()
     await daemon.submit(boot_commands(cfg, env, clock.now_ms(), booted))
@@ -182,6 +181,15 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     await daemon.stop()
     registry.close()
     return code
+
+
+def _sqlite_journal(cfg: Config) -> Any:
+    """The journal at ``journal.path`` (its directory created), with the configured retention."""
+    from journal.sqlite import SqliteJournal
+    os.makedirs(os.path.dirname(os.path.abspath(cfg.journal.path)), exist_ok=True)
+    journal = SqliteJournal(cfg.journal.path)
+    journal.retention = cfg.journal.retention_policy()
+    return journal
 
 
 async def _wait_for_stop(daemon: Daemon) -> int:

@@ -11,7 +11,8 @@ Guarantees:
 - ``/metrics``: ``kfold_records_ingested_total{rec}``, ``kfold_fold_seconds`` (histogram),
   ``kfold_effects_total{type,result}``, ``kfold_watch_restarts_total{kind,reason}``,
   ``kfold_watch_synced{cluster,kind,namespace}`` (one per watch, 1 once its first list is journaled),
-  ``kfold_journal_bytes``, ``kfold_server_clock_skew_seconds`` (server reading minus local wall
+  ``kfold_journal_bytes`` (file + WAL on disk), ``kfold_journal_records``, ``kfold_journal_snapshots``,
+  ``kfold_journal_first_seq`` (where the kept history begins), ``kfold_server_clock_skew_seconds`` (server reading minus local wall
   clock: the one place the wall clock is read, for display only), ``kfold_state_seq``.
 """
 from __future__ import annotations
@@ -42,7 +43,9 @@ class Metrics:
     def effect_done(self, effect_type: str, result: str) -> None:
         self.effects[(effect_type, result)] += 1
 
-    def render(self, observers: list[Any], journal_bytes: int, skew_ms: int | None, seq: int) -> str:
+    def render(self, observers: list[Any], journal_bytes: int, skew_ms: int | None, seq: int,
+               journal: Any = None) -> str:
+        """``journal``: a ``journal.retention.JournalStats`` (records, snapshots, first seq) when known."""
         out = ["# TYPE kfold_records_ingested_total counter"]
         out += [f'kfold_records_ingested_total{{rec="{k}"}} {v}' for k, v in sorted(self.ingested.items())]
         out += self._histogram()
@@ -57,6 +60,10 @@ class Metrics:
         out += [f'kfold_watch_synced{{cluster="{o.cluster}",kind="{o.kind}",namespace="{o.namespace}"}} '
                 f'{1 if getattr(o, "synced", False) else 0}' for o in observers]
         out += ["# TYPE kfold_journal_bytes gauge", f"kfold_journal_bytes {journal_bytes}"]
+        if journal is not None:
+            for name, value in (("records", journal.records), ("snapshots", journal.snapshots),
+                                ("first_seq", journal.first_seq)):
+                out += [f"# TYPE kfold_journal_{name} gauge", f"kfold_journal_{name} {value}"]
         out += ["# TYPE kfold_state_seq gauge", f"kfold_state_seq {seq}"]
         if skew_ms is not None:
             out += ["# TYPE kfold_server_clock_skew_seconds gauge", f"kfold_server_clock_skew_seconds {skew_ms / 1000:.3f}"]
@@ -121,7 +128,9 @@ def routes_for(daemon: Any, observers: list[Any], metrics: Metrics) -> dict[str,
 
     def metrics_page() -> tuple[int, str, str]:
         skew = daemon.clock.skew_ms(int(time.time() * 1000))
-        body = metrics.render(observers, daemon.journal.size_bytes(), skew, daemon.state.seq)
+        stats = daemon.journal.stats() if hasattr(daemon.journal, "stats") else None
+        size = stats.bytes if stats is not None else daemon.journal.size_bytes()
+        body = metrics.render(observers, size, skew, daemon.state.seq, stats)
         return 200, "text/plain; version=0.0.4", body
 
     return {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics_page}

@@ -1,5 +1,10 @@
 """``kfold replay JOURNAL [--until SEQ] [--check] [--up-to-corruption] [--from-snapshot]``.
 
+A journal whose oldest records were cut by retention (``journal.retention``) is replayed from its
+oldest kept snapshot, and the output says where its history begins; ``--check`` then compares
+every effect journaled after that snapshot (those emitted before it are in the snapshot's
+pending effects).
+
 ``--from-snapshot`` starts from the newest snapshot at or before ``--until`` (SQLite journals: the
 daemon writes one every ``journal.snapshot_every`` records) and refolds only the records after it:
 the same state as a full replay (tested), in the time of the tail. The records before the snapshot
@@ -34,7 +39,7 @@ def run(args) -> int:
     name = f"kfold replay: {args.journal}"
     _tune_gc()
     try:
-        start, note = _starting_point(args) if args.from_snapshot else (None, "")
+        start, note = _starting_point(args) if args.from_snapshot else _history_start(args)
         from_seq = start.seq + 1 if start is not None else 1
         bad = first_bad_seq(args.journal, from_seq)
         if bad is not None and (args.until is None or bad <= args.until) and not args.up_to_corruption:
@@ -61,6 +66,23 @@ def run(args) -> int:
     if args.check:
         print("check: every journaled effect matches the current code")
     return 0
+
+
+def _history_start(args) -> tuple:
+    """(None, "") for a whole journal; else the oldest kept snapshot's state and a line saying so."""
+    from engine import snapshot
+    from kfold.sources import history_start, latest_snapshot
+    first = history_start(args.journal)
+    if first == 1:
+        return None, ""
+    if args.until is not None and args.until < first:
+        raise _Refused(f"--until {args.until} is before the kept history, which begins at seq {first} "
+                       f"(records 1..{first - 1} were cut by retention; see journal.retention.archive_dir)")
+    snap = latest_snapshot(args.journal, first - 1)
+    if snap is None or snap[0] != first - 1:
+        raise _Refused(f"history begins at seq {first} but the snapshot at seq {first - 1} is missing")
+    return snapshot.load(snap[1]), (f"history begins at seq {first}: records 1..{first - 1} were cut by "
+                                    f"retention; started from the oldest kept snapshot, at seq {first - 1}")
 
 
 def _starting_point(args) -> tuple:
