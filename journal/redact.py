@@ -113,9 +113,10 @@ def suspicious(payload: bytes) -> bool:
     cleared after one translate and ten C scans (~2 us per 1.5 KB); one with a marker pays the
     full scan once per shape (see the module docstring), then a digest and a set test."""
     letters = payload.translate(_RUNS, _NOT_RUNS)
-    if not any(marker in letters for marker in _MARKERS):
-        return False
-    key = shape(payload)
+    return any(marker in letters for marker in _MARKERS) and _scan_by_shape(payload, shape(payload))
+
+
+def _scan_by_shape(payload: bytes, key: bytes) -> bool:
     if key in _CLEAN_SCANS:
         return False
     if _scan(payload.lower()):
@@ -124,12 +125,8 @@ def suspicious(payload: bytes) -> bool:
     return False
 
 
-def _walk_memo_key(payload: bytes) -> bytes | None:
-    """The shape under which a clean walk of this payload may be remembered (None: never)."""
-    low = payload.lower()
-    if b"redacted:hmac" in low or b"last-applied-configuration" in low:
-        return None
-    return shape(payload)
+# Letter projections of the two things a walk reads digits in (see the module docstring).
+_DIGIT_READERS = (b"redactedhmacsha", b"lastappliedconfiguration")
 
 
 def _object_payload(obj: dict[str, Any]) -> bytes | None:
@@ -309,17 +306,21 @@ class Redactor:
 
 
 def _needs_walk(payload: bytes) -> bool:
-    """An observed non-Secret object's payload: suspicious, and not a shape walked clean before."""
-    if not suspicious(payload):
+    """An observed non-Secret object's payload: suspicious, and not a shape walked clean before.
+    Same verdict as ``suspicious(payload)`` and then the walk memo, one projection and one digest."""
+    letters = payload.translate(_RUNS, _NOT_RUNS)
+    if not any(marker in letters for marker in _MARKERS):
         return False
-    key = _walk_memo_key(payload)
-    return key is None or key not in _CLEAN_WALKS
+    key = shape(payload)
+    if key in _CLEAN_WALKS and not any(r in letters for r in _DIGIT_READERS):
+        return False
+    return _scan_by_shape(payload, key)
 
 
 def _walked_clean(payload: bytes) -> None:
-    key = _walk_memo_key(payload)
-    if key is not None:
-        _remember(_CLEAN_WALKS, key)
+    letters = payload.translate(_RUNS, _NOT_RUNS)
+    if not any(r in letters for r in _DIGIT_READERS):
+        _remember(_CLEAN_WALKS, shape(payload))
 
 
 def _env_credential(node: dict[str, Any]) -> bool:

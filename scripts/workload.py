@@ -174,3 +174,101 @@ class World:
 def mean_size(world: World, n: int = 2000) -> float:
     import orjson
     return sum(len(orjson.dumps(obj)) for _, obj in world.events(n)) / n
+
+
+# -- the daemon's own path, for the benchmarks and the soak ---------------------------------------
+def variants(world: World, n: int) -> list[bytes]:
+    """``n`` events of ``world`` as watch-event JSON lines' objects (``orjson`` bytes): the
+    benchmarks decode one per event, as the watch does, instead of holding millions of dicts."""
+    import orjson
+    return [orjson.dumps({"type": t, "object": obj}) for t, obj in world.events(n)]
+
+
+def observed(line: bytes, rv: int, at: int, cluster: str = "local") -> Any:
+    """The draft the observer makes of one watch line (decode, new resourceVersion, ``Observed``)."""
+    import orjson
+    from journal.records import Observed
+    ev = orjson.loads(line)
+    obj = ev["object"]
+    md = obj["metadata"] = {**obj["metadata"], "resourceVersion": str(rv)}
+    return Observed(at=at, cluster=cluster, api_version=obj["apiVersion"], kind=obj["kind"],
+                    namespace=md["namespace"], name=md["name"], uid=md["uid"], rv=md["resourceVersion"],
+                    event=ev["type"], obj=obj)
+
+
+async def start_daemon(journal: Any, snapshots: Any = None, metrics: Any = None) -> Any:
+    """``kfold run``'s committer around ``journal`` (opened here): the real machines, the fold,
+    snapshots and retention, effects to an in-memory fake apiserver; recovered and looping."""
+    from engine.effects.clock import ServerClock
+    from engine.effects.executor import Executor
+    from engine.effects.fake import FakeApiServer, FakeTransport
+    from kfold.daemon import Daemon
+    await journal.open()
+    clock, server = ServerClock(), FakeApiServer(strict_namespaces=False)
+    daemon = Daemon(journal, lambda sink: Executor(FakeTransport(server), clock, sink, env={}), clock,
+                    snapshots=snapshots, metrics=metrics)
+    daemon.start_loops()
+    await daemon.recover()
+    return daemon
+
+
+def watch_lines(pool: list[bytes], n: int, rate: float = 0.0, stamp: str | None = None) -> Iterator[Any]:
+    """``n`` watch-event lines cycling ``pool`` under growing resourceVersions; ``stamp`` names an
+    annotation that carries ``time.monotonic_ns()`` at the line's making (for latency); a float
+    every 100 lines paces the stream at ``rate``/s (the stub sleeps that long)."""
+    import time
+
+    import orjson
+    for k in range(n):
+        ev = orjson.loads(pool[k % len(pool)])
+        md = ev["object"]["metadata"]
+        md["resourceVersion"] = str(1000 + k)
+        if stamp:
+            md["annotations"] = {**md.get("annotations", {}), stamp: str(time.monotonic_ns())}
+        yield orjson.dumps(ev)
+        if rate and k % 100 == 99:
+            yield 100 / rate
+
+
+def serve_watch(objects: int, secrets: int, n: int, rate: float, chunk: int, stamp: str | None, conn: Any) -> None:
+    """Child process: a stub apiserver whose Pod watch streams ``n`` events (an empty LIST first),
+    so making the events does not share the daemon's GIL. Sends its URL, serves until told."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.contract.watch_stub import ListReply, StubApiserver, WatchReply
+    pool = variants(World(objects, secrets=secrets), objects * 4)
+    stub = StubApiserver(lists=[ListReply([], rv="1")],
+                         watches=[WatchReply(watch_lines(pool, n, rate, stamp), end="stall", lines_per_chunk=chunk)])
+    stub.start()
+    conn.send(stub.url)
+    conn.recv()
+    stub.stop()
+
+
+def start_stub(objects: int, secrets: int, n: int, rate: float = 0.0, chunk: int = 64,
+               stamp: str | None = None) -> tuple[str, Any]:
+    """(URL, stop()) of a ``serve_watch`` child process."""
+    import multiprocessing as mp
+    parent, child = mp.Pipe()
+    proc = mp.get_context("spawn").Process(target=serve_watch, args=(objects, secrets, n, rate, chunk, stamp, child),
+                                           daemon=True)
+    proc.start()
+    url = parent.recv()
+
+    def stop() -> None:
+        parent.send("done")
+        proc.join(5)
+    return url, stop
+
+
+def watch_observer(url: str, daemon: Any) -> Any:
+    """The Pod observer ``kfold run`` starts, on the stub at ``url``, its drafts into ``daemon.submit``
+    and redacted with the journal's redactor, as ``kfold.daemon_boot.make_observers`` wires it."""
+    from kubernetes import client as k8s
+
+    from engine.effects.observer import Observer
+    cfg = k8s.Configuration()
+    cfg.host = url
+    return Observer(lambda: k8s.ApiClient(cfg), "local", "v1", "Pod", "pods", "", daemon.submit, daemon.clock,
+                    redact=daemon.journal.redactor.redact, idle_timeout_s=60, server_timeout_s=3600)
