@@ -117,25 +117,16 @@ class SqliteJournal(Journal):
             return {k: v for k, v in await cur.fetchall()}
 
     async def _commit(self, rows: list[Row], snaps: list[tuple[int, bytes, int]], head: tuple[int, int]) -> None:
-        db = self._db
+        # The whole transaction is ONE call on aiosqlite's thread (its ``_execute``, pinned in
+        # constraints.txt): one await per statement would need the event loop between statements,
+        # and the loop is busy folding the staged records (``Journal.stage``) meanwhile.
         try:
-            for i in range(0, len(rows), _ROWS_PER_INSERT):
-                chunk = rows[i:i + _ROWS_PER_INSERT]
-                await db.execute(_insert(len(chunk)), [v for row in chunk for v in row])
-            if snaps:
-                await db.executemany("INSERT OR IGNORE INTO snapshots VALUES (?, ?, ?)", snaps)
-            await db.execute("UPDATE meta SET value = ? WHERE key = 'head'", (f"{head[0]} {head[1]}",))
-            await db.commit()
+            await self._db._execute(_transaction, self._db._conn, rows, snaps, head)
         except sqlite3.IntegrityError as exc:
-            await db.rollback()
             raise DuplicateSeq(f"seq {rows[0][0]}..{rows[-1][0]} refused by the store: {exc}") from None
         except sqlite3.OperationalError as exc:
-            await db.rollback()
             if _is_full(exc):
                 raise self._full(rows, head) from None
-            raise
-        except BaseException:
-            await db.rollback()
             raise
 
     def _free(self) -> str:
@@ -220,6 +211,22 @@ class SqliteJournal(Journal):
         for conn in {id(c): c for c in (self._reader, self._db) if c is not None}.values():
             await conn.close()
         self._reader = self._db = None
+
+
+def _transaction(db: sqlite3.Connection, rows: list[Row], snaps: list[tuple[int, bytes, int]],
+                 head: tuple[int, int]) -> None:
+    """Insert rows and snapshots, set the head, commit; roll back on any error (store's thread)."""
+    try:
+        for i in range(0, len(rows), _ROWS_PER_INSERT):
+            chunk = rows[i:i + _ROWS_PER_INSERT]
+            db.execute(_insert(len(chunk)), [v for row in chunk for v in row])
+        if snaps:
+            db.executemany("INSERT OR IGNORE INTO snapshots VALUES (?, ?, ?)", snaps)
+        db.execute("UPDATE meta SET value = ? WHERE key = 'head'", (f"{head[0]} {head[1]}",))
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
 
 
 def _is_full(exc: BaseException) -> bool:

@@ -123,7 +123,27 @@ class Journal:
         """Journal ``drafts`` in order; return them stamped and redacted once committed."""
         if not drafts:
             return []
-        return await self._submit("append", list(drafts))
+        return await self._submit("append", (list(drafts), None))
+
+    async def stage(self, drafts: Sequence[Record]) -> tuple[list[Record], "asyncio.Future[list[Record]]"]:
+        """``append``, in two steps: returns the stamped, redacted records as soon as they are
+        sealed, while their transaction is under way on the store's thread, with a future that
+        resolves once that transaction committed (or raises what it raised). A caller may compute
+        on the records meanwhile (the daemon folds them) but must let nothing leave the process on
+        their account before the future resolved: journal first."""
+        loop = asyncio.get_running_loop()
+        if not drafts:
+            done = loop.create_future()
+            done.set_result([])
+            return [], done
+        staged = loop.create_future()
+        durable = self._enqueue("append", (list(drafts), staged))
+        try:
+            return await staged, durable
+        except BaseException:
+            if durable.done() and not durable.cancelled():
+                durable.exception()  # the same error, raised here once
+            raise
 
     async def put_snapshot(self, seq: int, data: bytes) -> None:
         """Store a state snapshot taken after folding ``seq``. The same bytes again is a no-op;
@@ -146,6 +166,9 @@ class Journal:
         transactions. Returns what was cut, or None when nothing was due."""
         return await self._submit("cut", None)
     async def _submit(self, what: str, payload: Any) -> Any:
+        return await self._enqueue(what, payload)
+
+    def _enqueue(self, what: str, payload: Any) -> asyncio.Future:
         if not self._opened:
             raise JournalError("the journal is closed")
         if self._failed is not None:
@@ -153,7 +176,7 @@ class Journal:
         fut = asyncio.get_running_loop().create_future()
         self._queue.append((what, payload, fut))
         self._wake.set()
-        return await fut
+        return fut
 
     async def _write_loop(self) -> None:
         while True:
@@ -174,21 +197,31 @@ class Journal:
         rows: list[Row] = []
         snaps: list[tuple[int, bytes, int]] = []
         done: list[tuple[asyncio.Future, Any]] = []
+        staged: list[tuple[asyncio.Future, list[Record]]] = []
         for what, payload, fut in jobs:
             try:
                 if what == "append":
-                    records, seq, prev = self._prepare(payload, seq, prev, rows)
+                    records, seq, prev = self._prepare(payload[0], seq, prev, rows)
                     done.append((fut, records))
+                    if payload[1] is not None:
+                        staged.append((payload[1], records))
                 else:
                     snaps.append((payload[0], payload[1], snapshot_chk(*payload)))
                     done.append((fut, None))
             except Exception as exc:  # this caller's drafts only; the others still commit
                 fut.set_exception(exc)
-        await self._commit_done(rows, snaps, seq, prev, done)
+                if what == "append" and payload[1] is not None:
+                    payload[1].set_exception(exc)
+        await self._commit_done(rows, snaps, seq, prev, done, staged)
 
-    async def _commit_done(self, rows, snaps, seq, prev, done) -> None:
+    async def _commit_done(self, rows, snaps, seq, prev, done, staged=()) -> None:
+        commit = asyncio.ensure_future(self._commit(rows, snaps, (seq - 1, prev)))
+        if staged:
+            await asyncio.sleep(0)  # the transaction is handed to the store's thread first ...
+            for fut, records in staged:  # ... then the stagers compute while it runs
+                fut.set_result(records)
         try:
-            await self._commit(rows, snaps, (seq - 1, prev))
+            await commit
         except Exception as exc:  # rolled back: nothing of this transaction is journaled
             if isinstance(exc, DuplicateSeq):  # another writer appended: our head is stale
                 self._failed = DuplicateSeq(f"{exc}; another writer appended to this journal: reopen it")

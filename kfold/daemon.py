@@ -24,8 +24,10 @@ final outcome folded — including one waiting for a retry, which the ticker re-
 The rule reads only the fold's pending map (journaled, snapshotted), so it holds across restarts.
 
 Guarantees:
-- Journal first: a record is folded only after ``append`` returned it; an effect is submitted only
-  after its ``EffectIssued`` was appended; an outcome is folded only after it was appended.
+- Journal first: an effect is submitted (and a ``Log`` written) only after its cause records and
+  its ``EffectIssued`` are durable; an outcome is folded only after it was appended. The fold of
+  a batch may run while its transaction commits (``Journal.stage``): nothing leaves the process
+  before the commit returned, and a failed commit stops the committer (the state is dropped).
 - An effect is submitted exactly once per ``EffectIssued`` that flipped it to issued.
 - Retries: a clocked retry is re-issued when the server clock passes its ``not_before``; an
   unclocked one (its outcome had no server time) after its ``retry_after_ms`` on the monotonic
@@ -128,15 +130,26 @@ class Daemon:
         """Append, fold, journal the keys' next effects as issued, submit them. The only writer."""
         if not drafts:
             return []
-        stamped = await self.journal.append(drafts)
-        for effects in self._fold_all(stamped):
-            for e in effects:
-                if e.type == "log":
-                    self.executor.submit(e)
+        stamped, durable = await self._stage(drafts)
+        if any(isinstance(r, EffectIssued) for r in stamped):
+            await durable  # folding one submits its effect: durable first
+        logs = [e for effects in self._fold_all(stamped) for e in effects if e.type == "log"]
+        await durable
+        for e in logs:
+            self.executor.submit(e)
         await self._release()
         await self._maybe_snapshot()
         self._changed.set()
         return stamped
+
+    async def _stage(self, drafts: list[Any]) -> tuple[list[Any], Any]:
+        """``journal.stage`` (fold while the transaction commits); a journal without it (a test
+        double) appends first."""
+        if hasattr(self.journal, "stage"):
+            return await self.journal.stage(drafts)
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return await self.journal.append(drafts), done
 
     async def _release(self, keys: set[str] | None = None) -> None:
         """Journal as issued (then submit) each touched key's head if it is fresh; see module doc.

@@ -107,7 +107,7 @@ def profiled(enabled: bool, fn, *a):
         return fn(*a)
     prof = cProfile.Profile()
     result = prof.runcall(fn, *a)
-    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    pstats.Stats(prof).sort_stats(os.environ.get("BENCH_SORT", "tottime")).print_stats(int(os.environ.get("BENCH_TOP", "25")))
     return result
 
 

@@ -41,19 +41,24 @@ def run(args) -> int:
     try:
         start, note = _starting_point(args) if args.from_snapshot else _history_start(args)
         from_seq = start.seq + 1 if start is not None else 1
-        bad = first_bad_seq(args.journal, from_seq)
-        if bad is not None and (args.until is None or bad <= args.until) and not args.up_to_corruption:
-            print(f"{name}: checksum chain broken at seq {bad}; refusing to fold past it "
-                  f"(--up-to-corruption folds records {from_seq}..{bad - 1})", file=sys.stderr)
-            return 3
-        until = args.until if bad is None else min(bad - 1, args.until or bad - 1)
-        result = replay(iter_records(args.journal, until, from_seq), check=args.check, state=start)
+        # One pass: the reader verifies the chain as it goes and stops at the first bad link,
+        # which ``_UpToCorruption`` turns into the end of the records (and remembers).
+        records = _UpToCorruption(iter_records(args.journal, args.until, from_seq))
+        result = replay(records, check=args.check, state=start)
+        bad = records.bad
+        if bad is None and result.divergence is not None:  # a broken chain after it still wins
+            bad = first_bad_seq(args.journal, result.divergence.at_seq)
+            bad = bad if bad is not None and (args.until is None or bad <= args.until) else None
     except Exception as exc:
         code = 2 if isinstance(exc, _Refused) else input_error_code(exc)
         if code is None:
             raise
         print(f"{name}: {exc}", file=sys.stderr)
         return code
+    if bad is not None and not args.up_to_corruption:
+        print(f"{name}: checksum chain broken at seq {bad}; refusing to fold past it "
+              f"(--up-to-corruption folds records {from_seq}..{bad - 1})", file=sys.stderr)
+        return 3
     if note:
         print(note)
     print(result.summary())
@@ -66,6 +71,20 @@ def run(args) -> int:
     if args.check:
         print("check: every journaled effect matches the current code")
     return 0
+
+
+class _UpToCorruption:
+    """The records of ``it`` until it raises ``JournalCorrupt``; ``bad`` is then its seq."""
+
+    def __init__(self, it):
+        self.it, self.bad = it, None
+
+    def __iter__(self):
+        from journal.store import JournalCorrupt
+        try:
+            yield from self.it
+        except JournalCorrupt as exc:
+            self.bad = exc.seq
 
 
 def _history_start(args) -> tuple:
