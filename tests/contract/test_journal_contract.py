@@ -331,3 +331,21 @@ async def test_a_journal_created_before_auto_vacuum_is_converted_at_its_first_cu
         assert [r.seq for r in await read_all(j, from_seq=report["first_seq"])][-1] == 203
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA auto_vacuum").fetchone() == (2,)
+
+
+class TestStageContract:
+    async def test_staged_records_come_back_sealed_and_become_durable_in_order(self, backend):
+        async with backend.journal() as j:
+            records, durable = await j.stage(commands(3))
+            assert [r.seq for r in records] == [1, 2, 3]
+            assert await durable == records
+            assert await read_all(j) == records
+
+    async def test_a_staged_batch_whose_transaction_fails_raises_on_its_durable_future(self, backend):
+        async with backend.journal() as first, backend.journal() as second:
+            await first.append(commands(1))
+            records, durable = await second.stage(commands(1))  # sealed as seq 1, which is taken
+            assert records[0].seq == 1
+            with pytest.raises(DuplicateSeq):
+                await durable
+            assert [r.name for r in await read_all(first)] == ["c0"]
