@@ -42,8 +42,11 @@ and a walk of an observed non-Secret object that changed nothing. Successive eve
 mostly differ only in digits (resourceVersion, times, counters, IPs). Why that is sound: no
 marker, benign context or rule pattern holds a digit, and a rule never looks at which digit is
 where, so payloads of one shape get the same verdict; the two places that do read digits are left
-out of the walk memo (a value that is already a digest, ``redacted:hmac-sha256:...``, and the
-last-applied annotation, parsed as JSON, where ``01`` does not parse and ``10`` does).
+out of it: the digest prefix ``redacted:hmac-sha256:`` (a value starting with it is kept as is)
+is set apart before the digits are zeroed, and an object with a last-applied annotation (parsed
+as JSON, where ``01`` does not parse and ``10`` does) is never remembered. The journal keys an
+observed record by its object's bytes (sliced from the record's JSON), so what the observer's
+redaction remembered also clears the journal's pass over the same object.
 """
 from __future__ import annotations
 
@@ -95,9 +98,14 @@ _CLEAN_WALKS: set[bytes] = set()  # shapes of observed non-Secret objects the wa
 _SHAPES_MAX = 200_000             # per set (~30 MB at most); cleared when full
 
 
+_PREFIX_BYTES = PREFIX.encode()
+
+
 def shape(payload: bytes) -> bytes:
-    """A digest of ``payload`` with every digit replaced by ``0`` (see the module docstring)."""
-    return hashlib.blake2b(payload.translate(_DIGITS_TO_0), digest_size=16, key=_SHAPE_KEY).digest()
+    """A digest of ``payload`` with every digit replaced by ``0`` (see the module docstring); the
+    digest prefix is kept apart first (a byte orjson never writes raw), as the walk reads it whole."""
+    return hashlib.blake2b(payload.replace(_PREFIX_BYTES, b"\x01").translate(_DIGITS_TO_0), digest_size=16,
+                           key=_SHAPE_KEY).digest()
 
 
 def _remember(memo: set[bytes], key: bytes) -> None:
@@ -126,7 +134,7 @@ def _scan_by_shape(payload: bytes, key: bytes) -> bool:
 
 
 # Letter projections of the two things a walk reads digits in (see the module docstring).
-_DIGIT_READERS = (b"redactedhmacsha", b"lastappliedconfiguration")
+_DIGIT_READERS = (b"lastappliedconfiguration",)
 
 
 def _object_payload(obj: dict[str, Any]) -> bytes | None:
@@ -170,7 +178,7 @@ def _credential_key(key: str) -> bool:
 def _credential_value(value: str) -> bool:
     if len(value) < 8 or value.startswith(PREFIX):
         return False
-    if value[:7].lower() == "bearer " or "PRIVATE KEY" in value or _JWT.search(value):
+    if value[:7].lower() == "bearer " or "PRIVATE KEY" in value or ("eyJ" in value and _JWT.search(value)):
         return True
     return "\n" in value and any(is_credential_key(m.group(1)) for m in _CRED_LINE.finditer(value))
 
@@ -214,7 +222,7 @@ class Redactor:
         the ``suspicious`` prefilter or a remembered clean walk of its shape); outcomes and effects
         (rarer, kind unknown) are always walked."""
         if isinstance(rec, Observed):
-            return rec.kind in ("Secret", "") or _needs_walk(payload)
+            return rec.kind in ("Secret", "") or _needs_walk(_obj_bytes(payload))
         return isinstance(rec, (Outcome, EffectIssued))
 
     def sealed(self, rec: Record, payload: bytes, dump: Any) -> tuple[Record, bytes]:
@@ -226,7 +234,7 @@ class Redactor:
         if red is not rec:
             return red, dump(red)
         if isinstance(rec, Observed) and rec.kind not in ("Secret", ""):
-            _walked_clean(payload)
+            _walked_clean(_obj_bytes(payload))
         return rec, payload
 
     def record(self, rec: Record) -> Record:
@@ -303,6 +311,13 @@ class Redactor:
             return rec
         red = self._redact("Secret", manifest)
         return rec if red is manifest else rec.model_copy(update={"effect": {**rec.effect, "manifest": red}})
+
+
+def _obj_bytes(payload: bytes) -> bytes:
+    """The ``obj`` of an observed record's JSON: its last field, and the first ``,"obj":`` in the
+    payload (the fields before it are strings and numbers, where a quote is always escaped)."""
+    at = payload.find(b',"obj":')
+    return payload[at + 7:-1] if at >= 0 else payload
 
 
 def _needs_walk(payload: bytes) -> bool:
