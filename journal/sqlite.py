@@ -188,10 +188,10 @@ class SqliteJournal(Journal):
         return total
 
     async def _fetch(self, first: int, last: int) -> list[Row]:
-        async with self._reader.execute(
-                "SELECT seq, at, kind, payload, chk FROM journal WHERE seq BETWEEN ? AND ? ORDER BY seq",
-                (first, last)) as cur:
-            return await cur.fetchall()
+        # one call on aiosqlite's thread (not execute + fetchall + close): a fetch started ahead
+        # runs there whole while the loop's thread parses and folds (Journal.read_batches)
+        return list(await self._reader.execute_fetchall(
+            "SELECT seq, at, kind, payload, chk FROM journal WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, last)))
 
     async def _chk_before(self, seq: int) -> int:
         if seq <= 1:

@@ -322,16 +322,30 @@ class Journal:
         end = self.last_seq if until is None else min(until, self.last_seq)
         head = self.last_seq
         expect, prev = from_seq, await self._anchor(from_seq)
-        while expect <= end:
-            rows = await self._fetch(expect, min(end, expect + READ_BATCH - 1))
-            good, prev, error = check_rows(rows, expect, prev)
-            for i in range(0, good, PARSE_BATCH):  # parsed a slice at a time: see PARSE_BATCH
-                yield self._parse(rows[i:min(i + PARSE_BATCH, good)])
-            if error is None and good == 0:
-                error = JournalCorrupt(expect, f"journal truncated: it ends before {expect} but its head is {head}")
-            if error is not None:
-                raise error
-            expect += good
+        ahead = self._fetch_ahead(expect, end)
+        try:
+            while expect <= end:
+                rows = await ahead
+                good, prev, error = check_rows(rows, expect, prev)
+                if error is None and good:  # the store's thread fetches the next batch meanwhile
+                    ahead = self._fetch_ahead(expect + good, end)
+                    await asyncio.sleep(0)  # (the fetch is handed to it before parsing starts)
+                for i in range(0, good, PARSE_BATCH):  # parsed a slice at a time: see PARSE_BATCH
+                    yield self._parse(rows[i:min(i + PARSE_BATCH, good)])
+                if error is None and good == 0:
+                    error = JournalCorrupt(expect, f"journal truncated: it ends before {expect} but its head is {head}")
+                if error is not None:
+                    raise error
+                expect += good
+        finally:
+            ahead.cancel()  # a reader that stopped early: the batch fetched ahead is dropped
+
+    def _fetch_ahead(self, first: int, end: int) -> asyncio.Future:
+        if first > end:
+            done = asyncio.get_running_loop().create_future()
+            done.set_result([])
+            return done
+        return asyncio.ensure_future(self._fetch(first, min(end, first + READ_BATCH - 1)))
 
     def _parse(self, rows: Sequence[Row]) -> list[Record]:
         try:
