@@ -6,7 +6,7 @@ every effect journaled after that snapshot (those emitted before it are in the s
 pending effects).
 
 ``--from-snapshot`` starts from the newest snapshot at or before ``--until`` (SQLite journals: the
-daemon writes one every ``journal.snapshot_every`` records) and refolds only the records after it:
+daemon writes one as ``journal.snapshot_ratio`` and friends say) and refolds only the records after it:
 the same state as a full replay (tested), in the time of the tail. The records before the snapshot
 are not read, so their chain is not verified either; a full replay does both.
 
@@ -42,7 +42,8 @@ def run(args) -> int:
         start, note = _starting_point(args) if args.from_snapshot else _history_start(args)
         from_seq = start.seq + 1 if start is not None else 1
         # One pass: the reader verifies the chain as it goes and stops at the first bad link,
-        # which ``_UpToCorruption`` turns into the end of the records (and remembers).
+        # which ``_UpToCorruption`` turns into the end of the records (and remembers). Without
+        # --up-to-corruption the records before it were folded for nothing; the answer is still 3.
         records = _UpToCorruption(iter_records(args.journal, args.until, from_seq))
         result = replay(records, check=args.check, state=start)
         bad = records.bad
