@@ -37,11 +37,13 @@ the projection only ever joins letters, so it may show a marker the payload lack
 
 Real pods nearly always hold a marker in a harmless place (the service-account token volume,
 ``secretKeyRef``, ``"key":``), so two verdicts are remembered by the payload's *shape*, its bytes
-with every digit replaced by ``0`` (a keyed 128-bit digest of it, in a bounded set): a clean scan,
-and a walk of an observed non-Secret object that changed nothing. Successive events of one object
+with every digit replaced by ``0`` (a keyed 128-bit digest of it, in a bounded memo): a clean scan,
+and where the walk of an observed non-Secret object digested values (nothing, for most): the
+positions (entry index at each level), which a later object of that shape gets digested directly. Successive events of one object
 mostly differ only in digits (resourceVersion, times, counters, IPs). Why that is sound: no
 marker, benign context or rule pattern holds a digit, and a rule never looks at which digit is
-where, so payloads of one shape get the same verdict; the two places that do read digits are left
+where, so payloads of one shape get the same verdict at the same places (one shape is one
+structure: the same keys in the same order but for digits, the same types); the two places that do read digits are left
 out of it: the digest prefix ``redacted:hmac-sha256:`` (a value starting with it is kept as is)
 is set apart before the digits are zeroed, and an object with a last-applied annotation (parsed
 as JSON, where ``01`` does not parse and ``10`` does) is never remembered. The journal keys an
@@ -52,9 +54,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import os
 import re
-from typing import Any
+from typing import Any, Iterator
 
 import orjson
 
@@ -94,7 +97,8 @@ _NOT_RUNS = bytes(c for c in range(256) if not (65 <= c <= 90 or 97 <= c <= 122 
 _DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
 _SHAPE_KEY = os.urandom(16)       # per process: nobody outside can aim a payload at a stored shape
 _CLEAN_SCANS: set[bytes] = set()  # shapes whose full scan was clean
-_CLEAN_WALKS: set[bytes] = set()  # shapes of observed non-Secret objects the walk left unchanged
+_WALKS: dict[bytes, tuple[tuple[int, ...], ...]] = {}  # shape of an observed non-Secret object ->
+                                                         # positions of the values its walk digested
 _SHAPES_MAX = 200_000             # per set (~30 MB at most); cleared when full
 
 
@@ -112,6 +116,12 @@ def _remember(memo: set[bytes], key: bytes) -> None:
     if len(memo) >= _SHAPES_MAX:
         memo.clear()
     memo.add(key)
+
+
+def _remember_walk(key: bytes, paths: tuple[tuple[int, ...], ...]) -> None:
+    if len(_WALKS) >= _SHAPES_MAX:
+        _WALKS.clear()
+    _WALKS[key] = paths
 
 
 def suspicious(payload: bytes) -> bool:
@@ -204,12 +214,35 @@ class Redactor:
         is copied without the walk (the walk would return it unchanged: the prefilter is a
         superset of every rule). This is the observer's path, once per watch event."""
         payload = _object_payload(obj) if kind not in ("Secret", "") else None
-        if payload is not None and not _needs_walk(payload):
-            return dict(obj)
-        out = self._redact(kind, obj)
-        if out is obj and payload is not None:
-            _walked_clean(payload)
+        plan = _walk_plan(payload) if payload is not None else None
+        out = self._planned(obj, plan) if plan is not None else None
+        if out is None:
+            out = self._redact(kind, obj)
+            if payload is not None:
+                _learn(payload, obj, out)
         return dict(out) if out is obj else out
+
+    def _planned(self, obj: dict[str, Any], plan: tuple[tuple[int, ...], ...]) -> dict[str, Any] | None:
+        """``obj`` with the values at ``plan``'s positions digested (copied along the way), as the
+        walk of an object of the same shape did; None if the object does not fit the plan."""
+        root, fresh = dict(obj), set()
+        fresh.add(id(root))
+        try:
+            for path in plan:
+                node = root
+                for step in path[:-1]:
+                    key = _key_at(node, step)
+                    child = node[key]
+                    if id(child) not in fresh:
+                        child = dict(child) if isinstance(child, dict) else list(child)
+                        node[key] = child
+                        fresh.add(id(child))
+                    node = child
+                key = _key_at(node, path[-1])
+                node[key] = self.digest(node[key])
+        except (KeyError, IndexError, TypeError, StopIteration):  # not this shape after all: walk
+            return None
+        return root
 
     def _redact(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Like ``redact`` but returns ``obj`` itself when nothing needed redacting."""
@@ -222,20 +255,27 @@ class Redactor:
         the ``suspicious`` prefilter or a remembered clean walk of its shape); outcomes and effects
         (rarer, kind unknown) are always walked."""
         if isinstance(rec, Observed):
-            return rec.kind in ("Secret", "") or _needs_walk(_obj_bytes(payload))
+            return rec.kind in ("Secret", "") or _walk_plan(_obj_bytes(payload)) != ()
         return isinstance(rec, (Outcome, EffectIssued))
 
     def sealed(self, rec: Record, payload: bytes, dump: Any) -> tuple[Record, bytes]:
         """``(record, payload)`` as journaled: redacted when a rule applies, else as given (and a
         clean walk of an observed object remembered by its shape). ``dump`` serializes a record."""
-        if not self.needs_walk(rec, payload):
-            return rec, payload
-        red = self.record(rec)
-        if red is not rec:
-            return red, dump(red)
         if isinstance(rec, Observed) and rec.kind not in ("Secret", ""):
-            _walked_clean(_obj_bytes(payload))
-        return rec, payload
+            obj_bytes = _obj_bytes(payload)
+            plan = _walk_plan(obj_bytes)
+            if plan == ():
+                return rec, payload
+            obj = self._planned(rec.obj, plan) if plan is not None else None
+            if obj is None:
+                obj = self._redact(rec.kind, rec.obj)
+                _learn(obj_bytes, rec.obj, obj)
+            red = rec if obj is rec.obj else rec.model_copy(update={"obj": obj})
+        elif self.needs_walk(rec, payload):
+            red = self.record(rec)
+        else:
+            return rec, payload
+        return (rec, payload) if red is rec else (red, dump(red))
 
     def record(self, rec: Record) -> Record:
         """The record with its object(s) redacted (the same record when nothing changed)."""
@@ -320,22 +360,45 @@ def _obj_bytes(payload: bytes) -> bytes:
     return payload[at + 7:-1] if at >= 0 else payload
 
 
-def _needs_walk(payload: bytes) -> bool:
-    """An observed non-Secret object's payload: suspicious, and not a shape walked clean before.
-    Same verdict as ``suspicious(payload)`` and then the walk memo, one projection and one digest."""
+def _walk_plan(payload: bytes) -> tuple[tuple[int, ...], ...] | None:
+    """What redacting an observed non-Secret object (its JSON ``payload``) takes: ``()`` nothing;
+    a tuple of value positions to digest, remembered from a walk of an object of the same shape
+    (see the module docstring: the walk's every decision is the same for both); None: walk it."""
     letters = payload.translate(_RUNS, _NOT_RUNS)
     if not any(marker in letters for marker in _MARKERS):
-        return False
+        return ()
     key = shape(payload)
-    if key in _CLEAN_WALKS and not any(r in letters for r in _DIGIT_READERS):
-        return False
-    return _scan_by_shape(payload, key)
+    if not any(r in letters for r in _DIGIT_READERS):
+        plan = _WALKS.get(key)
+        if plan is not None:
+            return plan
+    return None if _scan_by_shape(payload, key) else ()
 
 
-def _walked_clean(payload: bytes) -> None:
+def _learn(payload: bytes, before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Remember where the walk of ``before`` (JSON ``payload``) digested values, by its shape."""
     letters = payload.translate(_RUNS, _NOT_RUNS)
     if not any(r in letters for r in _DIGIT_READERS):
-        _remember(_CLEAN_WALKS, shape(payload))
+        _remember_walk(shape(payload), tuple(_changed(before, after, ())))
+
+
+def _changed(a: Any, b: Any, path: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+    """Positions (dict entry or list item index at each level) where the walk put a new value;
+    the walk keeps every unchanged subtree as the same object, so only changed branches are read."""
+    if a is b:
+        return
+    if isinstance(a, dict):
+        for i, (k, v) in enumerate(a.items()):
+            yield from _changed(v, b[k], path + (i,))
+    elif isinstance(a, list):
+        for i, (x, y) in enumerate(zip(a, b)):
+            yield from _changed(x, y, path + (i,))
+    else:
+        yield path
+
+
+def _key_at(node: Any, i: int) -> Any:
+    return i if isinstance(node, list) else next(itertools.islice(node, i, None))
 
 
 def _env_credential(node: dict[str, Any]) -> bool:
