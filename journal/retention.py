@@ -2,7 +2,8 @@
 
 A journal that lives for months must not grow without bound, and its snapshots must cost a small
 fraction of its records. Both rules are here as plain data and small pure functions; the journal
-(``journal.store.Journal.cut``) and the daemon apply them.
+applies retention (``Retaining``, the part of ``journal.store.Journal`` that cuts) and the daemon
+the snapshot cadence.
 
 Retention (``Retention(keep_snapshots, archive_dir)``): after each new snapshot the journal keeps
 the newest ``keep_snapshots`` snapshots and the records after the OLDEST kept one; everything
@@ -23,12 +24,13 @@ snapshots; docs/config.md turns that into volume sizes.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
-from journal.chain import JournalError
+from journal.chain import JournalCorrupt, JournalError, check_rows
 
 ARCHIVE_PATTERN = "journal-{first:012d}-{last:012d}.jsonl"
 
@@ -101,3 +103,82 @@ class Archive:
     def discard(self) -> None:
         self._out.close()
         self._tmp.unlink(missing_ok=True)
+
+
+class Retaining:
+    """The retention half of ``journal.store.Journal`` (a mixin: it uses the journal's writer
+    queue, ``_fetch``/``_chk_before``, and the store primitives ``_cut``/``_shrink``/``size_bytes``).
+
+    State it keeps on the journal: ``retention``; ``_base`` (seq, chk) of the last record cut
+    (the chain continues from that chk); ``_snapshots``, the stored snapshot seqs."""
+
+    retention: Retention
+    _base: tuple[int, int]
+    _snapshots: list[int]
+    READ_BATCH: int   # rows per fetch: the journal's own
+
+    @property
+    def first_seq(self) -> int:
+        """Where the history begins: 1, or the seq after the last record cut by retention."""
+        return self._base[0] + 1
+
+    def stats(self) -> JournalStats:
+        return JournalStats(bytes=self.size_bytes(), records=self.last_seq - self._base[0],
+                            snapshots=len(self._snapshots), first_seq=self.first_seq, last_seq=self.last_seq)
+
+    async def cut(self) -> dict[str, Any] | None:
+        """Apply ``self.retention`` now (``put_snapshot`` does after each snapshot): archive (when
+        asked) and delete the records up to the oldest kept snapshot and the snapshots before it,
+        then give the freed space back to the file system. Runs in the writer task, between
+        transactions. Returns what was cut, or None when nothing was due."""
+        return await self._submit("cut", None)
+
+    async def _cut_job(self, fut: asyncio.Future) -> None:
+        try:
+            fut.set_result(await self._cut_now())
+        except Exception as exc:  # nothing was deleted unless the cut's transaction committed
+            fut.set_exception(exc)
+
+    async def _cut_now(self) -> dict[str, Any] | None:
+        upto = self.retention.oldest_kept(self._snapshots)
+        if upto is None or upto <= self._base[0]:
+            return None
+        first, before = self.first_seq, self.size_bytes()
+        archive = Archive(self.retention.archive_dir, first, upto) if self.retention.archive_dir else None
+        try:
+            chk = await self._copy_out(first, upto, archive)
+            await self._cut(upto, chk)
+        except BaseException:
+            if archive is not None:
+                archive.discard()
+            raise
+        archived = archive.close() if archive is not None else None
+        self._base = (upto, chk)
+        self._snapshots = [s for s in self._snapshots if s >= upto]
+        await self._shrink()
+        return {"first_seq": upto + 1, "records_cut": upto - first + 1, "archive": archived,
+                "bytes_before": before, "bytes_after": self.size_bytes()}
+
+    async def _copy_out(self, first: int, upto: int, archive: Archive | None) -> int:
+        """The chk of record ``upto``; with an archive, every record ``first..upto`` verified and
+        written to it (``JournalCorrupt`` at a broken link: nothing is cut)."""
+        if archive is None:
+            return await self._chk_before(upto + 1)
+        expect, prev = first, self._base[1]
+        while expect <= upto:
+            rows = await self._fetch(expect, min(upto, expect + self.READ_BATCH - 1))
+            good, prev, error = check_rows(rows, expect, prev)
+            if error is None and good == 0:
+                error = JournalCorrupt(expect, f"record {expect} is missing")
+            if error is not None:
+                raise error
+            archive.write(r[3] for r in rows)
+            expect += good
+        return prev
+
+    async def _anchor(self, seq: int) -> int:
+        """The chk the chain continues from at ``seq``; ``JournalCut`` when ``seq`` was cut."""
+        base_seq, base_chk = self._base
+        if seq <= base_seq:
+            raise JournalCut(seq, base_seq + 1)
+        return base_chk if seq == base_seq + 1 else await self._chk_before(seq)

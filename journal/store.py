@@ -38,7 +38,7 @@ from journal.chain import (DuplicateSeq, JournalCorrupt, JournalError, JournalFu
                            dump, kfold_version, link, parse_payloads, snapshot_chk, stamp)
 from journal.records import Record, parse_record
 from journal.redact import Redactor
-from journal.retention import Archive, JournalCut, JournalStats, Retention
+from journal.retention import JournalCut, Retaining, Retention
 
 __all__ = ["DuplicateSeq", "Journal", "JournalCorrupt", "JournalCut", "JournalError", "JournalFull", "Row",
            "check_schema", "kfold_version", "READ_BATCH"]
@@ -50,12 +50,14 @@ READ_BATCH = 2000
 PARSE_BATCH = 128
 
 
-class Journal:
-    """The port, with the behaviour shared by every implementation.
+class Journal(Retaining):
+    """The port, with the behaviour shared by every implementation (retention: ``Retaining``).
 
     An implementation provides storage primitives: ``_load_meta``, ``_load_history``, ``_commit``,
     ``_fetch``, ``_chk_before``, ``_snapshot_at_most``, ``_cut``, ``_shrink``, ``size_bytes``,
     ``_release``."""
+
+    READ_BATCH = READ_BATCH
 
     def __init__(self) -> None:
         self.transactions = 0
@@ -109,15 +111,6 @@ class Journal:
         """The last committed sequence number (0 when empty)."""
         return self._next - 1
 
-    @property
-    def first_seq(self) -> int:
-        """Where the history begins: 1, or the seq after the last record cut by retention."""
-        return self._base[0] + 1
-
-    def stats(self) -> JournalStats:
-        return JournalStats(bytes=self.size_bytes(), records=self.last_seq - self._base[0],
-                            snapshots=len(self._snapshots), first_seq=self.first_seq, last_seq=self.last_seq)
-
     # -- writing --------------------------------------------------------------------------------
     async def append(self, drafts: Sequence[Record]) -> list[Record]:
         """Journal ``drafts`` in order; return them stamped and redacted once committed."""
@@ -159,12 +152,6 @@ class Journal:
         if self.retention.oldest_kept(self._snapshots) is not None:
             await self.cut()
 
-    async def cut(self) -> dict[str, Any] | None:
-        """Apply ``self.retention`` now (``put_snapshot`` does after each snapshot): archive (when
-        asked) and delete the records up to the oldest kept snapshot and the snapshots before it,
-        then give the freed space back to the file system. Runs in the writer task, between
-        transactions. Returns what was cut, or None when nothing was due."""
-        return await self._submit("cut", None)
     async def _submit(self, what: str, payload: Any) -> Any:
         return await self._enqueue(what, payload)
 
@@ -249,56 +236,6 @@ class Journal:
             seq += 1
         rows.extend(mine)
         return out, seq, prev
-
-    async def _cut_job(self, fut: asyncio.Future) -> None:
-        try:
-            fut.set_result(await self._cut_now())
-        except Exception as exc:  # nothing was deleted unless the cut's transaction committed
-            fut.set_exception(exc)
-
-    async def _cut_now(self) -> dict[str, Any] | None:
-        upto = self.retention.oldest_kept(self._snapshots)
-        if upto is None or upto <= self._base[0]:
-            return None
-        first, before = self.first_seq, self.size_bytes()
-        archive = Archive(self.retention.archive_dir, first, upto) if self.retention.archive_dir else None
-        try:
-            chk = await self._copy_out(first, upto, archive)
-            await self._cut(upto, chk)
-        except BaseException:
-            if archive is not None:
-                archive.discard()
-            raise
-        archived = archive.close() if archive is not None else None
-        self._base = (upto, chk)
-        self._snapshots = [s for s in self._snapshots if s >= upto]
-        await self._shrink()
-        return {"first_seq": upto + 1, "records_cut": upto - first + 1, "archive": archived,
-                "bytes_before": before, "bytes_after": self.size_bytes()}
-
-    async def _copy_out(self, first: int, upto: int, archive: Archive | None) -> int:
-        """The chk of record ``upto``; with an archive, every record ``first..upto`` verified and
-        written to it (``JournalCorrupt`` at a broken link: nothing is cut)."""
-        if archive is None:
-            return await self._chk_before(upto + 1)
-        expect, prev = first, self._base[1]
-        while expect <= upto:
-            rows = await self._fetch(expect, min(upto, expect + READ_BATCH - 1))
-            good, prev, error = check_rows(rows, expect, prev)
-            if error is None and good == 0:
-                error = JournalCorrupt(expect, f"record {expect} is missing")
-            if error is not None:
-                raise error
-            archive.write(r[3] for r in rows)
-            expect += good
-        return prev
-
-    async def _anchor(self, seq: int) -> int:
-        """The chk the chain continues from at ``seq``; ``JournalCut`` when ``seq`` was cut."""
-        base_seq, base_chk = self._base
-        if seq <= base_seq:
-            raise JournalCut(seq, base_seq + 1)
-        return base_chk if seq == base_seq + 1 else await self._chk_before(seq)
 
     def _seal(self, draft: Record, seq: int) -> Record:
         if draft.seq == -1:
