@@ -22,7 +22,8 @@ class MemoryStore:
         self.rows: dict[int, Row] = {}
         self.snapshots: dict[int, tuple[int, bytes, int]] = {}
         self.meta: dict[str, object] = {"schema_version": SCHEMA_VERSION, "salt": new_salt(),
-                                        "written_by": kfold_version(), "head": (0, 0)}
+                                        "written_by": kfold_version(), "head": (0, 0),
+                                        "base": (0, 0)}
 
     def tamper(self, seq: int, payload: bytes | None = None, chk: int | None = None) -> None:
         s, at, kind, old, old_chk = self.rows[seq]
@@ -56,6 +57,26 @@ class MemoryJournal(Journal):
         for snap in snaps:
             self.store.snapshots.setdefault(snap[0], snap)
         self.store.meta["head"] = head
+
+    async def _load_history(self) -> tuple[tuple[int, int], list[int], int]:
+        seqs = sorted(self.store.snapshots)
+        return self.store.meta.get("base", (0, 0)), seqs, len(self.store.snapshots[seqs[-1]][1]) if seqs else 0
+
+    async def _cut(self, upto: int, chk: int) -> None:
+        await asyncio.sleep(0)
+        for seq in [s for s in self.store.rows if s <= upto]:
+            del self.store.rows[seq]
+        for seq in [s for s in self.store.snapshots if s < upto]:
+            del self.store.snapshots[seq]
+        self.store.meta["base"] = (upto, chk)
+
+    async def _shrink(self) -> None:
+        return None
+
+    def size_bytes(self) -> int:
+        """Payload and snapshot bytes held (the in-memory stand-in for the file's size)."""
+        return (sum(len(r[3]) for r in self.store.rows.values())
+                + sum(len(s[1]) for s in self.store.snapshots.values()))
 
     async def _fetch(self, first: int, last: int) -> list[Row]:
         rows = self.store.rows

@@ -31,17 +31,33 @@ values (see ``ApplySecret``); only a Secret manifest inside an effect is redacte
 
 Speed: ``suspicious(payload)`` is a prefilter over the serialized record; it is a superset of
 every rule above, so a record it clears needs no walk. Every marker is ASCII letters only, so it
-can only occur inside a run of letters: a payload whose letter runs (about one per JSON string)
-are all known marker-free (a bounded memo of runs seen before: field names, common values) is
-cleared with one translate, one split and one set test; any other payload gets the full scan.
+can only occur inside a run of letters: a payload whose letter projection (its letters, lowered,
+every other byte dropped) holds no marker is cleared after one translate and a C scan per marker;
+the projection only ever joins letters, so it may show a marker the payload lacks, never miss one.
+
+Real pods nearly always hold a marker in a harmless place (the service-account token volume,
+``secretKeyRef``, ``"key":``), so two verdicts are remembered by the payload's *shape*, its bytes
+with every digit replaced by ``0`` (a keyed 128-bit digest of it, in a bounded memo): a clean scan,
+and where the walk of an observed non-Secret object digested values (nothing, for most): the
+positions (entry index at each level), which a later object of that shape gets digested directly. Successive events of one object
+mostly differ only in digits (resourceVersion, times, counters, IPs). Why that is sound: no
+marker, benign context or rule pattern holds a digit, and a rule never looks at which digit is
+where, so payloads of one shape get the same verdict at the same places (one shape is one
+structure: the same keys in the same order but for digits, the same types); the two places that do read digits are left
+out of it: the digest prefix ``redacted:hmac-sha256:`` (a value starting with it is kept as is)
+is set apart before the digits are zeroed, and an object with a last-applied annotation (parsed
+as JSON, where ``01`` does not parse and ``10`` does) is never remembered. The journal keys an
+observed record by its object's bytes (sliced from the record's JSON), so what the observer's
+redaction remembered also clears the journal's pass over the same object.
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import os
 import re
-from typing import Any
+from typing import Any, Iterator
 
 import orjson
 
@@ -56,7 +72,8 @@ _MARKERS = (b"token", b"pass", b"secret", b"key", b"auth", b"kubeconfig", b"cred
 # Occurrences inside these contexts never trigger a rule (they are references, not material).
 _BENIGN = {
     b"token": (b"serviceaccounttoken", b'"path":"token"'),
-    b"secret": (b"secretname", b"secretkeyref", b"secretref", b"imagepullsecrets", b'"secret":{'),
+    b"secret": (b"secretname", b"secretkeyref", b"secretref", b"imagepullsecrets", b'"secret":{',
+                b"/run/secrets/kubernetes.io/serviceaccount"),
     b"key": (b'"key":', b"secretkeyref", b"configmapkeyref"),
 }
 _REFERENCE_SUFFIXES = ("name", "names", "ref", "refs", "namespace", "path", "file", "mode",
@@ -71,60 +88,70 @@ _KEY_CACHE_MAX = 50_000
 _RULES = tuple((marker, _BENIGN.get(marker, ())) for marker in _MARKERS)
 
 
-# ``payload.translate(_RUNS, _NOT_RUNS).split()``: the payload's ASCII letters, lowered as
-# ``payload.lower()`` lowers them, split at every '"' (so about one run per JSON string) with all
-# other bytes deleted. Every marker is a-z only, so each marker occurrence in the lowered payload
-# lies inside one run (deleting bytes only joins letters; it never splits an occurrence).
+# ``payload.translate(_RUNS, _NOT_RUNS)``: the payload's ASCII letters, lowered as
+# ``payload.lower()`` lowers them, a space for every '"' (so runs of letters stay apart at string
+# boundaries), all other bytes deleted. Every marker is a-z only, so each marker occurrence in the
+# lowered payload lies inside one run (deleting bytes only joins letters; it never splits one).
 _RUNS = bytes(c + 32 if 65 <= c <= 90 else 32 if c == 34 else c for c in range(256))
 _NOT_RUNS = bytes(c for c in range(256) if not (65 <= c <= 90 or 97 <= c <= 122 or c == 34))
-_CLEAN_TEXTS: set[bytes] = set()  # whole letter projections known to hold no marker (bounded memo)
-_CLEAN_TEXTS_MAX_BYTES = 32 << 20
-_clean_texts_bytes = 0
-_CLEAN_RUNS: set[bytes] = set()   # letter runs known to hold no marker (bounded memo, < 5 MB)
-_CLEAN_RUNS_MAX = 50_000
-_CLEAN_RUN_LEN = 64               # longer runs are scanned each time, never memoized
+_DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
+_SHAPE_KEY = os.urandom(16)       # per process: nobody outside can aim a payload at a stored shape
+_CLEAN_SCANS: set[bytes] = set()  # shapes whose full scan was clean
+_WALKS: dict[bytes, tuple[tuple[int, ...], ...]] = {}  # shape of an observed non-Secret object ->
+                                                         # positions of the values its walk digested
+_SHAPES_MAX = 200_000             # per set (~30 MB at most); cleared when full
+
+
+_PREFIX_BYTES = PREFIX.encode()
+
+
+def shape(payload: bytes) -> bytes:
+    """A digest of ``payload`` with every digit replaced by ``0`` (see the module docstring); the
+    digest prefix is kept apart first (a byte orjson never writes raw), as the walk reads it whole."""
+    return hashlib.blake2b(payload.replace(_PREFIX_BYTES, b"\x01").translate(_DIGITS_TO_0), digest_size=16,
+                           key=_SHAPE_KEY).digest()
+
+
+def _remember(memo: set[bytes], key: bytes) -> None:
+    if len(memo) >= _SHAPES_MAX:
+        memo.clear()
+    memo.add(key)
+
+
+def _remember_walk(key: bytes, paths: tuple[tuple[int, ...], ...]) -> None:
+    if len(_WALKS) >= _SHAPES_MAX:
+        _WALKS.clear()
+    _WALKS[key] = paths
 
 
 def suspicious(payload: bytes) -> bool:
     """True when ``payload`` may hold something a rule redacts (never False when one would).
 
-    Exactly ``_scan(payload.lower())``; a payload with no marker in any letter run is cleared
-    without the scan (see ``_marker_free``). Whether a marker lies in a run depends only on the
-    payload's letter projection (``translate``), so a projection once found marker-free clears
-    every later payload with the same projection: successive events of one object usually differ
-    only in digits (resourceVersion, times, counters), which the projection drops. That exact
-    match (a set of whole projections, not of hashes) costs ~1 us against ~4.5 us for the runs."""
-    global _clean_texts_bytes
+    Exactly ``_scan(payload.lower())``. A payload whose letter projection holds no marker is
+    cleared after one translate and ten C scans (~2 us per 1.5 KB); one with a marker pays the
+    full scan once per shape (see the module docstring), then a digest and a set test."""
     letters = payload.translate(_RUNS, _NOT_RUNS)
-    if letters in _CLEAN_TEXTS:
+    return any(marker in letters for marker in _MARKERS) and _scan_by_shape(payload, shape(payload))
+
+
+def _scan_by_shape(payload: bytes, key: bytes) -> bool:
+    if key in _CLEAN_SCANS:
         return False
-    runs = letters.split()
-    if _CLEAN_RUNS.issuperset(runs) or _marker_free(runs):
-        if _clean_texts_bytes + len(letters) > _CLEAN_TEXTS_MAX_BYTES:
-            _CLEAN_TEXTS.clear()
-            _clean_texts_bytes = 0
-        _CLEAN_TEXTS.add(letters)
-        _clean_texts_bytes += len(letters)
-        return False
-    return _scan(payload.lower())
-
-
-def _marker_free(runs: list[bytes]) -> bool:
-    """No run holds a marker; memoizes the short runs it checks."""
-    fresh = [r for r in runs if r not in _CLEAN_RUNS]
-    if any(marker in r for r in fresh for marker in _MARKERS):
-        return False
-    if len(_CLEAN_RUNS) + len(fresh) > _CLEAN_RUNS_MAX:
-        _CLEAN_RUNS.clear()
-    _CLEAN_RUNS.update(r for r in fresh if len(r) <= _CLEAN_RUN_LEN)
-    return True
-
-
-def _suspicious_object(obj: dict[str, Any]) -> bool:
-    try:
-        return suspicious(orjson.dumps(obj))
-    except TypeError:  # what orjson refuses (non-string keys, huge ints): the walk decides
+    if _scan(payload.lower()):
         return True
+    _remember(_CLEAN_SCANS, key)
+    return False
+
+
+# Letter projections of the two things a walk reads digits in (see the module docstring).
+_DIGIT_READERS = (b"lastappliedconfiguration",)
+
+
+def _object_payload(obj: dict[str, Any]) -> bytes | None:
+    try:
+        return orjson.dumps(obj)
+    except TypeError:  # what orjson refuses (non-string keys, huge ints): the walk decides
+        return None
 
 
 def _scan(low: bytes) -> bool:
@@ -161,7 +188,7 @@ def _credential_key(key: str) -> bool:
 def _credential_value(value: str) -> bool:
     if len(value) < 8 or value.startswith(PREFIX):
         return False
-    if value[:7].lower() == "bearer " or "PRIVATE KEY" in value or _JWT.search(value):
+    if value[:7].lower() == "bearer " or "PRIVATE KEY" in value or ("eyJ" in value and _JWT.search(value)):
         return True
     return "\n" in value and any(is_credential_key(m.group(1)) for m in _CRED_LINE.finditer(value))
 
@@ -186,10 +213,36 @@ class Redactor:
         An object of a known kind other than Secret whose JSON the ``suspicious`` prefilter clears
         is copied without the walk (the walk would return it unchanged: the prefilter is a
         superset of every rule). This is the observer's path, once per watch event."""
-        if kind not in ("Secret", "") and not _suspicious_object(obj):
-            return dict(obj)
-        out = self._redact(kind, obj)
+        payload = _object_payload(obj) if kind not in ("Secret", "") else None
+        plan = _walk_plan(payload) if payload is not None else None
+        out = self._planned(obj, plan) if plan is not None else None
+        if out is None:
+            out = self._redact(kind, obj)
+            if payload is not None:
+                _learn(payload, obj, out)
         return dict(out) if out is obj else out
+
+    def _planned(self, obj: dict[str, Any], plan: tuple[tuple[int, ...], ...]) -> dict[str, Any] | None:
+        """``obj`` with the values at ``plan``'s positions digested (copied along the way), as the
+        walk of an object of the same shape did; None if the object does not fit the plan."""
+        root, fresh = dict(obj), set()
+        fresh.add(id(root))
+        try:
+            for path in plan:
+                node = root
+                for step in path[:-1]:
+                    key = _key_at(node, step)
+                    child = node[key]
+                    if id(child) not in fresh:
+                        child = dict(child) if isinstance(child, dict) else list(child)
+                        node[key] = child
+                        fresh.add(id(child))
+                    node = child
+                key = _key_at(node, path[-1])
+                node[key] = self.digest(node[key])
+        except (KeyError, IndexError, TypeError, StopIteration):  # not this shape after all: walk
+            return None
+        return root
 
     def _redact(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Like ``redact`` but returns ``obj`` itself when nothing needed redacting."""
@@ -198,11 +251,31 @@ class Redactor:
         return self._secret_payload(out) if kind == "Secret" else out
 
     def needs_walk(self, rec: Record, payload: bytes) -> bool:
-        """Must ``record`` walk this record? Only an observed non-Secret object can be cleared by
-        the ``suspicious`` prefilter; outcomes and effects (rarer, kind unknown) are always walked."""
+        """Must ``record`` walk this record? Only an observed non-Secret object can be cleared (by
+        the ``suspicious`` prefilter or a remembered clean walk of its shape); outcomes and effects
+        (rarer, kind unknown) are always walked."""
         if isinstance(rec, Observed):
-            return rec.kind in ("Secret", "") or suspicious(payload)
+            return rec.kind in ("Secret", "") or _walk_plan(_obj_bytes(payload)) != ()
         return isinstance(rec, (Outcome, EffectIssued))
+
+    def sealed(self, rec: Record, payload: bytes, dump: Any) -> tuple[Record, bytes]:
+        """``(record, payload)`` as journaled: redacted when a rule applies, else as given (and a
+        clean walk of an observed object remembered by its shape). ``dump`` serializes a record."""
+        if isinstance(rec, Observed) and rec.kind not in ("Secret", ""):
+            obj_bytes = _obj_bytes(payload)
+            plan = _walk_plan(obj_bytes)
+            if plan == ():
+                return rec, payload
+            obj = self._planned(rec.obj, plan) if plan is not None else None
+            if obj is None:
+                obj = self._redact(rec.kind, rec.obj)
+                _learn(obj_bytes, rec.obj, obj)
+            red = rec if obj is rec.obj else rec.model_copy(update={"obj": obj})
+        elif self.needs_walk(rec, payload):
+            red = self.record(rec)
+        else:
+            return rec, payload
+        return (rec, payload) if red is rec else (red, dump(red))
 
     def record(self, rec: Record) -> Record:
         """The record with its object(s) redacted (the same record when nothing changed)."""
@@ -278,6 +351,54 @@ class Redactor:
             return rec
         red = self._redact("Secret", manifest)
         return rec if red is manifest else rec.model_copy(update={"effect": {**rec.effect, "manifest": red}})
+
+
+def _obj_bytes(payload: bytes) -> bytes:
+    """The ``obj`` of an observed record's JSON: its last field, and the first ``,"obj":`` in the
+    payload (the fields before it are strings and numbers, where a quote is always escaped)."""
+    at = payload.find(b',"obj":')
+    return payload[at + 7:-1] if at >= 0 else payload
+
+
+def _walk_plan(payload: bytes) -> tuple[tuple[int, ...], ...] | None:
+    """What redacting an observed non-Secret object (its JSON ``payload``) takes: ``()`` nothing;
+    a tuple of value positions to digest, remembered from a walk of an object of the same shape
+    (see the module docstring: the walk's every decision is the same for both); None: walk it."""
+    letters = payload.translate(_RUNS, _NOT_RUNS)
+    if not any(marker in letters for marker in _MARKERS):
+        return ()
+    key = shape(payload)
+    if not any(r in letters for r in _DIGIT_READERS):
+        plan = _WALKS.get(key)
+        if plan is not None:
+            return plan
+    return None if _scan_by_shape(payload, key) else ()
+
+
+def _learn(payload: bytes, before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Remember where the walk of ``before`` (JSON ``payload``) digested values, by its shape."""
+    letters = payload.translate(_RUNS, _NOT_RUNS)
+    if not any(r in letters for r in _DIGIT_READERS):
+        _remember_walk(shape(payload), tuple(_changed(before, after, ())))
+
+
+def _changed(a: Any, b: Any, path: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+    """Positions (dict entry or list item index at each level) where the walk put a new value;
+    the walk keeps every unchanged subtree as the same object, so only changed branches are read."""
+    if a is b:
+        return
+    if isinstance(a, dict):
+        for i, (k, v) in enumerate(a.items()):
+            yield from _changed(v, b[k], path + (i,))
+    elif isinstance(a, list):
+        for i, (x, y) in enumerate(zip(a, b)):
+            yield from _changed(x, y, path + (i,))
+    else:
+        yield path
+
+
+def _key_at(node: Any, i: int) -> Any:
+    return i if isinstance(node, list) else next(itertools.islice(node, i, None))
 
 
 def _env_credential(node: dict[str, Any]) -> bool:

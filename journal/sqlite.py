@@ -10,6 +10,12 @@ but may lose the last transactions on power loss; FULL fsyncs the WAL at every c
 turn performed effects into unknown ones; with group commit one fsync covers a whole batch, which
 keeps FULL affordable (``scripts/bench_journal.py --synchronous`` measures both).
 
+Space: a new journal is created with ``auto_vacuum=INCREMENTAL`` (it can only be chosen before
+the first table exists), so after a retention cut ``incremental_vacuum`` hands the freed pages back
+and the file shrinks; a journal created before that is converted by one full ``VACUUM`` at its
+first cut (it needs free space about the file's size, once). ``journal_size_limit`` truncates the
+WAL after checkpoints, so it does not keep the size of the largest transaction ever written.
+
 Two connections: the writer (used only by the writer task, one transaction per batch) and a
 read-only reader, so a read never sees a transaction that is still open.
 """
@@ -38,6 +44,8 @@ _SCHEMA = (
 # thread computes, against 60k for 500-row statements, 94k vs 153k when idle). One statement per
 # 500 rows (2500 parameters, under SQLite's 32766 limit) holds the GIL only to bind.
 _ROWS_PER_INSERT = 500
+_WAL_LIMIT = 64 << 20      # journal_size_limit: the WAL is truncated to this after a checkpoint
+_INCREMENTAL = 2           # PRAGMA auto_vacuum's value for INCREMENTAL
 
 
 @functools.lru_cache(maxsize=8)
@@ -61,7 +69,9 @@ class SqliteJournal(Journal):
             return await self._load_meta_readonly()
         self._db = await aiosqlite.connect(self.path)
         try:
+            await self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")  # before any table: see the module doc
             await self._db.execute("PRAGMA journal_mode=WAL")
+            await self._db.execute(f"PRAGMA journal_size_limit={_WAL_LIMIT}")
             await self._db.execute(f"PRAGMA synchronous={self.synchronous}")
             meta = await self._meta_or_create()
             check_schema(int(meta["schema_version"]), _text(meta.get("written_by")), self.path)
@@ -107,25 +117,16 @@ class SqliteJournal(Journal):
             return {k: v for k, v in await cur.fetchall()}
 
     async def _commit(self, rows: list[Row], snaps: list[tuple[int, bytes, int]], head: tuple[int, int]) -> None:
-        db = self._db
+        # The whole transaction is ONE call on aiosqlite's thread (its ``_execute``, pinned in
+        # constraints.txt): one await per statement would need the event loop between statements,
+        # and the loop is busy folding the staged records (``Journal.stage``) meanwhile.
         try:
-            for i in range(0, len(rows), _ROWS_PER_INSERT):
-                chunk = rows[i:i + _ROWS_PER_INSERT]
-                await db.execute(_insert(len(chunk)), [v for row in chunk for v in row])
-            if snaps:
-                await db.executemany("INSERT OR IGNORE INTO snapshots VALUES (?, ?, ?)", snaps)
-            await db.execute("UPDATE meta SET value = ? WHERE key = 'head'", (f"{head[0]} {head[1]}",))
-            await db.commit()
+            await self._db._execute(_transaction, self._db._conn, rows, snaps, head)
         except sqlite3.IntegrityError as exc:
-            await db.rollback()
             raise DuplicateSeq(f"seq {rows[0][0]}..{rows[-1][0]} refused by the store: {exc}") from None
         except sqlite3.OperationalError as exc:
-            await db.rollback()
             if _is_full(exc):
                 raise self._full(rows, head) from None
-            raise
-        except BaseException:
-            await db.rollback()
             raise
 
     def _free(self) -> str:
@@ -146,11 +147,51 @@ class SqliteJournal(Journal):
             f"was not journaled and everything up to seq {first - 1} is intact; free space on the "
             f"volume or move journal.path to a larger one, then start kfold again")
 
+    async def _load_history(self) -> tuple[tuple[int, int], list[int], int]:
+        async with self._reader.execute("SELECT value FROM meta WHERE key = 'base'") as cur:
+            row = await cur.fetchone()
+        seq, chk = _text(row[0]).split() if row else (0, 0)
+        async with self._reader.execute("SELECT seq, length(data) FROM snapshots ORDER BY seq") as cur:
+            snaps = await cur.fetchall()
+        return (int(seq), int(chk)), [s for s, _ in snaps], snaps[-1][1] if snaps else 0
+
+    async def _cut(self, upto: int, chk: int) -> None:
+        db = self._db
+        try:
+            await db.execute("DELETE FROM journal WHERE seq <= ?", (upto,))
+            await db.execute("DELETE FROM snapshots WHERE seq < ?", (upto,))
+            await db.execute("INSERT OR REPLACE INTO meta VALUES ('base', ?)", (f"{upto} {chk}",))
+            await db.commit()
+        except BaseException:
+            await db.rollback()
+            raise
+
+    async def _shrink(self) -> None:
+        async with self._db.execute("PRAGMA auto_vacuum") as cur:
+            (mode,) = await cur.fetchone()
+        if mode != _INCREMENTAL:  # a journal created before auto_vacuum: converted once
+            await self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            await self._db.execute("VACUUM")
+        else:  # stepped to the end (each step frees pages), then committed
+            await self._db.execute_fetchall("PRAGMA incremental_vacuum")
+            await self._db.commit()
+        await self._db.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def size_bytes(self) -> int:
+        """The database file plus its WAL (what the volume holds)."""
+        total = 0
+        for suffix in ("", "-wal"):
+            try:
+                total += Path(self.path + suffix).stat().st_size
+            except OSError:
+                pass
+        return total
+
     async def _fetch(self, first: int, last: int) -> list[Row]:
-        async with self._reader.execute(
-                "SELECT seq, at, kind, payload, chk FROM journal WHERE seq BETWEEN ? AND ? ORDER BY seq",
-                (first, last)) as cur:
-            return await cur.fetchall()
+        # one call on aiosqlite's thread (not execute + fetchall + close): a fetch started ahead
+        # runs there whole while the loop's thread parses and folds (Journal.read_batches)
+        return list(await self._reader.execute_fetchall(
+            "SELECT seq, at, kind, payload, chk FROM journal WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, last)))
 
     async def _chk_before(self, seq: int) -> int:
         if seq <= 1:
@@ -170,6 +211,22 @@ class SqliteJournal(Journal):
         for conn in {id(c): c for c in (self._reader, self._db) if c is not None}.values():
             await conn.close()
         self._reader = self._db = None
+
+
+def _transaction(db: sqlite3.Connection, rows: list[Row], snaps: list[tuple[int, bytes, int]],
+                 head: tuple[int, int]) -> None:
+    """Insert rows and snapshots, set the head, commit; roll back on any error (store's thread)."""
+    try:
+        for i in range(0, len(rows), _ROWS_PER_INSERT):
+            chunk = rows[i:i + _ROWS_PER_INSERT]
+            db.execute(_insert(len(chunk)), [v for row in chunk for v in row])
+        if snaps:
+            db.executemany("INSERT OR IGNORE INTO snapshots VALUES (?, ?, ?)", snaps)
+        db.execute("UPDATE meta SET value = ? WHERE key = 'head'", (f"{head[0]} {head[1]}",))
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
 
 
 def _is_full(exc: BaseException) -> bool:

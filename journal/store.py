@@ -20,6 +20,11 @@ Guarantees (both implementations; ``tests/contract/test_journal_contract.py``):
   or a truncated tail raises ``JournalCorrupt(seq, reason)`` at the first bad seq; reading yields
   every record before it and none after. Nothing journaled is ever rewritten.
 
+Retention (``journal.retention``): with ``journal.retention`` set, each stored snapshot may cut
+the records up to the oldest kept snapshot (``cut``); the chain then starts from the stored
+checksum of the last record cut (``meta`` ``base``), history begins at ``first_seq`` and a read
+from before it raises ``JournalCut`` naming where it begins. ``stats()`` is what /metrics shows.
+
 Caveats: CRC-32 detects corruption (every burst up to 32 bits, any single-bit flip) but is not a
 MAC: someone rewriting the file on purpose can recompute the chain. A read covers the head
 committed when it started; records appended meanwhile are left for the next read.
@@ -33,9 +38,10 @@ from journal.chain import (DuplicateSeq, JournalCorrupt, JournalError, JournalFu
                            dump, kfold_version, link, parse_payloads, snapshot_chk, stamp)
 from journal.records import Record, parse_record
 from journal.redact import Redactor
+from journal.retention import JournalCut, Retaining, Retention
 
-__all__ = ["DuplicateSeq", "Journal", "JournalCorrupt", "JournalError", "JournalFull", "Row", "check_schema",
-           "kfold_version", "READ_BATCH"]
+__all__ = ["DuplicateSeq", "Journal", "JournalCorrupt", "JournalCut", "JournalError", "JournalFull", "Row",
+           "check_schema", "kfold_version", "READ_BATCH"]
 
 READ_BATCH = 2000
 # Rows are fetched and verified READ_BATCH at a time but parsed and yielded in slices: a parsed
@@ -44,11 +50,14 @@ READ_BATCH = 2000
 PARSE_BATCH = 128
 
 
-class Journal:
-    """The port, with the behaviour shared by every implementation.
+class Journal(Retaining):
+    """The port, with the behaviour shared by every implementation (retention: ``Retaining``).
 
-    An implementation provides storage primitives: ``_load_meta``, ``_commit``, ``_fetch``,
-    ``_chk_before``, ``_snapshot_at_most``, ``_release``."""
+    An implementation provides storage primitives: ``_load_meta``, ``_load_history``, ``_commit``,
+    ``_fetch``, ``_chk_before``, ``_snapshot_at_most``, ``_cut``, ``_shrink``, ``size_bytes``,
+    ``_release``."""
+
+    READ_BATCH = READ_BATCH
 
     def __init__(self) -> None:
         self.transactions = 0
@@ -60,12 +69,18 @@ class Journal:
         self._prev = 0
         self._failed: JournalError | None = None
         self._opened = False
+        self.retention = Retention()
+        self._base = (0, 0)               # (seq, chk) of the last record cut by retention
+        self._snapshots: list[int] = []   # seqs of the stored snapshots, ascending
+        self.last_snapshot_bytes = 0      # size of the newest snapshot
+        self.bytes_since_snapshot = 0     # record payload bytes committed since it
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def open(self) -> "Journal":
         salt, head_seq, head_chk = await self._load_meta()
         self.redactor = Redactor(salt)
         self._next, self._prev = head_seq + 1, head_chk
+        self._base, self._snapshots, self.last_snapshot_bytes = await self._load_history()
         self._wake = asyncio.Event()
         self._writer = asyncio.get_running_loop().create_task(self._write_loop())
         self._opened = True
@@ -101,7 +116,27 @@ class Journal:
         """Journal ``drafts`` in order; return them stamped and redacted once committed."""
         if not drafts:
             return []
-        return await self._submit("append", list(drafts))
+        return await self._submit("append", (list(drafts), None))
+
+    async def stage(self, drafts: Sequence[Record]) -> tuple[list[Record], "asyncio.Future[list[Record]]"]:
+        """``append``, in two steps: returns the stamped, redacted records as soon as they are
+        sealed, while their transaction is under way on the store's thread, with a future that
+        resolves once that transaction committed (or raises what it raised). A caller may compute
+        on the records meanwhile (the daemon folds them) but must let nothing leave the process on
+        their account before the future resolved: journal first."""
+        loop = asyncio.get_running_loop()
+        if not drafts:
+            done = loop.create_future()
+            done.set_result([])
+            return [], done
+        staged = loop.create_future()
+        durable = self._enqueue("append", (list(drafts), staged))
+        try:
+            return await staged, durable
+        except BaseException:
+            if durable.done() and not durable.cancelled():
+                durable.exception()  # the same error, raised here once
+            raise
 
     async def put_snapshot(self, seq: int, data: bytes) -> None:
         """Store a state snapshot taken after folding ``seq``. The same bytes again is a no-op;
@@ -114,8 +149,13 @@ class Journal:
                 raise JournalError(f"a different snapshot is already stored at seq {seq}")
             return
         await self._submit("snapshot", (seq, bytes(data)))
+        if self.retention.oldest_kept(self._snapshots) is not None:
+            await self.cut()
 
     async def _submit(self, what: str, payload: Any) -> Any:
+        return await self._enqueue(what, payload)
+
+    def _enqueue(self, what: str, payload: Any) -> asyncio.Future:
         if not self._opened:
             raise JournalError("the journal is closed")
         if self._failed is not None:
@@ -123,7 +163,7 @@ class Journal:
         fut = asyncio.get_running_loop().create_future()
         self._queue.append((what, payload, fut))
         self._wake.set()
-        return await fut
+        return fut
 
     async def _write_loop(self) -> None:
         while True:
@@ -131,9 +171,11 @@ class Journal:
             self._wake.clear()
             jobs, self._queue = self._queue, []
             stop = any(what == "stop" for what, _, _ in jobs)
-            work = [j for j in jobs if j[0] != "stop"]
+            work = [j for j in jobs if j[0] not in ("stop", "cut")]
             if work:
                 await self._commit_jobs(work)
+            for _, _, fut in (j for j in jobs if j[0] == "cut"):
+                await self._cut_job(fut)
             if stop:
                 return
 
@@ -142,21 +184,31 @@ class Journal:
         rows: list[Row] = []
         snaps: list[tuple[int, bytes, int]] = []
         done: list[tuple[asyncio.Future, Any]] = []
+        staged: list[tuple[asyncio.Future, list[Record]]] = []
         for what, payload, fut in jobs:
             try:
                 if what == "append":
-                    records, seq, prev = self._prepare(payload, seq, prev, rows)
+                    records, seq, prev = self._prepare(payload[0], seq, prev, rows)
                     done.append((fut, records))
+                    if payload[1] is not None:
+                        staged.append((payload[1], records))
                 else:
                     snaps.append((payload[0], payload[1], snapshot_chk(*payload)))
                     done.append((fut, None))
             except Exception as exc:  # this caller's drafts only; the others still commit
                 fut.set_exception(exc)
-        await self._commit_done(rows, snaps, seq, prev, done)
+                if what == "append" and payload[1] is not None:
+                    payload[1].set_exception(exc)
+        await self._commit_done(rows, snaps, seq, prev, done, staged)
 
-    async def _commit_done(self, rows, snaps, seq, prev, done) -> None:
+    async def _commit_done(self, rows, snaps, seq, prev, done, staged=()) -> None:
+        commit = asyncio.ensure_future(self._commit(rows, snaps, (seq - 1, prev)))
+        if staged:
+            await asyncio.sleep(0)  # the transaction is handed to the store's thread first ...
+            for fut, records in staged:  # ... then the stagers compute while it runs
+                fut.set_result(records)
         try:
-            await self._commit(rows, snaps, (seq - 1, prev))
+            await commit
         except Exception as exc:  # rolled back: nothing of this transaction is journaled
             if isinstance(exc, DuplicateSeq):  # another writer appended: our head is stale
                 self._failed = DuplicateSeq(f"{exc}; another writer appended to this journal: reopen it")
@@ -165,6 +217,10 @@ class Journal:
             return
         self._next, self._prev = seq, prev
         self.transactions += 1
+        self.bytes_since_snapshot += sum(len(r[3]) for r in rows)
+        for snap_seq, data, _ in snaps:
+            self._snapshots = sorted({*self._snapshots, snap_seq})
+            self.last_snapshot_bytes, self.bytes_since_snapshot = len(data), 0
         for fut, result in done:
             fut.set_result(result)
 
@@ -173,10 +229,7 @@ class Journal:
         mine: list[Row] = []
         for draft in drafts:
             rec = self._seal(draft, seq)
-            payload = dump(rec)
-            if self.redactor.needs_walk(rec, payload):
-                red = self.redactor.record(rec)
-                rec, payload = red, (payload if red is rec else dump(red))
+            rec, payload = self.redactor.sealed(rec, dump(rec), dump)
             prev = link(prev, seq, rec.at, rec.rec, payload)
             mine.append((seq, rec.at, rec.rec, payload, prev))
             out.append(rec)
@@ -205,17 +258,31 @@ class Journal:
         it, then raises ``JournalCorrupt`` naming the first bad seq (never yields past it)."""
         end = self.last_seq if until is None else min(until, self.last_seq)
         head = self.last_seq
-        expect, prev = from_seq, await self._chk_before(from_seq)
-        while expect <= end:
-            rows = await self._fetch(expect, min(end, expect + READ_BATCH - 1))
-            good, prev, error = check_rows(rows, expect, prev)
-            for i in range(0, good, PARSE_BATCH):  # parsed a slice at a time: see PARSE_BATCH
-                yield self._parse(rows[i:min(i + PARSE_BATCH, good)])
-            if error is None and good == 0:
-                error = JournalCorrupt(expect, f"journal truncated: it ends before {expect} but its head is {head}")
-            if error is not None:
-                raise error
-            expect += good
+        expect, prev = from_seq, await self._anchor(from_seq)
+        ahead = self._fetch_ahead(expect, end)
+        try:
+            while expect <= end:
+                rows = await ahead
+                good, prev, error = check_rows(rows, expect, prev)
+                if error is None and good:  # the store's thread fetches the next batch meanwhile
+                    ahead = self._fetch_ahead(expect + good, end)
+                    await asyncio.sleep(0)  # (the fetch is handed to it before parsing starts)
+                for i in range(0, good, PARSE_BATCH):  # parsed a slice at a time: see PARSE_BATCH
+                    yield self._parse(rows[i:min(i + PARSE_BATCH, good)])
+                if error is None and good == 0:
+                    error = JournalCorrupt(expect, f"journal truncated: it ends before {expect} but its head is {head}")
+                if error is not None:
+                    raise error
+                expect += good
+        finally:
+            ahead.cancel()  # a reader that stopped early: the batch fetched ahead is dropped
+
+    def _fetch_ahead(self, first: int, end: int) -> asyncio.Future:
+        if first > end:
+            done = asyncio.get_running_loop().create_future()
+            done.set_result([])
+            return done
+        return asyncio.ensure_future(self._fetch(first, min(end, first + READ_BATCH - 1)))
 
     def _parse(self, rows: Sequence[Row]) -> list[Record]:
         try:
@@ -239,7 +306,7 @@ class Journal:
         if from_seq > end:
             return None
         try:
-            expect, prev = from_seq, await self._chk_before(from_seq)
+            expect, prev = from_seq, await self._anchor(from_seq)
         except JournalCorrupt as exc:
             return exc.seq
         while expect <= end:
@@ -266,8 +333,24 @@ class Journal:
         """Create or check the store; return (salt, head seq, head chk). Raise ``too_new``."""
         raise NotImplementedError
 
+    async def _load_history(self) -> tuple[tuple[int, int], list[int], int]:
+        """(base (seq, chk) of the last record cut, stored snapshot seqs ascending, newest's size)."""
+        raise NotImplementedError
+
     async def _commit(self, rows: list[Row], snaps: list[tuple[int, bytes, int]], head: tuple[int, int]) -> None:
         """One transaction: insert rows and snapshots, set the head. ``DuplicateSeq`` on a taken seq."""
+        raise NotImplementedError
+
+    async def _cut(self, upto: int, chk: int) -> None:
+        """One transaction: delete records ``<= upto`` and snapshots ``< upto``; base = (upto, chk)."""
+        raise NotImplementedError
+
+    async def _shrink(self) -> None:
+        """Give the space freed by ``_cut`` back to the file system."""
+        raise NotImplementedError
+
+    def size_bytes(self) -> int:
+        """What the journal takes on disk (or in memory) now."""
         raise NotImplementedError
 
     async def _fetch(self, first: int, last: int) -> list[Row]:

@@ -51,9 +51,27 @@ class ClusterConfig(RateLimit):
         return v
 
 
+class RetentionConfig(_Model):
+    keep_snapshots: int = Field(4, ge=0)     # 0: keep everything
+    archive_dir: str | None = None           # JSONL of what is cut, written before the cut
+
+
 class JournalConfig(_Model):
+    """See ``journal.retention`` for the snapshot cadence and the retention policy."""
+
     path: str = "/var/lib/kfold/journal.db"
-    snapshot_every: int = Field(1000, ge=1)
+    snapshot_ratio: float = Field(20.0, ge=1)            # record bytes between snapshots / snapshot size
+    snapshot_min_bytes: int = Field(4 << 20, ge=0)       # ... and at least this many record bytes
+    snapshot_every: int | None = Field(None, ge=1)       # ... and at most this many records (None: no bound)
+    retention: RetentionConfig = RetentionConfig()
+
+    def snapshot_policy(self) -> Any:
+        from journal.retention import SnapshotPolicy
+        return SnapshotPolicy(ratio=self.snapshot_ratio, min_bytes=self.snapshot_min_bytes, every=self.snapshot_every)
+
+    def retention_policy(self) -> Any:
+        from journal.retention import Retention
+        return Retention(keep_snapshots=self.retention.keep_snapshots, archive_dir=self.retention.archive_dir)
 
 
 class Deadlines(_Model):

@@ -24,8 +24,10 @@ final outcome folded — including one waiting for a retry, which the ticker re-
 The rule reads only the fold's pending map (journaled, snapshotted), so it holds across restarts.
 
 Guarantees:
-- Journal first: a record is folded only after ``append`` returned it; an effect is submitted only
-  after its ``EffectIssued`` was appended; an outcome is folded only after it was appended.
+- Journal first: an effect is submitted (and a ``Log`` written) only after its cause records and
+  its ``EffectIssued`` are durable; an outcome is folded only after it was appended. The fold of
+  a batch may run while its transaction commits (``Journal.stage``): nothing leaves the process
+  before the commit returned, and a failed commit stops the committer (the state is dropped).
 - An effect is submitted exactly once per ``EffectIssued`` that flipped it to issued.
 - Retries: a clocked retry is re-issued when the server clock passes its ``not_before``; an
   unclocked one (its outcome had no server time) after its ``retry_after_ms`` on the monotonic
@@ -35,6 +37,9 @@ Guarantees:
   effects' outcomes back feed the histograms of ``kfold.http.Metrics``.
 - ``stop()`` (SIGTERM): observers stop, in-flight effects finish (bounded wait) and their outcomes
   are committed, a snapshot is written and the journal closed.
+- Snapshots follow ``snapshots`` (``journal.retention.SnapshotPolicy``: by record bytes against the
+  last snapshot's size, and optionally a record count); the journal applies its retention policy
+  after each one it stores.
 """
 from __future__ import annotations
 
@@ -51,6 +56,7 @@ from engine.effects.models import effect_to_dict
 from engine.effects.timers import Ticker, ready_to_issue, seq_key
 from engine.seams import SeamError, check_command
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
+from journal.retention import SnapshotPolicy
 from kfold import gc_policy
 
 _PLAIN = (Observed, Relist, Deadline)  # records that touch no pending effect (see Daemon._fold)
@@ -60,13 +66,13 @@ MAX_BATCH = 512
 
 class Daemon:
     def __init__(self, journal: Any, executor_factory: Callable[[Any], Any], clock: Any, *,
-                 machines: Machines | None = None, snapshot_every: int = 1000, metrics: Any = None,
-                 monotonic: Callable[[], float] = time.monotonic):
+                 machines: Machines | None = None, snapshot_every: int | None = None, metrics: Any = None,
+                 monotonic: Callable[[], float] = time.monotonic, snapshots: SnapshotPolicy | None = None):
         self.journal = journal
         # one server clock per cluster (a single ServerClock: every cluster reads it)
         self.clock = clock if isinstance(clock, ServerClocks) else ServerClocks.single(clock)
         self.machines = machines or default_machines()
-        self.snapshot_every = snapshot_every
+        self.snapshots = snapshots or SnapshotPolicy(every=snapshot_every)
         self.metrics = metrics
         self.state: State = initial_state()
         self.executor = executor_factory(self.outcome_sink)
@@ -144,17 +150,28 @@ class Daemon:
         ``arrived``: when each draft reached the daemon (monotonic), for the latency metrics."""
         if not drafts:
             return []
-        stamped = await self.journal.append(drafts)  # commands were checked by submit (or are the daemon's own)
+        stamped, durable = await self._stage(drafts)  # commands were checked by submit (or are the daemon's own)
         self._commits += 1
         self._arrived = arrived if self.metrics is not None and arrived and len(arrived) == len(stamped) else None
-        for effects in self._fold_all(stamped):
-            for e in effects:
-                if e.type == "log":
-                    self.executor.submit(e)
+        if any(isinstance(r, EffectIssued) for r in stamped):
+            await durable  # folding one submits its effect: durable first
+        logs = [e for effects in self._fold_all(stamped) for e in effects if e.type == "log"]
+        await durable
+        for e in logs:
+            self.executor.submit(e)
         await self._release()
         await self._maybe_snapshot()
         self._changed.set()
         return stamped
+
+    async def _stage(self, drafts: list[Any]) -> tuple[list[Any], Any]:
+        """``journal.stage`` (fold while the transaction commits); a journal without it (a test
+        double) appends first."""
+        if hasattr(self.journal, "stage"):
+            return await self.journal.stage(drafts)
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return await self.journal.append(drafts), done
 
     async def _release(self, keys: set[str] | None = None) -> None:
         """Journal as issued (then submit) each touched key's head if it is fresh; see module doc.
@@ -253,9 +270,14 @@ class Daemon:
         self.ticker.wait_locally(p.effect.id, p.attempt, due)
 
     async def _maybe_snapshot(self, force: bool = False) -> None:
-        if self.state.seq and (force or self.state.seq - self._snap_seq >= self.snapshot_every):
+        if self.state.seq and self.state.seq > self._snap_seq and (force or self._snapshot_due()):
             await self.journal.put_snapshot(self.state.seq, snapshot.dump(self.state))
             self._snap_seq = self.state.seq
+
+    def _snapshot_due(self) -> bool:
+        j = self.journal  # a journal without byte counts (a test double) is snapshotted by count only
+        return self.snapshots.due(self.state.seq - self._snap_seq, getattr(j, "bytes_since_snapshot", 0),
+                                  getattr(j, "last_snapshot_bytes", 0))
 
     async def run_committer(self) -> None:
         while True:

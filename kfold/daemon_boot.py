@@ -202,7 +202,6 @@ async def run(cfg: Config, journal: Any = None, env: Mapping[str, str] | None = 
 
 
 async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
-    from kfold.daemon_journal import open_journal
     from kfold import gc_policy
     gc_policy.set_thresholds()  # see kfold.gc_policy; recovery freezes what it loaded
     registry, client = open_registry(cfg)
@@ -210,11 +209,11 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     metrics.clients = registry.clients
     transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads)
     backoff = Backoff(max_attempts=cfg.executor.max_attempts)
-    journal = journal or open_journal(cfg.journal.path)
+    journal = journal or _sqlite_journal(cfg)
     await journal.open()
     daemon = Daemon(journal, lambda sink: Executor(transport, clock.for_cluster, sink, env=env, backoff=backoff,
                                                    metrics=metrics),
-                    clock, snapshot_every=cfg.journal.snapshot_every, metrics=metrics)
+                    clock, metrics=metrics, snapshots=cfg.journal.snapshot_policy())
     daemon.start_loops()
     await daemon.recover()
     commands, (booted, remote) = boot_drafts(cfg, env, registry, clock.now_ms())  # what boot configures is what it watches
@@ -243,6 +242,14 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     await daemon.stop()
     registry.close()
     return code
+
+
+def _sqlite_journal(cfg: Config) -> Any:
+    """The journal at ``journal.path`` (its directory created), with the configured retention."""
+    from kfold.daemon_journal import open_journal
+    journal = open_journal(cfg.journal.path)
+    journal.retention = cfg.journal.retention_policy()
+    return journal
 
 
 async def _wait_for_stop(daemon: Daemon) -> int:

@@ -20,7 +20,8 @@ Guarantees:
   ``kfold_client_limiter_wait_seconds_total``, ``kfold_client_requests_total{cluster,verb,resource,code}``,
   ``kfold_effects_total{type,result}``, ``kfold_watch_restarts_total{kind,reason}``,
   ``kfold_watch_synced{cluster,kind,namespace}`` (one per watch, 1 once its first list is journaled),
-  ``kfold_journal_bytes``, ``kfold_server_clock_skew_seconds`` (server reading minus local wall
+  ``kfold_journal_bytes`` (file + WAL on disk), ``kfold_journal_records``, ``kfold_journal_snapshots``,
+  ``kfold_journal_first_seq`` (where the kept history begins), ``kfold_server_clock_skew_seconds`` (server reading minus local wall
   clock: the one place the wall clock is read, for display only), ``kfold_state_seq``.
 """
 from __future__ import annotations
@@ -87,7 +88,8 @@ class Metrics:
         self.effects[(effect_type, result)] += 1
 
     def render(self, observers: list[Any], journal_bytes: int, skew_ms: int | None, seq: int,
-               quarantine: Any = ()) -> str:
+               quarantine: Any = (), journal: Any = None) -> str:
+        """``journal``: a ``journal.retention.JournalStats`` (records, snapshots, first seq) when known."""
         out = ["# TYPE kfold_records_ingested_total counter"]
         out += [f'kfold_records_ingested_total{{rec="{k}"}} {v}' for k, v in sorted(self.ingested.items())]
         for h in (self.fold, self.event_to_fold, self.fold_to_issue, self.event_to_issue, self.round_trip):
@@ -104,6 +106,10 @@ class Metrics:
                 f'{1 if getattr(o, "synced", False) else 0}' for o in observers]
         out += self._limiters()
         out += ["# TYPE kfold_journal_bytes gauge", f"kfold_journal_bytes {journal_bytes}"]
+        if journal is not None:
+            for name, value in (("records", journal.records), ("snapshots", journal.snapshots),
+                                ("first_seq", journal.first_seq)):
+                out += [f"# TYPE kfold_journal_{name} gauge", f"kfold_journal_{name} {value}"]
         out += ["# TYPE kfold_state_seq gauge", f"kfold_state_seq {seq}"]
         objects = sum(1 for k in quarantine if not k.rpartition("/")[2].startswith("#"))
         out += ["# TYPE kfold_quarantined gauge",  # records a machine raised on (engine.core)
@@ -182,7 +188,9 @@ def routes_for(daemon: Any, observers: list[Any], metrics: Metrics) -> dict[str,
 
     def metrics_page() -> tuple[int, str, str]:
         skew = daemon.clock.skew_ms(int(time.time() * 1000))
-        body = metrics.render(observers, journal_bytes(daemon.journal), skew, daemon.state.seq, daemon.state.quarantine)
+        stats = daemon.journal.stats() if hasattr(daemon.journal, "stats") else None
+        size = stats.bytes if stats is not None else journal_bytes(daemon.journal)
+        body = metrics.render(observers, size, skew, daemon.state.seq, daemon.state.quarantine, stats)
         return 200, "text/plain; version=0.0.4", body
 
     return {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics_page}

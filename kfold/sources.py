@@ -6,6 +6,8 @@
   export carries no checksums: it is meant to be edited, and the fold's own sequence check still
   applies).
 - ``latest_snapshot`` is the newest state snapshot at or before a seq (SQLite only).
+- ``history_start`` is where the kept history begins: 1, or after the records retention cut
+  (SQLite only; a JSONL file begins where it begins).
 """
 from __future__ import annotations
 
@@ -32,6 +34,16 @@ def latest_snapshot(path: str, until: int | None = None) -> tuple[int, bytes] | 
     """``(seq, data)`` of the newest snapshot at or before ``until``; ``JournalCorrupt`` if its
     checksum fails."""
     return asyncio.run(_with_journal(path, lambda j: j.latest_snapshot(until)))
+
+
+def history_start(path: str) -> int:
+    if not is_sqlite(path):
+        return 1
+    return asyncio.run(_with_journal(path, _first_seq))
+
+
+async def _first_seq(journal) -> int:
+    return journal.first_seq
 
 
 async def _with_journal(path: str, use):

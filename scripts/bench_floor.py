@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Floors under ``bench_journal.py``: what CPython and SQLite alone cost on the same rows.
+"""Floors under the journal benchmarks: what CPython and SQLite alone cost on the same rows.
 
-    python scripts/bench_floor.py [--events 1000000] [--objects 10000] [--batch 1000]
+    python scripts/bench_floor.py [--events 300000] [--objects 5000] [--batch 512]
 
-Same workload as ``bench_journal.py`` (1.2 KB Pod events over ``--objects`` pods). Nothing of
-kfold runs here except the row format (``journal.chain.link``); each line is an upper bound for
-the matching kfold figure on this machine, with parts of kfold's work left out on purpose:
+Standalone it journals ``scripts/workload.py``'s realistic events first (plain rows, no kfold);
+``bench_journal.py`` calls ``ingest_floor`` and ``replay_floor`` on the very journal file kfold
+wrote in the same run, so its ratios compare like with like. Nothing of kfold runs here except the
+row format (``journal.chain.link``); each line is an upper bound for the matching kfold figure on
+this machine, with parts of kfold's work left out on purpose:
 
-replay floors (one process, from a journal file written first):
+replay floors (one process, from a journal file):
   fetch          ``SELECT seq, at, kind, payload, chk`` in order, ``fetchmany``: rows only
   fetch+verify   + the chained CRC-32 of every row (what replay must do before trusting a row)
   fetch+verify+decode  + ``orjson.loads`` of every payload (a fold needs the object)
@@ -16,13 +18,14 @@ replay floors (one process, from a journal file written first):
                  rows and ships the projections; the main process decodes only those and runs a
                  toy fold (one map update per event, ~1 us, a fraction of a real Pod fold)
 ingest floor:
-  dumps+link+insert    ``orjson.dumps`` of each draft + chained CRC in the main thread, one
-                       multi-row INSERT + COMMIT (fsync, synchronous=FULL) per batch in a writer
-                       thread, the next batch serialized while the previous one commits; no
-                       redaction, no validation, no fold
+  dumps+link+insert    ``orjson.dumps`` of each record's dict + chained CRC in the main thread,
+                       one multi-row INSERT + COMMIT (fsync, synchronous=FULL) per batch in a
+                       writer thread, the next batch serialized while the previous one commits;
+                       no redaction, no validation, no fold
 
 kfold's replay adds parsing into records and the fold to "fetch+verify+decode"; kfold's ingest
-adds redaction, stamping and the fold to "dumps+link+insert".
+adds decoding the watch line, building the record, redaction, stamping, the fold and snapshots
+to "dumps+link+insert".
 """
 from __future__ import annotations
 
@@ -44,69 +47,80 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_journal import T0, pod_template  # noqa: E402
 from journal.chain import link  # noqa: E402
+from workload import World, variants  # noqa: E402
+
+T0 = 1_893_456_000_000
 
 SCHEMA = ("CREATE TABLE journal (seq INTEGER PRIMARY KEY, at INTEGER, kind TEXT NOT NULL,"
           " payload BLOB NOT NULL, chk INTEGER NOT NULL)")
 
 
-def drafts(objects: int, first: int, n: int) -> list[dict]:
+def drafts(pool: list[bytes], first: int, n: int) -> list[dict]:
     """``n`` records as the journal serializes them (``Observed.__dict__``), from seq ``first``."""
     out = []
     for seq in range(first, first + n):
-        t = pod_template(seq % objects)
-        md = {**t["metadata"], "resourceVersion": str(100 + seq)}
+        ev = orjson.loads(pool[seq % len(pool)])
+        obj = ev["object"]
+        md = obj["metadata"] = {**obj["metadata"], "resourceVersion": str(1000 + seq)}
         out.append({"seq": seq, "at": T0 + seq, "rec": "observed", "cluster": "local", "api_version": "v1",
-                    "kind": "Pod", "namespace": md["namespace"], "name": md["name"], "uid": md["uid"],
-                    "rv": md["resourceVersion"], "event": "MODIFIED", "obj": {**t, "metadata": md}})
+                    "kind": obj["kind"], "namespace": md["namespace"], "name": md["name"], "uid": md["uid"],
+                    "rv": md["resourceVersion"], "event": ev["type"], "obj": obj})
     return out
 
 
-def ingest_floor(path: str, args) -> float:
+def journal_batches(path: str, batch: int):
+    """The records of a kfold journal file as dicts, ``batch`` at a time (decoded lazily)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    cur = db.execute("SELECT payload FROM journal ORDER BY seq")
+    while rows := cur.fetchmany(batch):
+        yield [orjson.loads(p) for (p,) in rows]
+    db.close()
+
+
+def ingest_floor(path: str, batches, size: int) -> tuple[float, int]:
+    """(seconds, records): dumps+link+insert of each batch (the batches' making is not timed)."""
     db = sqlite3.connect(path, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=FULL")
     db.execute(SCHEMA)
     db.commit()
-    sql = "INSERT INTO journal VALUES " + ", ".join(["(?, ?, ?, ?, ?)"] * args.batch)
     todo: queue.Queue = queue.Queue(maxsize=1)
     done: queue.Queue = queue.Queue()
 
     def writer() -> None:
         while (rows := todo.get()) is not None:
-            db.execute(sql if len(rows) == args.batch else
-                       "INSERT INTO journal VALUES " + ", ".join(["(?, ?, ?, ?, ?)"] * len(rows)),
+            db.execute("INSERT INTO journal VALUES " + ", ".join(["(?, ?, ?, ?, ?)"] * len(rows)),
                        [v for row in rows for v in row])
             db.commit()
             done.put(None)
 
     thread = threading.Thread(target=writer)
     thread.start()
-    spent, prev, seq, inflight, dumps = 0.0, 0, 1, False, orjson.dumps
-    while seq <= args.events:
-        batch = drafts(args.objects, seq, min(args.batch, args.events - seq + 1))  # untimed: the apiserver
+    spent, prev, seq, inflight, dumps, n = 0.0, 0, 1, False, orjson.dumps, 0
+    for batch in batches:  # untimed: the stand-in for the apiserver
         start = time.perf_counter()
         rows = []
         for d in batch:
             payload = dumps(d)
-            prev = link(prev, d["seq"], d["at"], "observed", payload)
-            rows.append((d["seq"], d["at"], "observed", payload, prev))
+            prev = link(prev, seq, d["at"], d["rec"], payload)
+            rows.append((seq, d["at"], d["rec"], payload, prev))
+            seq += 1
         if inflight:
             done.get()
         todo.put(rows)
-        inflight = True
-        seq += len(batch)
+        inflight, n = True, n + len(rows)
         spent += time.perf_counter() - start
     start = time.perf_counter()
-    done.get()
+    if inflight:
+        done.get()
     todo.put(None)
     thread.join()
     db.close()
-    return spent + time.perf_counter() - start
+    return spent + time.perf_counter() - start, n
 
 
-def replay_floor(path: str, args, verify: bool, decode: bool) -> float:
+def replay_floor(path: str, verify: bool, decode: bool) -> float:
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     start = time.perf_counter()
     cur = db.execute("SELECT seq, at, kind, payload, chk FROM journal ORDER BY seq")
@@ -135,13 +149,14 @@ def projection_rows(src: str, dst: str) -> None:
         out = []
         for seq, at, kind, payload, _ in rows:
             d = orjson.loads(payload)
-            md, labels = d["obj"]["metadata"], d["obj"]["metadata"]["labels"]
+            md = d["obj"]["metadata"]
+            labels, status, spec = md.get("labels", {}), d["obj"].get("status", {}), d["obj"].get("spec", {})
             view = orjson.dumps([d["cluster"], d["namespace"], d["name"], d["uid"], d["rv"], d["event"],
                                  [labels.get("app.kubernetes.io/managed-by") == "kfold",
                                   labels.get("kfold.dev/session", ""), labels.get("kfold.dev/generation", ""),
                                   bool(md.get("deletionTimestamp"))],
-                                 [d["obj"]["status"].get("phase", ""), d["obj"]["status"].get("podIP", ""),
-                                  d["obj"]["spec"].get("nodeName", ""), True, "", None, []]])
+                                 [status.get("phase", ""), status.get("podIP", ""),
+                                  spec.get("nodeName", ""), True, "", None, []]])
             prev = link(link(prev, seq, at, kind, payload), seq, at, kind, view)  # the chain covers both
             out.append((seq, at, kind, payload, prev, view))
         db.executemany("INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?)", out)
@@ -196,27 +211,29 @@ def _recv(conn) -> bytes:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--events", type=int, default=1_000_000)
-    p.add_argument("--objects", type=int, default=10_000)
-    p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--events", type=int, default=300_000)
+    p.add_argument("--objects", type=int, default=5_000)
+    p.add_argument("--batch", type=int, default=512)
     args = p.parse_args()
     gc.set_threshold(100_000, 50, 100)
+    pool = variants(World(args.objects, secrets=50), args.objects * 4)
     tmp = tempfile.mkdtemp(prefix="kfold-floor-")
     path = os.path.join(tmp, "floor.sqlite")
     try:
-        print(f"floors: {args.events:,} events over {args.objects:,} pods, batch {args.batch}, "
+        print(f"floors: {args.events:,} realistic events over {args.objects:,} pods, batch {args.batch}, "
               f"cpus={os.cpu_count()}, load={os.getloadavg()[0]:.1f}")
-        t = ingest_floor(path, args)
-        print(f"ingest floor  dumps+link+insert         {args.events / t:>10,.0f} events/s  ({t:6.2f} s)")
+        batches = (drafts(pool, s, min(args.batch, args.events - s + 1)) for s in range(1, args.events + 1, args.batch))
+        t, n = ingest_floor(path, batches, args.batch)
+        print(f"ingest floor  dumps+link+insert         {n / t:>10,.0f} events/s  ({t:6.2f} s)")
         for label, verify, decode in (("fetch", False, False), ("fetch+verify", True, False),
                                       ("fetch+verify+decode", True, True)):
-            t = replay_floor(path, args, verify, decode)
-            print(f"replay floor  {label:<25} {args.events / t:>10,.0f} events/s  ({t:6.2f} s)")
+            t = replay_floor(path, verify, decode)
+            print(f"replay floor  {label:<25} {n / t:>10,.0f} events/s  ({t:6.2f} s)")
         projected = os.path.join(tmp, "projected.sqlite")
         projection_rows(path, projected)
-        t, n = projection_floor(projected)
-        assert n == args.events, f"the reader shipped {n} of {args.events}"
-        print(f"replay floor  {'projection, 2 processes':<25} {args.events / t:>10,.0f} events/s  ({t:6.2f} s)")
+        t, m = projection_floor(projected)
+        assert m == n, f"the reader shipped {m} of {n}"
+        print(f"replay floor  {'projection, 2 processes':<25} {n / t:>10,.0f} events/s  ({t:6.2f} s)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

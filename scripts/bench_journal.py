@@ -1,244 +1,172 @@
 #!/usr/bin/env python3
-"""Journal benchmark: durable ingest + fold, replay from disk, fold alone, raw SQLite inserts.
+"""Journal benchmark on realistic events, through the daemon's own path, with its floors, as ratios.
 
-    python scripts/bench_journal.py [--events 1000000] [--objects 10000] [--batch 1000]
-                                    [--synchronous FULL|NORMAL] [--profile] [--keep PATH]
+    python scripts/bench_journal.py [--events 300000] [--objects 5000] [--secrets 50] [--runs 3]
+                                    [--batch 512] [--feeders 2] [--profile ingest|replay] [--keep DIR]
 
-Workload: ``--events`` synthetic observed Pod events over ``--objects`` pods (kfold-labelled, one
-session each, ~1.2 KB of JSON), every event a MODIFIED with a new resourceVersion, every 7th a
-phase change, ``at`` advancing 1 ms per event. Drafts are generated per batch outside the timers.
+Workload (``scripts/workload.py``): ``--objects`` realistic pods (~2 KB of JSON each; containers
+with env, the service-account token volume, owner references, conditions, varied statuses and
+names), one event in ``--secrets`` a Secret, ~5% of pods with credentials in the open. A pool of
+four events per pod is kept as JSON lines; each event decodes one (as the watch does) under a new
+resourceVersion.
 
-Reported (events/s):
-(a) ingest: ``SqliteJournal.append`` of each batch through the writer task (redaction, chained
-    checksum, one transaction + fsync per batch), then ``engine.fold`` of each committed record
-    with the default machines. By default the next batch's append is in flight (SQLite insert and
-    fsync in aiosqlite's thread) while the committed batch is folded; ``--no-pipeline`` disables.
-(b) replay: ``read_batches`` from disk (fetch + chain verify + trusted parse of verified rows, in
-    slices of ``PARSE_BATCH``) + ``fold_many`` of each slice, from seq 1.
-(c) fold alone: the first ``--fold-sample`` journaled records, read into memory, folded again one
-    ``fold`` at a time (the per-record cost ``kfold trace`` pays), then with ``fold_many`` per batch.
-(d) raw: plain ``sqlite3.executemany`` of the same rows (same pragmas, same batches, one commit
-    each) into a fresh file: the denominator of the ingest ratio. (The journal itself inserts with
-    multi-row statements, see ``journal.sqlite``; (d) stays the plain executemany the issue names.)
-``--gc``: tuned (the default: what ``kfold run`` and ``kfold replay`` do, see ``kfold.gc_policy``),
-freeze (only ``gc.freeze()`` once booted) or default (CPython's thresholds, no freeze). Everything from the
-first append to the last fold is timed in (a); only draft generation, which stands in for the
-apiserver, is excluded.
+Per run, all on one journal file and in one process:
+(a) ingest: ``--feeders`` tasks ``Daemon.submit`` batches of ``--batch`` drafts (what observers
+    do) to ``kfold run``'s committer: journal append (redaction, chained checksum, one transaction
+    + fsync per batch), fold with the real machines, effects released, snapshots by the configured
+    policy (``journal.retention.SnapshotPolicy`` defaults). Timed from the first submit to the
+    last commit; the time spent making drafts (the observer's decode and ``Observed`` build, on
+    the same thread) is reported apart and left out of the ratio, as the floor leaves it out.
+(b) replay: ``kfold replay JOURNAL`` in-process (the command: verify, read, parse, fold, summary);
+    and, for reference, the bare ``read_batches`` + ``fold_many`` loop.
+floors (``scripts/bench_floor.py``) on the same rows: ingest = ``orjson.dumps`` + chained CRC +
+    multi-row INSERT/COMMIT per batch; replay = fetch + verify + ``orjson.loads``.
+snapshots: bytes of all snapshots the daemon wrote / bytes of all record payloads.
+
+Printed: each run, then the median of each figure and of each ratio over ``--runs``, with the
+machine's load average (the figures are only comparable within a run on a shared machine).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
-import gc
+import io
 import os
 import pstats
 import shutil
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine import fold, fold_many, initial_state  # noqa: E402
-from engine.core import default_machines  # noqa: E402
-from engine.machines.base import Machine  # noqa: E402
-from journal.records import Observed  # noqa: E402
+from bench_floor import ingest_floor, journal_batches, replay_floor  # noqa: E402
+from engine import fold_many, initial_state  # noqa: E402
 from journal.sqlite import SqliteJournal  # noqa: E402
 from kfold import gc_policy  # noqa: E402
+from workload import World, observed, start_daemon, variants  # noqa: E402
 
 T0 = 1_893_456_000_000
-PHASES = ("Pending", "Running", "Running", "Succeeded")
 
 
-def pod_template(i: int) -> dict:
-    session = f"s{i:05d}"
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"{session}-g1", "namespace": f"tenant-{i % 50}", "uid": f"6f1c2d3e-{i:08d}-4a5b-9c8d-7e6f5a4b3c2d",
-                     "resourceVersion": "1", "creationTimestamp": "2030-01-01T00:00:00Z",
-                     "labels": {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": session,
-                                "kfold.dev/generation": "1"}},
-        "spec": {"nodeName": f"node-{i % 20}", "restartPolicy": "Never", "serviceAccountName": "default",
-                 "containers": [{"name": "sandbox", "image": "registry.local/sandbox:1.4.2",
-                                 "ports": [{"containerPort": 8080, "protocol": "TCP"}],
-                                 "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}}}]},
-        "status": {"phase": "Running", "podIP": f"10.1.{i % 250}.{i % 200}", "hostIP": "192.168.0.10",
-                   "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2030-01-01T00:00:05Z"},
-                                  {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2030-01-01T00:00:01Z"}],
-                   "containerStatuses": [{"name": "sandbox", "ready": True, "restartCount": 0,
-                                          "image": "registry.local/sandbox:1.4.2",
-                                          "state": {"running": {"startedAt": "2030-01-01T00:00:04Z"}}}]},
-    }
+async def ingest(path: str, pool: list[bytes], args) -> tuple[float, float]:
+    """(seconds from the first submit to the last commit, of which making drafts): the drafts are
+    made on the loop's thread, so their time adds to the wall time and is subtracted for the
+    committer's own rate (the floor does not make drafts either)."""
+    daemon = await start_daemon(SqliteJournal(path))
+    gc_policy.freeze()  # as kfold run does once recovered
+    todo, making = iter(range(0, args.events, args.batch)), [0.0]
 
+    async def feeder() -> None:
+        for first in todo:
+            t = time.perf_counter()
+            drafts = [observed(pool[k % len(pool)], 1000 + k, T0 + k) for k in range(first, min(first + args.batch, args.events))]
+            making[0] += time.perf_counter() - t
+            await daemon.submit(drafts)
 
-class Workload:
-    def __init__(self, objects: int):
-        self.templates = [pod_template(i) for i in range(objects)]
-        self.n = 0
-
-    def batch(self, size: int) -> list[Observed]:
-        out = []
-        for _ in range(size):
-            self.n += 1
-            out.append(self.event(self.n))
-        return out
-
-    def event(self, n: int) -> Observed:
-        t = self.templates[n % len(self.templates)]
-        md = {**t["metadata"], "resourceVersion": str(100 + n)}
-        phase = PHASES[(n // (7 * len(self.templates))) % len(PHASES)] if n % 7 == 0 else "Running"
-        obj = {**t, "metadata": md, "status": {**t["status"], "phase": phase}}
-        return Observed(at=T0 + n, cluster="local", api_version="v1", kind="Pod", namespace=md["namespace"],
-                        name=md["name"], uid=md["uid"], rv=md["resourceVersion"], event="MODIFIED", obj=obj)
-
-
-def active_machines() -> str:
-    parts = []
-    for m in default_machines().all:
-        real = type(m).on_observed is not Machine.on_observed
-        parts.append(f"{m.name}({'observes ' + ','.join(sorted(m.observes)) if real and m.observes else 'placeholder/no observe'})")
-    return ", ".join(parts)
-
-
-async def ingest(path: str, args) -> tuple[float, float]:
-    """Returns (seconds in append + fold, seconds generating drafts, excluded from the first)."""
-    work, state, gen, spent = Workload(args.objects), initial_state(), 0.0, 0.0
-    async with SqliteJournal(path, synchronous=args.synchronous) as journal:
-        left, pending = args.events, None
-        while True:
-            start = time.perf_counter()
-            committed = await pending if pending else []  # after this, nothing is in flight
-            g = time.perf_counter()
-            drafts = work.batch(min(args.batch, left))  # the stand-in apiserver: not timed
-            spent, gen, start = spent + g - start, gen + time.perf_counter() - g, time.perf_counter()
-            left -= len(drafts)
-            if args.pipeline:
-                pending = asyncio.ensure_future(journal.append(drafts)) if drafts else None
-                for _ in range(3 if pending else 0):  # let the writer hand the batch to SQLite
-                    await asyncio.sleep(0)
-            else:
-                committed += await journal.append(drafts) if drafts else []
-                pending = None
-            if committed:
-                state, _ = fold_many(state, committed)  # what the daemon's committer does with a run of observations
-            spent += time.perf_counter() - start
-            if not drafts and pending is None:
-                break
-        txs = journal.transactions
-    print(f"    transactions: {txs}, final seq {state.seq}")
-    return spent, gen
-
-
-async def replay(path: str) -> tuple[float, int]:
-    state = initial_state()
     start = time.perf_counter()
-    async with SqliteJournal(path) as journal:
+    await asyncio.gather(*(feeder() for _ in range(args.feeders)))
+    spent = time.perf_counter() - start
+    await daemon.stop()
+    return spent, making[0]
+
+
+def replay_command(path: str) -> float:
+    from kfold.cli import main
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = main(["replay", path])
+    assert code == 0, f"kfold replay exited {code}"
+    return time.perf_counter() - start
+
+
+async def replay_loop(path: str) -> float:
+    state, start = initial_state(), time.perf_counter()
+    async with SqliteJournal(path, readonly=True) as journal:
         async for batch in journal.read_batches():
             state, _ = fold_many(state, batch)
-    return time.perf_counter() - start, state.seq
+    return time.perf_counter() - start
 
 
-async def fold_alone(path: str, sample: int, batch: int) -> tuple[float, float, int]:
-    """Fold the first ``sample`` journaled records again, from memory (read untimed): one ``fold``
-    per record, then ``fold_many`` per ``batch``. Returns (seconds one by one, seconds batched, n)."""
-    async with SqliteJournal(path) as journal:
-        records = [r async for r in journal.read(until=sample)]
-    gc.freeze()  # the sample is bench bookkeeping: keep the collector off it
-    state = initial_state()
-    start = time.perf_counter()
-    for rec in records:
-        state, _ = fold(state, rec)
-    one = time.perf_counter() - start
-    state = initial_state()
-    start = time.perf_counter()
-    for i in range(0, len(records), batch):
-        state, _ = fold_many(state, records[i:i + batch])
-    many = time.perf_counter() - start
-    gc.unfreeze()
-    return one, many, len(records)
+def sizes(path: str) -> tuple[int, int, int]:
+    """(records, record payload bytes, snapshot bytes) in the journal file."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        n, rec = db.execute("SELECT count(*), sum(length(payload)) FROM journal").fetchone()
+        (snap,) = db.execute("SELECT coalesce(sum(length(data)), 0) FROM snapshots").fetchone()
+    return n, rec, snap
 
 
-def raw_insert(src: str, dst: str, args) -> float:
-    """Plain sqlite3 executemany of the journal's own rows, batch by batch, one commit each."""
-    source = sqlite3.connect(src)
-    db = sqlite3.connect(dst)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute(f"PRAGMA synchronous={args.synchronous}")
-    db.execute("CREATE TABLE journal (seq INTEGER PRIMARY KEY, at INTEGER, kind TEXT NOT NULL,"
-               " payload BLOB NOT NULL, chk INTEGER NOT NULL)")
-    spent, cur = 0.0, source.execute("SELECT seq, at, kind, payload, chk FROM journal ORDER BY seq")
-    while rows := cur.fetchmany(args.batch):
-        start = time.perf_counter()
-        db.executemany("INSERT INTO journal VALUES (?, ?, ?, ?, ?)", rows)
-        db.commit()
-        spent += time.perf_counter() - start
-    db.close()
-    source.close()
-    return spent
-
-
-def profiled(label: str, enabled: bool, fn, *a):
+def profiled(enabled: bool, fn, *a):
     if not enabled:
         return fn(*a)
     prof = cProfile.Profile()
     result = prof.runcall(fn, *a)
-    print(f"\n--- profile: {label} (top 20 by own time) ---")
-    pstats.Stats(prof).sort_stats("tottime").print_stats(20)
+    pstats.Stats(prof).sort_stats(os.environ.get("BENCH_SORT", "tottime")).print_stats(int(os.environ.get("BENCH_TOP", "25")))
     return result
 
 
-def rate(n: int, seconds: float) -> str:
-    return f"{n / seconds:>10,.0f} events/s  ({seconds:6.2f} s)"
+def one_run(pool: list[bytes], args, tmp: str) -> dict[str, float]:
+    path = os.path.join(tmp, "journal.sqlite")
+    load = os.getloadavg()[0]
+    t_wall, t_making = profiled(args.profile == "ingest", lambda: asyncio.run(ingest(path, pool, args)))
+    t_in = t_wall - t_making
+    n, rec_bytes, snap_bytes = sizes(path)
+    t_replay = profiled(args.profile == "replay", replay_command, path)
+    t_loop = asyncio.run(replay_loop(path))
+    t_floor_in, _ = ingest_floor(os.path.join(tmp, "floor.sqlite"), journal_batches(path, args.batch), args.batch)
+    t_floor_re = replay_floor(path, verify=True, decode=True)
+    out = {"load": load, "records": n, "ingest": n / t_in, "ingest_wall": n / t_wall, "floor_ingest": n / t_floor_in,
+           "replay": n / t_replay, "replay_loop": n / t_loop, "floor_replay": n / t_floor_re,
+           "record_mb": rec_bytes / 1e6, "snapshot_mb": snap_bytes / 1e6}
+    out |= {"ingest_ratio": out["ingest"] / out["floor_ingest"], "replay_ratio": out["replay"] / out["floor_replay"],
+            "snapshot_ratio": snap_bytes / rec_bytes}
+    for f in Path(tmp).iterdir():
+        f.unlink()
+    return out
+
+
+def show(label: str, r: dict[str, float]) -> None:
+    print(f"{label}: load {r['load']:.1f}; {r['records']:,.0f} records, {r['record_mb']:.0f} MB + snapshots "
+          f"{r['snapshot_mb']:.1f} MB ({r['snapshot_ratio']:.1%})\n"
+          f"  ingest  {r['ingest']:>8,.0f} ev/s  floor {r['floor_ingest']:>8,.0f}  ratio {r['ingest_ratio']:.2f}"
+          f"   (with the drafts' making, as the observer decodes: {r['ingest_wall']:,.0f} ev/s)\n"
+          f"  replay  {r['replay']:>8,.0f} ev/s  floor {r['floor_replay']:>8,.0f}  ratio {r['replay_ratio']:.2f}"
+          f"   (read+fold loop alone {r['replay_loop']:,.0f} ev/s)")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--events", type=int, default=1_000_000)
-    p.add_argument("--objects", type=int, default=10_000)
-    p.add_argument("--batch", type=int, default=1000)
-    p.add_argument("--synchronous", choices=("FULL", "NORMAL"), default="FULL")
-    p.add_argument("--fold-sample", type=int, default=200_000, help="records folded for (c)")
-    p.add_argument("--no-pipeline", dest="pipeline", action="store_false",
-                   help="append, wait, fold, in strict turn (default: next append in flight while folding)")
-    p.add_argument("--gc", choices=("default", "freeze", "tuned"), default="tuned",
-                   help="tuned (default): what kfold run and kfold replay do (kfold.gc_policy: "
-                        "raised thresholds, gc.freeze() once booted); freeze: only the freeze; "
-                        "default: CPython's own thresholds, no freeze")
-    p.add_argument("--profile", action="store_true", help="cProfile top-20 for ingest and replay")
-    p.add_argument("--keep", help="write the journal here instead of a temporary directory")
+    p.add_argument("--events", type=int, default=300_000)
+    p.add_argument("--objects", type=int, default=5_000)
+    p.add_argument("--secrets", type=int, default=50, help="one event in N is a Secret (0: none)")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--batch", type=int, default=512)
+    p.add_argument("--feeders", type=int, default=2, help="concurrent submitters (observers)")
+    p.add_argument("--profile", choices=("ingest", "replay"), help="cProfile top-25 of one phase")
+    p.add_argument("--keep", help="work in this directory instead of a temporary one")
     args = p.parse_args()
-    if args.gc == "tuned":
-        gc_policy.set_thresholds()
-    if args.gc in ("freeze", "tuned"):
-        default_machines()
-        gc.freeze()  # modules, schemas, machines: what a booted daemon holds before its first event
-    tmp = tempfile.mkdtemp(prefix="kfold-bench-")
+    gc_policy.set_thresholds()
+    pool = variants(World(args.objects, secrets=args.secrets), args.objects * 4)
+    print(f"kfold journal bench: {args.events:,} realistic events over {args.objects:,} pods "
+          f"(mean {sum(map(len, pool)) / len(pool):,.0f} B/event), secrets 1/{args.secrets}, batch {args.batch}, "
+          f"feeders {args.feeders}, cpus {os.cpu_count()}")
+    tmp = args.keep or tempfile.mkdtemp(prefix="kfold-bench-")
+    os.makedirs(tmp, exist_ok=True)
     try:
-        run(args, tmp, args.keep or os.path.join(tmp, "journal.sqlite"))
+        runs = []
+        for i in range(args.runs):
+            runs.append(one_run(pool, args, tmp))
+            show(f"run {i + 1}", runs[-1])
+        show(f"median of {len(runs)}", {k: statistics.median(r[k] for r in runs) for k in runs[0]})
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # 1M events is ~1.4 GB per file
-
-
-def run(args: argparse.Namespace, tmp: str, path: str) -> None:
-    print(f"kfold journal bench: {args.events:,} events over {args.objects:,} pods, batch {args.batch}, "
-          f"synchronous={args.synchronous}, "
-          f"gc={args.gc}, pipeline={args.pipeline}, cpus={os.cpu_count()}, load={os.getloadavg()[0]:.1f}")
-    print(f"machines: {active_machines()}")
-    spent, gen = profiled("ingest", args.profile, lambda: asyncio.run(ingest(path, args)))
-    size = os.path.getsize(path)
-    r_spent, r_seq = profiled("replay", args.profile, lambda: asyncio.run(replay(path)))
-    assert r_seq == args.events, f"replay folded {r_seq} of {args.events}"
-    f_spent, m_spent, f_n = asyncio.run(fold_alone(path, args.fold_sample, args.batch))
-    raw = raw_insert(path, os.path.join(tmp, "raw.sqlite"), args)
-    print(f"(a) ingest (append + fold) {rate(args.events, spent)}   [draft generation excluded: {gen:.2f} s]")
-    print(f"(b) replay (read+verify+parse+fold) {rate(args.events, r_spent)}")
-    print(f"(c) fold alone (in memory) {rate(f_n, f_spent)}   [first {f_n:,} records, one fold each]")
-    print(f"    fold_many, same records    {rate(f_n, m_spent)}   [batches of {args.batch}]")
-    print(f"(d) raw sqlite3 executemany {rate(args.events, raw)}")
-    print(f"ingest / raw insert ratio: {raw / spent:.3f}   journal file: {size / 1e6:.0f} MB")
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     (work / "config.yaml").write_text(yaml.safe_dump({
         "cluster": {"name": "local", "kubeconfig": cp["kubeconfig"]},
         "namespaces": [ns], "base_domain": "sessions.test",
-        "journal": {"path": str(journal), "snapshot_every": 1000},
+        "journal": {"path": str(journal), "snapshot_every": 1000, "retention": {"keep_snapshots": 0}},
         "log": {"format": "plain", "level": "info"},
         "http": {"listen": f"127.0.0.1:{port}"},
     }))

@@ -17,11 +17,16 @@ def register(sub) -> None:
 def run(args) -> int:
     from journal.jsonl import export_jsonl
     from kfold.progress import counted
-    from kfold.sources import input_error_code, iter_records
+    from kfold.sources import history_start, input_error_code, iter_records
 
     out = sys.stdout.buffer if args.output == "-" else open(args.output, "wb")
     try:
-        n = export_jsonl(counted(iter_records(args.journal, args.until), args.journal, "export", args.until), out)
+        first = history_start(args.journal)
+        if first > 1:
+            print(f"kfold export: history begins at seq {first} (records before it were cut by retention)",
+                  file=sys.stderr)
+        n = export_jsonl(counted(iter_records(args.journal, args.until, first), args.journal, "export", args.until,
+                                 from_seq=first), out)
     except Exception as exc:
         code = input_error_code(exc)
         if code is None:

@@ -1,7 +1,12 @@
 """``kfold replay JOURNAL [--until SEQ] [--check] [--up-to-corruption] [--from-snapshot]``.
 
+A journal whose oldest records were cut by retention (``journal.retention``) is replayed from its
+oldest kept snapshot, and the output says where its history begins; ``--check`` then compares
+every effect journaled after that snapshot (those emitted before it are in the snapshot's
+pending effects).
+
 ``--from-snapshot`` starts from the newest snapshot at or before ``--until`` (SQLite journals: the
-daemon writes one every ``journal.snapshot_every`` records) and refolds only the records after it:
+daemon writes one as ``journal.snapshot_ratio`` and friends say) and refolds only the records after it:
 the same state as a full replay (tested), in the time of the tail. The records before the snapshot
 are not read, so their chain is not verified either; a full replay does both.
 
@@ -31,32 +36,35 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from kfold.progress import clear, counted, status
+    from kfold.progress import counted
     from kfold.replay import replay
     from kfold.sources import first_bad_seq, input_error_code, iter_records
 
     name = f"kfold replay: {args.journal}"
     _tune_gc()
     try:
-        start, note = _starting_point(args) if args.from_snapshot else (None, "")
+        start, note = _starting_point(args) if args.from_snapshot else _history_start(args)
         from_seq = start.seq + 1 if start is not None else 1
-        status("kfold replay", "verifying the checksum chain")
-        bad = first_bad_seq(args.journal, from_seq)
-        clear()
-        if bad is not None and (args.until is None or bad <= args.until) and not args.up_to_corruption:
-            print(f"{name}: checksum chain broken at seq {bad}; refusing to fold past it "
-                  f"(--up-to-corruption folds records {from_seq}..{bad - 1})", file=sys.stderr)
-            return 3
-        until = args.until if bad is None else min(bad - 1, args.until or bad - 1)
-        records = counted(iter_records(args.journal, until, from_seq), args.journal,
-                          "replay --check" if args.check else "replay", until, from_seq=from_seq)
+        # One pass: the reader verifies the chain as it goes and stops at the first bad link,
+        # which ``_UpToCorruption`` turns into the end of the records (and remembers). Without
+        # --up-to-corruption the records before it were folded for nothing; the answer is still 3.
+        records = _UpToCorruption(counted(iter_records(args.journal, args.until, from_seq), args.journal,
+                                          "replay --check" if args.check else "replay", args.until, from_seq=from_seq))
         result = replay(records, check=args.check, state=start)
+        bad = records.bad
+        if bad is None and result.divergence is not None:  # a broken chain after it still wins
+            bad = first_bad_seq(args.journal, result.divergence.at_seq)
+            bad = bad if bad is not None and (args.until is None or bad <= args.until) else None
     except Exception as exc:
         code = 2 if isinstance(exc, _Refused) else input_error_code(exc)
         if code is None:
             raise
         print(f"{name}: {exc}", file=sys.stderr)
         return code
+    if bad is not None and not args.up_to_corruption:
+        print(f"{name}: checksum chain broken at seq {bad}; refusing to fold past it "
+              f"(--up-to-corruption folds records {from_seq}..{bad - 1})", file=sys.stderr)
+        return 3
     if note:
         print(note)
     print(result.summary())
@@ -69,6 +77,37 @@ def run(args) -> int:
     if args.check:
         print("check: every journaled effect matches the current code")
     return 0
+
+
+class _UpToCorruption:
+    """The records of ``it`` until it raises ``JournalCorrupt``; ``bad`` is then its seq."""
+
+    def __init__(self, it):
+        self.it, self.bad = it, None
+
+    def __iter__(self):
+        from journal.store import JournalCorrupt
+        try:
+            yield from self.it
+        except JournalCorrupt as exc:
+            self.bad = exc.seq
+
+
+def _history_start(args) -> tuple:
+    """(None, "") for a whole journal; else the oldest kept snapshot's state and a line saying so."""
+    from engine import snapshot
+    from kfold.sources import history_start, latest_snapshot
+    first = history_start(args.journal)
+    if first == 1:
+        return None, ""
+    if args.until is not None and args.until < first:
+        raise _Refused(f"--until {args.until} is before the kept history, which begins at seq {first} "
+                       f"(records 1..{first - 1} were cut by retention; see journal.retention.archive_dir)")
+    snap = latest_snapshot(args.journal, first - 1)
+    if snap is None or snap[0] != first - 1:
+        raise _Refused(f"history begins at seq {first} but the snapshot at seq {first - 1} is missing")
+    return snapshot.load(snap[1]), (f"history begins at seq {first}: records 1..{first - 1} were cut by "
+                                    f"retention; started from the oldest kept snapshot, at seq {first - 1}")
 
 
 def _starting_point(args) -> tuple:

@@ -10,7 +10,9 @@ from journal.memory import MemoryJournal, MemoryStore
 from journal.records import SCHEMA_VERSION, Command, Observed, Outcome
 from journal.redact import PREFIX
 from journal.sqlite import SqliteJournal
-from journal.store import DuplicateSeq, JournalCorrupt, JournalError
+from journal.jsonl import read_jsonl
+from journal.retention import Retention
+from journal.store import DuplicateSeq, JournalCorrupt, JournalCut, JournalError
 
 
 class SqliteBackend:
@@ -232,3 +234,118 @@ class TestJournalContract:
             assert obj["data"]["password"].startswith(PREFIX)
             assert obj["metadata"] == {"name": "git"}
         assert secret["data"]["password"] == "aHVudGVyMg=="  # the caller's object is untouched
+
+
+async def with_snapshots(j, every=10, n=50, size=200):
+    """``n`` records with a snapshot after every ``every``; bulky payloads so a cut is visible."""
+    for first in range(1, n + 1, every):
+        await j.append([Command(name="x" * size, at=first + i) for i in range(every)])
+        await j.put_snapshot(j.last_seq, f"state-{j.last_seq}".encode() * 20)
+
+
+class TestRetentionContract:
+    async def test_a_cut_keeps_the_last_snapshots_and_the_records_after_the_oldest_kept(self, backend):
+        async with backend.journal() as j:
+            await with_snapshots(j)
+            full = j.stats()
+            j.retention = Retention(keep_snapshots=2)
+            report = await j.cut()
+            assert report["first_seq"] == 41 and report["records_cut"] == 40
+            stats = j.stats()
+            assert (stats.first_seq, stats.records, stats.snapshots, stats.last_seq) == (41, 10, 2, 50)
+            assert stats.bytes < full.bytes and report["bytes_after"] < report["bytes_before"]
+            assert await j.latest_snapshot(max_seq=45) == (40, b"state-40" * 20)
+            assert [r.seq for r in await read_all(j, from_seq=41)] == list(range(41, 51))
+            assert await j.verify(from_seq=41) is None
+            assert await j.cut() is None  # nothing more is due
+
+    async def test_reading_from_before_the_cut_names_where_history_begins(self, backend):
+        async with backend.journal() as j:
+            await with_snapshots(j)
+            j.retention = Retention(keep_snapshots=1)
+            await j.cut()
+            with pytest.raises(JournalCut, match="history begins at seq 51.*snapshot at seq 50") as err:
+                await read_all(j)
+            assert err.value.first_seq == 51
+            with pytest.raises(JournalCut):
+                await j.verify(from_seq=3)
+
+    async def test_each_snapshot_applies_the_policy_and_the_chain_continues_across_reopen(self, backend):
+        async with backend.journal() as j:
+            j.retention = Retention(keep_snapshots=3)
+            await with_snapshots(j, n=100)
+            assert (j.first_seq, j.stats().snapshots) == (81, 3)
+            await j.append(commands(5))
+        async with backend.journal() as j:
+            assert (j.first_seq, j.last_seq, j.stats().snapshots) == (81, 105, 3)
+            assert [r.seq for r in await j.append(commands(1))] == [106]
+            assert [r.seq for r in await read_all(j, from_seq=81)][-1] == 106
+            assert await j.verify(from_seq=81) is None
+
+    async def test_a_record_altered_after_a_cut_is_still_caught(self, backend):
+        async with backend.journal() as j:
+            j.retention = Retention(keep_snapshots=2)
+            await with_snapshots(j)
+        backend.flip_byte(45)
+        async with backend.journal() as j:
+            assert await j.verify(from_seq=41) == 45
+
+    async def test_what_is_cut_is_archived_first_as_jsonl_that_replays(self, backend, tmp_path):
+        async with backend.journal() as j:
+            await with_snapshots(j)
+            before = await read_all(j, until=30)
+            j.retention = Retention(keep_snapshots=2, archive_dir=str(tmp_path / "archive"))
+            await j.cut()
+            report = await j.cut()
+            assert report is None
+        files = sorted((tmp_path / "archive").iterdir())
+        assert [f.name for f in files] == ["journal-000000000001-000000000040.jsonl"]
+        archived = list(read_jsonl(files[0]))
+        assert [r.seq for r in archived] == list(range(1, 41)) and archived[:30] == before
+
+    async def test_a_broken_chain_in_what_would_be_archived_cuts_nothing(self, backend, tmp_path):
+        async with backend.journal() as j:
+            await with_snapshots(j)
+        backend.flip_byte(7)
+        async with backend.journal() as j:
+            j.retention = Retention(keep_snapshots=2, archive_dir=str(tmp_path / "archive"))
+            with pytest.raises(JournalCorrupt, match="seq 7"):
+                await j.cut()
+            assert j.first_seq == 1 and j.stats().snapshots == 5
+        assert list((tmp_path / "archive").iterdir()) == []
+
+
+async def test_a_journal_created_before_auto_vacuum_is_converted_at_its_first_cut(tmp_path):
+    path = tmp_path / "old.sqlite"
+    async with SqliteJournal(path) as j:
+        await with_snapshots(j, n=200, size=2000)
+    with sqlite3.connect(path) as db:  # as a journal written by an older kfold: no auto_vacuum
+        db.execute("PRAGMA auto_vacuum=NONE")
+        db.execute("VACUUM")
+        assert db.execute("PRAGMA auto_vacuum").fetchone() == (0,)
+    async with SqliteJournal(path) as j:
+        j.retention = Retention(keep_snapshots=2)
+        report = await j.cut()
+        assert report["bytes_after"] < report["bytes_before"] / 3
+        await j.append(commands(3))
+        assert [r.seq for r in await read_all(j, from_seq=report["first_seq"])][-1] == 203
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA auto_vacuum").fetchone() == (2,)
+
+
+class TestStageContract:
+    async def test_staged_records_come_back_sealed_and_become_durable_in_order(self, backend):
+        async with backend.journal() as j:
+            records, durable = await j.stage(commands(3))
+            assert [r.seq for r in records] == [1, 2, 3]
+            assert await durable == records
+            assert await read_all(j) == records
+
+    async def test_a_staged_batch_whose_transaction_fails_raises_on_its_durable_future(self, backend):
+        async with backend.journal() as first, backend.journal() as second:
+            await first.append(commands(1))
+            records, durable = await second.stage(commands(1))  # sealed as seq 1, which is taken
+            assert records[0].seq == 1
+            with pytest.raises(DuplicateSeq):
+                await durable
+            assert [r.name for r in await read_all(first)] == ["c0"]

@@ -129,7 +129,8 @@ class Daemon:
             "cluster": {"name": "local", "kubeconfig": kubeconfig},
             "namespaces": namespaces,
             "base_domain": "sessions.test",
-            "journal": {"path": str(self.journal), "snapshot_every": 100},
+            # the tests read the whole history (export, replay --check, every row): no retention cut
+            "journal": {"path": str(self.journal), "snapshot_every": 100, "retention": {"keep_snapshots": 0}},
             "log": {"format": "plain", "level": "info"},
             "http": {"listen": f"127.0.0.1:{self.port}"},
         }

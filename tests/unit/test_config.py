@@ -30,7 +30,7 @@ def test_the_shipped_example_is_valid():
 
 def test_a_minimal_file_gets_documented_defaults(tmp_path):
     cfg = read_config(write(tmp_path, MINIMAL))
-    assert (cfg.journal.snapshot_every, cfg.deadlines.watch_idle_seconds, cfg.http.host_port) == (1000, 70, ("0.0.0.0", 8080))
+    assert (cfg.journal.snapshot_every, cfg.journal.retention.keep_snapshots, cfg.deadlines.watch_idle_seconds, cfg.http.host_port) == (None, 4, 70, ("0.0.0.0", 8080))
 
 
 def test_cli_overrides_win_over_the_file(tmp_path):

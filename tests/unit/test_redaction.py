@@ -188,3 +188,61 @@ def test_the_observers_redact_equals_the_full_walk_for_every_object():
         walked = r._redact(obj["kind"], obj)
         assert r.redact(obj["kind"], obj) == walked
         assert r.redact(obj["kind"], obj) is not obj
+
+
+def test_a_remembered_shape_never_hides_a_credential_that_differs_in_letters():
+    """The scan and walk verdicts are remembered by shape (digits zeroed); a later event of the same
+    pod with a credential added, or a pod whose service-account mount made it walk, still redacts."""
+    sa = {"kind": "Pod", "metadata": {"name": "auth-1", "resourceVersion": "1"},
+          "spec": {"containers": [{"name": "c", "env": [{"name": "MODE", "value": "x"}],
+                                   "volumeMounts": [{"mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]}]}}
+    for rv in ("1", "2", "37"):  # walked once (the name holds "auth"), then remembered by shape
+        obj = sa | {"metadata": {"name": "auth-1", "resourceVersion": rv}}
+        assert redact("Pod", obj) == obj
+    leak = sa | {"spec": {"containers": [{"name": "c", "env": [{"name": "API_TOKEN", "value": "abcdefgh12"}]}]}}
+    assert redact("Pod", leak)["spec"]["containers"][0]["env"][0]["value"].startswith(PREFIX)
+    digest_like = sa | {"metadata": {"name": "auth-1", "password": "redacted:hmac-sha256:0123456789abcdef"}}
+    assert redact("Pod", digest_like) == digest_like  # already a digest: kept, and never memoized
+    other = sa | {"metadata": {"name": "auth-1", "password": "redacted:hmac-sha257:0123456789abcdef"}}
+    assert redact("Pod", other)["metadata"]["password"].startswith(PREFIX + "")
+    assert redact("Pod", other)["metadata"]["password"] != other["metadata"]["password"]
+
+
+def test_a_remembered_walk_digests_the_same_places_as_a_fresh_walk_of_each_object():
+    """Objects of one shape (same bytes but digits) reuse the positions one walk digested; every
+    result must equal what a fresh walk gives, credentials in env, annotations and keys included."""
+    import random
+
+    rng = random.Random(5)
+    r = Redactor(b"s" * 16)
+
+    def pod(i: int) -> dict:
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"auth-{i % 3}", "resourceVersion": str(rng.randrange(10**6)),
+                             "annotations": {"x/upstream-auth": f"Bearer abc{rng.randrange(10**8)}def"}},
+                "spec": {"containers": [{"name": "c", "env": [
+                    {"name": "MODE", "value": "x"},
+                    {"name": "DB_PASSWORD", "value": f"pw{rng.randrange(10**9)}xyz"},
+                    {"name": f"TOKEN{rng.randrange(9)}", "value": rng.choice(["abcdefgh1", "redacted:hmac-sha256:00"])}]}],
+                    "volumes": [{"secret": {"secretName": "s"}}], "port": rng.randrange(100)}}
+
+    for i in range(300):
+        obj = pod(i)
+        assert r.redact("Pod", obj) == r._redact("Pod", obj), obj
+
+
+async def test_the_journal_stores_what_a_fresh_walk_gives_when_it_reuses_a_remembered_walk():
+    from journal.memory import MemoryJournal
+    from journal.records import Observed
+
+    def observed(rv: str, pw: str) -> Observed:
+        obj = {"kind": "Pod", "metadata": {"name": "p", "resourceVersion": rv},
+               "spec": {"env": [{"name": "API_TOKEN", "value": pw}, {"name": "MODE", "value": "x"}]}}
+        return Observed(cluster="c", api_version="v1", kind="Pod", name="p", rv=rv, event="MODIFIED", obj=obj)
+
+    async with MemoryJournal() as j:
+        drafts = [observed(str(n), f"secret{n}value") for n in range(1, 40)]
+        stored = await j.append(drafts)
+        for draft, rec in zip(drafts, stored):
+            assert rec.obj == j.redactor._redact("Pod", draft.obj)
+            assert rec.obj["spec"]["env"][0]["value"].startswith(PREFIX)
