@@ -150,7 +150,7 @@ class Daemon:
         ``arrived``: when each draft reached the daemon (monotonic), for the latency metrics."""
         if not drafts:
             return []
-        stamped, durable = await self._stage(drafts)  # commands were checked by submit (or are the daemon's own)
+        stamped, durable = await self.journal.stage(drafts)  # commands were checked by submit (or are the daemon's own)
         self._commits += 1
         self._arrived = arrived if self.metrics is not None and arrived and len(arrived) == len(stamped) else None
         if any(isinstance(r, EffectIssued) for r in stamped):
@@ -163,15 +163,6 @@ class Daemon:
         await self._maybe_snapshot()
         self._changed.set()
         return stamped
-
-    async def _stage(self, drafts: list[Any]) -> tuple[list[Any], Any]:
-        """``journal.stage`` (fold while the transaction commits); a journal without it (a test
-        double) appends first."""
-        if hasattr(self.journal, "stage"):
-            return await self.journal.stage(drafts)
-        done = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return await self.journal.append(drafts), done
 
     async def _release(self, keys: set[str] | None = None) -> None:
         """Journal as issued (then submit) each touched key's head if it is fresh; see module doc.

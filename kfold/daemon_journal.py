@@ -1,5 +1,5 @@
-"""The daemon's journal: the contract-tested one (``journal.sqlite.SqliteJournal``), its size for
-/metrics, and the lock that keeps one ``kfold run`` per journal file.
+"""The daemon's journal: the contract-tested one (``journal.sqlite.SqliteJournal``) and the lock
+that keeps one ``kfold run`` per journal file (its size for /metrics is ``Journal.stats``).
 
 There is one journal interface, ``journal.store.Journal`` (``tests/contract/test_journal_contract.py``
 runs the same contract over ``SqliteJournal`` and ``journal.memory.MemoryJournal``); the daemon
@@ -12,7 +12,7 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
-from typing import IO, Any
+from typing import IO
 
 from journal.sqlite import SqliteJournal
 from journal.store import JournalError
@@ -22,22 +22,6 @@ def open_journal(path: str) -> SqliteJournal:
     """The SQLite journal at ``path`` (not yet opened); its directory is created."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     return SqliteJournal(path)
-
-
-def journal_bytes(journal: Any) -> int:
-    """What the journal occupies: the SQLite file with its -wal and -shm, or the payload bytes of
-    an in-memory journal (tests)."""
-    path = getattr(journal, "path", None)
-    if path is None:
-        rows = getattr(getattr(journal, "store", None), "rows", {})
-        return sum(len(r[3]) for r in rows.values())
-    total = 0
-    for suffix in ("", "-wal", "-shm"):
-        try:
-            total += os.path.getsize(path + suffix)
-        except OSError:
-            pass
-    return total
 
 
 def writer_lock(path: str) -> IO[str]:

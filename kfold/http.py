@@ -32,7 +32,6 @@ from bisect import bisect_left
 from collections import Counter
 from typing import Any, Callable
 
-from kfold.daemon_journal import journal_bytes
 
 BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
 # Latencies inside the daemon: fine around the milliseconds a fold and a commit take, coarse up to
@@ -188,8 +187,8 @@ def routes_for(daemon: Any, observers: list[Any], metrics: Metrics) -> dict[str,
 
     def metrics_page() -> tuple[int, str, str]:
         skew = daemon.clock.skew_ms(int(time.time() * 1000))
-        stats = daemon.journal.stats() if hasattr(daemon.journal, "stats") else None
-        size = stats.bytes if stats is not None else journal_bytes(daemon.journal)
+        stats = daemon.journal.stats()
+        size = stats.bytes
         body = metrics.render(observers, size, skew, daemon.state.seq, daemon.state.quarantine, stats)
         return 200, "text/plain; version=0.0.4", body
 

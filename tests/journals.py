@@ -25,6 +25,10 @@ class TestJournal(MemoryJournal):
         await self._ready()
         return await super().append(drafts)
 
+    async def stage(self, drafts):
+        await self._ready()
+        return await super().stage(drafts)
+
     async def read(self, from_seq: int = 1, until: int | None = None):
         await self._ready()
         async for rec in super().read(from_seq, until):

@@ -178,7 +178,7 @@ async def test_stop_commits_in_flight_outcomes_snapshots_and_closes_the_journal(
 
 
 async def test_with_the_sqlite_journal_an_in_doubt_create_is_re_observed_not_resent(tmp_path):
-    from kfold.daemon_journal import journal_bytes, open_journal
+    from kfold.daemon_journal import open_journal
     path = str(tmp_path / "journal.db")
     journal = open_journal(path)
     await journal.open()
@@ -197,4 +197,4 @@ async def test_with_the_sqlite_journal_an_in_doubt_create_is_re_observed_not_res
     await again.open()
     kinds = [r.rec async for r in again.read(3)]
     await again.close()
-    assert kinds[:3] == ["command", "effect", "outcome"] and journal_bytes(again) > 0
+    assert kinds[:3] == ["command", "effect", "outcome"] and again.size_bytes() > 0
