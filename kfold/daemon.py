@@ -84,6 +84,10 @@ class Daemon:
         self._changed = asyncio.Event()
         self._committing: asyncio.Future | None = None
         self.stopping = False
+        # Leadership (kfold.leader): the current term, or None = standby: nothing is issued, the
+        # keys wait in ``_held`` until ``resume`` (on acquire). No gate: always issue (one replica).
+        self.gate: Callable[[], int | None] | None = None
+        self._held: set[str] = set()
 
     # -- sinks (observers, executor, ticker, periodic commands) ---------------------------------
     async def submit(self, drafts: Iterable[Any]) -> None:
@@ -143,6 +147,7 @@ class Daemon:
         """Append, fold, journal the keys' next effects as issued, submit them. The only writer.
         ``arrived``: when each draft reached the daemon (monotonic), for the latency metrics."""
         if not drafts:
+            await self._release()   # ``resume``: a term began, the held keys go out
             return []
         stamped = await self.journal.append(drafts)  # commands were checked by submit (or are the daemon's own)
         self._commits += 1
@@ -161,9 +166,16 @@ class Daemon:
         While stopping, nothing is issued: never sent, so issued (not in doubt) at next start."""
         keys = self._touched if keys is None else keys | self._touched
         self._touched = set()
-        if self.stopping or not keys:
+        if self.stopping or not (keys or self._held):
             return
-        issued = [self._issued(e) for e in ready_to_issue(self.state, keys)]
+        term = None
+        if self.gate is not None:   # fencing: issue only under a term still valid on its clock
+            term = self.gate()
+            if term is None:
+                self._held |= keys
+                return
+            keys, self._held = keys | self._held, set()
+        issued = [self._issued(e, term) for e in ready_to_issue(self.state, keys)]
         if issued:
             for rec in await self.journal.append(issued):
                 _crash_hook("issued", rec.effect)
@@ -241,8 +253,27 @@ class Daemon:
             self._sent.clear()
         self._sent[effect_id] = now
 
-    def _issued(self, effect: Any) -> EffectIssued:
-        return EffectIssued(at=self.clock.now_ms(effect.cluster), effect=effect_to_dict(effect))
+    def _issued(self, effect: Any, term: int | None = None) -> EffectIssued:
+        return EffectIssued(at=self.clock.now_ms(effect.cluster), effect=effect_to_dict(effect), term=term)
+
+    def resume(self) -> None:
+        """A leadership term began: release what was held (through the committer, the only writer)."""
+        self._inbox.put_nowait(([], None, time.perf_counter()))
+
+    def _fenced(self, drafts: list[Any]) -> list[Any] | None:
+        """The ticker's retries, stamped with the current term; without one they are dropped and
+        forgotten by the ticker (due again once a term begins). None: something was held back."""
+        if self.gate is None or not any(isinstance(d, EffectIssued) for d in drafts):
+            return drafts
+        term = self.gate()
+        if term is not None:
+            return [d.model_copy(update={"term": term}) if isinstance(d, EffectIssued) else d for d in drafts]
+        for d in drafts:
+            p = self.state.pending.get(d.effect.get("id")) if isinstance(d, EffectIssued) else None
+            if p is not None:
+                self.ticker.forget_retry(p.effect.id, p.attempt)
+        kept = [d for d in drafts if not isinstance(d, EffectIssued)]
+        return kept or None
 
     def _wait_unclocked_retry(self, rec: Outcome) -> None:
         """A retry decided without server time waits ``retry_after_ms`` in-process (the ticker)."""
@@ -284,7 +315,10 @@ class Daemon:
         """Deadlines and retries, as their clock passes them (not while recovering)."""
         while True:
             now, mono = self.clock.now_ms, int(self._monotonic() * 1000)  # a reading per cluster
-            drafts = [] if self._recovering else self.ticker.due(self.state, now, mono)
+            drafts = [] if self._recovering else self._fenced(self.ticker.due(self.state, now, mono))
+            if drafts is None:      # standby: retries wait for a term; do not spin on them
+                await asyncio.sleep(1.0)
+                continue
             if drafts:
                 await self.submit(drafts)
                 continue

@@ -46,6 +46,9 @@ CLUSTER_RULES: list[dict[str, Any]] = [
 ]
 
 
+LEASE_RULES = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}]
+
+
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
     md: dict[str, Any] = {"name": name, "labels": dict(LABELS)}
     if namespace:
@@ -63,6 +66,11 @@ def rbac(ns: str, watched: list[str]) -> list[dict[str, Any]]:
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": _meta("kfold"), "rules": CLUSTER_RULES},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": _meta("kfold"), "subjects": sa,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kfold"}},
+    ]
+    out += [  # leader election (kfold.leader): the Lease lives in kfold's own namespace
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta("kfold-leader", ns), "rules": LEASE_RULES},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta("kfold-leader", ns),
+         "subjects": sa, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kfold-leader"}},
     ]
     for w in watched:
         out.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta("kfold", w), "rules": RULES})
