@@ -88,6 +88,7 @@ class Daemon:
         # keys wait in ``_held`` until ``resume`` (on acquire). No gate: always issue (one replica).
         self.gate: Callable[[], int | None] | None = None
         self._held: set[str] = set()
+        self._takeover = False
 
     # -- sinks (observers, executor, ticker, periodic commands) ---------------------------------
     async def submit(self, drafts: Iterable[Any]) -> None:
@@ -146,8 +147,10 @@ class Daemon:
     async def commit(self, drafts: list[Any], arrived: list[float] | None = None) -> list[Any]:
         """Append, fold, journal the keys' next effects as issued, submit them. The only writer.
         ``arrived``: when each draft reached the daemon (monotonic), for the latency metrics."""
+        if not drafts and self._takeover:
+            drafts = self._held_in_doubt()   # ``resume``: a term began
         if not drafts:
-            await self._release()   # ``resume``: a term began, the held keys go out
+            await self._release()
             return []
         stamped = await self.journal.append(drafts)  # commands were checked by submit (or are the daemon's own)
         self._commits += 1
@@ -257,8 +260,20 @@ class Daemon:
         return EffectIssued(at=self.clock.now_ms(effect.cluster), effect=effect_to_dict(effect), term=term)
 
     def resume(self) -> None:
-        """A leadership term began: release what was held (through the committer, the only writer)."""
+        """A leadership term began (through the committer, the only writer): every effect held
+        while standby is put in doubt first (``_held_in_doubt``), then the keys are released."""
+        self._takeover = True
         self._inbox.put_nowait(([], None, time.perf_counter()))
+
+    def _held_in_doubt(self) -> list[Command]:
+        """On takeover, each pending effect this replica never sent is in doubt: it was decided on a
+        world another leader has been changing since, so its machine re-observes (quorum read) and
+        decides again, rather than replaying history (e.g. a standby's stale status patches)."""
+        self._takeover = False
+        held = sorted((p.effect for p in self.state.pending.values() if not p.issued), key=lambda e: seq_key(e.id))
+        if held:
+            log.info("takeover: %d effects decided while standby are in doubt and re-observed", len(held))
+        return [Command(at=self.clock.now_ms(e.cluster), name="effect.in_doubt", args={"effect_id": e.id}) for e in held]
 
     def _fenced(self, drafts: list[Any]) -> list[Any] | None:
         """The ticker's retries, stamped with the current term; without one they are dropped and

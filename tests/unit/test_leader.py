@@ -213,7 +213,7 @@ def test_the_settings_have_defaults_and_refuse_an_unsafe_order():
                       "leader": {"enabled": True, "lease_seconds": 10, "renew_seconds": 10}})
 
 
-async def test_the_daemon_issues_nothing_without_a_term_and_journals_the_term_with_each_effect():
+async def test_a_standby_issues_nothing_and_on_takeover_re_observes_what_it_held_under_its_term():
     journal, server = MemoryJournal(), fresh_server()
     clock = ServerClock()
     d = Daemon(journal, lambda sink: Executor(FakeTransport(server), clock, sink, env={}), clock,
@@ -229,9 +229,12 @@ async def test_the_daemon_issues_nothing_without_a_term_and_journals_the_term_wi
     term[0] = 7
     d.resume()
     await settle(d)
+    # on takeover what was decided while standby is in doubt: re-observed (a quorum GET), not replayed
+    doubts = [r for r in journal.records if isinstance(r, Command) and r.name == "effect.in_doubt"]
+    assert len(doubts) == 1
     issued = [r for r in journal.records if isinstance(r, EffectIssued)]
-    assert [(r.effect["type"], r.term) for r in issued] == [("create", 7)]
-    assert [m for m, _ in server.requests] == ["POST"]
+    assert [(r.effect["type"], r.term) for r in issued] == [("get", 7)]
+    assert [m for m, _ in server.requests] == ["GET"]
     await d.stop()
 
 
