@@ -33,6 +33,10 @@ Guarantees:
 - Latency (``metrics``, the daemon's monotonic clock, never the fold's): each inbox entry carries
   when it arrived; folding its records, issuing the effects they emitted and getting those
   effects' outcomes back feed the histograms of ``kfold.http.Metrics``.
+- Leadership (``gate``, set when ``leader.enabled``; ``kfold.leader``): an effect is journaled as
+  issued only while ``gate()`` gives a term, and carries it (``EffectIssued.term``); without one
+  (standby, or the term fenced) keys are held and the ticker's retries wait. ``resume()`` (a term
+  began) first puts every effect held since in doubt (its machine re-observes), then releases.
 - ``stop()`` (SIGTERM): observers stop, in-flight effects finish (bounded wait) and their outcomes
   are committed, a snapshot is written and the journal closed.
 """

@@ -7,7 +7,10 @@ install, and cannot block the committer. aiohttp is installed only as a transiti
 
 Guarantees:
 - ``/healthz`` is 200 while the committer task is alive (a dead committer = restart me).
-- ``/readyz`` is 200 only after every observer has journaled its initial list.
+- ``/readyz`` is 200 only after every observer has journaled its initial list; with leader
+  election its second line says ``leader of lease NS/NAME, term N`` or ``standby for lease ...``
+  (a standby is ready: its watches are warm). ``/metrics`` then adds ``kfold_leader``,
+  ``kfold_leader_transitions_total`` and ``kfold_leader_fenced_requests_total`` (``leader_metrics``).
 - ``/metrics``: ``kfold_records_ingested_total{rec}``, ``kfold_fold_seconds`` (histogram),
   latency histograms measured on the daemon's monotonic clock (never inside the fold):
   ``kfold_event_to_fold_seconds`` (a draft handed to the daemon -> its record folded),

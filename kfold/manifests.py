@@ -6,7 +6,8 @@ Guarantees:
   /etc/kfold/config.yaml`` with ``/healthz`` liveness and ``/readyz`` readiness probes.
 - RBAC lists only what kfold does: the observers' list/watch, the effects' verbs
   (``executor_ops``) on the kinds of ``executor_resources``; namespaces get/create only; no
-  ``deletecollection``, no ``escalate``, no wildcards.
+  ``deletecollection``, no ``escalate``, no wildcards; get/create/update on leases in kfold's own
+  namespace, for leader election (``leader.enabled``).
 - The journal lives on a PersistentVolumeClaim, not an emptyDir: the journal IS the state (an
   emptyDir would lose every in-flight decision on a reschedule and make "in doubt" unknowable),
   and ``replicas: 1`` + ``strategy: Recreate`` keep a single writer on the ReadWriteOnce volume.

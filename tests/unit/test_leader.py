@@ -242,3 +242,16 @@ def test_an_old_effect_record_without_a_term_still_loads():
     from journal.records import parse_record
     rec = parse_record('{"rec": "effect", "seq": 4, "at": 1, "effect": {"id": "1.0"}}')
     assert isinstance(rec, EffectIssued) and rec.term is None
+
+
+def test_replay_and_trace_say_which_term_issued_what():
+    from engine.core import initial_state
+    from engine.effects.models import GetObject
+    from kfold.replay import ReplayResult
+    from kfold.timeline import record_line
+    from tests.unit.test_daemon_recovery import issued as issued_record
+    rec = issued_record("1.0", GetObject).model_copy(update={"seq": 2, "term": 4})
+    assert record_line(rec) == "issued 1.0 get Pod work/p [term 4]"
+    r = ReplayResult(state=initial_state())
+    r.terms.update({4: 2, None: 1})
+    assert "issued per leadership term: none=1, term 4=2" in r.summary()
