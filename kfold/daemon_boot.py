@@ -37,7 +37,7 @@ from kfold.daemon import Daemon
 from kfold.daemon_clusters import client_for, open_registry, registrations
 from kfold.daemon_follow import Follower
 from kfold.http import HttpServer, Metrics, routes_for
-from kfold.leader import Elector, FencedTransport, identity
+from kfold.leader import Elector, Fence, FencedTransport, identity
 
 log = logging.getLogger("kfold.daemon")
 
@@ -209,10 +209,12 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     registry, client = open_registry(cfg)
     clock, metrics = ServerClocks(home=cfg.cluster.name), Metrics()  # one server clock per cluster
     metrics.clients = registry.clients
-    transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads)
     elector = make_elector(cfg, registry, clock) if cfg.leader.enabled else None
-    if elector is not None:   # fencing: nothing leaves the executor outside a valid term
-        fence = transport = FencedTransport(transport, elector.term)
+    fence = Fence(elector.term) if elector is not None else None   # nothing leaves outside a valid term
+    transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads,
+                              before_send=fence.check if fence is not None else None)
+    if elector is not None:
+        transport = FencedTransport(transport, fence)
         elector.fenced = lambda: fence.fenced
     backoff = Backoff(max_attempts=cfg.executor.max_attempts)
     journal = journal or open_journal(cfg.journal.path)

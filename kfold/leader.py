@@ -135,7 +135,12 @@ class Elector:
 
     async def run(self) -> None:
         while True:
-            await self.step()
+            try:
+                await self.step()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:   # e.g. the registry refusing the home client: keep trying, fenced meanwhile
+                log.error("leader: lease %s/%s: %r; retrying in %gs", self.namespace, self.name, exc, self.retry_s)
             await asyncio.sleep(self.retry_s)
 
     async def release(self) -> None:
@@ -158,11 +163,11 @@ class Elector:
             self._took(reply.data, sent)
             return
         if _reason(reply) == "Conflict" or reply.status == 404:
-            await self._try_acquire()   # someone wrote it: read and judge again
+            await self._try_acquire(renew=False)   # someone wrote it: read and judge again (once)
             return
         log.warning("leader: renew of lease %s/%s answered %d %s", self.namespace, self.name, reply.status, _reason(reply))
 
-    async def _try_acquire(self) -> None:
+    async def _try_acquire(self, renew: bool = True) -> None:
         reply = await self._call("GET", self.path)
         if reply.status == 404:
             await self._create()
@@ -177,7 +182,9 @@ class Elector:
         holder = spec.get("holderIdentity") or ""
         self.observed_holder = holder
         if holder == self.holder and self._term is not None:
-            return await self._renew()
+            if renew:
+                await self._renew()
+            return
         if holder and holder != self.holder:
             if self._term is not None:
                 self._lose(f"lease taken by {holder}")
@@ -259,20 +266,36 @@ def _reason(reply: Response) -> str:
     return (reply.data or {}).get("reason", "") if isinstance(reply.data, dict) else ""
 
 
-class FencedTransport:
-    """A transport that sends nothing once the term has ended: checked right before each request
-    leaves (after any queueing behind the client's limiter or thread pool is the caller's), so an
-    effect handed over before a pause is not sent after it. Raises ``TransportError`` (in doubt:
-    the machine re-observes, under a valid term)."""
+class Fence:
+    """``check(req)`` raises ``TransportError`` (the executor's "in doubt": the machine re-observes,
+    under a valid term) once the term has ended; ``fenced`` counts the requests it stopped."""
 
-    def __init__(self, inner: Transport, term: Callable[[], int | None]):
-        self.inner, self._term = inner, term
+    def __init__(self, term: Callable[[], int | None]):
+        self._term = term
         self.fenced = 0
 
-    async def call(self, req: Request) -> Response:
+    def check(self, req: Request | None = None) -> None:
         if self._term() is None:
             self.fenced += 1
             raise TransportError("not sent: this replica's leadership term ended (fenced)")
+
+
+class FencedTransport:
+    """A transport that sends nothing once the term has ended. Checked when the executor calls,
+    and (``KubeTransport(before_send=fence.check)``) again in the sending thread right before the
+    request is written, after any wait for the thread pool or the client's limiter: an effect
+    handed over before a pause is not sent after it. What is already being written when the term
+    ends is the window only per-object preconditions close (README "Leadership")."""
+
+    def __init__(self, inner: Transport, fence: Fence):
+        self.inner, self.fence = inner, fence
+
+    @property
+    def fenced(self) -> int:
+        return self.fence.fenced
+
+    async def call(self, req: Request) -> Response:
+        self.fence.check(req)
         return await self.inner.call(req)
 
     async def close(self) -> None:

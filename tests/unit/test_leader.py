@@ -23,7 +23,7 @@ from engine.effects.fake import T2030, FakeTransport
 from journal.records import Command, EffectIssued
 from kfold.config import ConfigError, parse_config
 from kfold.daemon import Daemon
-from kfold.leader import Elector, FencedTransport, micro_time
+from kfold.leader import Elector, Fence, FencedTransport, micro_time
 from tests.journals import TestJournal as MemoryJournal
 from tests.unit.test_daemon_recovery import MACHINES, fresh_server, settle
 
@@ -193,7 +193,7 @@ async def test_the_fenced_transport_sends_nothing_outside_a_term():
             sent.append(req)
             return Response(200, {}, {})
 
-    t = FencedTransport(Inner(), lambda: term[0])
+    t = FencedTransport(Inner(), Fence(lambda: term[0]))
     await t.call(Request("", "", "GET", "/x"))
     term[0] = None
     with pytest.raises(TransportError, match="fenced"):
@@ -255,3 +255,52 @@ def test_replay_and_trace_say_which_term_issued_what():
     r = ReplayResult(state=initial_state())
     r.terms.update({4: 2, None: 1})
     assert "issued per leadership term: none=1, term 4=2" in r.summary()
+
+
+async def test_readyz_and_metrics_say_who_leads_under_which_term(server, mono):
+    from kfold.http import leader_metrics, leader_text
+    a, b = elector(server, mono, "a"), elector(server, mono, "b")
+    await a.step()
+    await b.step()
+    assert leader_text(a) == "leader of lease kfold/kfold, term 1, as a\n"
+    assert leader_text(b) == "standby for lease kfold/kfold (held by a), as b\n"
+    assert 'kfold_leader{lease="kfold/kfold",holder="a",term="1"} 1' in leader_metrics(a)
+    assert 'kfold_leader{lease="kfold/kfold",holder="b",term=""} 0' in leader_metrics(b)
+    assert 'kfold_leader_transitions_total{lease="kfold/kfold",what="acquired"} 1' in leader_metrics(a)
+
+
+async def test_an_unexpected_error_does_not_end_the_election(server, mono, caplog):
+    a = elector(server, mono, "a")
+    calls = []
+
+    async def boom():
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("registry refused")
+        raise asyncio.CancelledError
+
+    a.step = boom
+    a.retry_s = 0
+    with pytest.raises(asyncio.CancelledError):
+        await a.run()
+    assert len(calls) == 2 and "registry refused" in caplog.text
+
+
+async def test_the_sending_thread_checks_the_term_again_right_before_the_request_leaves():
+    from engine.effects.executor_transport import KubeTransport
+    sent, term = [], [None]
+
+    class Client:
+        def param_serialize(self, method, path, **k):
+            return method, path, {}, None, None
+
+        def call_api(self, *a, **k):
+            sent.append(a)
+            raise AssertionError("must not be sent")
+
+    fence = Fence(lambda: term[0])
+    t = KubeTransport(lambda cluster, tenant: Client(), before_send=fence.check)
+    with pytest.raises(TransportError, match="fenced"):
+        await t.call(Request("c", "", "PATCH", "/apis/kfold.dev/v1alpha1/namespaces/n/sessions/s/status"))
+    await t.close()
+    assert sent == [] and fence.fenced == 1

@@ -56,3 +56,22 @@ def test_leader_election_may_get_create_and_update_leases_in_kfolds_namespace_on
                                       "verbs": ["get", "create", "update"]})]
     (binding,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "kfold-leader"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kfold", "namespace": "kfold"}]
+
+
+def test_replicas_render_a_statefulset_with_a_journal_per_replica_and_need_leader_election():
+    import pytest
+    plain = yaml.safe_dump({"namespaces": ["sb"], "base_domain": "s.example.com"})
+    with pytest.raises(ValueError, match="leader: {enabled: true}"):
+        install("kfold", "img:1", plain, replicas=3)
+    cfg = yaml.safe_dump({"namespaces": ["sb"], "base_domain": "s.example.com", "leader": {"enabled": True}})
+    docs = install("kfold", "img:1", cfg, replicas=3)
+    assert "Deployment" not in kinds(docs) and "PersistentVolumeClaim" not in kinds(docs)
+    (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
+    spec = sts["spec"]
+    assert spec["replicas"] == 3 and spec["podManagementPolicy"] == "Parallel"
+    assert [t["metadata"]["name"] for t in spec["volumeClaimTemplates"]] == ["journal"]
+    (c,) = spec["template"]["spec"]["containers"]
+    assert {"name": "journal", "mountPath": "/var/lib/kfold"} in c["volumeMounts"]
+    assert c["env"][0]["name"] == "POD_NAME"
+    (svc,) = [d for d in docs if d["kind"] == "Service"]
+    assert svc["spec"]["clusterIP"] == "None" and spec["serviceName"] == svc["metadata"]["name"]
