@@ -304,3 +304,29 @@ async def test_the_sending_thread_checks_the_term_again_right_before_the_request
         await t.call(Request("c", "", "PATCH", "/apis/kfold.dev/v1alpha1/namespaces/n/sessions/s/status"))
     await t.close()
     assert sent == [] and fence.fenced == 1
+
+
+async def test_a_retry_due_while_standby_waits_for_a_term_and_is_re_observed_then():
+    from engine.effects.executor import Backoff
+    from engine.effects.fake import Fault
+    journal, server = MemoryJournal(), fresh_server()
+    clock = ServerClock()
+    d = Daemon(journal, lambda sink: Executor(FakeTransport(server), clock, sink, env={}, backoff=Backoff(base_ms=50)),
+               clock, machines=MACHINES, snapshot_every=1000)
+    term: list[int | None] = [1]
+    d.gate = lambda: term[0]
+    d.start_loops()
+    await d.recover()
+    server.faults.append(Fault(status=500, method="GET"))
+    await d.submit([Command(at=T2030, name="probe.get")])
+    await settle(d)
+    assert [m for m, _ in server.requests] == ["GET"]   # answered 500: a retry waits (safe to retry)
+    term[0] = None                                      # the term ends before the retry is due
+    await asyncio.sleep(0.5)
+    assert [m for m, _ in server.requests] == ["GET"], "a standby re-issued a retry"
+    term[0] = 2
+    d.resume()
+    await settle(d)
+    issued = [(r.effect["type"], r.term) for r in journal.records if isinstance(r, EffectIssued)]
+    assert issued == [("get", 1), ("get", 2)] and [m for m, _ in server.requests] == ["GET", "GET"]
+    await d.stop()
