@@ -107,14 +107,10 @@ class Elector:
 
     # -- the fence ------------------------------------------------------------------------------
     def term(self) -> int | None:
-        """The current term number, or None: not leading, or the term's fence has passed."""
+        """The current term number, or None: not leading, or the term's fence has passed. Reads
+        only (the executor's sending threads call it); the loss is recorded by ``step``."""
         t = self._term
-        if t is None:
-            return None
-        if self._mono() >= t.valid_until:
-            self._lose("term expired before renewal (fence)")
-            return None
-        return t.number
+        return t.number if t is not None and self._mono() < t.valid_until else None
 
     def leading(self) -> bool:
         return self.term() is not None
@@ -122,6 +118,8 @@ class Elector:
     # -- one round --------------------------------------------------------------------------------
     async def step(self) -> int | None:
         """One acquire-or-renew round; returns the term held after it (None: standby)."""
+        if self._term is not None and self._mono() >= self._term.valid_until:
+            self._lose("term expired before renewal (fence)")
         try:
             if self.term() is not None and self._lease is not None:
                 await self._renew()
