@@ -96,6 +96,7 @@ class EffectIssued(_Record):
 
     rec: Literal["effect"] = "effect"
     effect: dict[str, Any]
+    term: int | None = None   # the leadership term it was issued under (kfold.leader); None: no election
 
 
 Result = Literal[

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kfold.registry.limiter import DEFAULT_BURST, DEFAULT_QPS, Limits
 
@@ -147,6 +147,32 @@ class ExecutorConfig(_Model):
     max_attempts: int = Field(6, ge=1)
 
 
+class LeaderConfig(_Model):
+    """Leader election on a Lease (kfold.leader); off: this daemon is the only writer (one replica)."""
+    enabled: bool = False
+    lease_name: str = "kfold"
+    namespace: str | None = None     # None: the service account's namespace, else the first of ``namespaces``
+    lease_seconds: int = Field(15, ge=3, le=3600)
+    renew_seconds: int = Field(10, ge=2)
+    retry_seconds: float = Field(2, gt=0)
+    margin_seconds: int = Field(2, ge=1)
+
+    @field_validator("lease_name", "namespace")
+    @classmethod
+    def _dns(cls, v: str | None) -> str | None:
+        if v is not None and not _DNS_LABEL.match(v):
+            raise ValueError(f"{v!r} is not a DNS label (lower-case letters, digits, '-')")
+        return v
+
+    @model_validator(mode="after")
+    def _order(self) -> "LeaderConfig":
+        if not self.retry_seconds < self.renew_seconds <= self.lease_seconds - self.margin_seconds:
+            raise ValueError(f"need retry_seconds ({self.retry_seconds:g}) < renew_seconds ({self.renew_seconds}) "
+                             f"<= lease_seconds ({self.lease_seconds}) - margin_seconds ({self.margin_seconds}); "
+                             "e.g. 2 < 10 <= 15 - 2")
+        return self
+
+
 class RegistryConfig(_Model):
     """Where registered clusters live: the same layout as ``kfold cluster --registry-dir``; how
     fast kfold may talk to them (``qps``/``burst``: every registered cluster, seed 004's 50/100;
@@ -193,6 +219,7 @@ class Config(_Model):
     log: LogConfig = LogConfig()
     http: HttpConfig = HttpConfig()
     executor: ExecutorConfig = ExecutorConfig()
+    leader: LeaderConfig = LeaderConfig()
 
     @field_validator("namespaces")
     @classmethod

@@ -35,6 +35,10 @@ Guarantees:
 - Latency (``metrics``, the daemon's monotonic clock, never the fold's): each inbox entry carries
   when it arrived; folding its records, issuing the effects they emitted and getting those
   effects' outcomes back feed the histograms of ``kfold.http.Metrics``.
+- Leadership (``gate``, set when ``leader.enabled``; ``kfold.leader``): an effect is journaled as
+  issued only while ``gate()`` gives a term, and carries it (``EffectIssued.term``); without one
+  (standby, or the term fenced) keys are held and the ticker's retries wait. ``resume()`` (a term
+  began) first puts every effect held since in doubt (its machine re-observes), then releases.
 - ``stop()`` (SIGTERM): observers stop, in-flight effects finish (bounded wait) and their outcomes
   are committed, a snapshot is written and the journal closed.
 - Snapshots follow ``snapshots`` (``journal.retention.SnapshotPolicy``: by record bytes against the
@@ -90,6 +94,11 @@ class Daemon:
         self._changed = asyncio.Event()
         self._committing: asyncio.Future | None = None
         self.stopping = False
+        # Leadership (kfold.leader): the current term, or None = standby: nothing is issued, the
+        # keys wait in ``_held`` until ``resume`` (on acquire). No gate: always issue (one replica).
+        self.gate: Callable[[], int | None] | None = None
+        self._held: set[str] = set()
+        self._takeover = False
 
     # -- sinks (observers, executor, ticker, periodic commands) ---------------------------------
     async def submit(self, drafts: Iterable[Any]) -> None:
@@ -148,7 +157,10 @@ class Daemon:
     async def commit(self, drafts: list[Any], arrived: list[float] | None = None) -> list[Any]:
         """Append, fold, journal the keys' next effects as issued, submit them. The only writer.
         ``arrived``: when each draft reached the daemon (monotonic), for the latency metrics."""
+        if not drafts and self._takeover:
+            drafts = self._held_in_doubt()   # ``resume``: a term began
         if not drafts:
+            await self._release()
             return []
         stamped, durable = await self.journal.stage(drafts)  # commands were checked by submit (or are the daemon's own)
         self._commits += 1
@@ -169,9 +181,16 @@ class Daemon:
         While stopping, nothing is issued: never sent, so issued (not in doubt) at next start."""
         keys = self._touched if keys is None else keys | self._touched
         self._touched = set()
-        if self.stopping or not keys:
+        if self.stopping or not (keys or self._held):
             return
-        issued = [self._issued(e) for e in ready_to_issue(self.state, keys)]
+        term = None
+        if self.gate is not None:   # fencing: issue only under a term still valid on its clock
+            term = self.gate()
+            if term is None:
+                self._held |= keys
+                return
+            keys, self._held = keys | self._held, set()
+        issued = [self._issued(e, term) for e in ready_to_issue(self.state, keys)]
         if issued:
             for rec in await self.journal.append(issued):
                 _crash_hook("issued", rec.effect)
@@ -249,8 +268,39 @@ class Daemon:
             self._sent.clear()
         self._sent[effect_id] = now
 
-    def _issued(self, effect: Any) -> EffectIssued:
-        return EffectIssued(at=self.clock.now_ms(effect.cluster), effect=effect_to_dict(effect))
+    def _issued(self, effect: Any, term: int | None = None) -> EffectIssued:
+        return EffectIssued(at=self.clock.now_ms(effect.cluster), effect=effect_to_dict(effect), term=term)
+
+    def resume(self) -> None:
+        """A leadership term began (through the committer, the only writer): every effect held
+        while standby is put in doubt first (``_held_in_doubt``), then the keys are released."""
+        self._takeover = True
+        self._inbox.put_nowait(([], None, time.perf_counter()))
+
+    def _held_in_doubt(self) -> list[Command]:
+        """On takeover, each pending effect this replica never sent is in doubt: it was decided on a
+        world another leader has been changing since, so its machine re-observes (quorum read) and
+        decides again, rather than replaying history (e.g. a standby's stale status patches)."""
+        self._takeover = False
+        held = sorted((p.effect for p in self.state.pending.values() if not p.issued), key=lambda e: seq_key(e.id))
+        if held:
+            log.info("takeover: %d effects decided while standby are in doubt and re-observed", len(held))
+        return [Command(at=self.clock.now_ms(e.cluster), name="effect.in_doubt", args={"effect_id": e.id}) for e in held]
+
+    def _fenced(self, drafts: list[Any]) -> list[Any] | None:
+        """The ticker's retries, stamped with the current term; without one they are dropped and
+        forgotten by the ticker (due again once a term begins). None: something was held back."""
+        if self.gate is None or not any(isinstance(d, EffectIssued) for d in drafts):
+            return drafts
+        term = self.gate()
+        if term is not None:
+            return [d.model_copy(update={"term": term}) if isinstance(d, EffectIssued) else d for d in drafts]
+        for d in drafts:
+            p = self.state.pending.get(d.effect.get("id")) if isinstance(d, EffectIssued) else None
+            if p is not None:
+                self.ticker.forget_retry(p.effect.id, p.attempt)
+        kept = [d for d in drafts if not isinstance(d, EffectIssued)]
+        return kept or None
 
     def _wait_unclocked_retry(self, rec: Outcome) -> None:
         """A retry decided without server time waits ``retry_after_ms`` in-process (the ticker)."""
@@ -297,7 +347,10 @@ class Daemon:
         """Deadlines and retries, as their clock passes them (not while recovering)."""
         while True:
             now, mono = self.clock.now_ms, int(self._monotonic() * 1000)  # a reading per cluster
-            drafts = [] if self._recovering else self.ticker.due(self.state, now, mono)
+            drafts = [] if self._recovering else self._fenced(self.ticker.due(self.state, now, mono))
+            if drafts is None:      # standby: retries wait for a term; do not spin on them
+                await asyncio.sleep(1.0)
+                continue
             if drafts:
                 await self.submit(drafts)
                 continue

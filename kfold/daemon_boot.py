@@ -37,6 +37,7 @@ from kfold.daemon import Daemon
 from kfold.daemon_clusters import client_for, open_registry, registrations
 from kfold.daemon_follow import Follower
 from kfold.http import HttpServer, Metrics, routes_for
+from kfold.leader import Elector, Fence, FencedTransport, identity
 
 log = logging.getLogger("kfold.daemon")
 
@@ -207,15 +208,26 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     registry, client = open_registry(cfg)
     clock, metrics = ServerClocks(home=cfg.cluster.name), Metrics()  # one server clock per cluster
     metrics.clients = registry.clients
-    transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads)
+    elector = make_elector(cfg, registry, clock) if cfg.leader.enabled else None
+    fence = Fence(elector.term) if elector is not None else None   # nothing leaves outside a valid term
+    transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads,
+                              before_send=fence.check if fence is not None else None)
+    if elector is not None:
+        transport = FencedTransport(transport, fence)
+        elector.fenced = lambda: fence.fenced
     backoff = Backoff(max_attempts=cfg.executor.max_attempts)
     journal = journal or _sqlite_journal(cfg)
     await journal.open()
     daemon = Daemon(journal, lambda sink: Executor(transport, clock.for_cluster, sink, env=env, backoff=backoff,
                                                    metrics=metrics),
                     clock, metrics=metrics, snapshots=cfg.journal.snapshot_policy())
+    if elector is not None:
+        daemon.gate = elector.term
+        elector.on_change = lambda term, _reason: daemon.resume() if term is not None else None
     daemon.start_loops()
-    await daemon.recover()
+    await daemon.recover()    # while standby: what recovery would issue is held
+    if elector is not None:   # after recovery: ``resume`` goes through the committer, never beside it
+        daemon.spawn(elector.run(), "leader-election")
     commands, (booted, remote) = boot_drafts(cfg, env, registry, clock.now_ms())  # what boot configures is what it watches
     await daemon.submit(commands)
     observers = make_observers(cfg, daemon, client, clock)
@@ -233,13 +245,16 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
         daemon.spawn(follower.run(), "registry-follower")
     for interval, name, args in periodic_commands(cfg, lambda: follower.remote):
         daemon.spawn(run_periodic(daemon, interval, name, args), f"periodic:{name}")
-    http = HttpServer(*cfg.http.host_port, routes_for(daemon, observers, metrics))
+    http = HttpServer(*cfg.http.host_port, routes_for(daemon, observers, metrics, elector))
     await http.start()
     log.info("kfold running", extra={"listen": f"{http.host}:{http.port}", "seq": daemon.state.seq,
                                      "home_limits": str(registry.home_limits)})
     code = await _wait_for_stop(daemon)
     await http.close()
     await daemon.stop()
+    if elector is not None:
+        await elector.release()   # a standby need not wait for the Lease to expire
+        await elector.transport.close()
     registry.close()
     return code
 
@@ -250,6 +265,19 @@ def _sqlite_journal(cfg: Config) -> Any:
     journal = open_journal(cfg.journal.path)
     journal.retention = cfg.journal.retention_policy()
     return journal
+
+
+def make_elector(cfg: Config, registry: Any, clock: ServerClocks) -> Elector:
+    """The Lease's elector on the home cluster, with its own one-thread transport (a renewal never
+    queues behind effects); judged on the home cluster's server clock."""
+    lc = cfg.leader
+    source = getattr(registry, "home_source", None)
+    namespace = lc.namespace or getattr(source, "namespace", None) or cfg.namespaces[0]
+    transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=1,
+                              timeout=(2.0, float(max(1, lc.lease_seconds - lc.renew_seconds))))
+    return Elector(transport, clock.for_cluster(cfg.cluster.name), namespace=namespace, name=lc.lease_name,
+                   holder=identity(), lease_seconds=lc.lease_seconds, renew_seconds=lc.renew_seconds,
+                   retry_seconds=lc.retry_seconds, margin_seconds=lc.margin_seconds, cluster=cfg.cluster.name)
 
 
 async def _wait_for_stop(daemon: Daemon) -> int:

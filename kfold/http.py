@@ -7,7 +7,10 @@ install, and cannot block the committer. aiohttp is installed only as a transiti
 
 Guarantees:
 - ``/healthz`` is 200 while the committer task is alive (a dead committer = restart me).
-- ``/readyz`` is 200 only after every observer has journaled its initial list.
+- ``/readyz`` is 200 only after every observer has journaled its initial list; with leader
+  election its second line says ``leader of lease NS/NAME, term N`` or ``standby for lease ...``
+  (a standby is ready: its watches are warm). ``/metrics`` then adds ``kfold_leader``,
+  ``kfold_leader_transitions_total`` and ``kfold_leader_fenced_requests_total`` (``leader_metrics``).
 - ``/metrics``: ``kfold_records_ingested_total{rec}``, ``kfold_fold_seconds`` (histogram),
   latency histograms measured on the daemon's monotonic clock (never inside the fold):
   ``kfold_event_to_fold_seconds`` (a draft handed to the daemon -> its record folded),
@@ -175,7 +178,8 @@ class HttpServer:
         return handler() if handler else (404, "text/plain", "not found\n")
 
 
-def routes_for(daemon: Any, observers: list[Any], metrics: Metrics) -> dict[str, Callable[[], tuple[int, str, str]]]:
+def routes_for(daemon: Any, observers: list[Any], metrics: Metrics, leader: Any = None
+               ) -> dict[str, Callable[[], tuple[int, str, str]]]:
     def healthz() -> tuple[int, str, str]:
         alive = any(t.get_name() == "committer" and not t.done() for t in daemon._tasks)
         return (200, "text/plain", "ok\n") if alive else (503, "text/plain", "committer stopped\n")
@@ -183,13 +187,41 @@ def routes_for(daemon: Any, observers: list[Any], metrics: Metrics) -> dict[str,
     def readyz() -> tuple[int, str, str]:
         waiting = [f"{o.cluster}/{o.namespace or '*'}/{o.kind}" + (f" ({o.problem})" if getattr(o, "problem", None) else "")
                    for o in observers if not o.synced and not o.optional]
-        return (200, "text/plain", "ready\n") if not waiting else (503, "text/plain", "waiting for initial list: " + ", ".join(waiting) + "\n")
+        if waiting:
+            return 503, "text/plain", "waiting for initial list: " + ", ".join(waiting) + "\n"
+        return 200, "text/plain", "ready\n" + (leader_text(leader) if leader is not None else "")
 
     def metrics_page() -> tuple[int, str, str]:
         skew = daemon.clock.skew_ms(int(time.time() * 1000))
         stats = daemon.journal.stats()
         size = stats.bytes
         body = metrics.render(observers, size, skew, daemon.state.seq, daemon.state.quarantine, stats)
+        if leader is not None:
+            body += leader_metrics(leader)
         return 200, "text/plain; version=0.0.4", body
 
     return {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics_page}
+
+
+def leader_text(e: Any) -> str:
+    """/readyz's second line: a standby is ready too (its watches are warm; it takes over)."""
+    term = e.term()
+    if term is not None:
+        return f"leader of lease {e.namespace}/{e.name}, term {term}, as {e.holder}\n"
+    return f"standby for lease {e.namespace}/{e.name} (held by {e.observed_holder or 'nobody'}), as {e.holder}\n"
+
+
+def leader_metrics(e: Any) -> str:
+    """``kfold_leader{lease,holder,term}`` 1 while leading (0 standby, with term ""),
+    ``kfold_leader_transitions_total{lease,what}`` (acquired, lost) and
+    ``kfold_leader_fenced_requests_total`` (requests refused because the term had ended)."""
+    term, lease = e.term(), f'lease="{e.namespace}/{e.name}"'
+    fenced = getattr(e, "fenced", None)
+    out = ["# TYPE kfold_leader gauge",
+           f'kfold_leader{{{lease},holder="{e.holder}",term="{"" if term is None else term}"}} {0 if term is None else 1}',
+           "# TYPE kfold_leader_transitions_total counter",
+           f'kfold_leader_transitions_total{{{lease},what="acquired"}} {e.acquired}',
+           f'kfold_leader_transitions_total{{{lease},what="lost"}} {e.lost}',
+           "# TYPE kfold_leader_fenced_requests_total counter",
+           f"kfold_leader_fenced_requests_total {fenced() if callable(fenced) else 0}"]
+    return "\n".join(out) + "\n"

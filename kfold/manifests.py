@@ -6,7 +6,8 @@ Guarantees:
   /etc/kfold/config.yaml`` with ``/healthz`` liveness and ``/readyz`` readiness probes.
 - RBAC lists only what kfold does: the observers' list/watch, the effects' verbs
   (``executor_ops``) on the kinds of ``executor_resources``; namespaces get/create only; no
-  ``deletecollection``, no ``escalate``, no wildcards.
+  ``deletecollection``, no ``escalate``, no wildcards; get/create/update on leases in kfold's own
+  namespace, for leader election (``leader.enabled``).
 - The journal lives on a PersistentVolumeClaim, not an emptyDir: the journal IS the state (an
   emptyDir would lose every in-flight decision on a reschedule and make "in doubt" unknowable),
   and ``replicas: 1`` + ``strategy: Recreate`` keep a single writer on the ReadWriteOnce volume.
@@ -46,6 +47,9 @@ CLUSTER_RULES: list[dict[str, Any]] = [
 ]
 
 
+LEASE_RULES = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}]
+
+
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
     md: dict[str, Any] = {"name": name, "labels": dict(LABELS)}
     if namespace:
@@ -64,6 +68,11 @@ def rbac(ns: str, watched: list[str]) -> list[dict[str, Any]]:
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": _meta("kfold"), "subjects": sa,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kfold"}},
     ]
+    out += [  # leader election (kfold.leader): the Lease lives in kfold's own namespace
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta("kfold-leader", ns), "rules": LEASE_RULES},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta("kfold-leader", ns),
+         "subjects": sa, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kfold-leader"}},
+    ]
     for w in watched:
         out.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta("kfold", w), "rules": RULES})
         out.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta("kfold", w),
@@ -72,9 +81,35 @@ def rbac(ns: str, watched: list[str]) -> list[dict[str, Any]]:
 
 
 def deployment(ns: str, image: str, port: int, journal_dir: str = "/var/lib/kfold") -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta("kfold", ns),
+            "spec": {"replicas": 1, "strategy": {"type": "Recreate"},
+                     "selector": {"matchLabels": {"app.kubernetes.io/name": "kfold"}},
+                     "template": {"metadata": {"labels": dict(LABELS)}, "spec": _pod_spec(image, port, journal_dir)}}}
+
+
+def statefulset(ns: str, image: str, port: int, replicas: int, journal_dir: str = "/var/lib/kfold") -> list[dict[str, Any]]:
+    """``replicas`` daemons, each with its own journal claim (``journal-kfold-<i>``), one of them
+    leading (``leader.enabled``); started in parallel so the standbys are warm at once. The
+    headless Service is the StatefulSet's governing service (stable pod names = Lease holders)."""
+    spec = _pod_spec(image, port, journal_dir)
+    spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "journal"]
+    claim = {"metadata": {"name": "journal"},
+             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+    return [{"apiVersion": "v1", "kind": "Service", "metadata": _meta("kfold", ns),
+             "spec": {"clusterIP": "None", "selector": {"app.kubernetes.io/name": "kfold"},
+                      "ports": [{"name": "http", "port": port}]}},
+            {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": _meta("kfold", ns),
+             "spec": {"replicas": replicas, "serviceName": "kfold", "podManagementPolicy": "Parallel",
+                      "selector": {"matchLabels": {"app.kubernetes.io/name": "kfold"}},
+                      "template": {"metadata": {"labels": dict(LABELS)}, "spec": spec},
+                      "volumeClaimTemplates": [claim]}}]
+
+
+def _pod_spec(image: str, port: int, journal_dir: str) -> dict[str, Any]:
     probe = lambda path, delay: {"httpGet": {"path": path, "port": port}, "initialDelaySeconds": delay, "periodSeconds": 10}  # noqa: E731
     container = {
         "name": "kfold", "image": image, "args": ["run", "--config", "/etc/kfold/config.yaml"],
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],  # the Lease holder
         "ports": [{"name": "http", "containerPort": port}],
         "livenessProbe": probe("/healthz", 10), "readinessProbe": probe("/readyz", 5),
         "volumeMounts": [{"name": "config", "mountPath": "/etc/kfold", "readOnly": True},
@@ -88,23 +123,28 @@ def deployment(ns: str, image: str, port: int, journal_dir: str = "/var/lib/kfol
             "volumes": [{"name": "config", "configMap": {"name": "kfold-config"}},
                         {"name": "journal", "persistentVolumeClaim": {"claimName": "kfold-journal"}},
                         {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]}
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta("kfold", ns),
-            "spec": {"replicas": 1, "strategy": {"type": "Recreate"},
-                     "selector": {"matchLabels": {"app.kubernetes.io/name": "kfold"}},
-                     "template": {"metadata": {"labels": dict(LABELS)}, "spec": spec}}}
+    return spec
 
 
-def install(namespace: str = "kfold", image: str = DEFAULT_IMAGE, config_text: str | None = None) -> list[dict[str, Any]]:
+def install(namespace: str = "kfold", image: str = DEFAULT_IMAGE, config_text: str | None = None,
+            replicas: int = 1) -> list[dict[str, Any]]:
+    """``replicas`` > 1: a StatefulSet, and the config must turn leader election on (``ValueError``
+    naming the fix otherwise): two daemons without it would both issue effects."""
     text = config_text or (DATA / "config.example.yaml").read_text()
     cfg = yaml.safe_load(text) or {}
+    if replicas > 1 and not (cfg.get("leader") or {}).get("enabled"):
+        raise ValueError(f"--replicas {replicas} needs leader election: set `leader: {{enabled: true}}` in the "
+                         "config passed with --config (docs/config.md)")
     watched = list(cfg.get("namespaces") or [namespace])
     port = int(str((cfg.get("http") or {}).get("listen", "0.0.0.0:8080")).rpartition(":")[2])
     journal_dir = posixpath.dirname(str((cfg.get("journal") or {}).get("path") or "/var/lib/kfold/journal.db"))
     docs: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(n)} for n in dict.fromkeys([namespace] + watched)]
     docs += [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta("kfold", namespace)}]
     docs += crds() + rbac(namespace, watched) + registry_rbac(namespace, cfg)
-    docs += [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("kfold-config", namespace), "data": {"config.yaml": text}},
-             {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta("kfold-journal", namespace),
+    docs += [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("kfold-config", namespace), "data": {"config.yaml": text}}]
+    if replicas > 1:
+        return docs + statefulset(namespace, image, port, replicas, journal_dir)
+    docs += [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta("kfold-journal", namespace),
               "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}},
              deployment(namespace, image, port, journal_dir)]
     return docs

@@ -46,6 +46,7 @@ class ReplayResult:
     effects: Counter = field(default_factory=Counter)
     divergence: Divergence | None = None
     in_flight: list[str] = field(default_factory=list)
+    terms: Counter = field(default_factory=Counter)   # leadership term -> effects journaled as issued under it
 
     def summary(self) -> str:
         lines = [f"records folded: {self.records} (last seq {self.state.seq})"]
@@ -61,6 +62,9 @@ class ReplayResult:
         else:
             lines.append("effects: none")
         lines.append(f"pending effects: {len(self.state.pending)}; timers: {len(self.state.timers)}")
+        if any(t is not None for t in self.terms):   # kfold.leader: which leadership term issued what
+            lines.append("issued per leadership term: " + ", ".join(
+                f"{'none' if t is None else f'term {t}'}={n}" for t, n in sorted(self.terms.items(), key=lambda i: (i[0] is not None, i[0] or 0))))
         for key, q in sorted(self.state.quarantine.items()):
             lines.append(f"quarantined {key} at seq {q.seq} ({q.rec}, machine {q.machine}): {q.error}")
         if self.in_flight:
@@ -86,6 +90,8 @@ def replay(records: Iterable[Record], check: bool = False, state: State | None =
         result.state, per_record = fold_many(result.state, run, reg)  # raises what the failing record raises
         result.records += len(run)
         for rec, effects in zip(run, per_record):
+            if isinstance(rec, EffectIssued):
+                result.terms[rec.term] += 1
             for e in effects:
                 result.effects[e.type] += 1
                 if check and e.type != "log":

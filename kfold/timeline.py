@@ -226,7 +226,8 @@ def record_line(rec: Record) -> str:
         reason = f" {rec.status_reason}" if rec.status_reason else ""
         return f"outcome {rec.effect_id} {rec.result}{reason}" + (f" ({rec.code})" if rec.code else "")
     if rec.rec == "effect":
-        return f"issued {rec.effect.get('id', '?')} {effect_line(rec.effect)}"
+        term = f" [term {rec.term}]" if getattr(rec, "term", None) is not None else ""   # kfold.leader
+        return f"issued {rec.effect.get('id', '?')} {effect_line(rec.effect)}{term}"
     return rec.rec
 
 

@@ -78,8 +78,9 @@ class KubeTransport:
     Caveat: ``client_for`` may raise for an unknown cluster or tenant; that becomes ``Refused``."""
 
     def __init__(self, client_for: Callable[[str, str], Any], max_threads: int = 8,
-                 timeout: tuple[float, float] = (5.0, 30.0)):
+                 timeout: tuple[float, float] = (5.0, 30.0), before_send: Callable[[Request], None] | None = None):
         self._client_for = client_for
+        self._before_send = before_send   # e.g. kfold.leader's fence: raises to send nothing (TransportError)
         self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="kfold-exec")
         self._timeout = timeout
 
@@ -103,6 +104,8 @@ class KubeTransport:
             method, url, hdrs, body, _ = api.param_serialize(
                 req.method, req.path, query_params=list(req.query), header_params=headers,
                 body=req.body, auth_settings=["BearerToken"])
+            if self._before_send is not None:   # in the sending thread, as late as possible
+                self._before_send(req)
             resp = api.call_api(method, url, header_params=hdrs, body=body, _request_timeout=self._timeout)
             raw = resp.read()
         except Exception as exc:

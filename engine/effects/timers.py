@@ -120,6 +120,10 @@ class Ticker:
         self._forget(state)
         return out
 
+    def forget_retry(self, effect_id: str, attempt: int) -> None:
+        """A retry ``due`` returned was not issued (no leadership term): it is due again."""
+        self._sent_retries.discard((effect_id, attempt))
+
     def sleep_s(self, state: Any, now_ms: Now, mono_ms: int | None = None) -> float:
         clock = _per_cluster(now_ms)
         waits: list[int] = [t.due - now for t in state.timers.values() if (t.id, t.due) not in self._sent_timers

@@ -1,4 +1,4 @@
-"""``kfold manifests [--namespace kfold] [--image ...] [--config FILE]``: print a complete install."""
+"""``kfold manifests [--namespace kfold] [--image ...] [--config FILE] [--replicas N]``: print a complete install."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +12,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--image", default=DEFAULT_IMAGE,
                    help=f"container image (default: {DEFAULT_IMAGE}, what scripts/build_image.sh builds)")
     p.add_argument("--config", help="config file to ship in the ConfigMap (default: the example)")
+    p.add_argument("--replicas", type=int, default=1,
+                   help="daemons to run (default 1: a Deployment); more: a StatefulSet with a journal per "
+                        "replica, which needs `leader: {enabled: true}` in the config")
     p.set_defaults(func=main)
 
 
@@ -27,5 +30,13 @@ def main(args: argparse.Namespace) -> int:
             return 2
         with open(args.config) as fh:
             text = fh.read()
-    sys.stdout.write(render(install(args.namespace, args.image, text)))
+    if args.replicas < 1:
+        print(f"kfold manifests: --replicas {args.replicas}: give 1 or more", file=sys.stderr)
+        return 2
+    try:
+        docs = install(args.namespace, args.image, text, replicas=args.replicas)
+    except ValueError as exc:
+        print(f"kfold manifests: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(render(docs))
     return 0

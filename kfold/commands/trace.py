@@ -3,7 +3,8 @@
 One header line per record (seq, server time as ISO 8601 UTC, what the record says), then one line
 per changed field of each decision record it changed (``phase: Pending -> Creating``), one line per
 effect on KEY (``effect 9.1 create Service ns/demo``), timers set or cancelled, and, for an outcome,
-the effect it answers. A record that concerned KEY but changed nothing is left out. When KEY matches
+the effect it answers. With leader election on, each effect on KEY journaled as issued is shown
+with the leadership term that issued it (``issued 9.1 create Service ns/demo [term 3]``). A record that concerned KEY but changed nothing is left out. When KEY matches
 nothing, the closest keys that exist are named (exit 1).
 """
 from __future__ import annotations
@@ -68,7 +69,9 @@ def step_lines(step, key: str) -> Iterator[str]:
     effects = [e for e in step.effects if e.key == key]
     timers = [t for t in step.timers if t.key == key]
     quarantined = step.quarantined.get(key)
-    if not (mine or effects or timers or step.error or step.divergence or quarantined
+    issued_in_term = (rec.rec == "effect" and getattr(rec, "term", None) is not None
+                      and step.answered is not None and step.answered.key == key)   # kfold.leader: who sent it
+    if not (mine or effects or timers or step.error or step.divergence or quarantined or issued_in_term
             or rec.rec in ("outcome", "deadline")):
         return
     yield f"#{rec.seq} {iso(rec.at)} {record_line(rec)}"

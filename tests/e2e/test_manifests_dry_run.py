@@ -74,3 +74,35 @@ def test_every_document_of_kfold_manifests_passes_a_server_side_dry_run(admin, c
     assert pod["containers"][0]["image"] == DEFAULT_IMAGE
     assert pod["securityContext"]["runAsUser"] == NONROOT and pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
     assert {v["name"] for v in pod["volumes"]} == {"config", "journal", "tmp"}
+
+
+def test_replicas_render_a_statefulset_the_apiserver_accepts(admin, crds, tmp_path):
+    """``kfold manifests --replicas 3`` (leader election on): the StatefulSet, its headless Service
+    and the Lease RBAC pass a server-side dry run."""
+    suffix = uuid.uuid4().hex[:6]
+    home = f"kfold-dry-{suffix}"
+    cfg = yaml.safe_load((DATA / "config.example.yaml").read_text())
+    cfg["namespaces"] = [home]
+    cfg["leader"] = {"enabled": True}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = subprocess.run([sys.executable, "-m", "kfold", "manifests", "--namespace", home, "--config", str(path),
+                          "--replicas", "3"], cwd=REPO, check=True, capture_output=True, text=True).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    dyn, core = DynamicClient(admin), client.CoreV1Api(admin)
+    core.create_namespace({"metadata": {"name": home}})
+    try:
+        kinds = set()
+        for doc in docs:
+            if doc["kind"] == "Namespace":
+                continue
+            resource = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+            back = resource.server_side_apply(body=doc, namespace=doc["metadata"].get("namespace"),
+                                              field_manager="kfold-e2e-dry-run", force_conflicts=True,
+                                              dry_run="All").to_dict()
+            kinds.add(back["kind"])
+            if back["kind"] == "StatefulSet":
+                assert back["spec"]["replicas"] == 3 and back["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "journal"
+        assert {"StatefulSet", "Service", "Role"} <= kinds and "Deployment" not in kinds
+    finally:
+        core.delete_namespace(home)

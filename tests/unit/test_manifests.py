@@ -46,3 +46,32 @@ def test_secret_credentials_add_only_a_get_on_secrets_in_kfolds_namespace():
     assert [(r["metadata"]["namespace"], r["rules"]) for r in roles] == \
         [("kfold", [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])]
     assert not [d for d in install("kfold", "img:1") if d["metadata"]["name"] == "kfold-registry"]
+
+
+def test_leader_election_may_get_create_and_update_leases_in_kfolds_namespace_only():
+    docs = install("kfold", "img:1")
+    lease_rules = [(d["metadata"].get("namespace"), r) for d in docs for r in d.get("rules", [])
+                   if "leases" in r["resources"]]
+    assert lease_rules == [("kfold", {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                      "verbs": ["get", "create", "update"]})]
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "kfold-leader"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kfold", "namespace": "kfold"}]
+
+
+def test_replicas_render_a_statefulset_with_a_journal_per_replica_and_need_leader_election():
+    import pytest
+    plain = yaml.safe_dump({"namespaces": ["sb"], "base_domain": "s.example.com"})
+    with pytest.raises(ValueError, match="leader: {enabled: true}"):
+        install("kfold", "img:1", plain, replicas=3)
+    cfg = yaml.safe_dump({"namespaces": ["sb"], "base_domain": "s.example.com", "leader": {"enabled": True}})
+    docs = install("kfold", "img:1", cfg, replicas=3)
+    assert "Deployment" not in kinds(docs) and "PersistentVolumeClaim" not in kinds(docs)
+    (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
+    spec = sts["spec"]
+    assert spec["replicas"] == 3 and spec["podManagementPolicy"] == "Parallel"
+    assert [t["metadata"]["name"] for t in spec["volumeClaimTemplates"]] == ["journal"]
+    (c,) = spec["template"]["spec"]["containers"]
+    assert {"name": "journal", "mountPath": "/var/lib/kfold"} in c["volumeMounts"]
+    assert c["env"][0]["name"] == "POD_NAME"
+    (svc,) = [d for d in docs if d["kind"] == "Service"]
+    assert svc["spec"]["clusterIP"] == "None" and spec["serviceName"] == svc["metadata"]["name"]

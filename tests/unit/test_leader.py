@@ -1,0 +1,332 @@
+"""Leader election on a Lease, judged on the apiserver's clock, and the daemon's fence (kfold.leader).
+
+A tiny in-memory Lease endpoint stands in for the apiserver: resourceVersion preconditions (409
+Conflict), AlreadyExists on a second create, and a ``Date`` header from its own clock, which runs
+on the same fake monotonic clock as the replicas (one real second = one second everywhere).
+"""
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime
+import logging
+from email.utils import formatdate
+from typing import Any
+
+import freezegun
+import pytest
+
+from engine.effects.clock import ServerClock
+from engine.effects.executor import Executor
+from engine.effects.executor_transport import Request, Response, TransportError
+from engine.effects.fake import T2030, FakeTransport
+from journal.records import Command, EffectIssued
+from kfold.config import ConfigError, parse_config
+from kfold.daemon import Daemon
+from kfold.leader import Elector, Fence, FencedTransport, micro_time
+from tests.journals import TestJournal as MemoryJournal
+from tests.unit.test_daemon_recovery import MACHINES, fresh_server, settle
+
+
+
+class Mono:
+    def __init__(self) -> None:
+        self.t = 5000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class LeaseServer:
+    """One Lease; the server's clock is ``T2030 + (mono - start)``."""
+
+    def __init__(self, mono: Mono) -> None:
+        self.mono, self.start = mono, mono.t
+        self.lease: dict[str, Any] | None = None
+        self.rv = 0
+        self.fail_puts = 0
+        self.requests: list[tuple[str, str]] = []
+
+    def now_ms(self) -> int:
+        return T2030 + int((self.mono.t - self.start) * 1000)
+
+    def transport(self) -> Any:
+        server = self
+
+        class T:
+            async def call(self, req: Request) -> Response:
+                await asyncio.sleep(0)   # lets two replicas interleave their requests
+                return server.handle(req)
+
+            async def close(self) -> None:
+                pass
+        return T()
+
+    def handle(self, req: Request) -> Response:
+        self.requests.append((req.method, req.path))
+        headers = {"Date": formatdate(self.now_ms() / 1000, usegmt=True)}
+        status = lambda code, reason: Response(code, headers, {"kind": "Status", "reason": reason, "code": code})  # noqa: E731
+        if req.method == "GET":
+            return Response(200, headers, copy.deepcopy(self.lease)) if self.lease else status(404, "NotFound")
+        if req.method == "POST":
+            if self.lease:
+                return status(409, "AlreadyExists")
+            return Response(201, headers, self._store(req.body))
+        if req.method == "PUT":
+            if self.fail_puts:
+                self.fail_puts -= 1
+                return status(500, "InternalError")
+            if not self.lease:
+                return status(404, "NotFound")
+            if (req.body.get("metadata") or {}).get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
+                return status(409, "Conflict")
+            return Response(200, headers, self._store(req.body))
+        return status(405, "MethodNotAllowed")
+
+    def _store(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.rv += 1
+        self.lease = copy.deepcopy(body)
+        self.lease["metadata"] = {**body.get("metadata", {}), "resourceVersion": str(self.rv)}
+        return copy.deepcopy(self.lease)
+
+
+@pytest.fixture
+def mono():
+    return Mono()
+
+
+@pytest.fixture
+def server(mono):
+    return LeaseServer(mono)
+
+
+def elector(server: LeaseServer, mono: Mono, holder: str, **kw: Any) -> Elector:
+    return Elector(server.transport(), ServerClock(monotonic=mono), namespace="kfold", name="kfold",
+                   holder=holder, monotonic=mono, **kw)
+
+
+async def run_for(mono: Mono, seconds: float, *electors: Elector, step: float = 2.0) -> None:
+    """Step every elector every ``step`` seconds of (fake) monotonic time."""
+    t = 0.0
+    while t < seconds:
+        for e in electors:
+            await e.step()
+        mono.t += step
+        t += step
+
+
+async def test_the_first_replica_acquires_term_1_and_the_second_stays_standby(server, mono):
+    a, b = elector(server, mono, "a"), elector(server, mono, "b")
+    assert await a.step() == 1
+    await run_for(mono, 60, a, b)
+    assert a.term() == 1 and b.term() is None
+    assert server.lease["spec"]["holderIdentity"] == "a" and server.lease["spec"]["leaseTransitions"] == 1
+    assert b.observed_holder == "a"
+
+
+async def test_a_silent_leader_is_fenced_before_the_standby_can_acquire(server, mono):
+    a, b = elector(server, mono, "a"), elector(server, mono, "b")
+    await a.step()
+    await b.step()
+    acquired_at = mono.t
+    fenced_at = took_at = None
+    while took_at is None:   # ``a`` is frozen (never steps again); ``b`` keeps trying
+        mono.t += 0.25
+        if fenced_at is None and a.term() is None:
+            fenced_at = mono.t
+        if await b.step() is not None:
+            took_at = mono.t
+    assert b.term() == 2 and server.lease["spec"]["leaseTransitions"] == 2
+    # the fence: acquire + lease - margin, on the monotonic clock; the standby: renewTime + lease + 1 s
+    assert fenced_at == pytest.approx(acquired_at + 15 - 2, abs=0.25)
+    assert took_at >= acquired_at + 15 + 1 and fenced_at < took_at
+    assert a.term() is None   # frozen past its term: wakes up fenced, before any request
+
+
+@pytest.mark.parametrize("days", [1, -1])
+async def test_moving_the_local_wall_clock_a_day_changes_nothing(server, mono, days):
+    a, b = elector(server, mono, "a"), elector(server, mono, "b")
+    with freezegun.freeze_time("2030-01-01T00:00:00Z", real_asyncio=True) as frozen:
+        await run_for(mono, 20, a, b)
+        assert a.term() == 1 and b.term() is None
+        frozen.tick(datetime.timedelta(days=days))
+        await run_for(mono, 20, a, b)
+        assert a.term() == 1 and b.term() is None, "a wall-clock jump must neither expire nor extend the lease"
+        renewed = server.lease["spec"]["renewTime"]
+        assert renewed.startswith("2030-01-01T00:00:"), f"renewTime comes from the server clock, got {renewed}"
+
+
+async def test_two_standbys_racing_for_a_free_lease_give_one_term(server, mono):
+    a, b = elector(server, mono, "a"), elector(server, mono, "b")
+    await a.step()
+    mono.t += 30   # a is gone; both standbys read it expired, then both PUT on the same resourceVersion
+    results = await asyncio.gather(b.step(), elector(server, mono, "c").step())
+    assert sorted(r for r in results if r is not None) == [2], results
+    assert server.lease["spec"]["leaseTransitions"] == 2
+    puts = [m for m, _ in server.requests if m == "PUT"]
+    assert len(puts) == 2, "both tried; the resourceVersion precondition let one through"
+
+
+async def test_a_leader_that_cannot_renew_steps_down_at_its_renew_deadline(server, mono, caplog):
+    a = elector(server, mono, "a")
+    await a.step()
+    server.fail_puts = 100
+    with caplog.at_level(logging.INFO, logger="kfold.leader"):
+        await run_for(mono, 14, a)
+    assert a.term() is None and a.lost == 1
+    assert any("lost lease kfold/kfold, term 1: renew deadline" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_clean_release_lets_a_standby_acquire_at_once(server, mono):
+    a, b = elector(server, mono, "a"), elector(server, mono, "b")
+    await a.step()
+    await a.release()
+    assert a.term() is None and await b.step() == 2
+
+
+async def test_the_fenced_transport_sends_nothing_outside_a_term():
+    term = [3]
+    sent = []
+
+    class Inner:
+        async def call(self, req):
+            sent.append(req)
+            return Response(200, {}, {})
+
+    t = FencedTransport(Inner(), Fence(lambda: term[0]))
+    await t.call(Request("", "", "GET", "/x"))
+    term[0] = None
+    with pytest.raises(TransportError, match="fenced"):
+        await t.call(Request("", "", "GET", "/y"))
+    assert [r.path for r in sent] == ["/x"] and t.fenced == 1
+
+
+def test_a_micro_time_has_six_fraction_digits():
+    assert micro_time(T2030 + 250) == "2030-01-01T00:00:00.250000Z"
+
+
+def test_the_settings_have_defaults_and_refuse_an_unsafe_order():
+    cfg = parse_config({"namespaces": ["a"], "base_domain": "s.example.com"})
+    assert (cfg.leader.enabled, cfg.leader.lease_seconds, cfg.leader.renew_seconds, cfg.leader.margin_seconds) == (False, 15, 10, 2)
+    with pytest.raises(ConfigError, match="renew_seconds"):
+        parse_config({"namespaces": ["a"], "base_domain": "s.example.com",
+                      "leader": {"enabled": True, "lease_seconds": 10, "renew_seconds": 10}})
+
+
+async def test_a_standby_issues_nothing_and_on_takeover_re_observes_what_it_held_under_its_term():
+    journal, server = MemoryJournal(), fresh_server()
+    clock = ServerClock()
+    d = Daemon(journal, lambda sink: Executor(FakeTransport(server), clock, sink, env={}), clock,
+               machines=MACHINES, snapshot_every=1000)
+    term: list[int | None] = [None]
+    d.gate = lambda: term[0]
+    d.start_loops()
+    await d.recover()
+    await d.submit([Command(at=T2030, name="probe.create")])
+    await settle(d)
+    assert not [r for r in journal.records if isinstance(r, EffectIssued)] and not server.requests, \
+        "a standby journals its inputs and issues nothing"
+    term[0] = 7
+    d.resume()
+    await settle(d)
+    # on takeover what was decided while standby is in doubt: re-observed (a quorum GET), not replayed
+    doubts = [r for r in journal.records if isinstance(r, Command) and r.name == "effect.in_doubt"]
+    assert len(doubts) == 1
+    issued = [r for r in journal.records if isinstance(r, EffectIssued)]
+    assert [(r.effect["type"], r.term) for r in issued] == [("get", 7)]
+    assert [m for m, _ in server.requests] == ["GET"]
+    await d.stop()
+
+
+def test_an_old_effect_record_without_a_term_still_loads():
+    from journal.records import parse_record
+    rec = parse_record('{"rec": "effect", "seq": 4, "at": 1, "effect": {"id": "1.0"}}')
+    assert isinstance(rec, EffectIssued) and rec.term is None
+
+
+def test_replay_and_trace_say_which_term_issued_what():
+    from engine.core import initial_state
+    from engine.effects.models import GetObject
+    from kfold.replay import ReplayResult
+    from kfold.timeline import record_line
+    from tests.unit.test_daemon_recovery import issued as issued_record
+    rec = issued_record("1.0", GetObject).model_copy(update={"seq": 2, "term": 4})
+    assert record_line(rec) == "issued 1.0 get Pod work/p [term 4]"
+    r = ReplayResult(state=initial_state())
+    r.terms.update({4: 2, None: 1})
+    assert "issued per leadership term: none=1, term 4=2" in r.summary()
+
+
+async def test_readyz_and_metrics_say_who_leads_under_which_term(server, mono):
+    from kfold.http import leader_metrics, leader_text
+    a, b = elector(server, mono, "a"), elector(server, mono, "b")
+    await a.step()
+    await b.step()
+    assert leader_text(a) == "leader of lease kfold/kfold, term 1, as a\n"
+    assert leader_text(b) == "standby for lease kfold/kfold (held by a), as b\n"
+    assert 'kfold_leader{lease="kfold/kfold",holder="a",term="1"} 1' in leader_metrics(a)
+    assert 'kfold_leader{lease="kfold/kfold",holder="b",term=""} 0' in leader_metrics(b)
+    assert 'kfold_leader_transitions_total{lease="kfold/kfold",what="acquired"} 1' in leader_metrics(a)
+
+
+async def test_an_unexpected_error_does_not_end_the_election(server, mono, caplog):
+    a = elector(server, mono, "a")
+    calls = []
+
+    async def boom():
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("registry refused")
+        raise asyncio.CancelledError
+
+    a.step = boom
+    a.retry_s = 0
+    with pytest.raises(asyncio.CancelledError):
+        await a.run()
+    assert len(calls) == 2 and "registry refused" in caplog.text
+
+
+async def test_the_sending_thread_checks_the_term_again_right_before_the_request_leaves():
+    from engine.effects.executor_transport import KubeTransport
+    sent, term = [], [None]
+
+    class Client:
+        def param_serialize(self, method, path, **k):
+            return method, path, {}, None, None
+
+        def call_api(self, *a, **k):
+            sent.append(a)
+            raise AssertionError("must not be sent")
+
+    fence = Fence(lambda: term[0])
+    t = KubeTransport(lambda cluster, tenant: Client(), before_send=fence.check)
+    with pytest.raises(TransportError, match="fenced"):
+        await t.call(Request("c", "", "PATCH", "/apis/kfold.dev/v1alpha1/namespaces/n/sessions/s/status"))
+    await t.close()
+    assert sent == [] and fence.fenced == 1
+
+
+async def test_a_retry_due_while_standby_waits_for_a_term_and_is_re_observed_then():
+    from engine.effects.executor import Backoff
+    from engine.effects.fake import Fault
+    journal, server = MemoryJournal(), fresh_server()
+    clock = ServerClock()
+    d = Daemon(journal, lambda sink: Executor(FakeTransport(server), clock, sink, env={}, backoff=Backoff(base_ms=50)),
+               clock, machines=MACHINES, snapshot_every=1000)
+    term: list[int | None] = [1]
+    d.gate = lambda: term[0]
+    d.start_loops()
+    await d.recover()
+    server.faults.append(Fault(status=500, method="GET"))
+    await d.submit([Command(at=T2030, name="probe.get")])
+    await settle(d)
+    assert [m for m, _ in server.requests] == ["GET"]   # answered 500: a retry waits (safe to retry)
+    term[0] = None                                      # the term ends before the retry is due
+    await asyncio.sleep(0.5)
+    assert [m for m, _ in server.requests] == ["GET"], "a standby re-issued a retry"
+    term[0] = 2
+    d.resume()
+    await settle(d)
+    issued = [(r.effect["type"], r.term) for r in journal.records if isinstance(r, EffectIssued)]
+    assert issued == [("get", 1), ("get", 2)] and [m for m, _ in server.requests] == ["GET", "GET"]
+    await d.stop()
