@@ -182,9 +182,9 @@ class _NotingCtx:
         self._notes.append(("put", self._ctx._machine, key))
         self._ctx.drop(key)
 
-    def set_timer(self, key: str, name: str, due: int) -> None:
+    def set_timer(self, key: str, name: str, due: int, cluster: str = "") -> None:
         self._notes.append(("timer", self._ctx._machine, key, name, due))
-        self._ctx.set_timer(key, name, due)
+        self._ctx.set_timer(key, name, due, cluster)
 
     def cancel_timer(self, key: str, name: str) -> None:
         if self._ctx.timer_due(key, name) is not None:

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.browser.cdp import Browser
+from tests.golden_facts import GOLDEN, golden, iso_ms
 
-GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden_session.jsonl"
-SESSION = "local/golden-f728c6/demo"
+G = golden()
+SESSION = G.session
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -63,7 +64,7 @@ def test_open_a_session_follow_an_effect_to_its_outcome_and_see_the_diff(browser
     url = ui(GOLDEN)
     browser.open(url)
     browser.wait("document.querySelectorAll('#objects li').length > 0", "the object list")
-    assert "107 records" in browser.text("#journal")
+    assert f"{len(G)} records" in browser.text("#journal")
     browser.wait("document.querySelectorAll('#timeline .rec').length > 0", "the whole journal's timeline")
     browser.wait("document.querySelectorAll('#diagram svg.kfold-diagram').length === 3", "every machine's diagram")
     assert browser.eval("[...document.querySelectorAll('#diagram svg')].map(s => s.dataset.machine).join()") == \
@@ -75,46 +76,44 @@ def test_open_a_session_follow_an_effect_to_its_outcome_and_see_the_diff(browser
     assert session >= 0, "the Session is listed"
     browser.click(f"#objects li:nth-child({session + 1})")
     browser.wait(f"document.querySelector('#object-head').innerText.includes('{SESSION}')", "the Session's header")
-    browser.wait("!!document.querySelector('#rec-9')", "the Session's first record")
+    first = G.session_observed
+    browser.wait(f"!!document.querySelector('#rec-{first['seq']}')", "the Session's first record")
     head = browser.text("#object")
     assert "Stopped" in head and "Pod" in head and "Service" in head and "Ingress" in head and "Secret" in head
-    assert browser.text("#rec-9").startswith("#9\n2026-11-29T20:05:17.155Z") or "2026-11-29T20:05:17.155Z" in browser.text("#rec-9")
+    assert iso_ms(first["at"]) in browser.text(f"#rec-{first['seq']}")
     shot(browser, tmp_path, "2-session")
 
-    # the effect that creates the pod (emitted by #19), followed to its outcome
-    effect = browser.text("#rec-19")
-    assert "effect 19.1 create Pod golden-f728c6/demo-g1" in effect and "→ outcome #24 ok" in effect
-    browser.click("#rec-19 a.outcome-link[data-effect='19.1']")
-    browser.wait("!!document.querySelector('#rec-24.selected')", "the outcome record selected")
-    outcome = browser.text("#rec-24")
-    assert "answers effect 19.1 create Pod golden-f728c6/demo-g1 emitted by #19" in outcome
+    # the effect that creates the pod, from the record that emitted it to the outcome that answers it
+    pod = G.first("create", "Pod")
+    effect = browser.text(f"#rec-{pod.cause}")
+    assert f"effect {pod.id} create Pod {pod.where}" in effect and f"→ outcome #{pod.outcome} ok" in effect
+    browser.click(f"#rec-{pod.cause} a.outcome-link[data-effect='{pod.id}']")
+    browser.wait(f"!!document.querySelector('#rec-{pod.outcome}.selected')", "the outcome record selected")
+    outcome = browser.text(f"#rec-{pod.outcome}")
+    assert f"answers effect {pod.id} create Pod {pod.where} emitted by #{pod.cause}" in outcome
     assert "Creating → Provisioning" in outcome                     # the decision it changed...
     assert "pod.created\nfalse\ntrue" in outcome or "pod.created\tfalse\ttrue" in outcome   # ...field by field
-    browser.wait("!!document.querySelector('#raw').innerText.includes('\"effect_id\": \"19.1\"')", "the raw record")
+    browser.wait(f"!!document.querySelector('#raw').innerText.includes('\"effect_id\": \"{pod.id}\"')", "the raw record")
     browser.wait("!!document.querySelector('#diagram .state.current')", "the diagram")
     assert browser.eval("document.querySelector('#diagram .state.current').dataset.state") == "Provisioning"
     shot(browser, tmp_path, "3-outcome")
 
 
 def test_a_journal_with_an_edited_effect_shows_its_first_divergence(browser, ui, tmp_path):
-    lines = GOLDEN.read_text().splitlines()
-    edited = []
-    for line in lines:
-        rec = json.loads(line)
-        if rec["rec"] == "effect" and rec["effect"]["id"] == "28.0":   # create Service
-            rec["effect"]["manifest"]["spec"]["ports"][0]["port"] = 9999
-            line = json.dumps(rec)
-        edited.append(line)
+    service = G.first("create", "Service")
+    rec = json.loads(G.lines[G.index(service.issued)])
+    port = rec["effect"]["manifest"]["spec"]["ports"][0]["port"]
+    rec["effect"]["manifest"]["spec"]["ports"][0]["port"] = 9999
     bug = tmp_path / "bug.jsonl"
-    bug.write_text("\n".join(edited) + "\n")
+    bug.write_text(G.with_record(service.issued, rec))
 
     browser.open(ui(bug))
     banner = browser.wait("(() => { const b = document.querySelector('#divergence'); "
                           "return b && !b.classList.contains('hidden') && b.innerText; })()", "the divergence banner")
-    assert banner == "first divergence at #29: effect 28.0"
+    assert banner == f"first divergence at #{service.issued}: effect {service.id}"
     browser.click("#divergence")
-    browser.wait("!!document.querySelector('#rec-29.divergent.selected')", "the divergent record, selected")
-    text = browser.text("#rec-29")
-    assert "DIVERGENCE: effect 28.0 caused by #28" in text
-    assert "manifest.spec.ports[0].port\n9999\n8080" in text or "manifest.spec.ports[0].port\t9999\t8080" in text
+    browser.wait(f"!!document.querySelector('#rec-{service.issued}.divergent.selected')", "the divergent record, selected")
+    text = browser.text(f"#rec-{service.issued}")
+    assert f"DIVERGENCE: effect {service.id} caused by #{service.cause}" in text
+    assert f"manifest.spec.ports[0].port\n9999\n{port}" in text or f"manifest.spec.ports[0].port\t9999\t{port}" in text
     shot(browser, tmp_path, "4-divergence")

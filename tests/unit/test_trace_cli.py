@@ -5,13 +5,13 @@ nothing."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from kfold.cli import main
 from kfold.timeline import effect_line, field_diff, iso
+from tests.golden_facts import GOLDEN, golden, iso_ms
 
-GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden_session.jsonl"
-KEY = "local/golden-f728c6/demo"
+G = golden()
+KEY = G.session
 
 
 def trace(capsys, key=KEY, path=GOLDEN):
@@ -24,17 +24,20 @@ def test_each_record_is_one_header_line_with_its_iso_server_time(capsys):
     code, out, _ = trace(capsys)
     assert code == 0
     headers = [l for l in out.splitlines() if l.startswith("#")]
-    assert headers[0] == "#9 2026-11-29T20:05:17.155Z observed ADDED Session golden-f728c6/demo rv=2566"
+    first = G.session_observed
+    assert headers[0] == (f"#{first['seq']} {iso_ms(first['at'])} observed ADDED Session "
+                          f"{first['namespace']}/{first['name']} rv={first['rv']}")
     assert all(re.match(r"#\d+ (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z|\(no server time yet\)) ", h) for h in headers)
-    assert "1795982717" not in out  # no epoch milliseconds
+    assert str(first["at"])[:10] not in out  # no epoch milliseconds
 
 
 def test_a_change_is_shown_field_by_field_and_a_no_change_record_is_left_out(capsys):
     _, out, _ = trace(capsys)
-    block = out.split("#19 ", 1)[1].split("\n#", 1)[0]
+    pod = G.first("create", "Pod")   # emitted by the record that moves the Session to Creating
+    block = out.split(f"#{pod.cause} ", 1)[1].split("\n#", 1)[0]
     assert "session: Pending -> Creating" in block
     assert '    secret_step: "sent" -> "done"' in block
-    assert '    pod.name: "" -> "demo-g1"' in block
+    assert f'    pod.name: "" -> "{pod.body["name"]}"' in block
     assert "{'" not in out  # no Python dict reprs
     for header, body in re.findall(r"^(#\d+ .*)\n((?:  .*\n?)*)", out, re.M):
         assert body.strip(), f"{header} printed with nothing under it"
@@ -44,16 +47,17 @@ def test_a_change_is_shown_field_by_field_and_a_no_change_record_is_left_out(cap
 
 def test_effects_are_one_line_each_and_outcomes_name_the_effect_they_answer(capsys):
     _, out, _ = trace(capsys)
-    assert "  effect 28.0 create Service golden-f728c6/demo\n" in out
-    assert "  effect 28.1 create Ingress golden-f728c6/demo\n" in out
-    assert "  answers 17.0: create Secret golden-f728c6/demo-env" in out
+    service, ingress, secret = G.first("create", "Service"), G.first("create", "Ingress"), G.first("create", "Secret")
+    assert f"  effect {service.id} create Service {service.where}\n" in out
+    assert f"  effect {ingress.id} create Ingress {ingress.where}\n" in out
+    assert f"  answers {secret.id}: create Secret {secret.where}" in out
 
 
 def test_a_key_that_matches_nothing_names_the_closest_keys_that_exist(capsys):
     code, out, err = trace(capsys, "local/default/demo")
     assert code == 1 and out == ""
     assert "no record touched local/default/demo" in err
-    assert "closest keys in this journal: local/golden-f728c6/demo" in err
+    assert f"closest keys in this journal: {KEY}" in err
 
 
 def test_field_diff_descends_into_nested_records_lists_and_json_text():
@@ -73,19 +77,39 @@ def test_words_for_times_and_effects():
 
 
 def test_a_record_the_fold_refuses_is_shown_and_the_walk_goes_on(tmp_path, capsys):
-    """``kfold replay`` stops at a record the fold refuses; trace and the UI show it and carry on."""
+    """``kfold replay`` stops at a record the fold refuses (here a repeated seq); trace and the UI
+    show it and carry on."""
+    from kfold.sources import iter_records
+    from kfold.timeline import walk
+    i = G.index(G.session_observed["seq"] + 1)   # right after the Session is first seen
+    path = tmp_path / "refused.jsonl"
+    path.write_text("\n".join(G.lines[:i + 1] + [G.lines[i]] + G.lines[i + 1:]) + "\n")
+    steps = list(walk(iter_records(str(path))))
+    assert "cannot follow seq" in steps[i + 1].error
+    assert not any(s.error for s in steps[:i + 1] + steps[i + 2:])
+    assert len(steps) == len(G) + 1 and any(s.changes for s in steps[i + 2:])
+    assert main(["replay", str(path)]) == 2
+    capsys.readouterr()
+
+
+def test_a_record_a_machine_cannot_fold_is_shown_quarantined_and_the_walk_goes_on(tmp_path, capsys):
+    """An unknown command is quarantined (issue 12): the walk shows the quarantine on that record
+    and goes on; ``kfold replay`` completes and reports it."""
     from journal.records import Command
     from kfold.sources import iter_records
     from kfold.timeline import walk
-    lines = GOLDEN.read_text().splitlines()
-    bad = Command(seq=10, at=1795982717156, name="session.nonsense", cluster="local").model_dump_json()
-    path = tmp_path / "refused.jsonl"
-    path.write_text("\n".join(lines[:9] + [bad] + lines[10:]) + "\n")
+    seq = G.session_observed["seq"] + 1
+    bad = Command(seq=seq, at=G.record(seq)["at"], name="session.nonsense", cluster="local").model_dump_json()
+    path = tmp_path / "poison.jsonl"
+    path.write_text(G.with_record(seq, bad))
     steps = list(walk(iter_records(str(path))))
-    assert "unknown command 'session.nonsense'" in steps[9].error
-    assert len(steps) == 107 and any(s.changes for s in steps[10:])
-    assert main(["replay", str(path)]) == 2
-    capsys.readouterr()
+    i = G.index(seq)
+    assert [(k, q.seq) for k, q in steps[i].quarantined.items()] == [("local//#session.nonsense", seq)]
+    assert "unknown command 'session.nonsense'" in steps[i].quarantined["local//#session.nonsense"].error
+    assert not any(s.error or s.quarantined for s in steps[:i] + steps[i + 1:])
+    assert len(steps) == len(G) and any(s.changes for s in steps[i + 1:])
+    assert main(["replay", str(path)]) == 0
+    assert f"quarantined local//#session.nonsense at seq {seq}" in capsys.readouterr().out
 
 
 def test_the_walk_decides_exactly_what_the_fold_decides():
@@ -102,17 +126,19 @@ def test_the_walk_decides_exactly_what_the_fold_decides():
     assert [s.effects for s in steps] == folded
     assert not any(s.error or s.divergence for s in steps)
     changed = {(c.machine, c.key) for s in steps for c in s.changes}
-    assert ("session", KEY) in changed and ("pod", "local/golden-f728c6/demo-g1") in changed
+    assert ("session", KEY) in changed and ("pod", G.first("create", "Pod").body["key"]) in changed
 
 
 def deadline_journal(tmp_path):
-    """The golden journal up to the pod's creation (#24 arms the Session's start timer), then that
-    timer's deadline twice: the first fires, the second is stale (its timer is gone)."""
+    """The golden journal up to the pod's creation (the outcome that arms the Session's start
+    timer, ``G.start_timer``), then that timer's deadline twice: the first fires, the second is
+    stale (its timer is gone)."""
     from journal.records import Deadline
-    lines = GOLDEN.read_text().splitlines()[:24]
-    due = 1795982897184
+    arms, due = G.start_timer
+    lines = G.lines[:G.index(arms) + 1]
     fire = dict(timer=f"session:{KEY}:start", machine="session", key=KEY, name="start", due=due)
-    extra = [Deadline(seq=25, at=due, **fire).model_dump_json(), Deadline(seq=26, at=due + 5, **fire).model_dump_json()]
+    extra = [Deadline(seq=arms + 1, at=due, **fire).model_dump_json(),
+             Deadline(seq=arms + 2, at=due + 5, **fire).model_dump_json()]
     path = tmp_path / "deadline.jsonl"
     path.write_text("\n".join(lines + extra) + "\n")
     return path
@@ -121,9 +147,11 @@ def deadline_journal(tmp_path):
 def test_a_deadline_that_fires_and_a_stale_one_are_told_apart(tmp_path, capsys):
     code, out, _ = trace(capsys, path=deadline_journal(tmp_path))
     assert code == 0
-    assert "#24 " in out and "  timer start due 2026-11-29T20:08:17.184Z" in out
-    fired = out.split("#25 ", 1)[1].split("\n#", 1)[0]
-    assert fired.startswith("2026-11-29T20:08:17.184Z deadline session local/golden-f728c6/demo start")
+    arms, due = G.start_timer
+    armed = out.split(f"#{arms} ", 1)[1].split("\n#", 1)[0]
+    assert f"  timer start due {iso_ms(due)}" in armed
+    fired = out.split(f"#{arms + 1} ", 1)[1].split("\n#", 1)[0]
+    assert fired.startswith(f"{iso_ms(due)} deadline session {KEY} start")
     assert "\n  fired\n" in fired and "session: Provisioning -> Failed" in fired
-    stale = out.split("#26 ", 1)[1]
+    stale = out.split(f"#{arms + 2} ", 1)[1]
     assert "stale: the timer was cancelled or moved since" in stale

@@ -10,7 +10,6 @@ import json
 import re
 import sqlite3
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -21,9 +20,10 @@ from kfold.cli import main
 from kfold.timeline import Change, Step
 from kfold.ui.index import SCHEMA, Builder, build
 from kfold.ui.server import MAX_PAGE, ApiError, Store, serve
+from tests.golden_facts import GOLDEN, golden
 
-GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden_session.jsonl"
-SESSION = "local/golden-f728c6/demo"
+G = golden()
+SESSION = G.session
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +50,8 @@ def walk_pages(store, **filters):
 
 def test_the_summary_counts_the_journal_and_names_its_kinds_and_machines(store):
     s = store.summary()
-    assert s["records"] == 107 and s["divergence"] is None
-    assert s["kinds"] == ["command", "effect", "observed", "outcome", "relist"]
+    assert s["records"] == len(G) and s["divergence"] is None
+    assert s["kinds"] == G.kinds == ["command", "effect", "observed", "outcome", "relist"]
     assert s["machines"] == ["pod", "repo", "session"]
 
 
@@ -59,15 +59,16 @@ def test_a_session_is_listed_first_with_its_pods_service_ingress_and_secret(stor
     top = store.objects(top=True)["objects"]
     assert (top[0]["kind"], top[0]["key"]) == ("Session", SESSION)
     family = store.object(top[0]["id"])
-    assert sorted((c["kind"], c["key"].rpartition("/")[2]) for c in family["children"]) == [
-        ("Ingress", "demo"), ("Pod", "demo-g1"), ("Pod", "demo-g2"), ("Secret", "demo-env"), ("Service", "demo")]
+    children = sorted((c["kind"], c["key"]) for c in family["children"])
+    assert children == sorted((kind, G.key(name)) for kind, name in G.created)
+    assert {kind for kind, _ in children} == {"Ingress", "Pod", "Secret", "Service"}
     assert family["state"] == "Stopped (removed)"
     assert not any(o["kind"] == "Pod" for o in top)
 
 
 def test_pages_walk_a_timeline_in_order_without_gaps_or_repeats(store):
     everything = walk_pages(store)
-    assert everything == list(range(1, 108))
+    assert everything == [r["seq"] for r in G.records] == list(range(1, len(G) + 1))
     session = obj_id(store, "Session", SESSION)
     own, family = walk_pages(store, obj=session), walk_pages(store, obj=session, related=True)
     assert own == sorted(set(own)) and family == sorted(set(family))
@@ -76,23 +77,25 @@ def test_pages_walk_a_timeline_in_order_without_gaps_or_repeats(store):
     assert [r["seq"] for r in back] == [45, 46, 47, 48, 49]
     around = store.records(start=50, direction="around", limit=8)["records"]
     assert [r["seq"] for r in around] == list(range(48, 56))  # a quarter before, the rest after
-    assert len(store.records(limit=10_000)["records"]) == min(MAX_PAGE, 107)
+    assert len(store.records(limit=10_000)["records"]) == min(MAX_PAGE, len(G))
 
 
 def test_filters_narrow_by_record_kind_and_machine(store):
     outcomes = store.records(kinds=["outcome"], limit=100)["records"]
     assert outcomes and {r["kind"] for r in outcomes} == {"outcome"}
     repo = walk_pages(store, machine="repo")
-    assert repo == [2, 3, 4, 5]
+    assert repo == G.machine_seqs("repo") and len(repo) >= 3
 
 
 def test_an_effect_links_to_the_records_that_issued_and_answered_it(store):
-    assert store.effect("19.1") | {"line": None} == {"id": "19.1", "cause": 19, "issued": 21, "outcome": 24,
-                                                     "result": "ok", "attempts": 1, "line": None,
-                                                     "obj": obj_id(store, "Pod", "local/golden-f728c6/demo-g1")}
-    page = store.records(start=24, limit=1)
+    pod = G.first("create", "Pod")   # the pod's creation, answered by the outcome that moves the Session on
+    assert G.record(pod.outcome)["result"] == "ok"
+    assert store.effect(pod.id) | {"line": None} == {"id": pod.id, "cause": pod.cause, "issued": pod.issued,
+                                                     "outcome": pod.outcome, "result": "ok", "attempts": 1,
+                                                     "line": None, "obj": obj_id(store, "Pod", pod.body["key"])}
+    page = store.records(start=pod.outcome, limit=1)
     rec = page["records"][0]
-    assert rec["answers"] == "19.1" and page["effects"]["19.1"]["cause"] == 19
+    assert rec["answers"] == pod.id and page["effects"][pod.id]["cause"] == pod.cause
     change = next(c for c in rec["detail"]["changes"] if c["m"] == "session")
     assert (change["from"], change["to"]) == ("Creating", "Provisioning")
     assert ["pod.created", False, True] in change["diff"]
@@ -109,9 +112,10 @@ def test_the_raw_record_is_read_back_from_a_jsonl_export_and_from_a_sqlite_journ
     asyncio.run(write())
     build(str(path), tmp_path / "index.sqlite")
     from_sqlite = Store(tmp_path / "index.sqlite", str(path))
-    assert from_sqlite.raw(24) == store.raw(24) == json.loads(GOLDEN.read_text().splitlines()[23])
-    assert from_sqlite.records(start=24, limit=1)["records"][0]["detail"] == \
-        store.records(start=24, limit=1)["records"][0]["detail"]
+    seq = G.first("create", "Pod").outcome
+    assert from_sqlite.raw(seq) == store.raw(seq) == G.record(seq)
+    assert from_sqlite.records(start=seq, limit=1)["records"][0]["detail"] == \
+        store.records(start=seq, limit=1)["records"][0]["detail"]
 
 
 def test_every_record_trace_prints_for_a_key_is_on_that_objects_timeline(store, capsys):
@@ -170,19 +174,21 @@ def test_kfold_ui_names_a_bad_listen_address_and_an_unreadable_journal(tmp_path,
 
 
 def test_the_index_marks_the_divergence_replay_check_reports(tmp_path, capsys):
-    lines = GOLDEN.read_text().splitlines()
-    rec = json.loads(lines[28])
-    assert rec["effect"]["id"] == "28.0"
+    service = G.first("create", "Service")
+    rec = G.record(service.issued)
+    port = rec["effect"]["manifest"]["spec"]["ports"][0]["port"]
+    rec = json.loads(json.dumps(rec))
     rec["effect"]["manifest"]["spec"]["ports"][0]["port"] = 9999
     bug = tmp_path / "bug.jsonl"
-    bug.write_text("\n".join(lines[:28] + [json.dumps(rec)] + lines[29:]) + "\n")
+    bug.write_text(G.with_record(service.issued, rec))
     assert main(["replay", str(bug), "--check"]) == 1
-    assert "divergence at record 29: effect 28.0" in capsys.readouterr().err
+    assert f"divergence at record {service.issued}: effect {service.id}" in capsys.readouterr().err
     meta = build(str(bug), tmp_path / "index.sqlite")
-    assert (meta["divergence"]["seq"], meta["divergence"]["effect_id"], meta["divergence"]["cause"]) == (29, "28.0", 28)
-    assert meta["divergence"]["diff"] == [["manifest.spec.ports[0].port", 9999, 8080]]
-    marked = Store(tmp_path / "index.sqlite", str(bug)).records(start=29, limit=1)["records"][0]
-    assert marked["detail"]["divergence"]["effect_id"] == "28.0"
+    div = meta["divergence"]
+    assert (div["seq"], div["effect_id"], div["cause"]) == (service.issued, service.id, service.cause)
+    assert div["diff"] == [["manifest.spec.ports[0].port", 9999, port]]
+    marked = Store(tmp_path / "index.sqlite", str(bug)).records(start=service.issued, limit=1)["records"][0]
+    assert marked["detail"]["divergence"]["effect_id"] == service.id
 
 
 def test_deadlines_show_when_they_fired_and_timers_when_they_were_due(tmp_path):
@@ -190,11 +196,14 @@ def test_deadlines_show_when_they_fired_and_timers_when_they_were_due(tmp_path):
     path = deadline_journal(tmp_path)
     build(str(path), tmp_path / "index.sqlite")
     s = Store(tmp_path / "index.sqlite", str(path))
-    armed, fired, stale = s.records(start=24, limit=3)["records"]
-    assert {"m": "session", "key": SESSION, "name": "start", "due": 1795982897184} in armed["detail"]["timers"]
+    arms, due = G.start_timer
+    armed, fired, stale = s.records(start=arms, limit=3)["records"]
+    assert armed["seq"] == arms
+    assert {"m": "session", "key": SESSION, "name": "start", "due": due} in armed["detail"]["timers"]
     assert (fired["kind"], fired["fired"], stale["fired"]) == ("deadline", 1, 0)
     assert any(c["to"] == "Failed" for c in fired["detail"]["changes"])
-    assert s.records(obj=obj_id(s, "Session", SESSION), kinds=["deadline"])["records"][0]["seq"] == 25
+    assert [r["seq"] for r in s.records(obj=obj_id(s, "Session", SESSION), kinds=["deadline"])["records"]] == \
+        [arms + 1, arms + 2]
 
 
 def test_an_object_observed_before_its_machine_decides_still_gets_its_machine(tmp_path):
@@ -209,7 +218,7 @@ def test_an_object_observed_before_its_machine_decides_still_gets_its_machine(tm
 
 def test_while_the_index_is_built_the_page_is_served_and_the_api_says_how_far_it_got(store):
     from kfold.ui.server import Indexing
-    serving = Indexing(str(GOLDEN), total=107)
+    serving = Indexing(str(GOLDEN), total=len(G))
     server = serve(serving, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
@@ -218,10 +227,11 @@ def test_while_the_index_is_built_the_page_is_served_and_the_api_says_how_far_it
         serving.builder = type("Partial", (), {"count": 40})()
         status, _, body = request(port, "/api/summary")
         assert status == 503 and json.loads(body) | {"source": None} == {
-            "error": "the journal is still being indexed", "indexing": True, "source": None, "done": 40, "total": 107}
+            "error": "the journal is still being indexed", "indexing": True, "source": None, "done": 40,
+            "total": len(G)}
         serving.store = store
         status, _, body = request(port, "/api/summary")
-        assert status == 200 and json.loads(body)["records"] == 107
+        assert status == 200 and json.loads(body)["records"] == len(G)
     finally:
         server.shutdown()
         server.server_close()
