@@ -158,7 +158,10 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
     if d is None or (d.uid and v.uid and d.uid != v.uid):
         d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster), v)
     step = "" if d.finalizer_step == "reading" else d.finalizer_step
-    return d.but(uid=v.uid, rv=v.rv, spec_raw=v.spec, deleting=v.deleting, finalizers=v.finalizers,
+    # A deletionTimestamp is never taken back: an observation of the same uid without one is older
+    # than what was folded (a stale list), and must not resume a Session being deleted.
+    deleting = v.deleting or (d.deleting and d.uid == v.uid)
+    return d.but(uid=v.uid, rv=v.rv, spec_raw=v.spec, deleting=deleting, finalizers=v.finalizers,
                  finalizer_step=step, reported_phase=v.phase, reported_generation=v.generation)
 
 

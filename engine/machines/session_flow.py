@@ -57,8 +57,12 @@ def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
 
 def decide(ctx: Any, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
     spec = spec_of(d, cfg)
-    if d.deleting or d.spec_raw.get("stopped") is True:
+    if d.deleting or d.spec_raw.get("stopped") is True or d.phase == "Stopping":
+        # A teardown under way finishes even when the spec stops asking for it (un-stopped while
+        # Stopping): only from Stopped does the Session start, suspend or fail again.
         d = teardown(ctx, key, d)
+    if d.deleting or d.spec_raw.get("stopped") is True or d.phase == "Stopping":
+        pass
     elif isinstance(spec, SpecError):
         d = _invalid(ctx, key, d, spec)
     elif spec.suspended:

@@ -1,0 +1,50 @@
+"""Session regressions found by the simulator (``kfold sim``); each names the seed that found it."""
+from __future__ import annotations
+
+import pytest
+
+from tests.scenario.test_session_support import SPEC, World
+
+pytestmark = pytest.mark.usefixtures("frozen_world")
+
+
+def _finish_teardown(w: World, when: float) -> None:
+    w.tear_down(when)
+    w.answer("delete", "Pod", when=when)
+    w.observe_pod(when, gen=1, event="DELETED")
+
+
+def test_unstopped_while_stopping_finishes_the_teardown_then_starts_the_next_generation():
+    """Seed 5 (200 steps): a Session un-stopped while its teardown ran made the fold raise
+    IllegalTransition ('begin' from Stopping) — a poison record for the whole daemon."""
+    w = World().to_ready()
+    w.submit({**SPEC, "stopped": True}, 10)
+    assert w.phase == "Stopping"
+    w.submit(SPEC, 11)
+    assert w.phase == "Stopping", "the teardown in flight finishes first"
+    assert w.pod_creates() == ["demo-g1"]
+    _finish_teardown(w, 12)
+    assert w.phase == "Creating" or w.phase == "Pending"
+    assert w.decision().generation == 2
+
+
+def test_a_stale_observation_without_deletion_does_not_resume_a_session_being_deleted():
+    """Seed 5: a stale list replayed the Session as it was before its deletion."""
+    w = World().to_ready()
+    w.submit(SPEC, 10, deleting=True)
+    assert w.phase == "Stopping"
+    w.submit(SPEC, 11)  # the same uid, no deletionTimestamp: older than what was folded
+    assert w.phase == "Stopping" and w.decision().deleting
+    _finish_teardown(w, 12)
+    assert w.phase == "Stopped"
+    assert w.pod_creates() == ["demo-g1"], "no pod for a Session being deleted"
+
+
+def test_a_stopped_session_asked_to_be_suspended_instead_is_suspended():
+    w = World().to_ready()
+    w.submit({**SPEC, "stopped": True}, 10)
+    _finish_teardown(w, 11)
+    assert w.phase == "Stopped"
+    w.submit({**SPEC, "suspended": True}, 12)
+    assert w.phase == "Suspended"
+    assert w.pod_creates() == ["demo-g1"]
