@@ -302,7 +302,7 @@ class Simulation:
         await self.commit([outcome])
 
     def _request_fault(self, effect: Any) -> Fault | None:
-        if self.fault("conflict"):
+        if effect.type in ("patch", "replace", "delete") and self.fault("conflict"):
             return Fault(409, "Conflict", "the object has been modified (injected)")
         if effect.type == "create" and self.fault("already_exists"):
             return Fault(409, "AlreadyExists", "already exists (injected)")
@@ -385,6 +385,8 @@ class Simulation:
             invariants.check_settled(self)
         except SimFailure as failure:
             return failure
+        except Exception as exc:  # the daemon itself broke (a fold error is a poison record)
+            return SimFailure("daemon_never_raises", f"{type(exc).__name__}: {exc}", self.step)
         finally:
             await self._close_journal()
         return None
