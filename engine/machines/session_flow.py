@@ -134,9 +134,11 @@ def teardown(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
 
 def _release_resumed(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
     """Stopped before a resumed record (``session.from_status``: a lost journal) re-adopted its
-    pod: the pod the Session's status names is released through the pod machine all the same (it
-    reads first and deletes fenced by uid; a 404 is fine), so a stop never leaks it."""
-    if d.pod.name or d.reported_phase not in LIVE or d.generation + 1 != d.reported_generation:
+    pod — before its ``begin`` (generation N-1) or after it, while the bring-up had not reached
+    the pod yet (generation N, no pod name): the pod the Session's status names is released
+    through the pod machine all the same (it reads first and deletes fenced by uid; a 404 is
+    fine), so a stop never leaks it."""
+    if d.pod.name or d.reported_phase not in LIVE or d.reported_generation not in (d.generation, d.generation + 1):
         return d
     pk = object_key(d.target or d.home, d.target_ns, mf.pod_name(d.name, d.reported_generation))
     return delete_pod(ctx, key, d, pk, "session stopped")

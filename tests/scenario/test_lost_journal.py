@@ -91,3 +91,25 @@ def test_a_session_stopped_while_kfold_had_no_journal_still_releases_its_pod(how
     assert [e.name for e in read] == ["demo-g3"], "the pod the status names is read, then deleted fenced"
     w.s.outcome(read[0], "ok", at(1), obj=_running(3))
     assert [(e.name, e.uid) for e in w.pending("delete", "Pod")] == [("demo-g3", "pod-uid-3")]
+
+
+@pytest.mark.parametrize("how", ["stopped", "deleted"])
+def test_a_session_stopped_after_a_fresh_journal_began_readopting_still_releases_its_pod(how):
+    """Found by ``kfold sim --seed 163`` (a lost journal, then the user deletes the Session while
+    kfold is still at its Secret step of re-adopting generation 3): the pod the status names was
+    never read nor deleted, and outlived its Session."""
+    w = World()
+    w.s.observe(_ready_session(3), at(0))
+    w.answer("ensure_namespace", None, when=1)
+    assert w.decision().generation == 3 and w.phase == "Pending" and not w.decision().pod.name
+    obj = _ready_session(3)
+    obj["metadata"]["resourceVersion"] = "501"
+    if how == "stopped":
+        obj["spec"] = {**SPEC, "stopped": True}
+    else:
+        obj["metadata"]["deletionTimestamp"] = "2030-01-01T00:10:00Z"
+    w.s.observe(obj, at(2))
+    read = [e for e in w.pending("get", "Pod") if e.machine == "pod"]
+    assert [e.name for e in read] == ["demo-g3"], "the pod the status names is read, then deleted fenced"
+    w.s.outcome(read[0], "ok", at(3), obj=_running(3))
+    assert [(e.name, e.uid) for e in w.pending("delete", "Pod")] == [("demo-g3", "pod-uid-3")]
