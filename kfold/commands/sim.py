@@ -67,7 +67,13 @@ def run(args) -> int:
         path = write_journal(r.store, out / f"seed-{seed}.sqlite")
         print(f"seed {seed}: FAILED invariant {r.failure.invariant} at step {r.failure.step}: {r.failure.detail}")
         print(f"  faults fired: {fired}")
-        print(f"  journal: {path}  (kfold replay {path}; kfold trace {path} local/team/<session>)")
+        print(f"  journal: {path}  (kfold replay {path}; kfold trace {path} local/team/<session>)"
+              + (f"; {len(r.lost)} earlier journal(s) were lost by the run itself" if r.lost else ""))
+        world = out / f"seed-{seed}.world.txt"
+        world.write_text("\n".join(r.world_log) + "\n")
+        print(f"  what the world did ({world}):")
+        for line in r.world_log[-12:]:
+            print(f"    {line}")
         if not args.no_shrink:
             small, sr = shrink(opts, r.failure.invariant)
             if sr is not None:

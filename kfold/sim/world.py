@@ -75,6 +75,7 @@ class Result:
     fired: dict[str, int] = field(default_factory=dict)
     store: Any = None
     lost: list[Any] = field(default_factory=list)
+    world_log: list[str] = field(default_factory=list)
 
 
 class SimExecutor:
@@ -179,12 +180,16 @@ class Simulation:
         self.api.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         self.mono_ms = 0
         self.store = self._new_store()
+        self.world_log: list[str] = []                  # what the world did, step by step (users, kills)
         self.lost: list[MemoryStore] = []               # journals lost by earlier lives, oldest first
         self.sessions: dict[str, dict[str, Any]] = {}   # name -> the spec the user last asked for (None = deleted)
         self.foreign: set[str] = set()                  # sessions whose names a foreign object took first
         self.daemon: Daemon | None = None
         self.watches: list[SimWatch] = []
         self.lives = 0
+
+    def note(self, what: str) -> None:
+        self.world_log.append(f"step {self.step} t+{(self.now - T0) / 1000:.1f}s: {what}")
 
     def _rate(self, fault: str) -> float:
         top = {"kill": 0.02, "kill_lost_journal": 0.005, "compact": 0.03, "foreign_objects": 0.5,
@@ -232,6 +237,8 @@ class Simulation:
     async def kill(self, lose_journal: bool) -> None:
         """kill -9 at a record boundary: in-flight effects vanish (their outcomes never journaled)."""
         await self._close_journal()
+        self.note(f"daemon killed{' and its journal lost' if lose_journal else ''}; restarted "
+                  f"({len(self.executor.inflight)} effects in flight vanish)")
         if lose_journal:
             self.lost.append(self.store)
             self.store = self._new_store()
@@ -267,6 +274,7 @@ class Simulation:
         if self.faults_on:
             self._users()
             if self.fault("compact"):
+                self.note("etcd compacted: watches from older resourceVersions get 410")
                 self.api.compact()
             if self.fault("kill"):
                 await self.kill(lose_journal=False)
@@ -297,6 +305,7 @@ class Simulation:
         self.api.faults = []
         self.api.set_time(self.now)
         if self.fault("kill"):  # performed, then killed before its outcome was journaled
+            self.note(f"effect {effect.id} {effect.type} {effect.key} performed; daemon killed before its outcome")
             await self.kill(lose_journal=False)
             return
         await self.commit([outcome])
@@ -329,6 +338,7 @@ class Simulation:
             name = f"s{len(self.sessions)}"
             if self.fault("foreign_objects"):
                 self._squat(name)
+            self.note(f"user creates Session {name}")
             self.sessions[name] = {"image": "registry.example/ws:1", "apps": [{"name": "web", "ports": [{"port": 8080}]}]}
             self.api.user("POST", SESSION_PATH, {"apiVersion": "kfold.dev/v1alpha1", "kind": "Session",
                                                  "metadata": {"name": name, "namespace": NS},
@@ -348,18 +358,21 @@ class Simulation:
             cur = self.api.get("kfold.dev/v1alpha1", "Session", NS, name)
             if cur is None or cur["metadata"].get("deletionTimestamp"):
                 return
+            self.note(f"user edits Session {name}: {change}")
             self.sessions[name] = spec
             body = copy.deepcopy(cur)
             body["spec"] = spec
             self.api.user("PUT", f"{SESSION_PATH}/{name}", body)
         elif live and self.fault("user_deletes"):
             name = self.rng.choice(live)
+            self.note(f"user deletes Session {name}")
             self.sessions[name] = None
             self.api.user("DELETE", f"{SESSION_PATH}/{name}")
 
     def _squat(self, name: str) -> None:
         """A foreign object already holds one of the names kfold will want for this Session."""
         self.foreign.add(name)
+        self.note(f"a foreign object takes a name of Session {name}")
         kind, api, plural, obj_name = self.rng.choice((
             ("Service", "v1", "services", name), ("Secret", "v1", "secrets", f"{name}-env"),
             ("Pod", "v1", "pods", f"{name}-g1")))
@@ -413,4 +426,4 @@ def simulate(opts: Options) -> Result:
     sim = Simulation(opts)
     failure = asyncio.run(sim.run())
     return Result(opts.seed, sim.step, len(sim.store.rows), journal_digest(*sim.lost, sim.store), failure,
-                  sim.rates, dict(sorted(sim.fired.items())), sim.store, sim.lost)
+                  sim.rates, dict(sorted(sim.fired.items())), sim.store, sim.lost, sim.world_log)
