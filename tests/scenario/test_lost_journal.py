@@ -81,16 +81,8 @@ def test_a_suspended_session_resumes_with_a_fresh_generation():
 @pytest.mark.parametrize("how", ["stopped", "deleted"])
 def test_a_session_stopped_while_kfold_had_no_journal_still_releases_its_pod(how):
     w = World()
-    obj = _ready_session(3)
-    if how == "stopped":
-        obj["spec"] = {**SPEC, "stopped": True}
-    else:
-        obj["metadata"]["deletionTimestamp"] = "2030-01-01T00:10:00Z"
-    w.s.observe(obj, at(0))
-    read = [e for e in w.pending("get", "Pod") if e.machine == "pod"]
-    assert [e.name for e in read] == ["demo-g3"], "the pod the status names is read, then deleted fenced"
-    w.s.outcome(read[0], "ok", at(1), obj=_running(3))
-    assert [(e.name, e.uid) for e in w.pending("delete", "Pod")] == [("demo-g3", "pod-uid-3")]
+    w.s.observe(_stopping(_ready_session(3), how), at(0))
+    _the_named_pod_is_released(w, 1)
 
 
 @pytest.mark.parametrize("how", ["stopped", "deleted"])
@@ -104,12 +96,20 @@ def test_a_session_stopped_after_a_fresh_journal_began_readopting_still_releases
     assert w.decision().generation == 3 and w.phase == "Pending" and not w.decision().pod.name
     obj = _ready_session(3)
     obj["metadata"]["resourceVersion"] = "501"
+    w.s.observe(_stopping(obj, how), at(2))
+    _the_named_pod_is_released(w, 3)
+
+
+def _stopping(obj: dict, how: str) -> dict:
     if how == "stopped":
         obj["spec"] = {**SPEC, "stopped": True}
     else:
         obj["metadata"]["deletionTimestamp"] = "2030-01-01T00:10:00Z"
-    w.s.observe(obj, at(2))
+    return obj
+
+
+def _the_named_pod_is_released(w: World, when: float) -> None:
     read = [e for e in w.pending("get", "Pod") if e.machine == "pod"]
     assert [e.name for e in read] == ["demo-g3"], "the pod the status names is read, then deleted fenced"
-    w.s.outcome(read[0], "ok", at(3), obj=_running(3))
+    w.s.outcome(read[0], "ok", at(when), obj=_running(3))
     assert [(e.name, e.uid) for e in w.pending("delete", "Pod")] == [("demo-g3", "pod-uid-3")]
