@@ -204,6 +204,8 @@ def session_gone(ctx: Any, key: str) -> None:
 # -- outcomes of the session's own effects ------------------------------------------------------
 
 def outcome(ctx: Any, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
+    if owned.created_behind_teardown(d, rec, effect):
+        return owned.tear_down_late(ctx, key, d, effect.kind)
     match effect.kind, effect.type:
         case "Pod", "get":
             return replies.pod_read(ctx, key, d, rec, effect)

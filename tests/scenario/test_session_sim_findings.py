@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.scenario.test_session_support import SPEC, World
+from engine.machines.session_model import FINALIZER
+from tests.scenario.test_session_support import SPEC, World, at, owned_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -48,3 +49,23 @@ def test_a_stopped_session_asked_to_be_suspended_instead_is_suspended():
     w.submit({**SPEC, "suspended": True}, 12)
     assert w.phase == "Suspended"
     assert w.pod_creates() == ["demo-g1"]
+
+
+def test_a_secret_created_after_the_teardown_read_it_is_still_deleted():
+    """Found by seed 65: the Secret create was in flight when the Session was deleted; the
+    teardown's read (a quorum GET, not queued behind the create) found nothing, the create then
+    landed, and the Secret outlived its Session."""
+    w = World()
+    w.submit(SPEC, 0)
+    w.rv += 1
+    w.answer("patch", "Session", obj=session_obj(SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
+    w.answer("ensure_namespace", None)
+    create = w.pending("create", "Secret")[0]
+    w.submit(SPEC, 1, deleting=True)
+    w.tear_down(2, ("Service", "Ingress"), "not_found")
+    w.answer("get", "Secret", "not_found", when=2)
+    assert w.phase == "Stopped"
+    w.s.outcome(create, "ok", at(3), obj=owned_obj("Secret"))
+    assert w.phase == "Stopping", "the finalizer stays until the late Secret is gone"
+    w.tear_down(4, ("Secret",))
+    assert w.phase == "Stopped"
