@@ -10,8 +10,8 @@ the decision record (``session_model``), then calls ``decide``.
 Inputs: observed ``Session`` and ``Pod`` (pods by their ``kfold.dev/session`` label, namespace and
 cluster handle, which must be the Session's target; only the current generation's pod counts),
 command ``session.configure`` {home, tenants {namespace: tenant}, registered [{handle, name, tenant,
-namespaces}], clusters (old form: names every Session may use), base_domain, defaults
-{start_deadline_s, ready_deadline_s}} (tenancy and placement: ``session_tenancy``), replies from the pod machine
+namespaces}], clusters (old form: names every Session may use), base_domain, start_ms, ready_ms
+(older journals: defaults {start_deadline_s, ready_deadline_s})} (tenancy and placement: ``session_tenancy``), replies from the pod machine
 (``pod_created``, ``pod_create_failed``, ``pod_gone``, ``pod_delete_failed``, ``namespace_ready``,
 ``namespace_failed``) and the repo machine (``repo_ensured``, ``repo_failed``, ``repo_status``),
 outcomes of its own effects, and the ``start``/``ready`` deadlines.
@@ -58,11 +58,10 @@ class SessionMachine(Machine):
     commands = frozenset({"session.configure"})
 
     def on_command(self, ctx: Any, rec: Command) -> None:
-        defaults = rec.args.get("defaults") or {}
         ctx.put(CONFIG_KEY, SessionConfig(
             clusters=tuple(rec.args.get("clusters") or ()), base_domain=str(rec.args.get("base_domain") or ""),
-            start_ms=int(defaults.get("start_deadline_s", 180)) * 1000,
-            ready_ms=int(defaults.get("ready_deadline_s", 120)) * 1000, **tenancy.configure(rec.args)))
+            start_ms=_deadline_ms(rec.args, "start", 180), ready_ms=_deadline_ms(rec.args, "ready", 120),
+            **tenancy.configure(rec.args)))
         for key, d in list(sessions(ctx)):
             save(ctx, key, d)
 
@@ -123,6 +122,14 @@ class SessionMachine(Machine):
         elif name == "ready" and flow.running(d):
             d = flow.fail(ctx, key, d, "ReadyDeadlineExceeded", _not_ready(d))
         save(ctx, key, d)
+
+
+def _deadline_ms(args: dict[str, Any], which: str, default_s: int) -> int:
+    """``<which>_ms`` as the daemon sends it (config ``deadlines.<which>_seconds``); journals
+    written before carry only ``defaults.<which>_deadline_s`` (or nothing: the default)."""
+    if isinstance(args.get(f"{which}_ms"), int) and args[f"{which}_ms"] > 0:
+        return args[f"{which}_ms"]
+    return int((args.get("defaults") or {}).get(f"{which}_deadline_s", default_s)) * 1000
 
 
 def _not_ready(d: SessionDecision) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from engine.machines.session_model import FINALIZER
-from tests.scenario.test_session_support import SPEC, World, at, owned_obj, session_obj
+from tests.scenario.test_session_support import KEY, SPEC, World, at, owned_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -69,3 +69,14 @@ def test_a_secret_created_after_the_teardown_read_it_is_still_deleted():
     assert w.phase == "Stopping", "the finalizer stays until the late Secret is gone"
     w.tear_down(4, ("Secret",))
     assert w.phase == "Stopped"
+
+
+def test_the_configured_start_deadline_is_the_one_armed():
+    """Found while building the simulator: the daemon sends ``start_ms``/``ready_ms`` (config
+    ``deadlines.*_seconds``) but the machine read ``defaults.start_deadline_s``, which nothing
+    sends: every configured deadline was silently 180 s / 120 s."""
+    w = World()
+    w.s.command("session.configure", at(0), clusters=["local"], base_domain="sessions.example.test",
+                start_ms=60_000, ready_ms=30_000, defaults={"start_seconds": 60, "ready_seconds": 30})
+    w.to_provisioning()
+    assert w.s.state.timers[f"session:{KEY}:start"].due == at(60)
