@@ -73,8 +73,14 @@ def unmet(sim: Any) -> list[str]:
             if phase != want or pods:
                 out.append(f"{name}: wants {want}, is {phase} with live pods {[p['metadata']['name'] for p in pods]}")
         elif phase != "Ready" or not any(healthy_pod(p) for p in pods):
-            out.append(f"{name}: wants Ready, is {phase} with live pods {[p['metadata']['name'] for p in pods]}")
+            out.append(f"{name}: wants Ready, is {phase} with live pods {[p['metadata']['name'] for p in pods]}"
+                       + _why(obj))
     return out
+
+
+def _why(obj: dict[str, Any]) -> str:
+    ready = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+    return f" ({ready.get('reason')}: {ready.get('message')})" if ready and ready.get("status") != "True" else ""
 
 
 def leaks(sim: Any) -> list[str]:
