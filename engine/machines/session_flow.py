@@ -115,7 +115,7 @@ def delete_pod(ctx: Any, key: str, d: SessionDecision, pk: str, reason: str) -> 
 def suspend(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
     if d.phase == "Suspended":
         return d
-    return release(ctx, key, d.move("suspend").but(failure=None), "session suspended")
+    return _release_resumed(ctx, key, release(ctx, key, d.move("suspend").but(failure=None), "session suspended"))
 
 
 def teardown(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
@@ -133,7 +133,7 @@ def teardown(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
 
 
 def _release_resumed(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
-    """Stopped before a resumed record (``session.from_status``: a lost journal) re-adopted its
+    """Stopped (or suspended) before a resumed record (``session.from_status``: a lost journal) re-adopted its
     pod — before its ``begin`` (generation N-1) or after it, while the bring-up had not reached
     the pod yet (generation N, no pod name): the pod the Session's status names is released
     through the pod machine all the same (it reads first and deletes fenced by uid; a 404 is
