@@ -268,7 +268,7 @@ class Simulation:
         self.now += dt
         self.mono_ms += dt
         if self.fault("date_skew"):
-            self.api.skew_ms = self.rng.choice((-120_000, -5_000, 5_000, 120_000))
+            self.api.skew_ms = self.rng.choice((-5_000, -1_000, 1_000, 5_000))  # apiservers a few s apart
         self.api.set_time(self.now)
         self.api.tick()
         if self.faults_on:
