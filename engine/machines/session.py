@@ -102,7 +102,9 @@ class SessionMachine(Machine):
         if (effect.kind, effect.type, rec.result) == ("Session", "get", "not_found"):
             return session_gone(ctx, effect.key)  # a quorum read proves the Session deleted
         if effect.kind == "Session" and getattr(effect, "subresource", "") == "status":
-            if rec.result not in ("ok", "not_found"):  # written again on the next decision
+            if rec.result in ("conflict", "transient"):  # written again now: no later event may come
+                save(ctx, effect.key, d.but(status_written=""))
+            elif rec.result != "ok" and rec.result != "not_found":  # written again on the next decision
                 ctx.put(effect.key, d.but(status_written=""))
             return
         save(ctx, effect.key, outcome(ctx, effect.key, d, rec, effect))

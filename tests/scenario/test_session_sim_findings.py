@@ -80,3 +80,22 @@ def test_the_configured_start_deadline_is_the_one_armed():
                 start_ms=60_000, ready_ms=30_000, defaults={"start_seconds": 60, "ready_seconds": 30})
     w.to_provisioning()
     assert w.s.state.timers[f"session:{KEY}:start"].due == at(60)
+
+
+@pytest.mark.parametrize("result", ["conflict", "transient"])
+def test_a_status_write_that_fails_is_written_again_without_waiting_for_another_event(result):
+    """Found by seeds 136 and 261 (80 steps): the last status write of a quiet Session failed and
+    nothing rewrote it, so the Session showed Creating/Stopping for ever."""
+    w = World().to_ready()
+    w.submit({**SPEC, "stopped": True}, 10)
+    before = len(w.effects("patch", "Session"))
+    last = _status_writes(w)[-1]
+    assert last.patch["status"]["phase"] == "Stopping"
+    w.s.outcome(last, result, at(11))
+    assert len(w.effects("patch", "Session")) == before + 1
+    assert _status_writes(w)[-1].patch["status"]["phase"] == "Stopping"
+
+
+def _status_writes(w: World) -> list:
+    found = [e for e in w.s.pending("patch") if e.subresource == "status"]
+    return sorted(found, key=lambda e: tuple(int(p) for p in e.id.split(".")))
