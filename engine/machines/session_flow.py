@@ -132,15 +132,18 @@ def teardown(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
     return d
 
 
+RELEASED = ("Suspended", "Stopping", "Stopped", "Failed")  # phases whose pod kfold had begun to release
+
+
 def _release_resumed(ctx: Any, key: str, d: SessionDecision) -> SessionDecision:
     """Stopped (or suspended) before a resumed record (``session.from_status``: a lost journal) re-adopted its
     pod — before its ``begin`` (generation N-1) or after it, while the bring-up had not reached
     the pod yet (generation N, no pod name): the pod the Session's status names is released
     through the pod machine all the same (it reads first and deletes fenced by uid; a 404 is
-    fine), so a stop never leaks it. A status already Suspended/Stopping/Stopped names no pod but
+    fine), so a stop never leaks it. A status already Suspended/Stopping/Stopped/Failed names no pod but
     may have been written before its pod was gone: generation N's pod is released the same way."""
     live = d.reported_phase in LIVE and d.reported_generation in (d.generation, d.generation + 1)
-    released = d.reported_phase in ("Suspended", "Stopping", "Stopped") and d.reported_generation == d.generation
+    released = d.reported_phase in RELEASED and d.reported_generation == d.generation
     if d.pod.name or d.reported_generation <= 0 or not (live or released):
         return d
     pk = object_key(d.target or d.home, d.target_ns, mf.pod_name(d.name, d.reported_generation))

@@ -171,7 +171,10 @@ class Simulation:
     def __init__(self, opts: Options):
         self.opts = opts
         self.rng = random.Random(opts.seed)
-        self.rates = {f: self._rate(f) for f in FAULTS if f in opts.faults}
+        # Every fault's rate and every draw are taken whether or not the fault is selected, so a
+        # run with fewer faults (the shrinker's) keeps the same choices everywhere else.
+        self.rates = {f: self._rate(f) for f in FAULTS}
+        self.enabled = frozenset(opts.faults)
         self.faults_on = True
         self.fired: dict[str, int] = {}
         self.now = T0
@@ -197,9 +200,9 @@ class Simulation:
         return round(self.rng.uniform(0, top), 4)
 
     def fault(self, name: str) -> bool:
-        if not self.faults_on or name not in self.rates:
+        if not self.faults_on:
             return False
-        hit = self.rng.random() < self.rates[name]
+        hit = self.rng.random() < self.rates[name] and name in self.enabled
         if hit:
             self.fired[name] = self.fired.get(name, 0) + 1
         return hit
@@ -426,4 +429,5 @@ def simulate(opts: Options) -> Result:
     sim = Simulation(opts)
     failure = asyncio.run(sim.run())
     return Result(opts.seed, sim.step, len(sim.store.rows), journal_digest(*sim.lost, sim.store), failure,
-                  sim.rates, dict(sorted(sim.fired.items())), sim.store, sim.lost, sim.world_log)
+                  {f: r for f, r in sim.rates.items() if f in sim.enabled}, dict(sorted(sim.fired.items())),
+                  sim.store, sim.lost, sim.world_log)

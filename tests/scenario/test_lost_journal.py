@@ -116,12 +116,13 @@ def _the_named_pod_is_released(w: World, when: float) -> None:
     assert [(e.name, e.uid) for e in w.pending("delete", "Pod")] == [("demo-g3", "pod-uid-3")]
 
 
-@pytest.mark.parametrize("phase", ["Suspended", "Stopping"])
+@pytest.mark.parametrize("phase", ["Suspended", "Stopping", "Failed"])
 def test_a_status_written_before_the_pod_was_gone_still_releases_generation_n(phase):
     """Found by ``kfold sim --seed 80 --steps 80``: the status said Suspended (no pod name) but
-    the pod was still terminating when the journal was lost; the new life never released it."""
+    the pod was still terminating when the journal was lost; the new life never released it.
+    ``Failed``: seed 244 (80 steps), the Session then deleted."""
     w = World()
     obj = _ready_session(3, phase=phase)
     obj["status"]["podName"] = None
-    w.s.observe(_stopping(obj, "suspended" if phase == "Suspended" else "stopped"), at(0))
+    w.s.observe(_stopping(obj, {"Suspended": "suspended", "Failed": "deleted"}.get(phase, "stopped")), at(0))
     _the_named_pod_is_released(w, 1)

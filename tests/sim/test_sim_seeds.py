@@ -18,12 +18,10 @@ from kfold.sim.world import FAULTS, T0, Options, SimFailure, simulate
 
 SEEDS = range(300)
 STEPS, SESSIONS = 80, 3
-# Failures the simulator found that are not fixed yet (README, "Simulation"): reproduce with
-# ``kfold sim --seed N --steps 80``. They stay in the set so a fix shows up as XPASS.
-KNOWN_OPEN = {
-    244: "no_leak: journal lost twice, a foreign object holding one of s0's names, then s0 deleted: "
-         "pod s0-g1 outlives it",
-}
+# Failures the simulator found that are not fixed yet, {seed: why} (README, "Simulation"):
+# reproduce with ``kfold sim --seed N --steps 80``. They stay in the set as non-strict xfails, so a
+# fix shows up as XPASS. Empty: every seed of the set passes.
+KNOWN_OPEN: dict[int, str] = {}
 
 
 @functools.cache
