@@ -29,6 +29,9 @@ MANAGED = ("app.kubernetes.io/managed-by", "kfold")
 SESSION_LABEL = "kfold.dev/session"
 GEN_LABEL = "kfold.dev/generation"
 Key = tuple[str, str, str, str]
+# A Session fails by design when a foreign object holds one of its names (kfold never takes it
+# over), healthy pod or not: that Failed is not a violation.
+NAME_HELD = frozenset({"NameTaken", "TargetTaken"})
 
 
 def owned_by_kfold(obj: dict[str, Any]) -> bool:
@@ -85,8 +88,10 @@ class SimApiServer(FakeApiServer):
             if method == "PUT" or pre in (None, "", cur["metadata"]["uid"]):
                 self.violations.append(("no_write_to_foreign_object",
                                         f"{where}: the object (uid {cur['metadata']['uid']}) is not kfold's"))
+        status = ((body if isinstance(body, dict) else {}).get("status")) or {}
+        reasons = {c.get("reason") for c in status.get("conditions") or [] if isinstance(c, dict)}
         if (method == "PATCH" and p.resource.kind == "Session" and p.subresource == "status"
-                and ((body or {}).get("status") or {}).get("phase") == "Failed"):
+                and status.get("phase") == "Failed" and not reasons & NAME_HELD):
             for pod in self._pods_of(p.namespace, p.name):
                 if healthy_pod(pod) and self.now_ms - self.created_ms.get(pod["metadata"]["uid"], 0) > self.kubelet_ms + 60_000:
                     self.violations.append(("no_failed_while_pod_healthy",
