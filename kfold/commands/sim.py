@@ -45,10 +45,17 @@ def parse_faults(text: str) -> tuple[str, ...]:
 
 
 def run(args) -> int:
+    faults = parse_faults(args.faults)
+    logging.disable(logging.CRITICAL)  # the daemon's own logs would drown the report
+    try:
+        return _run_seeds(args, faults)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def _run_seeds(args, faults: tuple[str, ...]) -> int:
     from kfold.sim.report import shrink, write_journal
     from kfold.sim.world import Options, simulate
-    logging.disable(logging.CRITICAL)  # the daemon's own logs would drown the report
-    faults = parse_faults(args.faults)
     out = Path(args.out)
     failed = 0
     for seed in range(args.seed, args.seed + args.seeds):
