@@ -49,7 +49,8 @@ def _session(sim: Any, name: str) -> dict[str, Any] | None:
 
 
 def _live_pods(sim: Any, name: str) -> list[dict[str, Any]]:
-    return [o for o in sim.api._pods_of("team", name) if not o["metadata"].get("deletionTimestamp")]
+    from kfold.sim.world import NS
+    return [o for o in sim.api._pods_of(NS, name) if not o["metadata"].get("deletionTimestamp")]
 
 
 def unmet(sim: Any) -> list[str]:

@@ -113,10 +113,6 @@ class SimWatch:
         self.must_list = True
         self.relist_after: int | None = None   # a dropped event is noticed (the watch breaks) at this step
 
-    def restart(self) -> None:
-        self.proto.redact = self.sim.redact()
-        self.rv, self.must_list, self.relist_after = 0, True, None
-
     async def deliver(self) -> None:
         sim = self.sim
         if self.relist_after is not None and sim.step >= self.relist_after:
