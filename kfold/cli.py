@@ -9,7 +9,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("run", "replay", "export", "trace", "ui", "diagrams", "manifests", "repos", "cluster")
+COMMANDS = ("run", "replay", "export", "trace", "ui", "diagrams", "manifests", "repos", "cluster", "sim")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -89,8 +89,10 @@ def ready_to_issue(state: Any, keys: Iterable[str] | None = None) -> list[Any]:
 
 
 def waiting_retries(state: Any) -> list[Any]:
-    """Heads waiting for a retry: pending, unissued, ``attempt > 0``."""
-    return [p for p in heads(state).values() if not p.issued and p.attempt]
+    """Heads waiting for a retry: pending, unissued, ``attempt > 0``; in effect id order (the
+    pending map's own order follows string hashes, which differ between processes, and the ticker
+    journals these in this order)."""
+    return sorted((p for p in heads(state).values() if not p.issued and p.attempt), key=lambda p: seq_key(p.effect.id))
 
 
 class Ticker:

@@ -84,11 +84,11 @@ def _adopt_or_refuse(ctx: Ctx, key: str, e: PodOp, view: PodView) -> None:
     elif ours:
         fail(ctx, key, e, f"pod {name_of(key)} exists for session {e.session} generation "
                           f"{e.generation} but is terminating; it cannot be adopted", view)
-    else:
+    else:  # no fence is kept on what holds the name: it is not ours to delete later
         fail(ctx, key, e, f"pod {name_of(key)} already exists and is not session {e.session} "
                           f"generation {e.generation}'s (labels: managed-by={'kfold' if view.managed else 'other'}, "
                           f"session={view.session or '-'}, generation={view.generation or '-'}); "
-                          "refusing to adopt it", view)
+                          "refusing to adopt it")
 
 
 def in_doubt(ctx: Ctx, key: str, e: PodOp) -> None:

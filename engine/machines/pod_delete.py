@@ -10,6 +10,7 @@ Guarantees:
 - A 409 ``Conflict`` (precondition failed) or a ``transient`` result (in doubt) is never retried
   blindly: a quorum read decides. Same uid, not terminating -> delete again with the new fence;
   another uid or absence -> the pod we meant is gone and the new one is left alone.
+- A pod read without kfold's managed-by label is never deleted: the pod meant is not there.
 - Watch events about another uid never move the fence. While terminating, such an event only
   triggers a quorum read (a lagging watch cannot fake a replacement).
 - Exceeding the budget answers ``pod_delete_failed`` and sends nothing more.
@@ -72,6 +73,10 @@ def decide(ctx: Ctx, key: str, e: PodOp, view: PodView) -> None:
     """Decide again on a quorum read of the pod."""
     if e.target and view.uid != e.target:
         gone(ctx, key, e)  # replaced: the pod we meant no longer exists
+        return
+    if not view.managed:  # the name is held by a pod that is not kfold's: ours is not there
+        ctx.log(key, f"pod {name_of(key)} is not kfold's (no managed-by label); left alone", level="warning")
+        gone(ctx, key, e)
         return
     e = e.but(target=view.uid, uid=view.uid, rv=view.rv, terminating=view.terminating)
     if view.terminating:

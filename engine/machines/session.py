@@ -106,7 +106,9 @@ class SessionMachine(Machine):
         if (effect.kind, effect.type, rec.result) == ("Session", "get", "not_found"):
             return session_gone(ctx, effect.key)  # a quorum read proves the Session deleted
         if effect.kind == "Session" and getattr(effect, "subresource", "") == "status":
-            if rec.result not in ("ok", "not_found"):  # written again on the next decision
+            if rec.result in ("conflict", "transient"):  # written again now: no later event may come
+                save(ctx, effect.key, d.but(status_written=""))
+            elif rec.result != "ok" and rec.result != "not_found":  # written again on the next decision
                 ctx.put(effect.key, d.but(status_written=""))
             return
         save(ctx, effect.key, outcome(ctx, effect.key, d, rec, effect))
@@ -166,7 +168,10 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
     if d is None or (d.uid and v.uid and d.uid != v.uid):
         d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster), v)
     step = "" if d.finalizer_step == "reading" else d.finalizer_step
-    return d.but(uid=v.uid, rv=v.rv, spec_raw=v.spec, deleting=v.deleting, finalizers=v.finalizers,
+    # A deletionTimestamp is never taken back: an observation of the same uid without one is older
+    # than what was folded (a stale list), and must not resume a Session being deleted.
+    deleting = v.deleting or (d.deleting and d.uid == v.uid)
+    return d.but(uid=v.uid, rv=v.rv, spec_raw=v.spec, deleting=deleting, finalizers=v.finalizers,
                  finalizer_step=step, reported_phase=v.phase, reported_generation=v.generation)
 
 
@@ -209,6 +214,8 @@ def session_gone(ctx: Ctx, key: str) -> None:
 # -- outcomes of the session's own effects ------------------------------------------------------
 
 def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
+    if owned.created_behind_teardown(d, rec, effect):
+        return owned.tear_down_late(ctx, key, d, effect.kind)
     match effect.kind, effect.type:
         case "Pod", "get":
             return replies.pod_read(ctx, key, d, rec, effect)

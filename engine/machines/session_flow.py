@@ -58,8 +58,12 @@ def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
 
 def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
     spec = spec_of(d, cfg)
-    if d.deleting or d.spec_raw.get("stopped") is True:
+    if d.deleting or d.spec_raw.get("stopped") is True or d.phase == "Stopping":
+        # A teardown under way finishes even when the spec stops asking for it (un-stopped while
+        # Stopping): only from Stopped does the Session start, suspend or fail again.
         d = teardown(ctx, key, d)
+    if d.deleting or d.spec_raw.get("stopped") is True or d.phase == "Stopping":
+        pass
     elif isinstance(spec, SpecError):
         d = _invalid(ctx, key, d, spec)
     elif spec.suspended:
@@ -112,7 +116,7 @@ def delete_pod(ctx: Ctx, key: str, d: SessionDecision, pk: str, reason: str) -> 
 def suspend(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     if d.phase == "Suspended":
         return d
-    return release(ctx, key, d.move("suspend").but(failure=None), "session suspended")
+    return _release_resumed(ctx, key, release(ctx, key, d.move("suspend").but(failure=None), "session suspended"))
 
 
 def teardown(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
@@ -129,11 +133,19 @@ def teardown(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     return d
 
 
+RELEASED = ("Suspended", "Stopping", "Stopped", "Failed")  # phases whose pod kfold had begun to release
+
+
 def _release_resumed(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
-    """Stopped before a resumed record (``session.from_status``: a lost journal) re-adopted its
-    pod: the pod the Session's status names is released through the pod machine all the same (it
-    reads first and deletes fenced by uid; a 404 is fine), so a stop never leaks it."""
-    if d.pod.name or d.reported_phase not in LIVE or d.generation + 1 != d.reported_generation:
+    """Stopped (or suspended) before a resumed record (``session.from_status``: a lost journal) re-adopted its
+    pod — before its ``begin`` (generation N-1) or after it, while the bring-up had not reached
+    the pod yet (generation N, no pod name): the pod the Session's status names is released
+    through the pod machine all the same (it reads first and deletes fenced by uid; a 404 is
+    fine), so a stop never leaks it. A status already Suspended/Stopping/Stopped/Failed names no pod but
+    may have been written before its pod was gone: generation N's pod is released the same way."""
+    live = d.reported_phase in LIVE and d.reported_generation in (d.generation, d.generation + 1)
+    released = d.reported_phase in RELEASED and d.reported_generation == d.generation
+    if d.pod.name or d.reported_generation <= 0 or not (live or released):
         return d
     pk = object_key(d.target or d.home, d.target_ns, mf.pod_name(d.name, d.reported_generation))
     return delete_pod(ctx, key, d, pk, "session stopped")

@@ -36,7 +36,7 @@ TABLE = Table("session", PHASES, [
     ("created", "Creating", "Provisioning"),
     ("serve", "Provisioning", "Ready"),
     ("fail", ["Pending", "Creating", "Provisioning", "Ready", "Suspended", "Stopped", "Failed"], "Failed"),
-    ("suspend", ["Pending", "Creating", "Provisioning", "Ready", "Failed"], "Suspended"),
+    ("suspend", ["Pending", "Creating", "Provisioning", "Ready", "Failed", "Stopped"], "Suspended"),
     ("stop", ["Pending", "Creating", "Provisioning", "Ready", "Suspended", "Failed", "Stopped"], "Stopping"),
     ("stopped", "Stopping", "Stopped"),
 ], initial="Pending")

@@ -68,6 +68,21 @@ def start_teardown(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     return d.but(teardown=tuple(k for k, _ in TEARDOWN_KINDS))
 
 
+def created_behind_teardown(d: SessionDecision, rec: Any, effect: Any) -> bool:
+    """A create sent before the stop answered after the teardown had read that kind (the read, a
+    quorum GET, is not queued behind the create): the object may exist now, after its read said
+    it did not."""
+    return (d.phase in ("Stopping", "Stopped") and effect.type == "create" and effect.kind in _API
+            and effect.kind not in d.teardown and rec.result in ("ok", "already_exists", "transient"))
+
+
+def tear_down_late(ctx: Ctx, key: str, d: SessionDecision, kind: str) -> SessionDecision:
+    """Read ``kind`` again and delete it (if ours, fenced by uid) as the teardown does."""
+    ctx.emit(GetObject, key, **_ref(d, kind))
+    d = d.move("stop") if d.phase == "Stopped" else d  # the finalizer waits for this one too
+    return d.but(teardown=d.teardown + (kind,))
+
+
 def teardown_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -> SessionDecision:
     """Advance the teardown of ``effect.kind`` on the answer to its read or its fenced delete."""
     if effect.kind not in d.teardown:

@@ -78,16 +78,51 @@ def test_a_suspended_session_resumes_with_a_fresh_generation():
     assert not w.effects("delete")
 
 
-@pytest.mark.parametrize("how", ["stopped", "deleted"])
+@pytest.mark.parametrize("how", ["stopped", "deleted", "suspended"])
 def test_a_session_stopped_while_kfold_had_no_journal_still_releases_its_pod(how):
+    """``suspended``: found by ``kfold sim --seed 78 --steps 80`` (the pod outlived the suspend)."""
     w = World()
+    w.s.observe(_stopping(_ready_session(3), how), at(0))
+    _the_named_pod_is_released(w, 1)
+
+
+@pytest.mark.parametrize("how", ["stopped", "deleted"])
+def test_a_session_stopped_after_a_fresh_journal_began_readopting_still_releases_its_pod(how):
+    """Found by ``kfold sim --seed 163`` (a lost journal, then the user deletes the Session while
+    kfold is still at its Secret step of re-adopting generation 3): the pod the status names was
+    never read nor deleted, and outlived its Session."""
+    w = World()
+    w.s.observe(_ready_session(3), at(0))
+    w.answer("ensure_namespace", None, when=1)
+    assert w.decision().generation == 3 and w.phase == "Pending" and not w.decision().pod.name
     obj = _ready_session(3)
-    if how == "stopped":
-        obj["spec"] = {**SPEC, "stopped": True}
+    obj["metadata"]["resourceVersion"] = "501"
+    w.s.observe(_stopping(obj, how), at(2))
+    _the_named_pod_is_released(w, 3)
+
+
+def _stopping(obj: dict, how: str) -> dict:
+    if how in ("stopped", "suspended"):
+        obj["spec"] = {**SPEC, how: True}
     else:
         obj["metadata"]["deletionTimestamp"] = "2030-01-01T00:10:00Z"
-    w.s.observe(obj, at(0))
+    return obj
+
+
+def _the_named_pod_is_released(w: World, when: float) -> None:
     read = [e for e in w.pending("get", "Pod") if e.machine == "pod"]
     assert [e.name for e in read] == ["demo-g3"], "the pod the status names is read, then deleted fenced"
-    w.s.outcome(read[0], "ok", at(1), obj=_running(3))
+    w.s.outcome(read[0], "ok", at(when), obj=_running(3))
     assert [(e.name, e.uid) for e in w.pending("delete", "Pod")] == [("demo-g3", "pod-uid-3")]
+
+
+@pytest.mark.parametrize("phase", ["Suspended", "Stopping", "Failed"])
+def test_a_status_written_before_the_pod_was_gone_still_releases_generation_n(phase):
+    """Found by ``kfold sim --seed 80 --steps 80``: the status said Suspended (no pod name) but
+    the pod was still terminating when the journal was lost; the new life never released it.
+    ``Failed``: seed 244 (80 steps), the Session then deleted."""
+    w = World()
+    obj = _ready_session(3, phase=phase)
+    obj["status"]["podName"] = None
+    w.s.observe(_stopping(obj, {"Suspended": "suspended", "Failed": "deleted"}.get(phase, "stopped")), at(0))
+    _the_named_pod_is_released(w, 1)

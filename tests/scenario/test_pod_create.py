@@ -127,3 +127,17 @@ def test_a_manifest_naming_another_pod_is_refused_before_anything_is_sent(frozen
     assert effects == ()
     [(message, args)] = answers(s)
     assert message == "pod_create_failed" and "names pod ns/elsewhere" in args["reason"]
+
+
+@pytest.mark.parametrize("first", ["already_exists", "transient"])
+def test_a_delete_after_a_refused_adoption_never_touches_the_pod_holding_the_name(first, frozen_world):
+    """Found by ``kfold sim --seed 14``: the create of s0-g1 answered 500, the read found a pod
+    that is not kfold's under that name, the adoption was refused — but its uid was kept as the
+    fence, so stopping the Session deleted the foreign pod."""
+    s = world()
+    read = one(s.outcome(one(ask_create(s, T0), "create"), first, T0 + SECOND), "get")
+    s.outcome(read, "ok", T0 + 2 * SECOND, obj=pod("X", "1", managed=False))
+    reread = one(ask_delete(s, T0 + 3 * SECOND), "get")
+    s.outcome(reread, "ok", T0 + 4 * SECOND, obj=pod("X", "1", managed=False))
+    assert deletes(s) == []
+    assert answers(s)[-1] == ("pod_gone", {"pod": KEY})

@@ -1,0 +1,90 @@
+"""``kfold sim``: a seeded, deterministic whole-system simulation (see kfold/sim/world.py).
+
+Exit 0 when every invariant held, 1 when one failed: the seed, the invariant and the step are
+printed, the journal is written to ``--out`` (SQLite: ``kfold replay``/``kfold trace`` open it),
+and, unless ``--no-shrink``, a shorter run failing the same invariant is searched and printed as
+the command that reproduces it.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+
+def register(sub) -> None:
+    from kfold.sim.world import FAULTS, OFF_BY_DEFAULT
+    p = sub.add_parser("sim", help="run a seeded simulation of kfold against a simulated apiserver with faults")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=200, help="steps with faults and users, before the run settles")
+    p.add_argument("--sessions", type=int, default=3)
+    p.add_argument("--faults", default="all",
+                   help=f"comma-separated subset of: {', '.join(FAULTS)}; 'all' (default) or 'none'. "
+                        f"Not available: {', '.join(OFF_BY_DEFAULT)} (kfold has no leader election yet)")
+    p.add_argument("--seeds", type=int, default=1, help="run this many consecutive seeds from --seed")
+    p.add_argument("--out", default="sim-out", help="directory for the journal of a failing run")
+    p.add_argument("--no-shrink", action="store_true")
+    p.add_argument("--journal", action="store_true", help="write the journal even when the run passes")
+    p.set_defaults(func=run)
+
+
+def parse_faults(text: str) -> tuple[str, ...]:
+    from kfold.sim.world import FAULTS, OFF_BY_DEFAULT
+    if text == "all":
+        return FAULTS
+    if text in ("none", ""):
+        return ()
+    asked = tuple(f.strip() for f in text.split(",") if f.strip())
+    for f in asked:
+        if f in OFF_BY_DEFAULT:
+            raise SystemExit(f"kfold sim: fault {f!r} is not simulated: kfold has no leader election, "
+                             "so two daemons on one journal are refused by its writer lock instead")
+        if f not in FAULTS:
+            raise SystemExit(f"kfold sim: unknown fault {f!r}; known: {', '.join(FAULTS)}")
+    return asked
+
+
+def run(args) -> int:
+    faults = parse_faults(args.faults)
+    logging.disable(logging.CRITICAL)  # the daemon's own logs would drown the report
+    try:
+        return _run_seeds(args, faults)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def _run_seeds(args, faults: tuple[str, ...]) -> int:
+    from kfold.sim.report import shrink, write_journal
+    from kfold.sim.world import Options, simulate
+    out = Path(args.out)
+    failed = 0
+    for seed in range(args.seed, args.seed + args.seeds):
+        opts = Options(seed=seed, steps=args.steps, sessions=args.sessions, faults=faults)
+        r = simulate(opts)
+        fired = ", ".join(f"{k}={v}" for k, v in r.fired.items()) or "none"
+        if r.failure is None:
+            print(f"seed {seed}: ok: {r.steps} steps, {r.records} records, journal sha256 {r.digest[:16]}; "
+                  f"faults fired: {fired}")
+            if args.journal:
+                out.mkdir(parents=True, exist_ok=True)
+                print(f"  journal: {write_journal(r.store, out / f'seed-{seed}.sqlite')}")
+            continue
+        failed += 1
+        out.mkdir(parents=True, exist_ok=True)
+        path = write_journal(r.store, out / f"seed-{seed}.sqlite")
+        print(f"seed {seed}: FAILED invariant {r.failure.invariant} at step {r.failure.step}: {r.failure.detail}")
+        print(f"  faults fired: {fired}")
+        print(f"  journal: {path}  (kfold replay {path}; kfold trace {path} local/team/<session>)"
+              + (f"; {len(r.lost)} earlier journal(s) were lost by the run itself" if r.lost else ""))
+        world = out / f"seed-{seed}.world.txt"
+        world.write_text("\n".join(r.world_log) + "\n")
+        print(f"  what the world did ({world}):")
+        for line in r.world_log[-12:]:
+            print(f"    {line}")
+        if not args.no_shrink:
+            small, sr = shrink(opts, r.failure.invariant)
+            if sr is not None:
+                spath = write_journal(sr.store, out / f"seed-{seed}-shrunk.sqlite")
+                print(f"  shrunk: kfold sim --seed {seed} --steps {small.steps} --sessions {small.sessions} "
+                      f"--faults {','.join(small.faults) or 'none'}  ({sr.records} records, journal {spath})")
+    return 1 if failed else 0

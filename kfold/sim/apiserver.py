@@ -1,0 +1,218 @@
+"""The simulator's apiserver: ``FakeApiServer`` plus what a whole-system run needs.
+
+Added to the fake's semantics (engine/effects/fake.py):
+- a watch event log: every write appends ``(rv, type, obj)``; ``events_after(kind, rv)`` is what a
+  watch from ``rv`` streams; ``compact()`` forgets the log so a watch from an older rv gets 410;
+- list resourceVersion (the fake's) and stale lists: ``list_at(kind, rv)`` answers from a history
+  of earlier states, with that state's rv;
+- finalizers and ``deletionTimestamp``: a DELETE of an object with finalizers only marks it; it
+  goes when its last finalizer is removed; a Pod is marked too and removed by the kubelet later;
+- ownerReferences garbage collection: an object whose owner uid no longer exists is deleted;
+- a kubelet: a Pod becomes Running and Ready ``kubelet_ms`` after it was created;
+- the clock is the simulation's: ``now_ms`` (set by the simulator) plus ``skew_ms``;
+- every request kfold sends is checked against the write-side invariants at the moment the
+  apiserver sees it (``violations``): a delete without a uid precondition, a delete or replace of
+  an object kfold does not own, a Session written Failed while its pod is healthy.
+
+Requests by "users" (``user_*``) bypass faults and checks: they are the world, not kfold.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from engine.effects.executor_resources import parse_path
+from engine.effects.executor_transport import Reply
+from engine.effects.fake import FakeApiServer, _key_of, _rfc3339
+
+MANAGED = ("app.kubernetes.io/managed-by", "kfold")
+SESSION_LABEL = "kfold.dev/session"
+GEN_LABEL = "kfold.dev/generation"
+Key = tuple[str, str, str, str]
+# A Session fails by design when a foreign object holds one of its names (kfold never takes it
+# over), healthy pod or not: that Failed is not a violation.
+NAME_HELD = frozenset({"NameTaken", "TargetTaken"})
+
+
+def owned_by_kfold(obj: dict[str, Any]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(MANAGED[0]) == MANAGED[1]
+
+
+def healthy_pod(obj: dict[str, Any]) -> bool:
+    st = obj.get("status") or {}
+    ready = any(c.get("ready") for c in st.get("containerStatuses") or [] if c.get("name") == "workspace")
+    return st.get("phase") == "Running" and ready and not obj["metadata"].get("deletionTimestamp")
+
+
+class SimApiServer(FakeApiServer):
+    def __init__(self, now_ms: int, kubelet_ms: int = 3000, history: int = 40):
+        super().__init__(server_ms=now_ms)
+        self.now_ms = now_ms
+        self.skew_ms = 0
+        self.kubelet_ms = kubelet_ms
+        self.events: list[tuple[int, str, dict[str, Any]]] = []   # (rv, type, obj) in rv order
+        self.compacted_rv = 0
+        self.history: list[tuple[int, dict[Key, dict[str, Any]]]] = []
+        self._history_len = history
+        self.created_ms: dict[str, int] = {}                     # pod uid -> creation time
+        self.deleted_ms: dict[str, int] = {}                     # pod uid -> deletion request time
+        self.terminate_ms = 1000
+        self.violations: list[tuple[str, str]] = []               # (invariant, detail)
+        self.kfold_requests = 0
+        self._user = False
+
+    # -- clock --------------------------------------------------------------------------------
+    def set_time(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+        self.server_ms = now_ms + self.skew_ms
+
+    # -- kfold's requests ---------------------------------------------------------------------
+    def handle(self, method: str, path: str, query: dict[str, str] | None = None, body: Any = None):
+        if not self._user:
+            self.kfold_requests += 1
+            self._check_request(method, path, body)
+        return super().handle(method, path, query, body)
+
+    def _check_request(self, method: str, path: str, body: Any) -> None:
+        p = parse_path(path)
+        if p is None or not p.name:
+            return
+        cur = self.objects.get((p.resource.api_version, p.resource.kind, p.namespace, p.name))
+        where = f"{method} {p.resource.kind} {p.namespace}/{p.name}"
+        if method == "DELETE":
+            if not ((body or {}).get("preconditions") or {}).get("uid"):
+                self.violations.append(("delete_has_uid_precondition", f"{where} sent without a uid precondition"))
+        if method in ("DELETE", "PUT") and cur is not None and p.resource.kind != "Session" and not owned_by_kfold(cur):
+            pre = ((body or {}).get("preconditions") or {}).get("uid")
+            if method == "PUT" or pre in (None, "", cur["metadata"]["uid"]):
+                self.violations.append(("no_write_to_foreign_object",
+                                        f"{where}: the object (uid {cur['metadata']['uid']}) is not kfold's"))
+        status = ((body if isinstance(body, dict) else {}).get("status")) or {}
+        reasons = {c.get("reason") for c in status.get("conditions") or [] if isinstance(c, dict)}
+        if (method == "PATCH" and p.resource.kind == "Session" and p.subresource == "status"
+                and status.get("phase") == "Failed" and not reasons & NAME_HELD):
+            for pod in self._pods_of(p.namespace, p.name):
+                if healthy_pod(pod) and self.now_ms - self.created_ms.get(pod["metadata"]["uid"], 0) > self.kubelet_ms + 60_000:
+                    self.violations.append(("no_failed_while_pod_healthy",
+                                            f"Session {p.namespace}/{p.name} written Failed while pod "
+                                            f"{pod['metadata']['name']} is Running and Ready"))
+
+    def _pods_of(self, namespace: str, session: str) -> list[dict[str, Any]]:
+        return [o for (a, k, ns, _), o in sorted(self.objects.items())
+                if k == "Pod" and ns == namespace and owned_by_kfold(o)
+                and (o["metadata"].get("labels") or {}).get(SESSION_LABEL) == session]
+
+    # -- writes: the event log, finalizers, deletion --------------------------------------------
+    def _store(self, obj: dict[str, Any], key: Key) -> dict[str, Any]:
+        new = key not in self.objects
+        stored = super()._store(obj, key)
+        if stored["kind"] == "Pod" and new:
+            self.created_ms[stored["metadata"]["uid"]] = self.now_ms
+        md = stored["metadata"]
+        if md.get("deletionTimestamp") and not md.get("finalizers") and stored["kind"] != "Pod":
+            self._remove(key)
+            return stored
+        self.events.append((self._rv, "ADDED" if new else "MODIFIED", copy.deepcopy(stored)))
+        return stored
+
+    def _delete(self, p: Any, query: dict, body: Any) -> tuple[int, dict]:
+        cur = self._existing(p)
+        if cur["kind"] == "Pod" or cur["metadata"].get("finalizers"):
+            return self._mark(cur, body)
+        code, obj = super()._delete(p, query, body)
+        self._log_gone(obj)
+        return code, obj
+
+    def _mark(self, cur: dict[str, Any], body: Any) -> tuple[int, dict]:
+        """Graceful deletion: the object stays, marked, until its finalizers (or the kubelet) let go."""
+        from engine.effects.fake import _ApiError
+        pre = (body or {}).get("preconditions") or {}
+        for field, have in (("uid", cur["metadata"]["uid"]), ("resourceVersion", cur["metadata"]["resourceVersion"])):
+            if pre.get(field) and pre[field] != have:
+                raise _ApiError(409, "Conflict", f"Precondition failed: {field} in precondition: {pre[field]}, "
+                                                 f"{field} in object meta: {have}")
+        if cur["metadata"].get("deletionTimestamp"):
+            return 200, copy.deepcopy(cur)
+        marked = copy.deepcopy(cur)
+        marked["metadata"]["deletionTimestamp"] = _rfc3339(self.now_ms)
+        self.deleted_ms[cur["metadata"]["uid"]] = self.now_ms
+        return 200, copy.deepcopy(self._store(marked, _key_of(cur)))
+
+    def _remove(self, key: Key) -> None:
+        obj = self.objects.pop(key, None)
+        if obj is not None:
+            self._log_gone(obj)
+
+    def _log_gone(self, obj: dict[str, Any]) -> None:
+        self._rv += 1
+        gone = copy.deepcopy(obj)
+        gone["metadata"]["resourceVersion"] = str(self._rv)
+        self.events.append((self._rv, "DELETED", gone))
+
+    # -- the world: kubelet, garbage collector, history -----------------------------------------
+    def tick(self) -> None:
+        """Kubelet and garbage collector, then a history point for stale lists."""
+        for key, obj in sorted(self.objects.items()):
+            if key[1] != "Pod":
+                continue
+            md = obj["metadata"]
+            age = self.now_ms - self.created_ms.get(md["uid"], self.now_ms)
+            if md.get("deletionTimestamp"):
+                if self.now_ms - self.deleted_ms.get(md["uid"], 0) >= self.terminate_ms and not md.get("finalizers"):
+                    self._remove(key)
+            elif (obj.get("status") or {}).get("phase") != "Running" and age >= self.kubelet_ms:
+                self._run_pod(key, obj)
+        self._collect_garbage()
+        self.history.append((self._rv, copy.deepcopy(self.objects)))
+        del self.history[:-self._history_len]
+
+    def _run_pod(self, key: Key, obj: dict[str, Any]) -> None:
+        running = copy.deepcopy(obj)
+        names = [c.get("name", "") for c in (running.get("spec") or {}).get("containers") or []] or ["workspace"]
+        running.setdefault("spec", {})["nodeName"] = "sim-node"
+        running["status"] = {"phase": "Running", "podIP": "10.0.0.7", "conditions": [{"type": "Ready", "status": "True"}],
+                             "containerStatuses": [{"name": n, "ready": True, "state": {"running": {}}} for n in names]}
+        self._store(running, key)
+
+    def _collect_garbage(self) -> None:
+        uids = {o["metadata"]["uid"] for o in self.objects.values()}
+        for key, obj in sorted(self.objects.items()):
+            refs = obj["metadata"].get("ownerReferences") or []
+            if refs and not any(r.get("uid") in uids for r in refs):
+                self._remove(key)
+
+    def compact(self) -> None:
+        self.compacted_rv = self._rv
+        self.events.clear()
+
+    # -- reads for the simulated observers ----------------------------------------------------
+    def events_after(self, kind: str, namespace: str, rv: int, managed_only: bool) -> list[tuple[int, str, dict]] | None:
+        """What a watch from ``rv`` streams, or ``None`` for 410 (compacted past it)."""
+        if rv < self.compacted_rv:
+            return None
+        return [copy.deepcopy(e) for e in self.events
+                if e[0] > rv and e[2]["kind"] == kind and e[2]["metadata"].get("namespace") == namespace
+                and (not managed_only or owned_by_kfold(e[2]))]
+
+    def list_now(self, kind: str, namespace: str, managed_only: bool) -> tuple[int, list[dict[str, Any]]]:
+        return self._rv, _select(self.objects, kind, namespace, managed_only)
+
+    def list_stale(self, kind: str, namespace: str, managed_only: bool, back: int) -> tuple[int, list[dict[str, Any]]]:
+        if not self.history:
+            return self.list_now(kind, namespace, managed_only)
+        rv, objects = self.history[max(0, len(self.history) - 1 - back)]
+        return rv, _select(objects, kind, namespace, managed_only)
+
+    # -- users ----------------------------------------------------------------------------------
+    def user(self, method: str, path: str, body: Any = None) -> Reply:
+        self._user = True
+        try:
+            return self._dispatch(method, path, {}, copy.deepcopy(body))
+        finally:
+            self._user = False
+
+
+def _select(objects: dict[Key, dict[str, Any]], kind: str, namespace: str, managed_only: bool) -> list[dict[str, Any]]:
+    return [copy.deepcopy(o) for k, o in sorted(objects.items())
+            if k[1] == kind and k[2] == namespace and (not managed_only or owned_by_kfold(o))]

@@ -1,0 +1,106 @@
+"""The simulator's invariants, each a named function that raises ``SimFailure``.
+
+Checked after every step (``check_step``):
+- ``delete_has_uid_precondition``, ``no_write_to_foreign_object``, ``no_failed_while_pod_healthy``:
+  judged by the apiserver model at the moment each request of kfold's arrives (``violations``);
+- ``one_live_pod_per_generation``: never two live (not terminating) pods for one Session generation.
+
+Checked once faults and users stop (``check_settled``, after at most ``settle_ms`` simulated time):
+- ``liveness``: every Session reached what its spec asks (Ready with a healthy pod; Suspended or
+  Stopped with no live pod; deleted and gone); a Session whose names a foreign object held first
+  may instead be Failed (kfold must not take the object over);
+- ``no_leak``: nothing of kfold's remains for a Session that no longer exists.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kfold.sim.apiserver import GEN_LABEL, SESSION_LABEL, healthy_pod, owned_by_kfold
+
+
+def _fail(sim: Any, invariant: str, detail: str) -> None:
+    from kfold.sim.world import SimFailure
+    raise SimFailure(invariant, detail, sim.step)
+
+
+def check_step(sim: Any) -> None:
+    if sim.api.violations:
+        _fail(sim, *sim.api.violations[0])
+    one_live_pod_per_generation(sim)
+
+
+def one_live_pod_per_generation(sim: Any) -> None:
+    seen: dict[tuple[str, str], str] = {}
+    for (_, kind, _, name), obj in sorted(sim.api.objects.items()):
+        md = obj["metadata"]
+        if kind != "Pod" or md.get("deletionTimestamp") or not owned_by_kfold(obj):
+            continue
+        labels = md.get("labels") or {}
+        gen = (labels.get(SESSION_LABEL, ""), labels.get(GEN_LABEL, ""))
+        if gen in seen:
+            _fail(sim, "one_live_pod_per_generation",
+                  f"pods {seen[gen]} and {name} are both live for Session {gen[0]} generation {gen[1]}")
+        seen[gen] = name
+
+
+def _session(sim: Any, name: str) -> dict[str, Any] | None:
+    from kfold.sim.world import NS
+    return sim.api.get("kfold.dev/v1alpha1", "Session", NS, name)
+
+
+def _live_pods(sim: Any, name: str) -> list[dict[str, Any]]:
+    from kfold.sim.world import NS
+    return [o for o in sim.api._pods_of(NS, name) if not o["metadata"].get("deletionTimestamp")]
+
+
+def unmet(sim: Any) -> list[str]:
+    """Sessions not (yet) where their spec asks, each with why."""
+    out = []
+    for name, spec in sorted(sim.sessions.items()):
+        obj = _session(sim, name)
+        if spec is None:
+            if obj is not None:
+                out.append(f"{name}: deleted by its user but still present (finalizers {obj['metadata'].get('finalizers')})")
+            continue
+        if obj is None:
+            out.append(f"{name}: the Session is gone though its user never deleted it")
+            continue
+        phase = (obj.get("status") or {}).get("phase")
+        pods = _live_pods(sim, name)
+        if name in sim.foreign and phase == "Failed":
+            continue
+        if spec.get("stopped") or spec.get("suspended"):
+            want = "Stopped" if spec.get("stopped") else "Suspended"
+            if phase != want or pods:
+                out.append(f"{name}: wants {want}, is {phase} with live pods {[p['metadata']['name'] for p in pods]}")
+        elif phase != "Ready" or not any(healthy_pod(p) for p in pods):
+            out.append(f"{name}: wants Ready, is {phase} with live pods {[p['metadata']['name'] for p in pods]}"
+                       + _why(obj))
+    return out
+
+
+def _why(obj: dict[str, Any]) -> str:
+    ready = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+    return f" ({ready.get('reason')}: {ready.get('message')})" if ready and ready.get("status") != "True" else ""
+
+
+def leaks(sim: Any) -> list[str]:
+    out = []
+    for (_, kind, ns, name), obj in sorted(sim.api.objects.items()):
+        session = (obj["metadata"].get("labels") or {}).get(SESSION_LABEL)
+        if owned_by_kfold(obj) and session and _session(sim, session) is None:
+            out.append(f"{kind} {ns}/{name} of Session {session}")
+    return out
+
+
+def settled(sim: Any) -> bool:
+    return not unmet(sim) and not leaks(sim)
+
+
+def check_settled(sim: Any) -> None:
+    bad = unmet(sim)
+    if bad:
+        _fail(sim, "liveness", f"after {sim.opts.settle_ms // 1000}s without faults: " + "; ".join(bad))
+    left = leaks(sim)
+    if left:
+        _fail(sim, "no_leak", "left behind: " + ", ".join(left))

@@ -1,0 +1,101 @@
+"""Session regressions found by the simulator (``kfold sim``); each names the seed that found it."""
+from __future__ import annotations
+
+import pytest
+
+from engine.machines.session_model import FINALIZER
+from tests.scenario.test_session_support import KEY, SPEC, World, at, owned_obj, session_obj
+
+pytestmark = pytest.mark.usefixtures("frozen_world")
+
+
+def _finish_teardown(w: World, when: float) -> None:
+    w.tear_down(when)
+    w.answer("delete", "Pod", when=when)
+    w.observe_pod(when, gen=1, event="DELETED")
+
+
+def test_unstopped_while_stopping_finishes_the_teardown_then_starts_the_next_generation():
+    """Seed 5 (200 steps): a Session un-stopped while its teardown ran made the fold raise
+    IllegalTransition ('begin' from Stopping) — a poison record for the whole daemon."""
+    w = World().to_ready()
+    w.submit({**SPEC, "stopped": True}, 10)
+    assert w.phase == "Stopping"
+    w.submit(SPEC, 11)
+    assert w.phase == "Stopping", "the teardown in flight finishes first"
+    assert w.pod_creates() == ["demo-g1"]
+    _finish_teardown(w, 12)
+    assert w.phase == "Creating" or w.phase == "Pending"
+    assert w.decision().generation == 2
+
+
+def test_a_stale_observation_without_deletion_does_not_resume_a_session_being_deleted():
+    """Seed 5: a stale list replayed the Session as it was before its deletion."""
+    w = World().to_ready()
+    w.submit(SPEC, 10, deleting=True)
+    assert w.phase == "Stopping"
+    w.submit(SPEC, 11)  # the same uid, no deletionTimestamp: older than what was folded
+    assert w.phase == "Stopping" and w.decision().deleting
+    _finish_teardown(w, 12)
+    assert w.phase == "Stopped"
+    assert w.pod_creates() == ["demo-g1"], "no pod for a Session being deleted"
+
+
+def test_a_stopped_session_asked_to_be_suspended_instead_is_suspended():
+    w = World().to_ready()
+    w.submit({**SPEC, "stopped": True}, 10)
+    _finish_teardown(w, 11)
+    assert w.phase == "Stopped"
+    w.submit({**SPEC, "suspended": True}, 12)
+    assert w.phase == "Suspended"
+    assert w.pod_creates() == ["demo-g1"]
+
+
+def test_a_secret_created_after_the_teardown_read_it_is_still_deleted():
+    """Found by seed 65: the Secret create was in flight when the Session was deleted; the
+    teardown's read (a quorum GET, not queued behind the create) found nothing, the create then
+    landed, and the Secret outlived its Session."""
+    w = World()
+    w.submit(SPEC, 0)
+    w.rv += 1
+    w.answer("patch", "Session", obj=session_obj(SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
+    w.answer("ensure_namespace", None)
+    create = w.pending("create", "Secret")[0]
+    w.submit(SPEC, 1, deleting=True)
+    w.tear_down(2, ("Service", "Ingress"), "not_found")
+    w.answer("get", "Secret", "not_found", when=2)
+    assert w.phase == "Stopped"
+    w.s.outcome(create, "ok", at(3), obj=owned_obj("Secret"))
+    assert w.phase == "Stopping", "the finalizer stays until the late Secret is gone"
+    w.tear_down(4, ("Secret",))
+    assert w.phase == "Stopped"
+
+
+def test_the_configured_start_deadline_is_the_one_armed():
+    """Found while building the simulator: the daemon sends ``start_ms``/``ready_ms`` (config
+    ``deadlines.*_seconds``) but the machine read ``defaults.start_deadline_s``, which nothing
+    sends: every configured deadline was silently 180 s / 120 s."""
+    w = World()
+    w.s.command("session.configure", at(0), clusters=["local"], base_domain="sessions.example.test",
+                start_ms=60_000, ready_ms=30_000, defaults={"start_seconds": 60, "ready_seconds": 30})
+    w.to_provisioning()
+    assert w.s.state.timers[f"session:{KEY}:start"].due == at(60)
+
+
+@pytest.mark.parametrize("result", ["conflict", "transient"])
+def test_a_status_write_that_fails_is_written_again_without_waiting_for_another_event(result):
+    """Found by seeds 136 and 261 (80 steps): the last status write of a quiet Session failed and
+    nothing rewrote it, so the Session showed Creating/Stopping for ever."""
+    w = World().to_ready()
+    w.submit({**SPEC, "stopped": True}, 10)
+    before = len(w.effects("patch", "Session"))
+    last = _status_writes(w)[-1]
+    assert last.patch["status"]["phase"] == "Stopping"
+    w.s.outcome(last, result, at(11))
+    assert len(w.effects("patch", "Session")) == before + 1
+    assert _status_writes(w)[-1].patch["status"]["phase"] == "Stopping"
+
+
+def _status_writes(w: World) -> list:
+    found = [e for e in w.s.pending("patch") if e.subresource == "status"]
+    return sorted(found, key=lambda e: tuple(int(p) for p in e.id.split(".")))
