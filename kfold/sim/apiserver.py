@@ -22,10 +22,10 @@ import copy
 from typing import Any
 
 from engine.effects.executor_resources import parse_path
-from engine.effects.executor_transport import Reply
+from engine.effects.executor_transport import Response
+from engine.labels import MANAGED_BY, MANAGER
 from engine.effects.fake import FakeApiServer, _key_of, _rfc3339
 
-MANAGED = ("app.kubernetes.io/managed-by", "kfold")
 SESSION_LABEL = "kfold.dev/session"
 GEN_LABEL = "kfold.dev/generation"
 Key = tuple[str, str, str, str]
@@ -36,7 +36,7 @@ NAME_HELD = frozenset({"NameTaken", "TargetTaken"})
 
 def owned_by_kfold(obj: dict[str, Any]) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get(MANAGED[0]) == MANAGED[1]
+    return labels.get(MANAGED_BY) == MANAGER
 
 
 def healthy_pod(obj: dict[str, Any]) -> bool:
@@ -205,7 +205,7 @@ class SimApiServer(FakeApiServer):
         return rv, _select(objects, kind, namespace, managed_only)
 
     # -- users ----------------------------------------------------------------------------------
-    def user(self, method: str, path: str, body: Any = None) -> Reply:
+    def user(self, method: str, path: str, body: Any = None) -> Response:
         self._user = True
         try:
             return self._dispatch(method, path, {}, copy.deepcopy(body))
