@@ -39,6 +39,7 @@ from engine.labels import MANAGED_LABELS
 
 Call = Callable[[Request], Awaitable[Response]]
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,8 @@ async def _get(e: Any, send: Any, env: Any) -> Done:
 
 
 async def _patch(e: Any, send: Any, env: Any) -> Done:
-    return done(await send("PATCH", _obj_path(e, e.subresource), e.patch, ct=MERGE_PATCH))
+    return done(await send("PATCH", _obj_path(e, e.subresource), e.patch,
+                     ct=JSON_PATCH if isinstance(e.patch, list) else MERGE_PATCH))
 
 
 async def _replace(e: Any, send: Any, env: Any) -> Done:

@@ -77,7 +77,7 @@ class KubeTransport:
 
     Caveat: ``client_for`` may raise for an unknown cluster or tenant; that becomes ``Refused``."""
 
-    def __init__(self, client_for: Callable[[str, str], Any], max_threads: int = 8,
+    def __init__(self, client_for: Callable[[str, str], Any], max_threads: int = 16,
                  timeout: tuple[float, float] = (5.0, 30.0), before_send: Callable[[Request], None] | None = None):
         self._client_for = client_for
         self._before_send = before_send   # e.g. kfold.leader's fence: raises to send nothing (TransportError)

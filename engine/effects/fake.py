@@ -50,6 +50,29 @@ def status_body(code: int, reason: str, message: str, name: str = "", kind: str 
             "reason": reason, "details": {"name": name, "kind": kind}, "code": code}
 
 
+def json_patch(target: dict, ops: list) -> dict:
+    """RFC 6902, the ``test`` and ``remove`` ops kfold sends; a failed test is 422 Invalid, as
+    kube-apiserver answers it."""
+    out = copy.deepcopy(target)
+    for op in ops:
+        *parents, last = [s.replace("~1", "/").replace("~0", "~") for s in op["path"].split("/")[1:]]
+        node: Any = out
+        for s in parents:
+            node = node[int(s)] if isinstance(node, list) else (node or {}).get(s)
+        idx: Any = int(last) if isinstance(node, list) and last.isdigit() else last
+        has = (isinstance(node, list) and isinstance(idx, int) and idx < len(node)) or \
+            (isinstance(node, dict) and idx in node)
+        if op["op"] == "test" and not (has and node[idx] == op.get("value")):
+            raise _ApiError(422, "Invalid", f"the server rejected our request: test failed at {op['path']}")
+        if op["op"] == "remove":
+            if not has:
+                raise _ApiError(422, "Invalid", f"the server rejected our request: nothing to remove at {op['path']}")
+            del node[idx]
+        elif op["op"] != "test":
+            raise _ApiError(422, "Invalid", f"the fake apiserver does not apply JSON patch op {op['op']!r}")
+    return out
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, dict):
@@ -178,6 +201,8 @@ class FakeApiServer:
 
     def _patch(self, p: ParsedPath, query: dict, body: Any) -> tuple[int, dict]:
         cur = self._existing(p)
+        if isinstance(body, list):
+            return 200, copy.deepcopy(self._store(json_patch(cur, body), _key_of(cur)))
         self._check_rv(p, cur, ((body or {}).get("metadata") or {}).get("resourceVersion"))
         body = dict(body or {})
         if p.subresource == "status":

@@ -54,10 +54,12 @@ class GetObject(_ObjectRef):
 
 
 class PatchObject(_ObjectRef):
-    """JSON merge patch (RFC 7386): ``None`` values clear fields. ``subresource`` e.g. "status"."""
+    """JSON merge patch (RFC 7386) when ``patch`` is an object: ``None`` values clear fields; a JSON
+    patch (RFC 6902) when it is a list of operations, so a ``test`` op can precondition exactly the
+    field the patch changes. ``subresource`` e.g. "status"."""
 
     type: Literal["patch"] = "patch"
-    patch: dict[str, Any]
+    patch: Union[dict[str, Any], list[dict[str, Any]]]
     subresource: str = ""
 
 

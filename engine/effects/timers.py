@@ -91,8 +91,32 @@ def ready_to_issue(state: Any, keys: Iterable[str] | None = None) -> list[Any]:
 def waiting_retries(state: Any) -> list[Any]:
     """Heads waiting for a retry: pending, unissued, ``attempt > 0``; in effect id order (the
     pending map's own order follows string hashes, which differ between processes, and the ticker
-    journals these in this order)."""
-    return sorted((p for p in heads(state).values() if not p.issued and p.attempt), key=lambda p: seq_key(p.effect.id))
+    journals these in this order). Only the keys that have such an effect are searched for their
+    head (usually none: one cheap pass over the pending map)."""
+    keys = {p.effect.key for p in state.pending.values() if not p.issued and p.attempt}
+    if not keys:
+        return []
+    return sorted((p for p in heads(state, keys).values() if not p.issued and p.attempt), key=lambda p: seq_key(p.effect.id))
+
+
+class _TimerIndex:
+    """The timers of one ``state.timers`` map, per cluster and sorted by due time: rebuilt only when
+    the map changes (a fold that sets or cancels no timer leaves it the same object), so the ticker
+    walks only what is due or next instead of every timer after every commit."""
+
+    def __init__(self) -> None:
+        self._of: Any = None
+        self._by_cluster: dict[str, list[tuple[int, str, Any]]] = {}
+
+    def get(self, timers: Any) -> dict[str, list[tuple[int, str, Any]]]:
+        if timers is not self._of:
+            by: dict[str, list[tuple[int, str, Any]]] = {}
+            for t in timers.values():
+                by.setdefault(timer_cluster(t), []).append((t.due, t.id, t))
+            for rows in by.values():
+                rows.sort(key=lambda r: (r[0], r[1]))
+            self._of, self._by_cluster = timers, by
+        return self._by_cluster
 
 
 class Ticker:
@@ -100,6 +124,7 @@ class Ticker:
         self._sent_timers: set[tuple[str, int]] = set()
         self._sent_retries: set[tuple[str, int]] = set()
         self._local: dict[tuple[str, int], int] = {}   # (effect id, attempt) -> monotonic ms due
+        self._index = _TimerIndex()
 
     def wait_locally(self, effect_id: str, attempt: int, due_mono_ms: int) -> None:
         """An unclocked retry (``not_before is None``) is due at ``due_mono_ms`` (monotonic)."""
@@ -110,8 +135,17 @@ class Ticker:
         deadline is judged, and its record stamped, on the clock of the cluster it concerns; a
         retry on its effect's cluster's."""
         clock = _per_cluster(now_ms)
-        out: list[Any] = [self._deadline(t, clock(timer_cluster(t))) for t in state.due_timers(clock)
-                          if (t.id, t.due) not in self._sent_timers]
+        due: list[tuple[int, str, Any, int]] = []
+        for cluster, rows in self._index.get(state.timers).items():
+            now = clock(cluster)
+            if now is None:
+                continue
+            for t_due, tid, t in rows:
+                if t_due > now:
+                    break
+                if (tid, t_due) not in self._sent_timers:
+                    due.append((t_due, tid, t, now))
+        out: list[Any] = [self._deadline(t, now) for _d, _i, t, now in sorted(due, key=lambda r: (r[0], r[1]))]
         self._sent_timers.update((d.timer, d.due) for d in out)
         for p in self._unsent_retries(state):
             now = clock(p.effect.cluster)
@@ -128,8 +162,13 @@ class Ticker:
 
     def sleep_s(self, state: Any, now_ms: Now, mono_ms: int | None = None) -> float:
         clock = _per_cluster(now_ms)
-        waits: list[int] = [t.due - now for t in state.timers.values() if (t.id, t.due) not in self._sent_timers
-                            and (now := clock(timer_cluster(t))) is not None]
+        waits: list[int] = []
+        for cluster, rows in self._index.get(state.timers).items():
+            now = clock(cluster)
+            if now is not None:
+                nxt = next((t_due for t_due, tid, _t in rows if (tid, t_due) not in self._sent_timers), None)
+                if nxt is not None:
+                    waits.append(nxt - now)
         for p in self._unsent_retries(state):
             wait = self._wait_ms(p, clock(p.effect.cluster), mono_ms)
             if wait is not None:
@@ -155,7 +194,10 @@ class Ticker:
         return Deadline(at=now_ms, timer=t.id, machine=t.machine, key=t.key, name=t.name, due=t.due)
 
     def _forget(self, state: Any) -> None:
-        self._sent_timers = {(i, d) for i, d in self._sent_timers if i in state.timers}
-        self._sent_retries = {(i, a) for i, a in self._sent_retries if i in state.pending}
-        self._local = {(i, a): d for (i, a), d in self._local.items()
-                       if (p := state.pending.get(i)) is not None and not p.issued and p.attempt == a}
+        if self._sent_timers:
+            self._sent_timers = {(i, d) for i, d in self._sent_timers if i in state.timers}
+        if self._sent_retries:
+            self._sent_retries = {(i, a) for i, a in self._sent_retries if i in state.pending}
+        if self._local:
+            self._local = {(i, a): d for (i, a), d in self._local.items()
+                           if (p := state.pending.get(i)) is not None and not p.issued and p.attempt == a}

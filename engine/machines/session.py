@@ -255,8 +255,8 @@ def _finalizer_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> S
         return d if d.finalizer_step == "removing" else d.but(finalizer_step="done")
     if rec.result == "not_found":
         return d.but(gone=True)
-    if rec.result in ("conflict", "transient"):
-        return _reobserve(ctx, key, d)
+    if rec.result in ("conflict", "transient") or (rec.result == "invalid" and d.finalizer_step == "removing"):
+        return _reobserve(ctx, key, d)   # "invalid": the removal's test op found the list changed
     if d.finalizer_step == "removing":
         return d.but(blocked=f"cannot remove finalizer {FINALIZER}: {rec.result} {rec.message}".strip())
     return flow.fail(ctx, key, d, "FinalizerFailed", f"cannot add finalizer {FINALIZER}: {rec.result} {rec.message}".strip())

@@ -154,12 +154,15 @@ def _release_resumed(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
 def _remove_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     if FINALIZER not in d.finalizers or d.finalizer_step in ("removing", "reading"):
         return d
-    rest = [f for f in d.finalizers if f != FINALIZER]
-    _patch_session(ctx, key, d, {"metadata": {"finalizers": rest, "resourceVersion": d.rv}})
+    # Preconditioned on exactly the field it changes (a JSON patch ``test`` of the list entry),
+    # not on the resourceVersion, which kfold's own status writes move: a list another writer
+    # changed meanwhile fails the test (422), and the Session is read again before a retry.
+    at = f"/metadata/finalizers/{d.finalizers.index(FINALIZER)}"
+    _patch_session(ctx, key, d, [{"op": "test", "path": at, "value": FINALIZER}, {"op": "remove", "path": at}])
     return d.but(finalizer_step="removing")
 
 
-def _patch_session(ctx: Ctx, key: str, d: SessionDecision, patch: dict[str, Any]) -> None:
+def _patch_session(ctx: Ctx, key: str, d: SessionDecision, patch: dict[str, Any] | list[dict[str, Any]]) -> None:
     ctx.emit(PatchObject, key, cluster=d.home, api_version=status.API_VERSION, kind="Session",
              namespace=d.namespace, name=d.name, patch=patch, safe_to_retry=False)
 

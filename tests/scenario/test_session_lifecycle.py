@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from engine.machines.session_model import FINALIZER
-from tests.scenario.test_session_support import SPEC, World, at, pod_obj
+from tests.scenario.test_session_support import SPEC, World, at, pod_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -98,13 +98,30 @@ def test_a_second_stop_changes_nothing():
 def test_deleting_the_session_tears_down_first_then_removes_the_finalizer():
     w = World().to_ready()
     w.submit(SPEC, 10, deleting=True)
-    assert not [e for e in w.effects("patch", "Session") if "finalizers" in e.patch.get("metadata", {})
-                and FINALIZER not in e.patch["metadata"]["finalizers"]]
+    assert not [e for e in w.effects("patch", "Session") if isinstance(e.patch, list)]
     w.tear_down(11)
     _pod_gone(w, 1, 12)
     removal = w.effects("patch", "Session")[-1]
-    assert removal.patch["metadata"]["finalizers"] == []
-    assert removal.patch["metadata"]["resourceVersion"] == str(w.rv)
+    # preconditioned on the finalizer entry itself, not on a resourceVersion kfold's own status
+    # writes move: a test op on the list index, then its removal
+    assert removal.patch == [{"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER},
+                             {"op": "remove", "path": "/metadata/finalizers/0"}]
+
+
+def test_a_finalizer_list_changed_meanwhile_is_read_again_before_the_removal_is_retried():
+    w = World().to_ready()
+    w.submit(SPEC, 10, deleting=True)
+    w.tear_down(11)
+    _pod_gone(w, 1, 12)
+    assert isinstance(w.pending("patch", "Session")[-1].patch, list)
+    w.answer("patch", "Session", result="invalid", when=13)      # the test op failed: 422 Invalid
+    assert w.pending("get", "Session"), "the Session is read again (quorum) before another removal"
+    w.rv += 1
+    w.answer("get", "Session", when=14, obj=session_obj(SPEC, rv=str(w.rv), finalizers=("other.dev/x", FINALIZER),
+                                                             deleting=True))
+    retry = w.pending("patch", "Session")[-1]
+    assert retry.patch == [{"op": "test", "path": "/metadata/finalizers/1", "value": FINALIZER},
+                           {"op": "remove", "path": "/metadata/finalizers/1"}]
 
 
 def test_a_crash_between_pod_create_and_its_outcome_adopts_the_same_pod_name():

@@ -57,3 +57,25 @@ def test_a_start_deadline_on_a_registered_cluster_is_judged_on_its_clock():
     (deadline,) = ticker.due(w.s.state, lambda c: readings.get(c or "local"))
     assert deadline.timer == timer.id and deadline.at == due  # stamped on edge's clock, not home's
     assert ticker.sleep_s(w.s.state, lambda c: None) == 1.0  # no reading at all: it waits, never guesses
+
+
+def test_the_ticker_hands_out_timers_in_due_order_per_cluster_and_sees_timers_set_later():
+    from immutables import Map
+
+    from engine.core import State, Timer
+
+    def timer(name: str, due: int, cluster: str) -> Timer:
+        return Timer(id=f"session:{cluster}/ns/{name}:start", due=due, machine="session",
+                     key=f"{cluster}/ns/{name}", name="start", cluster=cluster)
+
+    ts = [timer("b", 300, "local"), timer("a", 100, "local"), timer("c", 200, "edge")]
+    state = State(timers=Map({t.id: t for t in ts}))
+    ticker, now = Ticker(), {"local": 150, "edge": 250}
+    assert [d.due for d in ticker.due(state, now.get)] == [100, 200]
+    assert ticker.due(state, now.get) == [], "each (timer, due) is handed out once"
+    assert ticker.sleep_s(state, now.get) == 0.15     # local's next timer, b at 300, is 150 ms away
+    later = timer("d", 160, "local")                  # a fold sets a timer: a new map, re-indexed
+    state = State(timers=state.timers.set(later.id, later))
+    assert ticker.sleep_s(state, now.get) == 0.01
+    now["local"] = 400
+    assert [d.due for d in ticker.due(state, now.get)] == [160, 300]
