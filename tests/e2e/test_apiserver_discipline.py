@@ -22,7 +22,13 @@ def _ref(ns: str, name: str) -> dict:
 
 def _start_pod(admin, ns: str, name: str, labels: dict | None = None) -> dict:
     ok(admin, "POST", pod_path(ns), pod_manifest(name, labels))
-    return wait_for(lambda: running(admin, ns, name), timeout=30, what=f"pod {name} Running+Ready")
+    # kwok makes it Running+Ready; on a loaded 2-core machine its stage can lag (seen once past
+    # 30 s), so wait longer and name the pod's last status if it never comes.
+    try:
+        return wait_for(lambda: running(admin, ns, name), timeout=90, what=f"pod {name} Running+Ready")
+    except AssertionError as exc:
+        last = get(admin, pod_path(ns, name)) or {}
+        raise AssertionError(f"{exc}; pod status: {last.get('status')!r}; node: {last.get('spec', {}).get('nodeName')!r}") from None
 
 
 def _relabel(admin, ns: str, name: str, value: str) -> dict:
