@@ -41,7 +41,8 @@ from engine.machines import session_owned as owned
 from engine.machines import session_replies as replies
 from engine.machines import session_status as status
 from engine.machines.base import Machine, missing_after_relist, object_key
-from engine.machines.session_model import (CONFIG_KEY, FINALIZER, LIVE, Failure, SessionConfig, SessionDecision,
+from engine.machines.session_model import (CONFIG_KEY, FINALIZER, GONE_KEY, LIVE, MAX_GONE, DeletedSessions,
+                                          Failure, SessionConfig, SessionDecision,
                                           SessionEntry)
 from engine.machines import session_targets as targets
 from engine.machines import session_tenancy as tenancy
@@ -78,6 +79,8 @@ class SessionMachine(Machine):
         key = object_key(rec.cluster, rec.namespace, rec.name)
         if rec.event == "DELETED":
             return session_gone(ctx, key)
+        if _was_deleted(ctx, rec.obj):
+            return ctx.log(key, "an observation of a Session deleted since (a stale list); ignored", level="debug")
         save(ctx, key, absorb(ctx.get(key), rec.cluster, rec.obj))
 
     def on_relist(self, ctx: Ctx, rec: Relist) -> None:
@@ -209,6 +212,16 @@ def session_gone(ctx: Ctx, key: str) -> None:
         ctx.cancel_timer(key, name)
     targets.update(ctx, key, ctx.get(key), None)
     ctx.drop(key)
+    if d.uid:
+        gone = ctx.get(GONE_KEY)
+        uids = gone.uids if isinstance(gone, DeletedSessions) else ()
+        ctx.put(GONE_KEY, DeletedSessions(uids=(uids + (d.uid,))[-MAX_GONE:]))
+
+
+def _was_deleted(ctx: Ctx, obj: dict[str, Any]) -> bool:
+    gone = ctx.get(GONE_KEY)
+    uid = (obj.get("metadata") or {}).get("uid")
+    return isinstance(gone, DeletedSessions) and bool(uid) and uid in gone.uids
 
 
 # -- outcomes of the session's own effects ------------------------------------------------------

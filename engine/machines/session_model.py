@@ -22,6 +22,8 @@ from engine.seams import RegisteredCluster
 
 CONFIG_KEY = "#config"
 INDEX_KEY = "#targets"
+GONE_KEY = "#gone"
+MAX_GONE = 4096  # uids remembered as deleted (a stale observation of one is older than its deletion)
 FINALIZER = "kfold.dev/teardown"
 DEFAULT_START_MS = 180_000
 DEFAULT_READY_MS = 120_000
@@ -159,7 +161,16 @@ class TargetIndex(Decision):
     slots: dict[str, str] = Field(default_factory=dict)
 
 
-_Entry = Annotated[Union[SessionDecision, SessionConfig, TargetIndex], Field(discriminator="kind")]
+class DeletedSessions(Decision):
+    """The uids of the newest deleted Sessions (at most ``MAX_GONE``, oldest first). A uid is never
+    reused, so an observation carrying one of them (a list answered before the deletion and folded
+    after it) is older than the deletion and must not bring the Session back."""
+
+    kind: Literal["gone"] = "gone"
+    uids: tuple[str, ...] = ()
+
+
+_Entry = Annotated[Union[SessionDecision, SessionConfig, TargetIndex, DeletedSessions], Field(discriminator="kind")]
 _ENTRY: TypeAdapter[Any] = TypeAdapter(_Entry)
 
 
@@ -167,5 +178,5 @@ class SessionEntry:
     """The session table's record type for snapshots: any kind, told apart by ``kind``."""
 
     @staticmethod
-    def model_validate(data: Any) -> SessionDecision | SessionConfig | TargetIndex:
+    def model_validate(data: Any) -> SessionDecision | SessionConfig | TargetIndex | DeletedSessions:
         return _ENTRY.validate_python(data)

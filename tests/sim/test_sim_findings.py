@@ -6,7 +6,7 @@ import sys
 
 from pathlib import Path
 
-import pytest
+
 from immutables import Map
 
 from engine.core import Pending, State
@@ -44,11 +44,10 @@ SHRUNK_11372 = ("conflict,already_exists,throttle,server_error,reset_before,rese
                 "stale_list,compact,date_skew,kill,foreign_objects,user_edits,user_deletes")
 
 
-@pytest.mark.xfail(strict=False, reason="open: a Session list older than the Session's deletion (answered before, "
-                                        "journaled after it) brings the deleted Session back; kfold re-creates its "
-                                        "Secret and pod, and the Secret outlives it (needs tombstones for deleted uids)")
 def test_a_late_session_list_does_not_resurrect_a_deleted_session():
-    """Found by the soak: ``kfold sim --seed 11372 --steps 180 --sessions 4 --faults <SHRUNK_11372>``."""
+    """Found by the soak: ``kfold sim --seed 11372 --steps 180 --sessions 4 --faults <SHRUNK_11372>``: a
+    Session list answered before the Session's deletion and folded after it brought the Session
+    back (kfold re-created its Secret and pod). The session machine now remembers deleted uids."""
     from kfold.sim.world import Options, simulate
     r = simulate(Options(seed=11372, steps=180, sessions=4, faults=tuple(SHRUNK_11372.split(","))))
     assert r.failure is None, str(r.failure)
