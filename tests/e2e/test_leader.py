@@ -159,8 +159,9 @@ def term_of(d: Daemon) -> str:
     return text.split("term ")[1].split(",")[0] if "term " in text else ""
 
 
-@pytest.mark.timeout(600)
-def test_the_standby_takes_over_a_killed_leader_without_duplicates_or_regressions(pair, admin, namespace):
+def mid_bring_up(pair, admin, namespace) -> tuple:
+    """Two daemons (a leads, b stands by), every Session created, and the leader caught mid-way
+    (a pod made): ``(a, b, cluster, the leader's term, a phase watch, the phases then)``."""
     made, cluster = pair
     a, b = start_pair(made)
     old_term = term_of(a)
@@ -168,7 +169,12 @@ def test_the_standby_takes_over_a_killed_leader_without_duplicates_or_regression
     for s in SESSIONS:
         cluster.create_session(s)
     wait_for(lambda: len(cluster.pods()) >= 1, timeout=120, interval=0.1, what="the leader mid-way (a pod made)")
-    mid = cluster.phases()
+    return a, b, cluster, old_term, watch, cluster.phases()
+
+
+@pytest.mark.timeout(600)
+def test_the_standby_takes_over_a_killed_leader_without_duplicates_or_regressions(pair, admin, namespace):
+    a, b, cluster, old_term, watch, mid = mid_bring_up(pair, admin, namespace)
     assert not issued(b.journal), "the standby issued effects while the leader was alive"
     killed_at, killed_mono = time.time(), time.monotonic()
     a.kill9()
@@ -199,14 +205,7 @@ def test_the_standby_takes_over_a_killed_leader_without_duplicates_or_regression
 
 @pytest.mark.timeout(600)
 def test_a_leader_paused_past_its_lease_issues_nothing_when_it_wakes(pair, admin, namespace):
-    made, cluster = pair
-    a, b = start_pair(made)
-    old_term = term_of(a)
-    watch = PhaseWatch(admin, namespace)
-    for s in SESSIONS:
-        cluster.create_session(s)
-    wait_for(lambda: len(cluster.pods()) >= 1, timeout=120, interval=0.1, what="the leader mid-way (a pod made)")
-    mid = cluster.phases()
+    a, b, cluster, old_term, watch, mid = mid_bring_up(pair, admin, namespace)
     paused_at = time.time()
     a.proc.send_signal(signal.SIGSTOP)
     last_seq = max(r["seq"] for r in journal(a.journal))
