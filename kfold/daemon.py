@@ -316,9 +316,8 @@ class Daemon:
             self._snap_seq = self.state.seq
 
     def _snapshot_due(self) -> bool:
-        j = self.journal  # a journal without byte counts (a test double) is snapshotted by count only
-        return self.snapshots.due(self.state.seq - self._snap_seq, getattr(j, "bytes_since_snapshot", 0),
-                                  getattr(j, "last_snapshot_bytes", 0))
+        j = self.journal
+        return self.snapshots.due(self.state.seq - self._snap_seq, j.bytes_since_snapshot, j.last_snapshot_bytes)
 
     async def run_committer(self) -> None:
         while True:

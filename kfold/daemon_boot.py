@@ -25,7 +25,7 @@ import signal
 from typing import Any, Callable, Mapping
 
 from engine.effects import executor_resources as res
-from engine.effects.clock import ServerClock, ServerClocks
+from engine.effects.clock import ServerClocks
 from engine.effects.executor import Backoff, Executor
 from engine.effects.executor_transport import KubeTransport
 from engine.labels import MANAGED_SELECTOR
@@ -133,7 +133,7 @@ def _journal_redact(daemon: Daemon) -> Any:
     return daemon.journal.redactor.redact
 
 
-def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock | ServerClocks) -> list[Any]:
+def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClocks) -> list[Any]:
     """Every observed kind in every watched namespace of the home cluster (the registered
     clusters' watches are the ``Follower``'s: ``remote_observers``)."""
     from engine.effects.observer import Observer
@@ -143,7 +143,7 @@ def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClock 
         for ns in cfg.namespaces:
             selector = MANAGED_SELECTOR if r.kind in ("Pod", "Secret") else ""
             out.append(Observer(lambda: client, cfg.cluster.name, r.api_version, r.kind, r.plural, ns,
-                                _late_lists(daemon.submit, r.kind), _clock_of(clock, cfg.cluster.name),
+                                _late_lists(daemon.submit, r.kind), clock.for_cluster(cfg.cluster.name),
                                 label_selector=selector, **common))
     return out
 
@@ -168,11 +168,7 @@ def _late_lists(sink: Callable[[list[Any]], Any], kind: str) -> Callable[[list[A
     return late
 
 
-def _clock_of(clock: ServerClock | ServerClocks, cluster: str) -> ServerClock:
-    return clock.for_cluster(cluster) if isinstance(clock, ServerClocks) else clock
-
-
-def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClock | ServerClocks, registry: Any,
+def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClocks, registry: Any,
                      remote: list[tuple[str, str, str, str]]) -> list[Any]:
     """kfold's pods and the Repos on each registered target ``(handle, tenant, name, namespace)``.
     A Repo watch there is ``optional`` for /readyz: a cluster without the Repo CRD runs Sessions
@@ -183,11 +179,11 @@ def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClock | ServerClo
     out = []
     for handle, tenant, name, ns in remote:
         reach = (lambda t=tenant, n=name: registry.reach(t, n))
-        out.append(Observer(reach, handle, "v1", "Pod", "pods", ns, daemon.submit, _clock_of(clock, handle),
+        out.append(Observer(reach, handle, "v1", "Pod", "pods", ns, daemon.submit, clock.for_cluster(handle),
                             label_selector=MANAGED_SELECTOR, **common))
         if repo.kind in daemon.machines.by_kind:  # per-node status for the Sessions placed there
             out.append(Observer(reach, handle, repo.api_version, repo.kind, repo.plural, ns, daemon.submit,
-                                _clock_of(clock, handle), optional=True, **common))
+                                clock.for_cluster(handle), optional=True, **common))
     return out
 
 

@@ -489,7 +489,6 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
         deadline = t0 + 60 + 1.0 * n
         while len(watcher.ready) < n and time.monotonic() < deadline and c.proc.poll() is None:
             time.sleep(0.05)
-        t_ready = time.monotonic()
         result["ready"] = len(watcher.ready)
         lat = sorted(watcher.ready[x] - sent[x] for x in names if x in watcher.ready)
         result["all_ready_s"] = (max(watcher.ready.values()) - t0) if len(watcher.ready) == n else None

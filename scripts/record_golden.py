@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import os
 import shutil
 import signal
 import socket

@@ -19,6 +19,7 @@ from typing import Any
 from engine.machines.base import Ctx
 from engine.machines import pod_delete
 from engine.machines.base import split_key
+from engine.labels import MANAGER
 from engine.machines.pod_records import GENERATION, MANAGED_BY, SESSION, PodOp, PodView, Reply, view_of
 from engine.machines.pod_table import describe, name_of, retry_read, send_create, send_read, settled, step, tell_all
 
@@ -42,7 +43,7 @@ def prepared(key: str, manifest: dict[str, Any], session: str, generation: int) 
     if md.get("name", name) != name or md.get("namespace", namespace) != namespace:
         return {}, (f"manifest names pod {md.get('namespace', namespace)}/{md.get('name', name)} "
                     f"but the create is for {namespace}/{name}")
-    labels = {**(md.get("labels") or {}), MANAGED_BY: "kfold", SESSION: session, GENERATION: str(generation)}
+    labels = {**(md.get("labels") or {}), MANAGED_BY: MANAGER, SESSION: session, GENERATION: str(generation)}
     md.update(name=name, namespace=namespace, labels=labels)
     return {**manifest, "apiVersion": "v1", "kind": "Pod", "metadata": md}, ""
 

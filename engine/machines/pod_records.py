@@ -22,7 +22,7 @@ from pydantic import Field, TypeAdapter
 from engine.machines.base import Decision, Reply  # noqa: F401 - Reply: the machines' one answer address
 from engine.rfc3339 import to_ms
 
-from engine.labels import GENERATION_LABEL as GENERATION, MANAGED_BY, MANAGED_SELECTOR  # noqa: F401
+from engine.labels import GENERATION_LABEL as GENERATION, MANAGED_BY, MANAGER
 from engine.labels import SESSION_LABEL as SESSION
 SWEEP_NAME = "#sweep"
 DEFAULT_BUDGET_S = 600
@@ -120,7 +120,7 @@ def view_of(obj: dict[str, Any] | None, uid: str = "", rv: str = "") -> PodView:
     md = (obj or {}).get("metadata") or {}
     labels = md.get("labels") or {}
     uid, rv = md.get("uid") or uid, md.get("resourceVersion") or rv
-    managed, session = labels.get(MANAGED_BY) == "kfold", labels.get(SESSION, "")
+    managed, session = labels.get(MANAGED_BY) == MANAGER, labels.get(SESSION, "")
     generation, terminating = labels.get(GENERATION, ""), bool(md.get("deletionTimestamp"))
     if (type(uid) is str and type(rv) is str and type(session) is str and type(generation) is str
             and type(managed) is bool):

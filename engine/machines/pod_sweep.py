@@ -21,7 +21,8 @@ from typing import Any
 from engine.machines.base import Ctx
 from engine.effects.models import DeleteObject, ListObjects
 from engine.machines.base import object_key
-from engine.machines.pod_records import MANAGED_SELECTOR, SESSION, SWEEP_NAME, SecretRef, SweepOp, labels_of, secret_ref
+from engine.labels import MANAGED_SELECTOR
+from engine.machines.pod_records import SESSION, SWEEP_NAME, SecretRef, SweepOp, labels_of, secret_ref
 from engine.machines.pod_table import describe
 
 DEFAULT_GRACE_S = 600

@@ -14,8 +14,6 @@ Guarantees:
 """
 from __future__ import annotations
 
-from typing import Any
-
 from engine.machines.base import Ctx
 from engine.machines.session_model import INDEX_KEY, SessionDecision, TargetIndex
 

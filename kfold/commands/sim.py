@@ -8,7 +8,6 @@ the command that reproduces it.
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 
@@ -20,7 +19,7 @@ def register(sub) -> None:
     p.add_argument("--sessions", type=int, default=3)
     p.add_argument("--faults", default="all",
                    help=f"comma-separated subset of: {', '.join(FAULTS)}; 'all' (default) or 'none'. "
-                        f"Not available: {', '.join(OFF_BY_DEFAULT)} (kfold has no leader election yet)")
+                        f"Not available: {', '.join(OFF_BY_DEFAULT)} (a second daemon is not modelled; leader election is tested on the real control plane)")
     p.add_argument("--seeds", type=int, default=1, help="run this many consecutive seeds from --seed")
     p.add_argument("--out", default="sim-out", help="directory for the journal of a failing run")
     p.add_argument("--no-shrink", action="store_true")
@@ -37,8 +36,8 @@ def parse_faults(text: str) -> tuple[str, ...]:
     asked = tuple(f.strip() for f in text.split(",") if f.strip())
     for f in asked:
         if f in OFF_BY_DEFAULT:
-            raise SystemExit(f"kfold sim: fault {f!r} is not simulated: kfold has no leader election, "
-                             "so two daemons on one journal are refused by its writer lock instead")
+            raise SystemExit(f"kfold sim: fault {f!r} is not simulated: the model has one daemon; two replicas "
+                             "and their Lease are tested on the real control plane (tests/e2e/test_leader.py)")
         if f not in FAULTS:
             raise SystemExit(f"kfold sim: unknown fault {f!r}; known: {', '.join(FAULTS)}")
     return asked

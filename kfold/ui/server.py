@@ -27,7 +27,6 @@ import re
 import sqlite3
 import sys
 import threading
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -135,7 +134,7 @@ class Store:
         """Sequence numbers of one page, driven by the narrowest index the filter allows."""
         back = direction == "prev"
         if ids:
-            src, seq = f"touches d JOIN records r ON r.seq = d.seq", "d.seq"
+            src, seq = "touches d JOIN records r ON r.seq = d.seq", "d.seq"
             conds, params = [f"d.obj IN ({','.join('?' * len(ids))})"], list(ids)
         elif machine:
             src, seq, conds, params = "mtouch d JOIN records r ON r.seq = d.seq", "d.seq", ["d.machine = ?"], [machine]

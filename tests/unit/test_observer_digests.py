@@ -23,9 +23,8 @@ async def one_run(path: str) -> tuple[str, str]:
     journal = open_journal(path)
     await journal.open()
     try:
-        clock = ServerClock()
-        daemon = Daemon(journal, lambda sink: None, clock)
-        observers = make_observers(CFG, daemon, None, clock)
+        daemon = Daemon(journal, lambda sink: None, ServerClock())
+        observers = make_observers(CFG, daemon, None, daemon.clock)
         assert observers and len({o.redact for o in observers}) == 1
         seen = observers[0].redact("Secret", SECRET)["data"]["TOKEN"]
         (stored,) = await journal.append([Observed(cluster="local", api_version="v1", kind="Secret",
