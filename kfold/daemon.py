@@ -57,7 +57,7 @@ from engine import snapshot
 from engine.core import Machines, State, default_machines, fold, fold_many, initial_state
 from engine.effects.clock import ServerClocks
 from engine.effects.models import effect_to_dict
-from engine.effects.timers import Ticker, ready_to_issue, seq_key
+from engine.effects.timers import PendingIndex, Ticker, ready_to_issue, seq_key
 from engine.seams import SeamError, check_command
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
 from journal.retention import SnapshotPolicy
@@ -80,7 +80,8 @@ class Daemon:
         self.metrics = metrics
         self.state: State = initial_state()
         self.executor = executor_factory(self.outcome_sink)
-        self.ticker = Ticker()
+        self.index = PendingIndex()      # pending effect ids per key: the per-commit lookups (timers.py)
+        self.ticker = Ticker(self.index)
         self._monotonic = monotonic
         self._touched: set[str] = set()   # object keys whose pending effects changed since the last release
         self._recovering = False
@@ -152,6 +153,7 @@ class Daemon:
                 self.state, _ = fold_many(self.state, run, self.machines)
                 run = []
         self.state, _ = fold_many(self.state, run, self.machines)
+        self.index.rebuild(self.state)
 
     # -- the committer --------------------------------------------------------------------------
     async def commit(self, drafts: list[Any], arrived: list[float] | None = None) -> list[Any]:
@@ -190,7 +192,7 @@ class Daemon:
                 self._held |= keys
                 return
             keys, self._held = keys | self._held, set()
-        issued = [self._issued(e, term) for e in ready_to_issue(self.state, keys)]
+        issued = [self._issued(e, term) for e in ready_to_issue(self.state, keys, self.index)]
         if issued:
             for rec in await self.journal.append(issued):
                 _crash_hook("issued", rec.effect)
@@ -210,6 +212,7 @@ class Daemon:
                 t1 = time.perf_counter()
                 share = (t1 - t0) / (j - i)
                 for k, (rec, effects) in enumerate(zip(records[i:j], per_record), start=i):
+                    self.index.add(effects)
                     if self.metrics is not None:
                         self.metrics.folded(rec, share)
                         self._note_born(k, t1, effects)
@@ -231,6 +234,7 @@ class Daemon:
             before = self.state.pending.get(rec.args.get("effect_id", ""))
         t0 = time.perf_counter()
         self.state, effects = fold(self.state, rec, self.machines)
+        self.index.add(effects)
         if self.metrics is not None:
             t1 = time.perf_counter()
             self.metrics.folded(rec, t1 - t0)
@@ -305,7 +309,10 @@ class Daemon:
     def _wait_unclocked_retry(self, rec: Outcome) -> None:
         """A retry decided without server time waits ``retry_after_ms`` in-process (the ticker)."""
         p = self.state.pending.get(rec.effect_id)
-        if p is None or p.issued or not p.attempt or p.not_before is not None:
+        if p is None or p.issued or not p.attempt:
+            return
+        self.index.note_retry(p.effect.key)    # the ticker re-issues it (clocked or not)
+        if p.not_before is not None:
             return
         due = int(self._monotonic() * 1000) + int(rec.retry_after_ms or 0)
         self.ticker.wait_locally(p.effect.id, p.attempt, due)

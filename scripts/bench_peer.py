@@ -236,6 +236,22 @@ def cpu_seconds(pid: int) -> float:
     return total / TICK
 
 
+def cpu_by_thread(pid: int) -> dict[str, float]:
+    """utime and stime of ``pid``'s live threads by OS thread name (``comm``; the main thread, which
+    runs kfold's event loop, as ``loop``): ``{"loop user": s, "loop sys": s, ...}``. Threads that
+    exited meanwhile are not counted."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            name = "loop" if task.name == str(pid) else (task / "comm").read_text().strip()
+        except (OSError, IndexError):
+            continue
+        for what, field in (("user", 11), ("sys", 12)):
+            out[f"{name} {what}"] = out.get(f"{name} {what}", 0.0) + int(fields[field]) / TICK
+    return out
+
+
 def component_pid(name: str) -> int | None:
     try:
         return int((CP / "run" / f"{name}.pid").read_text().strip())
@@ -477,10 +493,12 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
         apiserver, etcd = component_pid("kube-apiserver"), component_pid("etcd")
         before = dict(apf=apf_dispatched(api), op=cpu_seconds(c.proc.pid),
                       api=cpu_seconds(apiserver) if apiserver else 0.0, etcd=cpu_seconds(etcd) if etcd else 0.0,
-                      metrics=c.metrics(), load=os.getloadavg()[0])
+                      metrics=c.metrics(), load=os.getloadavg()[0], threads=cpu_by_thread(c.proc.pid))
         if profile is not None and ident == "kfold" and shutil.which("py-spy", path=str(Path(sys.executable).parent)):
+            # --gil: only the thread holding the GIL is sampled, so the shares are of Python CPU,
+            # not of threads blocked in recv/select (which py-spy does not always see as idle)
             spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(c.proc.pid),
-                                    "--rate", "50", "--format", "raw", "--output", str(profile.with_suffix(".txt"))],
+                                    "--rate", "100", "--gil", "--format", "raw", "--output", str(profile.with_suffix(".txt"))],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
         names = [f"s{i:04d}" for i in range(n)]
@@ -511,13 +529,16 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
         time.sleep(1.0)   # trailing requests (last finalizer patches) land in the counters
         after = dict(apf=apf_dispatched(api), op=cpu_seconds(c.proc.pid),
                      api=cpu_seconds(apiserver) if apiserver else 0.0, etcd=cpu_seconds(etcd) if etcd else 0.0,
-                     metrics=c.metrics(), load=os.getloadavg()[0])
+                     metrics=c.metrics(), load=os.getloadavg()[0], threads=cpu_by_thread(c.proc.pid))
         result["wall_s"] = time.monotonic() - t0
         result["requests_per_session"] = (after["apf"].get(flow_schema(ident), 0) - before["apf"].get(flow_schema(ident), 0)) / n
         result["operator_cpu_ms_per_session"] = 1000 * (after["op"] - before["op"]) / n
         result["apiserver_cpu_s"] = after["api"] - before["api"]
         result["etcd_cpu_s"] = after["etcd"] - before["etcd"]
         result["load1"] = (before["load"] + after["load"]) / 2
+        result["operator_cpu_ms_per_session_by_thread"] = {
+            name: round(1000 * (v - before["threads"].get(name, 0.0)) / n, 2)
+            for name, v in sorted(after["threads"].items()) if v - before["threads"].get(name, 0.0) > 0}
         if ident == "kfold":
             name = "kfold_event_to_effect_issued_seconds"
             for suffix, held in (("", None), ("_unheld", "false")):

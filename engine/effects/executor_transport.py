@@ -25,6 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
+from engine.effects.os_thread import name_this_thread
+
 
 class TransportError(Exception):
     """No response: the request may or may not have happened."""
@@ -81,7 +83,8 @@ class KubeTransport:
                  timeout: tuple[float, float] = (5.0, 30.0), before_send: Callable[[Request], None] | None = None):
         self._client_for = client_for
         self._before_send = before_send   # e.g. kfold.leader's fence: raises to send nothing (TransportError)
-        self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="kfold-exec")
+        self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="kfold-exec",
+                                        initializer=name_this_thread, initargs=("kfold-exec",))
         self._timeout = timeout
 
     async def call(self, req: Request) -> Response:

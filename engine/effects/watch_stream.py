@@ -32,6 +32,7 @@ import urllib3
 
 from engine.effects.clock import parse_http_date
 from engine.effects.k8s_names import DNS1123_LABEL, check
+from engine.effects.os_thread import name_this_thread
 
 READ_CHUNK = 65536
 QUEUE_BATCHES = 64
@@ -172,6 +173,7 @@ class LinePump:
             pass
 
     def _run(self) -> None:
+        name_this_thread("kfold-watch")
         error: BaseException | None = None
         try:
             self._pump_lines()
