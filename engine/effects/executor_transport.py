@@ -20,10 +20,11 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
+
+import orjson
 
 from engine.effects.os_thread import name_this_thread
 
@@ -54,6 +55,9 @@ class Response:
     data: Any = None
 
     def header(self, name: str) -> str | None:
+        exact = self.headers.get(name)
+        if exact is not None:
+            return exact
         low = name.lower()
         return next((v for k, v in self.headers.items() if k.lower() == low), None)
 
@@ -69,8 +73,8 @@ def decode_body(raw: bytes | None) -> Any:
     if not raw:
         return None
     try:
-        return json.loads(raw)
-    except ValueError:
+        return orjson.loads(raw)
+    except ValueError:   # orjson.JSONDecodeError is one
         return None
 
 
