@@ -430,6 +430,7 @@ def checked(drafts: list[Any], machines: Machines) -> list[Any]:
 
 
 _CRASH_COUNTS: dict[str, int] = {}
+_CRASH_SPEC = os.environ.get("KFOLD_CRASH_AFTER")   # read once: it is called for every effect
 
 
 def _crash_hook(point: str, effect: Any) -> None:
@@ -438,7 +439,7 @@ def _crash_hook(point: str, effect: Any) -> None:
     ``KFOLD_CRASH_AFTER=<point>:<type>:<kind>:<n>`` with point ``issued`` (the n-th matching
     ``EffectIssued`` is durable, nothing sent yet) or ``performed`` (the executor performed it, its
     outcome not journaled): the process ``os._exit(137)``s there, as a kill -9 would leave it."""
-    spec = os.environ.get("KFOLD_CRASH_AFTER")
+    spec = _CRASH_SPEC
     if not spec:
         return
     want_point, want_type, want_kind, n = spec.split(":")

@@ -14,6 +14,8 @@ Contestants, each a real process under its own ServiceAccount, in a fresh namesp
                   home default before issue 13);
 - ``kopf``        scripts/peer_kopf_operator.py under ``kopf run --standalone``;
 - ``kfold-threadsN`` (on request, ``--contestants``) kfold at its defaults but ``executor.threads: N``;
+- ``kfold-base``  (on request, with ``--baseline CHECKOUT``) kfold at its defaults, its code taken from
+                  another checkout (e.g. the main branch): a before/after comparison in one run;
 - ``floor``       this script's ``floor`` subcommand: one Session watch, one pod watch, and only
                   the requests the job needs (finalizer + pod create; Service + status once the pod
                   is Running and Ready; pod delete + finalizer release), 64 threads, no reconciling.
@@ -358,7 +360,11 @@ class Contestant:
         else:
             cmd = [sys.executable, str(Path(__file__).resolve()), "floor", "--namespace", self.ns,
                    "--ready-file", str(self.work / "floor.ready")]
-        self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+        cwd = REPO
+        if self.name == "kfold-base":   # ``python -m kfold`` imports kfold from the working directory
+            cwd = Path(os.environ["KFOLD_BENCH_BASELINE"])
+            env["PYTHONPATH"] = str(cwd)
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
@@ -545,6 +551,10 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
                 issued = minus(histogram(after["metrics"], name, held), histogram(before["metrics"], name, held))
                 result[f"event_to_issued{suffix}_p50_ms"] = _ms(quantile(issued, 0.5))
                 result[f"event_to_issued{suffix}_p99_ms"] = _ms(quantile(issued, 0.99))
+            for key, name, held in (("event_to_fold", "kfold_event_to_fold_seconds", None),
+                                    ("fold_to_issued_unheld", "kfold_fold_to_effect_issued_seconds", "false")):
+                part = minus(histogram(after["metrics"], name, held), histogram(before["metrics"], name, held))
+                result[f"{key}_p50_ms"], result[f"{key}_p99_ms"] = _ms(quantile(part, 0.5)), _ms(quantile(part, 0.99))
             trip = {}
             for m in re.finditer(r'^kfold_effect_round_trip_seconds_(sum|count)\{type="([^"]+)"\} (\S+)$', after["metrics"], re.M):
                 trip.setdefault(m.group(2), {})[m.group(1)] = float(m.group(3))
@@ -797,6 +807,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, nargs="+", default=[100, 300])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--contestants", default=",".join(CONTESTANTS))
+    ap.add_argument("--baseline", default=None, help="a checkout whose kfold runs as contestant kfold-base")
     ap.add_argument("--json", default=None, help="write every run and the medians here")
     ap.add_argument("--md", default=None, help="write the Markdown table here")
     ap.add_argument("--profile", default=None, help="py-spy (raw, collapsed stacks) of kfold's first run per N: PATH.N.txt")
@@ -804,6 +815,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.cmd == "floor":
         return floor_main(args.namespace, args.ready_file)
+    if args.baseline:
+        os.environ["KFOLD_BENCH_BASELINE"] = str(Path(args.baseline).resolve())
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # run the clean-ups of the run in progress
     ensure_bench_extra()
     cp = controlplane()
