@@ -92,7 +92,8 @@ class Daemon:
         self._sent: dict[str, float] = {}                # effect id -> handed to the executor
         self._snap_seq = 0
         self._tasks: list[asyncio.Task] = []
-        self._changed = asyncio.Event()
+        self._changed = asyncio.Event()   # wakes the ticker: see ``_wake_ticker``
+        self._ticked: Any = None           # the timers map the ticker last looked at
         self._committing: asyncio.Future | None = None
         self.stopping = False
         # Leadership (kfold.leader): the current term, or None = standby: nothing is issued, the
@@ -175,7 +176,7 @@ class Daemon:
             self.executor.submit(e)
         await self._release()
         await self._maybe_snapshot()
-        self._changed.set()
+        self._wake_ticker()
         return stamped
 
     async def _release(self, keys: set[str] | None = None) -> None:
@@ -349,9 +350,18 @@ class Daemon:
             if fut is not None and not fut.done():
                 fut.set_result(None)
 
+    def _wake_ticker(self) -> None:
+        """After a commit, wake the ticker only if what it judges may have changed: the timers (a
+        new or earlier deadline), or a retry waiting (a new one, or its key's head moved). Else it
+        sleeps until the next due time it already knows (at most ``MAX_SLEEP_S``): waking it after
+        every commit cost a pass over the timers and a loop round per commit."""
+        if self.state.timers is not self._ticked or self.index.retrying:
+            self._changed.set()
+
     async def run_ticker(self) -> None:
         """Deadlines and retries, as their clock passes them (not while recovering)."""
         while True:
+            self._ticked = self.state.timers
             now, mono = self.clock.now_ms, int(self._monotonic() * 1000)  # a reading per cluster
             drafts = [] if self._recovering else self._fenced(self.ticker.due(self.state, now, mono))
             if drafts is None:      # standby: retries wait for a term; do not spin on them

@@ -504,7 +504,7 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
             # --gil: only the thread holding the GIL is sampled, so the shares are of Python CPU,
             # not of threads blocked in recv/select (which py-spy does not always see as idle)
             spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(c.proc.pid),
-                                    "--rate", "100", "--gil", "--format", "raw", "--output", str(profile.with_suffix(".txt"))],
+                                    "--rate", "100", "--gil", "--nonblocking", "--format", "raw", "--output", str(profile)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
         names = [f"s{i:04d}" for i in range(n)]
@@ -577,7 +577,7 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
                 spy.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 spy.kill()
-            raw = profile.with_suffix(".txt") if profile is not None else None
+            raw = profile
             if raw is not None and raw.exists():
                 result["profile"] = {"raw": str(raw), **profile_summary(raw)}
         watcher.stop()
@@ -810,7 +810,8 @@ def main() -> int:
     ap.add_argument("--baseline", default=None, help="a checkout whose kfold runs as contestant kfold-base")
     ap.add_argument("--json", default=None, help="write every run and the medians here")
     ap.add_argument("--md", default=None, help="write the Markdown table here")
-    ap.add_argument("--profile", default=None, help="py-spy (raw, collapsed stacks) of kfold's first run per N: PATH.N.txt")
+    ap.add_argument("--profile", default=None,
+                    help="py-spy (raw, collapsed stacks) of each kfold contestant's first run per N: PATH.WHO.N.txt")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
     if args.cmd == "floor":
@@ -830,13 +831,14 @@ def main() -> int:
         added = ensure_capacity(api, n)
         if added:
             print(f"bench_peer: added kwok nodes {added} for N={n}", file=sys.stderr)
-        profiled = False
+        profiled: set[str] = set()
         for r in range(args.rounds):
             order = who_all[r % len(who_all):] + who_all[:r % len(who_all)]
             for who in order:
                 prof = None
-                if args.profile and who == "kfold" and not profiled:
-                    prof, profiled = Path(f"{args.profile}.{n}"), True
+                if args.profile and who.startswith("kfold") and who not in profiled:
+                    prof = Path(f"{args.profile}.{who}.{n}.txt")
+                    profiled.add(who)
                 res = run_once(api, cp, who, n, work_root, prof)
                 res["round"] = r + 1
                 runs.append(res)
