@@ -107,19 +107,38 @@ class KubeTransport:
     def _call_sync(self, req: Request) -> Response:
         api = self._client(req)
         headers = {"Accept": "application/json", "Content-Type": req.content_type}
+        encoded = getattr(api, "send_encoded", None)   # the registry's client: body encoded once, here
         try:
             method, url, hdrs, body, _ = api.param_serialize(
                 req.method, req.path, query_params=list(req.query), header_params=headers,
-                body=req.body, auth_settings=["BearerToken"])
+                body=req.body if encoded is None else None, auth_settings=["BearerToken"])
+            if encoded is not None and req.body is not None:
+                body = _json_bytes(api, req.body)
             if self._before_send is not None:   # in the sending thread, as late as possible
                 self._before_send(req)
-            resp = api.call_api(method, url, header_params=hdrs, body=body, _request_timeout=self._timeout)
-            raw = resp.read()
+            if encoded is None:
+                resp = api.call_api(method, url, header_params=hdrs, body=body, _request_timeout=self._timeout)
+                raw = resp.read()
+            else:
+                resp = encoded(method, url, hdrs, body, self._timeout)
+                try:
+                    raw = resp.data
+                finally:
+                    resp.release_conn()
         except Exception as exc:
             if _refused_before_sending(exc):
                 raise Refused(f"cluster {req.cluster or '(home)'}: {exc}") from None
             raise _transport_error(exc) from None
         return Response(resp.status, dict(resp.headers), decode_body(raw))
+
+
+def _json_bytes(api: Any, body: Any) -> bytes:
+    """``body`` as JSON; what orjson cannot encode directly (a client model, say) goes through the
+    client library's own ``sanitize_for_serialization`` first."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return orjson.dumps(api.sanitize_for_serialization(body))
 
 
 class NotSent(Exception):

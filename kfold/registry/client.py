@@ -41,6 +41,7 @@ from collections import Counter
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
+import urllib3
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KubeConfigLoader
@@ -167,12 +168,25 @@ class BoundedApiClient(ApiClient):
         return serialized
 
     def call_api(self, method, url, *args, **kwargs):  # type: ignore[override]
+        return self._paced(method, url, lambda: super(BoundedApiClient, self).call_api(method, url, *args, **kwargs))
+
+    def send_encoded(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
+                     timeout: tuple[float, float]) -> Any:
+        """``call_api`` for a body already encoded as JSON (the executor's requests): the same bound
+        check, token and count, then straight to this client's pool manager (whose connections
+        check the request line too), without the client library re-walking and re-encoding the
+        body. Returns the unread urllib3 response, whatever its status."""
+        return self._paced(method, url, lambda: self.rest_client.pool_manager.request(
+            method, url, body=body, headers=headers, preload_content=False,
+            timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1])))
+
+    def _paced(self, method: str, url: str, send: Callable[[], Any]) -> Any:
         self.admit(method, url)
         if self.limiter is not None:
             self.limiter.acquire()
         code: int | str = "error"
         try:
-            reply = super().call_api(method, url, *args, **kwargs)
+            reply = send()
             code = reply.status
             return reply
         finally:
