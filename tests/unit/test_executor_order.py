@@ -334,3 +334,35 @@ def test_the_daemons_pending_index_gives_the_same_answers_as_a_scan_of_the_pendi
     rebuilt = PendingIndex().rebuild(state)
     for k in keys:
         assert {p.effect.id for p in rebuilt.of(state, k)} == {p.effect.id for p in index.of(state, k)}
+
+
+async def test_commits_that_change_no_timer_and_leave_no_retry_do_not_wake_the_ticker():
+    """The ticker is woken after a commit only if the timers changed or a retry waits: a burst of
+    effects and outcomes with neither costs no ticker pass per commit."""
+    d, server, mono = world()
+    calls = 0
+    due = d.ticker.due
+
+    def counting(*args: Any) -> list[Any]:
+        nonlocal calls
+        calls += 1
+        return due(*args)
+
+    d.ticker.due = counting  # type: ignore[method-assign]
+    d.start_loops()
+    await asyncio.sleep(0.05)
+    calls = 0
+    for step in range(20):
+        await d.submit([Command(at=T2030, name="step.patch", args={"step": step})])
+    await until(lambda: KEY in d.state.table("stepper") and len(results(d)) == 20)
+    assert d._commits >= 20 and calls <= 2, f"{calls} ticker passes for {d._commits} commits"
+    server.faults.append(Fault(**THROTTLED))
+    await d.submit([Command(at=T2030, name="step.patch", args={"step": 99})])
+    await until(lambda: waiting_retry(d) is not None)
+    await asyncio.sleep(0.05)
+    before = calls
+    mono.t += 2.0   # the retry's not_before passes: the retry wakes the ticker, which re-issues it
+    await d.submit([Command(at=T2030, name="step.patch", args={"step": 100})])
+    await until(lambda: len(results(d)) == 22)
+    assert calls > before
+    await d.stop()
