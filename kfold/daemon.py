@@ -57,7 +57,7 @@ from engine import snapshot
 from engine.core import Machines, State, default_machines, fold, fold_many, initial_state
 from engine.effects.clock import ServerClocks
 from engine.effects.models import effect_to_dict
-from engine.effects.timers import Ticker, ready_to_issue, seq_key
+from engine.effects.timers import PendingIndex, Ticker, ready_to_issue, seq_key
 from engine.seams import SeamError, check_command
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
 from journal.retention import SnapshotPolicy
@@ -80,7 +80,8 @@ class Daemon:
         self.metrics = metrics
         self.state: State = initial_state()
         self.executor = executor_factory(self.outcome_sink)
-        self.ticker = Ticker()
+        self.index = PendingIndex()      # pending effect ids per key: the per-commit lookups (timers.py)
+        self.ticker = Ticker(self.index)
         self._monotonic = monotonic
         self._touched: set[str] = set()   # object keys whose pending effects changed since the last release
         self._recovering = False
@@ -91,7 +92,8 @@ class Daemon:
         self._sent: dict[str, float] = {}                # effect id -> handed to the executor
         self._snap_seq = 0
         self._tasks: list[asyncio.Task] = []
-        self._changed = asyncio.Event()
+        self._changed = asyncio.Event()   # wakes the ticker: see ``_wake_ticker``
+        self._ticked: Any = None           # the timers map the ticker last looked at
         self._committing: asyncio.Future | None = None
         self.stopping = False
         # Leadership (kfold.leader): the current term, or None = standby: nothing is issued, the
@@ -152,6 +154,7 @@ class Daemon:
                 self.state, _ = fold_many(self.state, run, self.machines)
                 run = []
         self.state, _ = fold_many(self.state, run, self.machines)
+        self.index.rebuild(self.state)
 
     # -- the committer --------------------------------------------------------------------------
     async def commit(self, drafts: list[Any], arrived: list[float] | None = None) -> list[Any]:
@@ -173,7 +176,7 @@ class Daemon:
             self.executor.submit(e)
         await self._release()
         await self._maybe_snapshot()
-        self._changed.set()
+        self._wake_ticker()
         return stamped
 
     async def _release(self, keys: set[str] | None = None) -> None:
@@ -190,7 +193,7 @@ class Daemon:
                 self._held |= keys
                 return
             keys, self._held = keys | self._held, set()
-        issued = [self._issued(e, term) for e in ready_to_issue(self.state, keys)]
+        issued = [self._issued(e, term) for e in ready_to_issue(self.state, keys, self.index)]
         if issued:
             for rec in await self.journal.append(issued):
                 _crash_hook("issued", rec.effect)
@@ -210,6 +213,7 @@ class Daemon:
                 t1 = time.perf_counter()
                 share = (t1 - t0) / (j - i)
                 for k, (rec, effects) in enumerate(zip(records[i:j], per_record), start=i):
+                    self.index.add(effects)
                     if self.metrics is not None:
                         self.metrics.folded(rec, share)
                         self._note_born(k, t1, effects)
@@ -231,6 +235,7 @@ class Daemon:
             before = self.state.pending.get(rec.args.get("effect_id", ""))
         t0 = time.perf_counter()
         self.state, effects = fold(self.state, rec, self.machines)
+        self.index.add(effects)
         if self.metrics is not None:
             t1 = time.perf_counter()
             self.metrics.folded(rec, t1 - t0)
@@ -305,7 +310,10 @@ class Daemon:
     def _wait_unclocked_retry(self, rec: Outcome) -> None:
         """A retry decided without server time waits ``retry_after_ms`` in-process (the ticker)."""
         p = self.state.pending.get(rec.effect_id)
-        if p is None or p.issued or not p.attempt or p.not_before is not None:
+        if p is None or p.issued or not p.attempt:
+            return
+        self.index.note_retry(p.effect.key)    # the ticker re-issues it (clocked or not)
+        if p.not_before is not None:
             return
         due = int(self._monotonic() * 1000) + int(rec.retry_after_ms or 0)
         self.ticker.wait_locally(p.effect.id, p.attempt, due)
@@ -342,9 +350,18 @@ class Daemon:
             if fut is not None and not fut.done():
                 fut.set_result(None)
 
+    def _wake_ticker(self) -> None:
+        """After a commit, wake the ticker only if what it judges may have changed: the timers (a
+        new or earlier deadline), or a retry waiting (a new one, or its key's head moved). Else it
+        sleeps until the next due time it already knows (at most ``MAX_SLEEP_S``): waking it after
+        every commit cost a pass over the timers and a loop round per commit."""
+        if self.state.timers is not self._ticked or self.index.retrying:
+            self._changed.set()
+
     async def run_ticker(self) -> None:
         """Deadlines and retries, as their clock passes them (not while recovering)."""
         while True:
+            self._ticked = self.state.timers
             now, mono = self.clock.now_ms, int(self._monotonic() * 1000)  # a reading per cluster
             drafts = [] if self._recovering else self._fenced(self.ticker.due(self.state, now, mono))
             if drafts is None:      # standby: retries wait for a term; do not spin on them
@@ -423,6 +440,7 @@ def checked(drafts: list[Any], machines: Machines) -> list[Any]:
 
 
 _CRASH_COUNTS: dict[str, int] = {}
+_CRASH_SPEC = os.environ.get("KFOLD_CRASH_AFTER")   # read once: it is called for every effect
 
 
 def _crash_hook(point: str, effect: Any) -> None:
@@ -431,7 +449,7 @@ def _crash_hook(point: str, effect: Any) -> None:
     ``KFOLD_CRASH_AFTER=<point>:<type>:<kind>:<n>`` with point ``issued`` (the n-th matching
     ``EffectIssued`` is durable, nothing sent yet) or ``performed`` (the executor performed it, its
     outcome not journaled): the process ``os._exit(137)``s there, as a kill -9 would leave it."""
-    spec = os.environ.get("KFOLD_CRASH_AFTER")
+    spec = _CRASH_SPEC
     if not spec:
         return
     want_point, want_type, want_kind, n = spec.split(":")

@@ -14,6 +14,8 @@ Contestants, each a real process under its own ServiceAccount, in a fresh namesp
                   home default before issue 13);
 - ``kopf``        scripts/peer_kopf_operator.py under ``kopf run --standalone``;
 - ``kfold-threadsN`` (on request, ``--contestants``) kfold at its defaults but ``executor.threads: N``;
+- ``kfold-base``  (on request, with ``--baseline CHECKOUT``) kfold at its defaults, its code taken from
+                  another checkout (e.g. the main branch): a before/after comparison in one run;
 - ``floor``       this script's ``floor`` subcommand: one Session watch, one pod watch, and only
                   the requests the job needs (finalizer + pod create; Service + status once the pod
                   is Running and Ready; pod delete + finalizer release), 64 threads, no reconciling.
@@ -236,6 +238,22 @@ def cpu_seconds(pid: int) -> float:
     return total / TICK
 
 
+def cpu_by_thread(pid: int) -> dict[str, float]:
+    """utime and stime of ``pid``'s live threads by OS thread name (``comm``; the main thread, which
+    runs kfold's event loop, as ``loop``): ``{"loop user": s, "loop sys": s, ...}``. Threads that
+    exited meanwhile are not counted."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            name = "loop" if task.name == str(pid) else (task / "comm").read_text().strip()
+        except (OSError, IndexError):
+            continue
+        for what, field in (("user", 11), ("sys", 12)):
+            out[f"{name} {what}"] = out.get(f"{name} {what}", 0.0) + int(fields[field]) / TICK
+    return out
+
+
 def component_pid(name: str) -> int | None:
     try:
         return int((CP / "run" / f"{name}.pid").read_text().strip())
@@ -342,7 +360,11 @@ class Contestant:
         else:
             cmd = [sys.executable, str(Path(__file__).resolve()), "floor", "--namespace", self.ns,
                    "--ready-file", str(self.work / "floor.ready")]
-        self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+        cwd = REPO
+        if self.name == "kfold-base":   # ``python -m kfold`` imports kfold from the working directory
+            cwd = Path(os.environ["KFOLD_BENCH_BASELINE"])
+            env["PYTHONPATH"] = str(cwd)
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
@@ -477,10 +499,12 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
         apiserver, etcd = component_pid("kube-apiserver"), component_pid("etcd")
         before = dict(apf=apf_dispatched(api), op=cpu_seconds(c.proc.pid),
                       api=cpu_seconds(apiserver) if apiserver else 0.0, etcd=cpu_seconds(etcd) if etcd else 0.0,
-                      metrics=c.metrics(), load=os.getloadavg()[0])
+                      metrics=c.metrics(), load=os.getloadavg()[0], threads=cpu_by_thread(c.proc.pid))
         if profile is not None and ident == "kfold" and shutil.which("py-spy", path=str(Path(sys.executable).parent)):
+            # --gil: only the thread holding the GIL is sampled, so the shares are of Python CPU,
+            # not of threads blocked in recv/select (which py-spy does not always see as idle)
             spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(c.proc.pid),
-                                    "--rate", "50", "--format", "raw", "--output", str(profile.with_suffix(".txt"))],
+                                    "--rate", "100", "--gil", "--nonblocking", "--format", "raw", "--output", str(profile)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
         names = [f"s{i:04d}" for i in range(n)]
@@ -511,19 +535,26 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
         time.sleep(1.0)   # trailing requests (last finalizer patches) land in the counters
         after = dict(apf=apf_dispatched(api), op=cpu_seconds(c.proc.pid),
                      api=cpu_seconds(apiserver) if apiserver else 0.0, etcd=cpu_seconds(etcd) if etcd else 0.0,
-                     metrics=c.metrics(), load=os.getloadavg()[0])
+                     metrics=c.metrics(), load=os.getloadavg()[0], threads=cpu_by_thread(c.proc.pid))
         result["wall_s"] = time.monotonic() - t0
         result["requests_per_session"] = (after["apf"].get(flow_schema(ident), 0) - before["apf"].get(flow_schema(ident), 0)) / n
         result["operator_cpu_ms_per_session"] = 1000 * (after["op"] - before["op"]) / n
         result["apiserver_cpu_s"] = after["api"] - before["api"]
         result["etcd_cpu_s"] = after["etcd"] - before["etcd"]
         result["load1"] = (before["load"] + after["load"]) / 2
+        result["operator_cpu_ms_per_session_by_thread"] = {
+            name: round(1000 * (v - before["threads"].get(name, 0.0)) / n, 2)
+            for name, v in sorted(after["threads"].items()) if v - before["threads"].get(name, 0.0) > 0}
         if ident == "kfold":
             name = "kfold_event_to_effect_issued_seconds"
             for suffix, held in (("", None), ("_unheld", "false")):
                 issued = minus(histogram(after["metrics"], name, held), histogram(before["metrics"], name, held))
                 result[f"event_to_issued{suffix}_p50_ms"] = _ms(quantile(issued, 0.5))
                 result[f"event_to_issued{suffix}_p99_ms"] = _ms(quantile(issued, 0.99))
+            for key, name, held in (("event_to_fold", "kfold_event_to_fold_seconds", None),
+                                    ("fold_to_issued_unheld", "kfold_fold_to_effect_issued_seconds", "false")):
+                part = minus(histogram(after["metrics"], name, held), histogram(before["metrics"], name, held))
+                result[f"{key}_p50_ms"], result[f"{key}_p99_ms"] = _ms(quantile(part, 0.5)), _ms(quantile(part, 0.99))
             trip = {}
             for m in re.finditer(r'^kfold_effect_round_trip_seconds_(sum|count)\{type="([^"]+)"\} (\S+)$', after["metrics"], re.M):
                 trip.setdefault(m.group(2), {})[m.group(1)] = float(m.group(3))
@@ -546,7 +577,7 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
                 spy.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 spy.kill()
-            raw = profile.with_suffix(".txt") if profile is not None else None
+            raw = profile
             if raw is not None and raw.exists():
                 result["profile"] = {"raw": str(raw), **profile_summary(raw)}
         watcher.stop()
@@ -776,13 +807,17 @@ def main() -> int:
     ap.add_argument("--n", type=int, nargs="+", default=[100, 300])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--contestants", default=",".join(CONTESTANTS))
+    ap.add_argument("--baseline", default=None, help="a checkout whose kfold runs as contestant kfold-base")
     ap.add_argument("--json", default=None, help="write every run and the medians here")
     ap.add_argument("--md", default=None, help="write the Markdown table here")
-    ap.add_argument("--profile", default=None, help="py-spy (raw, collapsed stacks) of kfold's first run per N: PATH.N.txt")
+    ap.add_argument("--profile", default=None,
+                    help="py-spy (raw, collapsed stacks) of each kfold contestant's first run per N: PATH.WHO.N.txt")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
     if args.cmd == "floor":
         return floor_main(args.namespace, args.ready_file)
+    if args.baseline:
+        os.environ["KFOLD_BENCH_BASELINE"] = str(Path(args.baseline).resolve())
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # run the clean-ups of the run in progress
     ensure_bench_extra()
     cp = controlplane()
@@ -796,13 +831,14 @@ def main() -> int:
         added = ensure_capacity(api, n)
         if added:
             print(f"bench_peer: added kwok nodes {added} for N={n}", file=sys.stderr)
-        profiled = False
+        profiled: set[str] = set()
         for r in range(args.rounds):
             order = who_all[r % len(who_all):] + who_all[:r % len(who_all)]
             for who in order:
                 prof = None
-                if args.profile and who == "kfold" and not profiled:
-                    prof, profiled = Path(f"{args.profile}.{n}"), True
+                if args.profile and who.startswith("kfold") and who not in profiled:
+                    prof = Path(f"{args.profile}.{who}.{n}.txt")
+                    profiled.add(who)
                 res = run_once(api, cp, who, n, work_root, prof)
                 res["round"] = r + 1
                 runs.append(res)

@@ -30,6 +30,7 @@ Caveats:
 from __future__ import annotations
 
 import calendar
+import functools
 import threading
 import time
 from email.utils import parsedate_tz
@@ -44,6 +45,12 @@ def parse_http_date(value: str | None) -> int | None:
     """An HTTP ``Date`` header value -> epoch milliseconds, or ``None`` if missing or garbage."""
     if not value or not isinstance(value, str):
         return None
+    return _parse_http_date(value)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_http_date(value: str) -> int | None:
+    """Every reply carries a Date and it changes once a second: parsed once per distinct value."""
     try:
         parts = parsedate_tz(value.strip())
     except (TypeError, ValueError, IndexError):

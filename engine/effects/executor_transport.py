@@ -20,10 +20,13 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
+
+import orjson
+
+from engine.effects.os_thread import name_this_thread
 
 
 class TransportError(Exception):
@@ -52,6 +55,9 @@ class Response:
     data: Any = None
 
     def header(self, name: str) -> str | None:
+        exact = self.headers.get(name)
+        if exact is not None:
+            return exact
         low = name.lower()
         return next((v for k, v in self.headers.items() if k.lower() == low), None)
 
@@ -67,8 +73,8 @@ def decode_body(raw: bytes | None) -> Any:
     if not raw:
         return None
     try:
-        return json.loads(raw)
-    except ValueError:
+        return orjson.loads(raw)
+    except ValueError:   # orjson.JSONDecodeError is one
         return None
 
 
@@ -81,7 +87,8 @@ class KubeTransport:
                  timeout: tuple[float, float] = (5.0, 30.0), before_send: Callable[[Request], None] | None = None):
         self._client_for = client_for
         self._before_send = before_send   # e.g. kfold.leader's fence: raises to send nothing (TransportError)
-        self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="kfold-exec")
+        self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="kfold-exec",
+                                        initializer=name_this_thread, initargs=("kfold-exec",))
         self._timeout = timeout
 
     async def call(self, req: Request) -> Response:
@@ -100,19 +107,38 @@ class KubeTransport:
     def _call_sync(self, req: Request) -> Response:
         api = self._client(req)
         headers = {"Accept": "application/json", "Content-Type": req.content_type}
+        encoded = getattr(api, "send_encoded", None)   # the registry's client: body encoded once, here
         try:
             method, url, hdrs, body, _ = api.param_serialize(
                 req.method, req.path, query_params=list(req.query), header_params=headers,
-                body=req.body, auth_settings=["BearerToken"])
+                body=req.body if encoded is None else None, auth_settings=["BearerToken"])
+            if encoded is not None and req.body is not None:
+                body = _json_bytes(api, req.body)
             if self._before_send is not None:   # in the sending thread, as late as possible
                 self._before_send(req)
-            resp = api.call_api(method, url, header_params=hdrs, body=body, _request_timeout=self._timeout)
-            raw = resp.read()
+            if encoded is None:
+                resp = api.call_api(method, url, header_params=hdrs, body=body, _request_timeout=self._timeout)
+                raw = resp.read()
+            else:
+                resp = encoded(method, url, hdrs, body, self._timeout)
+                try:
+                    raw = resp.data
+                finally:
+                    resp.release_conn()
         except Exception as exc:
             if _refused_before_sending(exc):
                 raise Refused(f"cluster {req.cluster or '(home)'}: {exc}") from None
             raise _transport_error(exc) from None
         return Response(resp.status, dict(resp.headers), decode_body(raw))
+
+
+def _json_bytes(api: Any, body: Any) -> bytes:
+    """``body`` as JSON; what orjson cannot encode directly (a client model, say) goes through the
+    client library's own ``sanitize_for_serialization`` first."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return orjson.dumps(api.sanitize_for_serialization(body))
 
 
 class NotSent(Exception):

@@ -55,14 +55,75 @@ def seq_key(effect_id: str) -> tuple[int, int]:
     return int(a), int(b or 0)
 
 
-def heads(state: Any, keys: Iterable[str] | None = None) -> dict[str, Any]:
+class PendingIndex:
+    """Effect ids per object key over a state's pending map, so the daemon's per-commit questions
+    (``ready_to_issue`` for the touched keys, the ticker's waiting retries) read the few effects of
+    those keys instead of scanning every pending effect after every commit (O(pending) per commit
+    made a burst of N Sessions cost O(N^2)).
+
+    A cache, never a source of truth: an effect enters the pending map only by being emitted by a
+    fold, so the daemon ``add``s every fold's effects (and ``rebuild``s from a whole state after
+    loading one); ids whose effect has left the pending map are dropped when met. ``retrying``
+    holds the keys that may have a retry waiting (``note_retry`` on an outcome the fold turned into
+    one); a key is dropped once it has none."""
+
+    __slots__ = ("_ids", "retrying")
+
+    def __init__(self) -> None:
+        self._ids: dict[str, set[str]] = {}
+        self.retrying: set[str] = set()
+
+    def rebuild(self, state: Any) -> "PendingIndex":
+        self._ids, self.retrying = {}, set()
+        for p in state.pending.values():
+            self._ids.setdefault(p.effect.key, set()).add(p.effect.id)
+            if not p.issued and p.attempt:
+                self.retrying.add(p.effect.key)
+        return self
+
+    def add(self, effects: Iterable[Any]) -> None:
+        for e in effects:
+            if e.type != "log":
+                self._ids.setdefault(e.key, set()).add(e.id)
+
+    def note_retry(self, key: str) -> None:
+        self.retrying.add(key)
+
+    def of(self, state: Any, key: str) -> list[Any]:
+        """The pending effects (``Pending``) of ``key``, in no particular order."""
+        ids = self._ids.get(key)
+        if not ids:
+            return []
+        pending = state.pending
+        out = [p for i in ids if (p := pending.get(i)) is not None]
+        if len(out) != len(ids):
+            live = {p.effect.id for p in out}
+            if live:
+                self._ids[key] = live
+            else:
+                del self._ids[key]
+        return out
+
+
+def _pending_of(state: Any, keys: Iterable[str] | None, index: PendingIndex | None) -> Iterable[Any]:
+    """The pending effects of ``keys`` (every pending effect if None), through ``index`` if given."""
+    if keys is None:
+        return state.pending.values()
+    if index is None:
+        want = set(keys)
+        return [p for p in state.pending.values() if p.effect.key in want]
+    return [p for k in set(keys) for p in index.of(state, k)]
+
+
+def heads(state: Any, keys: Iterable[str] | None = None, index: PendingIndex | None = None) -> dict[str, Any]:
     """The oldest pending effect (``Pending``) of each key (of ``keys`` only, if given)."""
-    want = None if keys is None else set(keys)
+    return _heads(_pending_of(state, keys, index))
+
+
+def _heads(pending: Iterable[Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for p in state.pending.values():
+    for p in pending:
         k = p.effect.key
-        if want is not None and k not in want:
-            continue
         cur = out.get(k)
         if cur is None or seq_key(p.effect.id) < seq_key(cur.effect.id):
             out[k] = p
@@ -72,31 +133,38 @@ def heads(state: Any, keys: Iterable[str] | None = None) -> dict[str, Any]:
 READS = frozenset({"get", "list"})
 
 
-def ready_to_issue(state: Any, keys: Iterable[str] | None = None) -> list[Any]:
+def ready_to_issue(state: Any, keys: Iterable[str] | None = None, index: PendingIndex | None = None) -> list[Any]:
     """Fresh effects (never sent, not retries) that head their key, plus every fresh read.
 
     A quorum read changes nothing, so it never waits behind a queued write of its key, and it is
     issued first: a machine that asks to re-observe (an in-doubt effect after a restart, a 409)
     gets its observation before anything else of that key is sent. An issued read still heads its
-    key, so writes emitted after it wait for its answer. Otherwise in emission order."""
-    want = None if keys is None else set(keys)
-    ready = {p.effect.id: p.effect for p in heads(state, keys).values() if not p.issued and not p.attempt}
-    for p in state.pending.values():
+    key, so writes emitted after it wait for its answer. Otherwise in emission order. ``index``
+    (the daemon's ``PendingIndex``) only makes it cheaper: the answer is the same."""
+    pending = list(_pending_of(state, keys, index))
+    ready = {p.effect.id: p.effect for p in _heads(pending).values() if not p.issued and not p.attempt}
+    for p in pending:
         e = p.effect
-        if e.type in READS and not p.issued and not p.attempt and (want is None or e.key in want):
+        if e.type in READS and not p.issued and not p.attempt:
             ready[e.id] = e
     return sorted(ready.values(), key=lambda e: (e.type not in READS, seq_key(e.id)))
 
 
-def waiting_retries(state: Any) -> list[Any]:
+def waiting_retries(state: Any, index: PendingIndex | None = None) -> list[Any]:
     """Heads waiting for a retry: pending, unissued, ``attempt > 0``; in effect id order (the
     pending map's own order follows string hashes, which differ between processes, and the ticker
     journals these in this order). Only the keys that have such an effect are searched for their
-    head (usually none: one cheap pass over the pending map)."""
-    keys = {p.effect.key for p in state.pending.values() if not p.issued and p.attempt}
+    head (usually none: with ``index``, only the keys it knows may have one; else one cheap pass
+    over the pending map)."""
+    if index is None:
+        keys = {p.effect.key for p in state.pending.values() if not p.issued and p.attempt}
+    else:
+        keys = {k for k in index.retrying if any(not p.issued and p.attempt for p in index.of(state, k))}
+        index.retrying = keys
     if not keys:
         return []
-    return sorted((p for p in heads(state, keys).values() if not p.issued and p.attempt), key=lambda p: seq_key(p.effect.id))
+    return sorted((p for p in heads(state, keys, index).values() if not p.issued and p.attempt),
+                  key=lambda p: seq_key(p.effect.id))
 
 
 class _TimerIndex:
@@ -120,7 +188,10 @@ class _TimerIndex:
 
 
 class Ticker:
-    def __init__(self) -> None:
+    """``index``: the daemon's ``PendingIndex`` (else the pending map is scanned for retries)."""
+
+    def __init__(self, index: PendingIndex | None = None) -> None:
+        self._pending_index = index
         self._sent_timers: set[tuple[str, int]] = set()
         self._sent_retries: set[tuple[str, int]] = set()
         self._local: dict[tuple[str, int], int] = {}   # (effect id, attempt) -> monotonic ms due
@@ -178,7 +249,7 @@ class Ticker:
         return max(0.0, min(MAX_SLEEP_S, min(waits) / 1000))
 
     def _unsent_retries(self, state: Any) -> list[Any]:
-        return [p for p in waiting_retries(state) if (p.effect.id, p.attempt) not in self._sent_retries]
+        return [p for p in waiting_retries(state, self._pending_index) if (p.effect.id, p.attempt) not in self._sent_retries]
 
     def _wait_ms(self, p: Any, now_ms: int | None, mono_ms: int | None) -> int | None:
         """How long until retry ``p`` is due; ``None``: unknown (its clock has no reading)."""

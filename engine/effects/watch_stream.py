@@ -17,8 +17,9 @@ Guarantees:
 - ``HttpStatusError`` carries the HTTP code, the Status ``reason`` parsed from the body (never
   the HTTP phrase) and ``Retry-After`` in seconds when given.
 - ``LinePump`` delivers every complete line in order, then exactly one ``StreamEnd`` (with the
-  error when the stream broke). A partial last line is dropped when the stream broke, delivered
-  when it ended cleanly. ``close()`` unblocks the reader thread (socket read-shutdown).
+  error when the stream broke); batches already queued when one is taken come merged into it.
+  A partial last line is dropped when the stream broke, delivered when it ended cleanly.
+  ``close()`` unblocks the reader thread (socket read-shutdown).
 """
 from __future__ import annotations
 
@@ -32,9 +33,11 @@ import urllib3
 
 from engine.effects.clock import parse_http_date
 from engine.effects.k8s_names import DNS1123_LABEL, check
+from engine.effects.os_thread import name_this_thread
 
 READ_CHUNK = 65536
 QUEUE_BATCHES = 64
+MERGED_LINES = 1000
 
 
 def resource_path(api_version: str, plural: str, namespace: str = "") -> str:
@@ -143,6 +146,7 @@ class LinePump:
         self._queue: asyncio.Queue = asyncio.Queue()
         self._credits = threading.Semaphore(QUEUE_BATCHES)
         self._closed = threading.Event()
+        self._end: StreamEnd | None = None   # met while merging batches (``next``), returned next
         self._thread = threading.Thread(target=self._run, name=f"kfold-{name}", daemon=True)
 
     def start(self) -> "LinePump":
@@ -156,10 +160,29 @@ class LinePump:
         (the batch stays queued). Not ``asyncio.wait_for``: on Python 3.11 it returns the inner
         result and swallows a cancel that arrives once the inner ``get()`` has finished, so a
         cancelled observer would keep watching forever (bpo-42130, fixed only in 3.12)."""
+        if self._end is not None:
+            end, self._end = self._end, None
+            return end
         async with asyncio.timeout(timeout):
             item = await self._queue.get()
         self._credits.release()
-        return item
+        if isinstance(item, StreamEnd):
+            return item
+        return self._with_queued(item)
+
+    def _with_queued(self, lines: list[bytes]) -> list[bytes]:
+        """``lines`` and every batch already queued behind them, as one batch (up to
+        ``MERGED_LINES``): under load the reader queues many small batches, and each one the
+        observer hands over separately is a journal commit it waits for. A ``StreamEnd`` met here
+        is kept for the next call."""
+        while len(lines) < MERGED_LINES and not self._queue.empty():
+            more = self._queue.get_nowait()
+            self._credits.release()
+            if isinstance(more, StreamEnd):
+                self._end = more
+                break
+            lines = lines + more
+        return lines
 
     def close(self) -> None:
         """Stop reading (from the loop thread); the reader thread exits promptly."""
@@ -172,6 +195,7 @@ class LinePump:
             pass
 
     def _run(self) -> None:
+        name_this_thread("kfold-watch")
         error: BaseException | None = None
         try:
             self._pump_lines()

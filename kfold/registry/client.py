@@ -36,10 +36,12 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections import Counter
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
+import urllib3
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.kube_config import KubeConfigLoader
@@ -78,7 +80,38 @@ def tuned(cfg: Configuration, pool_size: int = DEFAULT_BURST) -> Configuration:
     cfg.debug = False
     cfg.connection_pool_maxsize = pool_size
     cfg.retries = False
+    paced_refresh(cfg)
     return cfg
+
+
+REFRESH_EVERY_S = 1.0
+
+
+def paced_refresh(cfg: Configuration, every_s: float = REFRESH_EVERY_S,
+                  monotonic: Callable[[], float] = time.monotonic) -> None:
+    """Run the client library's ``refresh_api_key_hook`` at most once per ``every_s`` instead of on
+    every request. The library's hooks (kubeconfig tokens, in-cluster service-account tokens) check
+    an expiry with minutes of margin, then re-apply the whole configuration, which re-reads every
+    environment variable for proxy settings: that was ~15% of a request's CPU. The library
+    re-installs its hook on each call; this wrapper keeps itself in front of the newest one."""
+    inner = cfg.refresh_api_key_hook
+    if inner is None:
+        return
+    last = [float("-inf")]
+
+    def hook(c: Configuration) -> None:
+        nonlocal inner
+        now = monotonic()
+        if now - last[0] < every_s:
+            return
+        last[0] = now
+        inner(c)
+        fresh = c.refresh_api_key_hook
+        if fresh is not hook and fresh is not None:
+            inner = fresh
+        c.refresh_api_key_hook = hook
+
+    cfg.refresh_api_key_hook = hook
 
 
 class BoundedApiClient(ApiClient):
@@ -135,12 +168,25 @@ class BoundedApiClient(ApiClient):
         return serialized
 
     def call_api(self, method, url, *args, **kwargs):  # type: ignore[override]
+        return self._paced(method, url, lambda: super(BoundedApiClient, self).call_api(method, url, *args, **kwargs))
+
+    def send_encoded(self, method: str, url: str, headers: dict[str, str], body: bytes | None,
+                     timeout: tuple[float, float]) -> Any:
+        """``call_api`` for a body already encoded as JSON (the executor's requests): the same bound
+        check, token and count, then straight to this client's pool manager (whose connections
+        check the request line too), without the client library re-walking and re-encoding the
+        body. Returns the unread urllib3 response, whatever its status."""
+        return self._paced(method, url, lambda: self.rest_client.pool_manager.request(
+            method, url, body=body, headers=headers, preload_content=False,
+            timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1])))
+
+    def _paced(self, method: str, url: str, send: Callable[[], Any]) -> Any:
         self.admit(method, url)
         if self.limiter is not None:
             self.limiter.acquire()
         code: int | str = "error"
         try:
-            reply = super().call_api(method, url, *args, **kwargs)
+            reply = send()
             code = reply.status
             return reply
         finally:

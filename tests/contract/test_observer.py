@@ -293,6 +293,21 @@ async def test_a_cancel_is_never_swallowed_by_a_batch_landing_in_the_same_instan
     assert got + [pump._queue.get_nowait() for _ in range(pump._queue.qsize())] == [[b"line"]]
 
 
+async def test_batches_queued_behind_the_one_taken_come_merged_and_the_end_comes_after_them():
+    """Under load the reader queues many small batches; the observer takes them as one (one sink
+    call, one journal commit to wait for), in order, and the end of the stream still comes last."""
+    from engine.effects.watch_stream import StreamEnd
+    pump = LinePump(resp=None, loop=asyncio.get_running_loop())
+    for batch in ([b"1"], [b"2", b"3"], [b"4"]):
+        pump._credits.acquire()
+        pump._queue.put_nowait(batch)
+    pump._credits.acquire()
+    pump._queue.put_nowait(StreamEnd())
+    assert await pump.next(1.0) == [b"1", b"2", b"3", b"4"]
+    assert await pump.next(1.0) == StreamEnd()
+    assert pump._queue.empty() and pump._credits.acquire(blocking=False), "every credit given back"
+
+
 @pytest.mark.parametrize("draw", [0.0, 0.37, 1.0], ids=["low", "mid", "high"])
 def test_backoff_grows_from_the_floor_to_the_cap_and_never_leaves_them(draw):
     clock = [0.0]

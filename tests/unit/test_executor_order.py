@@ -295,3 +295,74 @@ def test_a_fresh_read_is_issued_first_and_a_later_write_waits_for_it():
 
     state = State(pending=Map({"40.0": Pending(reread, issued=True), "41.0": Pending(later_patch)}))
     assert ready_to_issue(state) == []
+
+
+def test_the_daemons_pending_index_gives_the_same_answers_as_a_scan_of_the_pending_map():
+    """``PendingIndex`` is a cache fed with what each fold emits: over a random history of
+    emissions, issues, retries and outcomes, ``ready_to_issue`` and the waiting retries read
+    through it equal the full scans, including for keys whose effects all left."""
+    import random
+
+    from engine.effects.models import GetObject
+    from engine.effects.timers import PendingIndex, waiting_retries
+
+    rng = random.Random(7)
+    keys = [f"local/work/p{i}" for i in range(6)]
+    index, pending, seq = PendingIndex(), Map(), 0
+    for _ in range(600):
+        seq += 1
+        op = rng.random()
+        if op < 0.35 or not pending:
+            made = [(GetObject(id=f"{seq}.{n}", machine="stepper", key=k, **REF) if rng.random() < 0.2
+                     else _patch(f"{seq}.{n}", key=k)) for n, k in enumerate(rng.sample(keys, rng.randint(1, 2)))]
+            pending = pending.update({e.id: Pending(e) for e in made})
+            index.add(made)
+        else:
+            eid = rng.choice(sorted(pending))
+            p = pending[eid]
+            if op < 0.6:
+                pending = pending.set(eid, Pending(p.effect, issued=True, attempt=p.attempt))
+            elif op < 0.75:
+                pending = pending.set(eid, Pending(p.effect, attempt=p.attempt + 1, not_before=T2030))
+                index.note_retry(p.effect.key)
+            else:
+                pending = pending.delete(eid)
+        state = State(pending=pending)
+        touched = set(rng.sample(keys, rng.randint(1, 3)))
+        assert ready_to_issue(state, touched, index) == ready_to_issue(state, touched)
+        assert waiting_retries(state, index) == waiting_retries(state)
+    rebuilt = PendingIndex().rebuild(state)
+    for k in keys:
+        assert {p.effect.id for p in rebuilt.of(state, k)} == {p.effect.id for p in index.of(state, k)}
+
+
+async def test_commits_that_change_no_timer_and_leave_no_retry_do_not_wake_the_ticker():
+    """The ticker is woken after a commit only if the timers changed or a retry waits: a burst of
+    effects and outcomes with neither costs no ticker pass per commit."""
+    d, server, mono = world()
+    calls = 0
+    due = d.ticker.due
+
+    def counting(*args: Any) -> list[Any]:
+        nonlocal calls
+        calls += 1
+        return due(*args)
+
+    d.ticker.due = counting  # type: ignore[method-assign]
+    d.start_loops()
+    await asyncio.sleep(0.05)
+    calls = 0
+    for step in range(20):
+        await d.submit([Command(at=T2030, name="step.patch", args={"step": step})])
+    await until(lambda: KEY in d.state.table("stepper") and len(results(d)) == 20)
+    assert d._commits >= 20 and calls <= 2, f"{calls} ticker passes for {d._commits} commits"
+    server.faults.append(Fault(**THROTTLED))
+    await d.submit([Command(at=T2030, name="step.patch", args={"step": 99})])
+    await until(lambda: waiting_retry(d) is not None)
+    await asyncio.sleep(0.05)
+    before = calls
+    mono.t += 2.0   # the retry's not_before passes: the retry wakes the ticker, which re-issues it
+    await d.submit([Command(at=T2030, name="step.patch", args={"step": 100})])
+    await until(lambda: len(results(d)) == 22)
+    assert calls > before
+    await d.stop()

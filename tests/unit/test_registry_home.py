@@ -85,3 +85,43 @@ def test_the_home_client_is_the_tenant_less_entry_named_by_config(tmp_path, kube
     with pytest.raises(NotRegistered):
         registry.reach("acme", "local")
     assert "home-token" not in repr(home) + repr(registry)
+
+
+def test_the_token_refresh_hook_runs_at_most_once_a_second_and_stays_in_front_of_the_librarys():
+    """The library's hook runs on every request and re-applies the whole configuration (rescanning
+    the environment for proxies); kfold paces it. Like the library's, the fake hook re-installs a
+    fresh closure each time it runs: the pacing must survive that."""
+    from kubernetes.client import Configuration
+
+    from kfold.registry.client import paced_refresh
+    calls, now = [], [100.0]
+
+    def library_hook(c):
+        calls.append(now[0])
+        c.api_key["BearerToken"] = f"token-{len(calls)}"
+        c.refresh_api_key_hook = library_hook_again
+
+    library_hook_again = library_hook
+    cfg = Configuration()
+    cfg.refresh_api_key_hook = library_hook
+    paced_refresh(cfg, monotonic=lambda: now[0])
+    for _ in range(50):
+        cfg.get_api_key_with_prefix("BearerToken")
+    assert calls == [100.0]
+    now[0] = 100.5
+    assert cfg.get_api_key_with_prefix("BearerToken") == "token-1" and len(calls) == 1
+    now[0] = 101.0
+    assert cfg.get_api_key_with_prefix("BearerToken") == "token-2", "due again after a second"
+    assert cfg.refresh_api_key_hook is not library_hook, "the wrapper stays in front"
+
+
+def test_in_cluster_and_kubeconfig_clients_keep_their_token_through_the_paced_hook(tmp_path, kubeconfig_file):
+    for name, text in (("token", "sa-token"), ("ca.crt", "ca"), ("namespace", "kfold-system\n")):
+        (tmp_path / name).write_text(text)
+    env = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    in_cluster, _ = home_configuration(None, service_account_dir=str(tmp_path), environ=env)
+    from_file, _ = home_configuration(str(kubeconfig_file))
+    for cfg, token in ((in_cluster, "bearer sa-token"), (from_file, "Bearer home-token")):
+        assert cfg.refresh_api_key_hook.__qualname__.startswith("paced_refresh")
+        for _ in range(3):
+            assert cfg.auth_settings()["BearerToken"]["value"] == token
