@@ -99,6 +99,11 @@ class Daemon:
         self.gate: Callable[[], int | None] | None = None
         self._held: set[str] = set()
         self._takeover = False
+        # Leadership by shard (kfold.shards, instead of ``gate``): ``shards.stamp(effect)`` gives
+        # (shard, term); keys wait per shard in ``_held_by`` until ``resume(acquired)``.
+        self.shards: Any = None
+        self._held_by: dict[int | None, set[str]] = {}
+        self._acquired: set[int | None] = set()
 
     # -- sinks (observers, executor, ticker, periodic commands) ---------------------------------
     async def submit(self, drafts: Iterable[Any]) -> None:
@@ -183,6 +188,8 @@ class Daemon:
         self._touched = set()
         if self.stopping or not (keys or self._held):
             return
+        if self.shards is not None:
+            return await self._issue(self._sharded(keys))
         term = None
         if self.gate is not None:   # fencing: issue only under a term still valid on its clock
             term = self.gate()
@@ -190,11 +197,24 @@ class Daemon:
                 self._held |= keys
                 return
             keys, self._held = keys | self._held, set()
-        issued = [self._issued(e, term) for e in ready_to_issue(self.state, keys)]
+        await self._issue([self._issued(e, term) for e in ready_to_issue(self.state, keys)])
+
+    async def _issue(self, issued: list[EffectIssued]) -> None:
         if issued:
             for rec in await self.journal.append(issued):
                 _crash_hook("issued", rec.effect)
                 self._fold(rec)
+
+    def _sharded(self, keys: set[str]) -> list[EffectIssued]:
+        """Each key's head issued under its shard's term, or held for that shard (kfold.shards)."""
+        out = []
+        for e in ready_to_issue(self.state, keys):
+            shard, term = self.shards.stamp(e)
+            if term is None:
+                self._held_by.setdefault(shard, set()).add(e.key)
+            else:
+                out.append(self._issued(e, term, shard))
+        return out
 
     def _fold_all(self, records: list[Any]) -> Iterator[tuple[Any, ...]]:
         """``_fold`` of each record; runs of observations, relists and deadlines (which touch no
@@ -268,12 +288,14 @@ class Daemon:
             self._sent.clear()
         self._sent[effect_id] = now
 
-    def _issued(self, effect: Any, term: int | None = None) -> EffectIssued:
-        return EffectIssued(at=self.clock.now_ms(effect.cluster), effect=effect_to_dict(effect), term=term)
+    def _issued(self, effect: Any, term: int | None = None, shard: int | None = None) -> EffectIssued:
+        return EffectIssued(at=self.clock.now_ms(effect.cluster), effect=effect_to_dict(effect), term=term, shard=shard)
 
-    def resume(self) -> None:
+    def resume(self, acquired: set[int | None] | None = None) -> None:
         """A leadership term began (through the committer, the only writer): every effect held
-        while standby is put in doubt first (``_held_in_doubt``), then the keys are released."""
+        while standby is put in doubt first (``_held_in_doubt``), then the keys are released.
+        ``acquired``: the shards whose terms began (kfold.shards); only their effects."""
+        self._acquired |= acquired or set()
         self._takeover = True
         self._inbox.put_nowait(([], None, time.perf_counter()))
 
@@ -282,7 +304,14 @@ class Daemon:
         world another leader has been changing since, so its machine re-observes (quorum read) and
         decides again, rather than replaying history (e.g. a standby's stale status patches)."""
         self._takeover = False
-        held = sorted((p.effect for p in self.state.pending.values() if not p.issued), key=lambda e: seq_key(e.id))
+        if self.shards is not None:
+            from kfold.shards import held_effects
+            acquired, self._acquired = self._acquired, set()
+            for s in acquired:
+                self._touched |= self._held_by.pop(s, set())
+            held = sorted(held_effects(self.state.pending.values(), self.shards.shard_for, acquired), key=lambda e: seq_key(e.id))
+        else:
+            held = sorted((p.effect for p in self.state.pending.values() if not p.issued), key=lambda e: seq_key(e.id))
         if held:
             log.info("takeover: %d effects decided while standby are in doubt and re-observed", len(held))
         return [Command(at=self.clock.now_ms(e.cluster), name="effect.in_doubt", args={"effect_id": e.id}) for e in held]
@@ -290,6 +319,8 @@ class Daemon:
     def _fenced(self, drafts: list[Any]) -> list[Any] | None:
         """The ticker's retries, stamped with the current term; without one they are dropped and
         forgotten by the ticker (due again once a term begins). None: something was held back."""
+        if self.shards is not None:
+            return self._sharded_retries(drafts)
         if self.gate is None or not any(isinstance(d, EffectIssued) for d in drafts):
             return drafts
         term = self.gate()
@@ -301,6 +332,21 @@ class Daemon:
                 self.ticker.forget_retry(p.effect.id, p.attempt)
         kept = [d for d in drafts if not isinstance(d, EffectIssued)]
         return kept or None
+
+    def _sharded_retries(self, drafts: list[Any]) -> list[Any] | None:
+        """The ticker's retries under their shard's term; one whose shard is not held here is
+        dropped (left marked sent: it does not come back each loop) and re-observed if this
+        replica acquires the shard (``_held_in_doubt``). None: nothing left to submit."""
+        kept = []
+        for d in drafts:
+            p = self.state.pending.get(d.effect.get("id")) if isinstance(d, EffectIssued) else None
+            if p is None:
+                kept.append(d)
+                continue
+            shard, term = self.shards.stamp(p.effect)
+            if term is not None:
+                kept.append(d.model_copy(update={"term": term, "shard": shard}))
+        return kept if kept or not drafts else None
 
     def _wait_unclocked_retry(self, rec: Outcome) -> None:
         """A retry decided without server time waits ``retry_after_ms`` in-process (the ticker)."""
