@@ -127,6 +127,7 @@ class ShardSet:
         self._offset = int(hashlib.sha256(holder.encode()).hexdigest()[:8], 16) % shards
         self.fence = ShardFence(self)
         self._had_none = True     # no shard held yet: shared effects are held too
+        self._warned = False
 
     # -- the fence ------------------------------------------------------------------------------
     def term(self, shard: int | None) -> int | None:
@@ -252,6 +253,11 @@ class ShardSet:
         reply = await self._call("GET", self._path(), query=(("labelSelector", f"{MEMBER_LABEL}={self.lease_name}"),))
         now = self.clock.now_ms()
         if reply.status != 200 or now is None:
+            if reply.status != 200 and not self._warned:
+                self._warned = True
+                log.warning("shards: listing the member leases in %s answered %d; counting only the replicas that hold "
+                            "a shard (a joining one is not seen): grant list/delete on leases (`kfold manifests`)",
+                            self.namespace, reply.status)
             holders = {e.observed_holder for e in self.electors if e.observed_holder}
             self.live = max(1, len(holders | {self.holder}))
             return
