@@ -35,7 +35,11 @@ shared, of a shard this replica holds), and ``EffectIssued`` carries both ``term
 the transport refuses to send a request whose effect's term has ended (``ShardFence``). Two
 replicas never hold the same shard in overlapping terms (``kfold.leader``'s argument, per Lease).
 
-Caveats: each replica folds everything it sees (all shards), so a takeover starts from warm
+Caveats: ``leader.shards`` is fixed for a deployment: the same Lease names would mean other
+Sessions under another count. A replica that sees a live member Lease with another count
+(annotation ``kfold.dev/shards``) takes no shard until that replica is gone (it keeps those it
+holds); two replicas with different counts started within one round of each other can still both
+take shards, so change the count with every replica stopped. Each replica folds everything it sees (all shards), so a takeover starts from warm
 state; the fold's CPU is therefore paid on every replica. A ``--replicas N`` StatefulSet without
 ``leader.shards`` > 1 runs one leader and N-1 standbys (high availability, no scale-out).
 """
@@ -58,6 +62,7 @@ from kfold.leader import RESOLUTION_MS, Elector, micro_time
 
 log = logging.getLogger("kfold.leader")
 MEMBER_LABEL = "kfold.dev/members-of"
+SHARDS_ANNOTATION = "kfold.dev/shards"   # on a member Lease: that replica's ``leader.shards``
 DRAIN_S = 5.0
 _CURRENT: contextvars.ContextVar[str] = contextvars.ContextVar("kfold_effect_id", default="")
 
@@ -128,6 +133,7 @@ class ShardSet:
         self.fence = ShardFence(self)
         self._had_none = True     # no shard held yet: shared effects are held too
         self._warned = False
+        self.foreign: dict[str, str] = {}   # live replicas running another ``leader.shards`` -> theirs
 
     # -- the fence ------------------------------------------------------------------------------
     def term(self, shard: int | None) -> int | None:
@@ -158,7 +164,7 @@ class ShardSet:
         return math.ceil(self.shards / max(1, self.live))
 
     def _under_fair_share(self) -> bool:
-        return len(self.held()) < self.fair_share()
+        return not self.foreign and len(self.held()) < self.fair_share()
 
     def _changed(self, shard: int) -> Callable[[Any, str], None]:
         def changed(term: Any, reason: str) -> None:
@@ -237,7 +243,8 @@ class ShardSet:
                 return
             self._member = None    # 404 (deleted as expired) or 409: create or re-read next
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": self.member, "namespace": self.namespace, "labels": {MEMBER_LABEL: self.lease_name}},
+                "metadata": {"name": self.member, "namespace": self.namespace, "labels": {MEMBER_LABEL: self.lease_name},
+                             "annotations": {SHARDS_ANNOTATION: str(self.shards)}},
                 "spec": {**spec, "acquireTime": micro_time(now)}}
         reply = await self._call("POST", self._path(), body)
         if reply.status in (200, 201):
@@ -261,17 +268,27 @@ class ShardSet:
             holders = {e.observed_holder for e in self.electors if e.observed_holder}
             self.live = max(1, len(holders | {self.holder}))
             return
-        live = {self.holder}
+        live, foreign = {self.holder}, {}
         for item in (reply.data or {}).get("items") or []:
             spec = item.get("spec") or {}
             renewed = parse_ms(spec.get("renewTime") or "")
             duration = int(spec.get("leaseDurationSeconds") or self.lease_s) * 1000
+            theirs = ((item["metadata"].get("annotations") or {}).get(SHARDS_ANNOTATION) or str(self.shards))
+            who = spec.get("holderIdentity") or item["metadata"]["name"]
             if renewed is not None and now <= renewed + duration + RESOLUTION_MS:
-                live.add(spec.get("holderIdentity") or item["metadata"]["name"])
+                if theirs == str(self.shards):
+                    live.add(who)
+                else:   # another shard count: the same Lease names mean other Sessions; take nothing
+                    foreign[who] = theirs
             elif renewed is not None:   # expired on the server clock: its replica is gone
                 rv = item["metadata"].get("resourceVersion")
                 await self._call("DELETE", self._path(item["metadata"]["name"]),
                                  {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"resourceVersion": rv}})
+        if foreign and foreign != self.foreign:
+            log.error("shards: live replicas run with another leader.shards (%s), this one with %d: taking no shard "
+                      "until they are gone (change leader.shards with every replica stopped)",
+                      ", ".join(f"{w}: {n}" for w, n in sorted(foreign.items())), self.shards)
+        self.foreign = foreign
         if len(live) != self.live:
             log.info("shards: %d live replicas (fair share %d of %d shards)", len(live),
                      math.ceil(self.shards / len(live)), self.shards, extra={"live": len(live)})

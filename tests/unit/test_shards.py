@@ -337,3 +337,19 @@ def test_the_shards_setting_defaults_to_one_lease():
     assert parse_config({**base, "leader": {"enabled": True, "shards": 12}}).leader.shards == 12
     with pytest.raises(ConfigError, match="shards"):
         parse_config({**base, "leader": {"enabled": True, "shards": 0}})
+
+
+async def test_a_replica_with_another_shard_count_takes_no_shard_while_one_with_the_old_count_lives(server, mono, caplog):
+    a = replica(server, mono, "a", shards=SHARDS)
+    await rounds(mono, 3, a)
+    b = ShardSet(server.transport("b"), ServerClock(monotonic=mono), namespace="kfold", lease_name="kfold",
+                 shards=12, holder="b", lease_seconds=8, renew_seconds=5, retry_seconds=1, margin_seconds=2, monotonic=mono)
+    for _ in range(5):
+        await a.step()
+        await b.step()
+        mono.t += 1
+    assert b.held() == [] and b.foreign == {"a": str(SHARDS)} and len(a.held()) == SHARDS and a.live == 1
+    assert "live replicas run with another leader.shards (a: 6), this one with 12" in caplog.text
+    await a.release()
+    await rounds(mono, 3, b)
+    assert len(b.held()) == 12
