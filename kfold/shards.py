@@ -11,11 +11,17 @@ Which shard an effect belongs to (``effect_shard``; every replica computes the s
   Session: its shard. A pod effect follows the Session its pod operation answers (the pod
   machine's reply key), else the ``<session>-g<N>`` name in the pod's namespace: a Session's pod
   is created, read and deleted by the replica that holds the Session.
-- Shared statements that Sessions of every shard wait for (a namespace ensured, a Repo ensured or
-  bound) are issued by any replica that leads at least one shard, under the term of its lowest
-  shard (``None`` from ``effect_shard``): they are idempotent (create, AlreadyExists, merge patch
-  of the same content). Namespace-wide sweeps and lists (orphan Secrets, Repo GC, bound-Repo
-  reconciliation) go to the shard of their key: one replica sweeps a namespace.
+- Shared statements that Sessions of every shard wait for (a namespace ensured, a Repo ensured,
+  bound or evicted, the Repo lists of a namespace, which share the namespace's key) are issued by
+  any replica that leads at least one shard, under the term of its lowest shard (``None`` from
+  ``effect_shard``): they are idempotent (create, AlreadyExists, merge patch of the same content)
+  or fenced (a Repo eviction's delete carries uid and resourceVersion: a second replica's meets
+  Conflict or NotFound). The orphan Secret sweep of a namespace goes to the shard of its key: one
+  replica sweeps a namespace.
+- Effects of one key go out in order, so every effect of one key must map to one shard: a held
+  head would block the rest. Keys are ``cluster/namespace/name`` per machine; a Session named like
+  another Session's pod (``x-g1`` beside ``x``) shares a key with that pod and may wait for the
+  replica holding the other shard (a caveat; pick names without a ``-g<N>`` tail).
 
 Who holds which shard (``ShardSet.step``, every ``retry_seconds``):
 - Each replica keeps a member Lease (``<lease_name>-member-<hash of its identity>``, labelled
@@ -85,11 +91,14 @@ def effect_shard(effect: Any, state: Any, shards: int) -> int | None:
     if shards <= 1:
         return 0
     _cluster, ns, name = split_key(effect.key)
+    if not name:
+        # A namespace's key: the pod machine ensures the namespace there (Sessions of every shard
+        # wait for it) and the repo machine lists Repos on the same key (effects of one key go out
+        # in order, so one key needs one answer, or a held head would block the rest).
+        return None
     if effect.machine == "session":
         return shard_of(ns, name, shards)
     if effect.machine == "pod":
-        if not name:
-            return None                          # a namespace ensured: Sessions of every shard wait for it
         if name.startswith("#"):
             return shard_of(ns, name, shards)    # the namespace's orphan Secret sweep
         op = state.table("pod").get(effect.key) if state is not None else None
@@ -99,7 +108,7 @@ def effect_shard(effect: Any, state: Any, shards: int) -> int | None:
                 return shard_of(sns, sname, shards)
         return shard_of(ns, session_of_pod(name), shards)
     if effect.machine == "repo":
-        return None if name else shard_of(ns, "#repos", shards)   # ensure/bind shared; lists by namespace
+        return None     # ensure/bind/evict of one Repo, which Sessions of any shard share
     return shard_of(ns, name, shards)
 
 

@@ -149,7 +149,9 @@ def test_a_sessions_pod_service_and_status_follow_the_sessions_shard():
     repo = GetObject(id="1.4", machine="repo", key="local/ns/r-abc", api_version="kfold.dev/v1alpha1", kind="Repo",
                      name="r-abc", **ref)
     sweep = ListObjects(id="1.5", machine="pod", key="local/ns/#sweep", api_version="v1", kind="Secret", **ref)
-    assert effect_shard(ensure, None, 8) is None and effect_shard(repo, None, 8) is None   # shared statements
+    repo_list = ListObjects(id="1.6", machine="repo", key="local/ns/", api_version="kfold.dev/v1alpha1", kind="Repo", **ref)
+    # shared statements; the Repo list shares the namespace's key with the ensure: one answer per key
+    assert {effect_shard(e, None, 8) for e in (ensure, repo, repo_list)} == {None}
     assert effect_shard(sweep, None, 8) == shard_of("ns", "#sweep", 8)                     # one replica sweeps
     assert effect_shard(status, None, 1) == 0
 
