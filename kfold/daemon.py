@@ -104,6 +104,7 @@ class Daemon:
         self.shards: Any = None
         self._held_by: dict[int | None, set[str]] = {}
         self._acquired: set[int | None] = set()
+        self._resumed: dict[int, int | None] = {}   # shard -> the term its takeover was re-observed under
 
     # -- sinks (observers, executor, ticker, periodic commands) ---------------------------------
     async def submit(self, drafts: Iterable[Any]) -> None:
@@ -162,8 +163,8 @@ class Daemon:
     async def commit(self, drafts: list[Any], arrived: list[float] | None = None) -> list[Any]:
         """Append, fold, journal the keys' next effects as issued, submit them. The only writer.
         ``arrived``: when each draft reached the daemon (monotonic), for the latency metrics."""
-        if not drafts and self._takeover:
-            drafts = self._held_in_doubt()   # ``resume``: a term began
+        if self._takeover:   # ``resume``: a term began; its in-doubt commands go first, even in a busy batch
+            drafts = self._held_in_doubt() + drafts
         if not drafts:
             await self._release()
             return []
@@ -186,7 +187,7 @@ class Daemon:
         While stopping, nothing is issued: never sent, so issued (not in doubt) at next start."""
         keys = self._touched if keys is None else keys | self._touched
         self._touched = set()
-        if self.stopping or not (keys or self._held):
+        if self.stopping or not (keys or self._held or self._held_by):
             return
         if self.shards is not None:
             return await self._issue(self._sharded(keys))
@@ -206,10 +207,13 @@ class Daemon:
                 self._fold(rec)
 
     def _sharded(self, keys: set[str]) -> list[EffectIssued]:
-        """Each key's head issued under its shard's term, or held for that shard (kfold.shards)."""
+        """Each key's head issued under its shard's term, or held for that shard (kfold.shards).
+        Keys held while a term lapsed (a late renewal) go out once the same term is valid again."""
+        for s in [s for s in self._held_by if self._term_resumed(s)]:
+            keys = keys | self._held_by.pop(s)
         out = []
         for e in ready_to_issue(self.state, keys):
-            shard, term = self.shards.stamp(e)
+            shard, term = self._stamp(e)
             if term is None:
                 self._held_by.setdefault(shard, set()).add(e.key)
             else:
@@ -288,6 +292,18 @@ class Daemon:
             self._sent.clear()
         self._sent[effect_id] = now
 
+    def _stamp(self, effect: Any) -> tuple[int | None, int | None]:
+        """``shards.stamp``, but a term whose takeover this daemon has not re-observed yet
+        (``resume`` queued, ``_held_in_doubt`` not run) issues nothing: (shard, None)."""
+        shard, term = self.shards.stamp(effect)
+        return (shard, term) if term is not None and self._resumed.get(shard) == term else (shard, None)
+
+    def _term_resumed(self, shard: int | None) -> bool:
+        if shard is None:
+            return any(t is not None and self.shards.term(s) == t for s, t in self._resumed.items())
+        t = self._resumed.get(shard)
+        return t is not None and self.shards.term(shard) == t
+
     def _issued(self, effect: Any, term: int | None = None, shard: int | None = None) -> EffectIssued:
         return EffectIssued(at=self.clock.now_ms(effect.cluster), effect=effect_to_dict(effect), term=term, shard=shard)
 
@@ -309,6 +325,8 @@ class Daemon:
             acquired, self._acquired = self._acquired, set()
             for s in acquired:
                 self._touched |= self._held_by.pop(s, set())
+                if s is not None:
+                    self._resumed[s] = self.shards.holding(s)
             held = sorted(held_effects(self.state.pending.values(), self.shards.shard_for, acquired), key=lambda e: seq_key(e.id))
         else:
             held = sorted((p.effect for p in self.state.pending.values() if not p.issued), key=lambda e: seq_key(e.id))
@@ -335,17 +353,20 @@ class Daemon:
 
     def _sharded_retries(self, drafts: list[Any]) -> list[Any] | None:
         """The ticker's retries under their shard's term; one whose shard is not held here is
-        dropped (left marked sent: it does not come back each loop) and re-observed if this
-        replica acquires the shard (``_held_in_doubt``). None: nothing left to submit."""
+        dropped and forgotten by the ticker (offered again on a later loop: issued if the same term
+        is valid again, re-observed if this replica takes the shard over, ``_held_in_doubt``).
+        None: nothing left to submit (the ticker then waits a second)."""
         kept = []
         for d in drafts:
             p = self.state.pending.get(d.effect.get("id")) if isinstance(d, EffectIssued) else None
             if p is None:
                 kept.append(d)
                 continue
-            shard, term = self.shards.stamp(p.effect)
+            shard, term = self._stamp(p.effect)
             if term is not None:
                 kept.append(d.model_copy(update={"term": term, "shard": shard}))
+            else:   # due again next time (a lapsed term may be renewed); put in doubt if its shard is taken over
+                self.ticker.forget_retry(p.effect.id, p.attempt)
         return kept if kept or not drafts else None
 
     def _wait_unclocked_retry(self, rec: Outcome) -> None:

@@ -274,19 +274,20 @@ def _sqlite_journal(cfg: Config) -> Any:
     return journal
 
 
-def _lease_home(cfg: Config, registry: Any) -> tuple[str, KubeTransport]:
-    """The Leases' namespace, and their own one-thread transport (a renewal never queues behind effects)."""
+def _lease_home(cfg: Config, registry: Any, threads: int = 1) -> tuple[str, KubeTransport]:
+    """The Leases' namespace, and their own transport (a renewal never queues behind effects;
+    with shards, one thread per held shard's renewal, up to 8)."""
     lc = cfg.leader
     source = getattr(registry, "home_source", None)
     namespace = lc.namespace or getattr(source, "namespace", None) or cfg.namespaces[0]
-    return namespace, KubeTransport(client_for(registry, cfg.cluster.name), max_threads=1,
+    return namespace, KubeTransport(client_for(registry, cfg.cluster.name), max_threads=threads,
                                     timeout=(2.0, float(max(1, lc.lease_seconds - lc.renew_seconds))))
 
 
 def make_shards(cfg: Config, registry: Any, clock: ServerClocks) -> ShardSet:
     """``leader.shards`` Leases and this replica's member Lease, judged on the home cluster's server clock."""
     lc = cfg.leader
-    namespace, transport = _lease_home(cfg, registry)
+    namespace, transport = _lease_home(cfg, registry, threads=min(8, lc.shards))
     return ShardSet(transport, clock.for_cluster(cfg.cluster.name), namespace=namespace, lease_name=lc.lease_name,
                     shards=lc.shards, holder=identity(), lease_seconds=lc.lease_seconds, renew_seconds=lc.renew_seconds,
                     retry_seconds=lc.retry_seconds, margin_seconds=lc.margin_seconds, cluster=cfg.cluster.name)

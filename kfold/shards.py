@@ -143,6 +143,7 @@ class ShardSet:
         self._had_none = True     # no shard held yet: shared effects are held too
         self._warned = False
         self.foreign: dict[str, str] = {}   # live replicas running another ``leader.shards`` -> theirs
+        self._lapsed: set[int] = set()
 
     # -- the fence ------------------------------------------------------------------------------
     def term(self, shard: int | None) -> int | None:
@@ -150,6 +151,11 @@ class ShardSet:
         if shard is None:
             return next((t for e in self.electors if (t := e.term()) is not None), None)
         return self.electors[shard].term()
+
+    def holding(self, shard: int) -> int | None:
+        """The term number this replica holds ``shard`` under, valid or lapsed (None: not held)."""
+        t = self.electors[shard]._term
+        return t.number if t is not None else None
 
     def held(self) -> list[int]:
         return [i for i, e in enumerate(self.electors) if e.term() is not None]
@@ -167,6 +173,8 @@ class ShardSet:
         term = self.electors[shard].term()
         if term is not None:
             self.fence.issued[effect.id] = (shard, term)
+        elif self.electors[shard]._term is not None:
+            self._lapsed.add(shard)    # held, but past its fence: the renewal is late
         return shard, term
 
     def fair_share(self) -> int:
@@ -189,8 +197,10 @@ class ShardSet:
 
     # -- rounds ---------------------------------------------------------------------------------
     async def step(self) -> list[int]:
-        """Heartbeat, count the live replicas, release what is over the fair share, then renew
-        the shards held and take free or expired ones while under it. Returns the shards held."""
+        """Renew the shards held (at once: a slow round must not let a term lapse), heartbeat,
+        count the live replicas, release what is over the fair share, then take free or expired
+        shards while under it. Returns the shards held."""
+        await asyncio.gather(*(self.electors[i].step() for i in self.held()))
         try:
             await self._heartbeat()
             await self._count_live()
@@ -202,12 +212,22 @@ class ShardSet:
             await self.electors[i].release(
                 reason=f"rebalance: {len(held)} shards held, fair share {fair} of {self.shards} over {self.live} replicas",
                 drain=lambda i=i: self.fence.drain(i))
-        order = [(self._offset + k) % self.shards for k in range(self.shards)]
-        for i in sorted(order, key=lambda i: self.electors[i].term() is None):   # renew first, then take
-            await self.electors[i].step()
+        for k in range(self.shards):
+            i = (self._offset + k) % self.shards
+            if self.electors[i].term() is None:
+                await self.electors[i].step()
+        self._renewed_after_lapse()
         if not self.held():
             self._had_none = True
         return self.held()
+
+    def _renewed_after_lapse(self) -> None:
+        """A term that passed its fence while its renewal was under way, then renewed (same term:
+        nobody else took it), is valid again; the daemon is told, so what it held meanwhile goes out."""
+        back = {i for i in self._lapsed if self.electors[i].term() is not None}
+        self._lapsed = {i for i in self._lapsed - back if self.electors[i]._term is not None}
+        if back and self.on_change is not None:
+            self.on_change(set(), f"term of shards {sorted(back)} renewed after a lapse")
 
     async def run(self) -> None:
         while True:

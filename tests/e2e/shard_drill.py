@@ -143,7 +143,9 @@ def shard_drill(admin: Any, cp: dict, namespace: str, tmp: Path, sessions: int =
     made: dict[str, Daemon] = {}
     for n in names:
         (tmp / n).mkdir()
-        made[n] = Daemon(tmp / n, str(kubeconfig), [namespace], {"leader": leader, "log": {"format": "plain", "level": log_level}})
+        store = {"path": str(tmp / n / "journal.db"), "retention": {"keep_snapshots": 0}}   # snapshots as configured by default
+        made[n] = Daemon(tmp / n, str(kubeconfig), [namespace],
+                         {"leader": leader, "journal": store, "log": {"format": "plain", "level": log_level}})
     cluster = Cluster(admin, namespace)
     watch = None
     fair = -(-shards // replicas)

@@ -275,19 +275,31 @@ class Held:
         s = self.shard_for(effect)
         return s, self.terms.get(s)
 
+    def term(self, shard: int) -> int | None:
+        return self.terms.get(shard)
+
+    def holding(self, shard: int) -> int | None:
+        return self.terms.get(shard)
+
+
+def multi_daemon(shards: Held) -> tuple[Daemon, MemoryJournal, Any]:
+    journal, server = MemoryJournal(), fresh_server()
+    clock = ServerClock()
+    d = Daemon(journal, lambda sink: Executor(FakeTransport(server), clock, sink, env={}), clock,
+               machines=Machines([Multi()]), snapshot_every=1000)
+    d.shards = shards
+    return d, journal, server
+
 
 async def test_the_daemon_issues_each_effect_under_its_shards_term_and_re_observes_a_shard_it_takes_over():
     names = ["s1", "s2", "s3", "s7", "s8", "s9"]
     by = {n: shard_of("work", n, 2) for n in names}
     assert set(by.values()) == {0, 1}
-    journal, server = MemoryJournal(), fresh_server()
-    clock = ServerClock()
-    d = Daemon(journal, lambda sink: Executor(FakeTransport(server), clock, sink, env={}), clock,
-               machines=Machines([Multi()]), snapshot_every=1000)
-    d.shards = Held(2)
+    d, journal, server = multi_daemon(Held(2))
     d.shards.terms = {0: 4}
     d.start_loops()
     await d.recover()
+    d.resume({0, None})   # as ShardSet.on_change does on an acquire
     await d.submit([Command(at=T2030, name="multi.get", args={"names": names})])
     await settle(d)
     issued = [r for r in journal.records if isinstance(r, EffectIssued)]
@@ -355,3 +367,59 @@ async def test_a_replica_with_another_shard_count_takes_no_shard_while_one_with_
     await a.release()
     await rounds(mono, 3, b)
     assert len(b.held()) == 12
+
+
+async def test_what_is_held_while_a_term_lapses_goes_out_when_the_same_term_is_renewed():
+    names = ["s1", "s2", "s3"]
+    assert {shard_of("work", n, 2) for n in names} == {0}
+    d, journal, server = multi_daemon(Held(2))
+    d.shards.terms = {0: 4}
+    d.start_loops()
+    await d.recover()
+    d.resume({0, None})
+    await settle(d)
+    d.shards.terms = {}      # the renewal is late: shard 0's term is past its fence
+    await d.submit([Command(at=T2030, name="multi.get", args={"names": names})])
+    await settle(d)
+    assert not [r for r in journal.records if isinstance(r, EffectIssued)], "nothing is issued in a lapse"
+    d.shards.terms = {0: 4}  # renewed under the same term: nobody else held it meanwhile
+    d.resume(set())          # ShardSet's "renewed after a lapse"
+    await settle(d)
+    issued = [r for r in journal.records if isinstance(r, EffectIssued)]
+    assert {(r.shard, r.term) for r in issued} == {(0, 4)} and len(issued) == 3
+    assert not [r for r in journal.records if isinstance(r, Command) and r.name == "effect.in_doubt"], \
+        "the same term: nothing to re-observe"
+    await d.stop()
+
+
+async def test_a_term_acquired_issues_nothing_until_its_takeover_is_re_observed():
+    d, journal, _server = multi_daemon(Held(2))
+    d.shards.terms = {0: 4}          # acquired, but the committer has not run the takeover yet
+    d.start_loops()
+    await d.recover()
+    await d.submit([Command(at=T2030, name="multi.get", args={"names": ["s1"]})])
+    await settle(d)
+    assert not [r for r in journal.records if isinstance(r, EffectIssued)]
+    d.resume({0})
+    await settle(d)
+    doubts = [r for r in journal.records if isinstance(r, Command) and r.name == "effect.in_doubt"]
+    issued = [r for r in journal.records if isinstance(r, EffectIssued)]
+    assert len(doubts) == 1 and [(r.shard, r.term) for r in issued] == [(0, 4)]
+    await d.stop()
+
+
+async def test_a_replica_tells_the_daemon_when_a_lapsed_term_is_renewed(server, mono):
+    from kfold.leader import Term
+    a = replica(server, mono, "a", shards=2)
+    await rounds(mono, 2, a)
+    told = []
+    a.on_change = lambda acquired, reason: told.append((acquired, reason))
+    (i, j) = a.held()
+    e = a.electors[i]
+    e._term = Term(e._term.number, "a", mono.t - 0.1)      # its renewal was late: past the fence
+    eff = GetObject(id="1.0", machine="session", key=f"local/ns/{next(n for n in map(str, range(99)) if shard_of('ns', n, 2) == i)}",
+                    cluster="local", api_version="v1", kind="Pod", namespace="ns", name="x")
+    assert a.stamp(eff) == (i, None)
+    e._took(e._lease, mono.t)                            # the renewal answered: the same term again
+    a._renewed_after_lapse()
+    assert told == [(set(), f"term of shards [{i}] renewed after a lapse")] and a.stamp(eff)[1] == e.term()
