@@ -22,6 +22,7 @@ import asyncio
 import logging
 import os
 import signal
+import time
 from functools import partial
 from typing import Any, Callable, Mapping
 
@@ -170,6 +171,23 @@ def _late_lists(sink: Callable[[list[Any]], Any], kind: str) -> Callable[[list[A
     return late
 
 
+def _slow_status(check: Callable[[Any], None]) -> Callable[[Any], None]:
+    """TEST-ONLY fault injection (tests/e2e/test_leader.py); inert unless ``KFOLD_TEST_SLOW_STATUS`` is set.
+
+    ``KFOLD_TEST_SLOW_STATUS=<seconds>``: each Session status write waits ``seconds`` in the sending
+    thread AFTER the fence let it through, as a request already on the wire does: a process frozen
+    (SIGSTOP) meanwhile sends it when it wakes, after another replica took over."""
+    delay = float(os.environ.get("KFOLD_TEST_SLOW_STATUS") or 0)
+    if not delay:
+        return check
+
+    def slow(req: Any) -> None:
+        check(req)
+        if req.method == "PATCH" and req.path.endswith("/status"):
+            time.sleep(delay)
+    return slow
+
+
 def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClocks, registry: Any,
                      remote: list[tuple[str, str, str, str]]) -> list[Any]:
     """kfold's pods and the Repos on each registered target ``(handle, tenant, name, namespace)``.
@@ -211,7 +229,7 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     shards = make_shards(cfg, registry, clock) if sharded else None
     fence = Fence(elector.term) if elector is not None else shards.fence if shards is not None else None
     transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads,
-                              before_send=fence.check if fence is not None else None)
+                              before_send=_slow_status(fence.check) if fence is not None else None)
     if elector is not None:   # nothing leaves outside a valid term
         transport = FencedTransport(transport, fence)
         elector.fenced = lambda: fence.fenced
