@@ -39,6 +39,9 @@ Guarantees:
   issued only while ``gate()`` gives a term, and carries it (``EffectIssued.term``); without one
   (standby, or the term fenced) keys are held and the ticker's retries wait. ``resume()`` (a term
   began) first puts every effect held since in doubt (its machine re-observes), then releases.
+  With shards (``shards``, ``leader.shards`` > 1; ``kfold.shards``) the same per shard: an effect
+  goes out only under its shard's term (``EffectIssued.shard``), held keys wait per shard, and
+  ``resume(acquired)`` re-observes only what was held for the shards acquired.
 - ``stop()`` (SIGTERM): observers stop, in-flight effects finish (bounded wait) and their outcomes
   are committed, a snapshot is written and the journal closed.
 - Snapshots follow ``snapshots`` (``journal.retention.SnapshotPolicy``: by record bytes against the
@@ -62,6 +65,7 @@ from engine.seams import SeamError, check_command
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
 from journal.retention import SnapshotPolicy
 from kfold import gc_policy
+from kfold.shards import held_effects
 
 _PLAIN = (Observed, Relist, Deadline)  # records that touch no pending effect (see Daemon._fold)
 log = logging.getLogger("kfold.daemon")
@@ -321,7 +325,6 @@ class Daemon:
         decides again, rather than replaying history (e.g. a standby's stale status patches)."""
         self._takeover = False
         if self.shards is not None:
-            from kfold.shards import held_effects
             acquired, self._acquired = self._acquired, set()
             for s in acquired:
                 self._touched |= self._held_by.pop(s, set())

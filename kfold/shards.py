@@ -40,13 +40,18 @@ Guarantees: an effect is journaled as issued only under a valid term of its own 
 shared, of a shard this replica holds), and ``EffectIssued`` carries both ``term`` and ``shard``;
 the transport refuses to send a request whose effect's term has ended (``ShardFence``). Two
 replicas never hold the same shard in overlapping terms (``kfold.leader``'s argument, per Lease).
+The daemon (``Daemon.shards``) issues nothing under a newly acquired term until it has put in
+doubt what it decided for that shard meanwhile (``resume``); a term that passed its fence while
+its renewal was under way and was then renewed (the same term: nobody else took it) releases what
+was held meanwhile (``on_change`` with no shard acquired).
 
 Caveats: ``leader.shards`` is fixed for a deployment: the same Lease names would mean other
 Sessions under another count. A replica that sees a live member Lease with another count
 (annotation ``kfold.dev/shards``) takes no shard until that replica is gone (it keeps those it
 holds); two replicas with different counts started within one round of each other can still both
-take shards, so change the count with every replica stopped. Each replica folds everything it sees (all shards), so a takeover starts from warm
-state; the fold's CPU is therefore paid on every replica. A ``--replicas N`` StatefulSet without
+take shards, so change the count with every replica stopped. Each replica folds everything it
+sees (all shards), so a takeover starts from warm state; the fold's CPU is therefore paid on
+every replica. A ``--replicas N`` StatefulSet without
 ``leader.shards`` > 1 runs one leader and N-1 standbys (high availability, no scale-out).
 """
 from __future__ import annotations
