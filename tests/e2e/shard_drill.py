@@ -11,6 +11,8 @@ shards is SIGKILLed. Checked:
   clock) never overlap: no Session was reconciled by two replicas at once;
 - every Session's (and its pod's) effects were journaled under the Session's own shard;
 - every 409 Conflict resolved by a re-read and a later successful write of the same object;
+- with ``rejoin``, a fresh replica then joins: the shards spread again over the live replicas (the
+  others release their extras cleanly), every Session stays Ready, nothing deleted;
 - no Session's phase went backwards (a real watch), ``kfold replay --check`` of every journal.
 Returns the figures (for the report).
 """
@@ -134,28 +136,33 @@ def conflicts_of(path: Path) -> dict[str, int]:
 
 def shard_drill(admin: Any, cp: dict, namespace: str, tmp: Path, sessions: int = 30, replicas: int = 3,
                 shards: int = 6, kill_at_pods: float = 0.3, ready_timeout: float = 300,
-                log_level: str = "info") -> dict[str, Any]:
+                log_level: str = "info", rejoin: bool = False) -> dict[str, Any]:
     install_rbac(admin, KFOLD_NS, [namespace])
     lease_rbac(admin)
     kubeconfig = service_account_kubeconfig(admin, cp, KFOLD_NS, tmp / "sa.kubeconfig")
     leader = {"enabled": True, "namespace": KFOLD_NS, "lease_name": f"kfold-{namespace}", "shards": shards, **LEASE}
     names = [chr(ord("a") + i) for i in range(replicas)]
     made: dict[str, Daemon] = {}
-    for n in names:
+
+    def replica(n: str) -> Daemon:
         (tmp / n).mkdir()
         store = {"path": str(tmp / n / "journal.db"), "retention": {"keep_snapshots": 0}}   # snapshots as configured by default
         made[n] = Daemon(tmp / n, str(kubeconfig), [namespace],
                          {"leader": leader, "journal": store, "log": {"format": "plain", "level": log_level}})
+        return made[n]
+    for n in names:
+        replica(n)
     cluster = Cluster(admin, namespace)
     watch = None
-    fair = -(-shards // replicas)
+
+    def spread(live: list[Daemon]) -> bool:
+        counts = [len(held(d)) for d in live]
+        return sum(counts) == shards and max(counts) <= -(-shards // len(live))
     try:
         for n in names:
             made[n].start(env={"POD_NAME": f"replica-{n}"})
-        def spread() -> bool:
-            counts = [len(held(d)) for d in made.values()]
-            return sum(counts) == shards and max(counts) <= fair
-        wait_for(spread, timeout=60, interval=0.5, what=f"{shards} shards spread over {replicas} replicas")
+        wait_for(lambda: spread(list(made.values())), timeout=60, interval=0.5,
+                 what=f"{shards} shards spread over {replicas} replicas")
         watch = PhaseWatch(admin, namespace)
         t0 = time.monotonic()
         creating = threading.Thread(target=lambda: [cluster.create_session(f"s{i}") for i in range(sessions)], daemon=True)
@@ -177,8 +184,19 @@ def shard_drill(admin: Any, cp: dict, namespace: str, tmp: Path, sessions: int =
             return len(phases) == sessions and set(phases.values()) == {"Ready"}
         wait_for(all_ready, timeout=ready_timeout, interval=1, what="every Session Ready")
         ready = time.monotonic() - t0
-        watch.stop()
         creating.join(timeout=5)
+        rebalanced = None
+        if rejoin:   # a fresh replica (empty journal) joins: the others release shards to it cleanly
+            joined = replica(chr(ord("a") + replicas)).start(env={"POD_NAME": f"replica-{chr(ord('a') + replicas)}"})
+            names.append(chr(ord("a") + replicas))
+            survivors.append(joined)
+            t1 = time.monotonic()
+            wait_for(lambda: spread(survivors) and held(joined), timeout=6 * LEASE["lease_seconds"], interval=0.2,
+                     what="the shards spread again over the replicas after one joined")
+            rebalanced = time.monotonic() - t1
+            time.sleep(3 * LEASE["retry_seconds"])   # let the newcomer's takeover re-reads settle
+            wait_for(all_ready, timeout=ready_timeout, interval=1, what="every Session still Ready after the join")
+        watch.stop()
         pods = cluster.live_pods_by_session()
         assert {s: len(p) for s, p in pods.items()} == {f"s{i}": 1 for i in range(sessions)}, \
             f"duplicate or missing pods: { {s: p for s, p in pods.items() if len(p) != 1} }"
@@ -201,7 +219,7 @@ def shard_drill(admin: Any, cp: dict, namespace: str, tmp: Path, sessions: int =
         logs = {n: made[n].log.read_text() for n in names}
         return {"logs": logs, "sessions": sessions, "replicas": replicas, "shards": shards, "victim": victim,
                 "victim_shards": sorted(lost), "pods_at_kill": pods_then, "sessions_at_kill": sessions_then,
-                "shards_moved_s": round(moved, 1), "all_ready_s": round(ready, 1),
+                "shards_moved_s": round(moved, 1), "all_ready_s": round(ready, 1), "rejoin_spread_s": rebalanced and round(rebalanced, 1),
                 "effects_per_replica": per_replica, "conflicts_per_replica": conflicts,
                 "load_average": os.getloadavg()}
     finally:
