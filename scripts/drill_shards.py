@@ -5,12 +5,14 @@
 
 Needs the local control plane (scripts/controlplane.sh start). On a fresh namespace: --replicas
 ``kfold run`` daemons, each with its own journal, ``leader.shards`` = --shards; once the shards are
-spread, --sessions Sessions are created at once, and when --kill-at of their pods exist the replica
-holding the most shards is SIGKILLed; once every Session is Ready a fresh replica joins. Checked (tests/e2e/shard_drill.py): the dead replica's shards
-taken over within the lease time, the shards spread again after the join, every Session Ready with exactly one pod and no pod deleted, no
-(shard, term) issued by two replicas and no two terms of a shard overlapping, every effect under its
-Session's shard, no phase regression, ``kfold replay --check`` of the survivors' journals. Prints the
-figures (and the load average: the machine is shared); exits 1 on a failed check.
+spread, --sessions Sessions are created (from a thread), and when --kill-at of their pods exist the
+replica holding the most shards is SIGKILLed; once every Session is Ready a fresh replica joins.
+Checked (tests/e2e/shard_drill.py): the dead replica's shards taken over within about the lease
+time, the shards spread again after the join, every Session Ready with exactly one pod and no pod
+deleted, no (shard, term) issued by two replicas and no two terms of a shard overlapping, every
+effect under its Session's shard, every conflict resolved, no phase regression, ``kfold replay
+--check`` of every journal. Prints the figures (and the load average: the machine is shared);
+exits 1 on a failed check.
 """
 from __future__ import annotations
 
