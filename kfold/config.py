@@ -156,6 +156,9 @@ class LeaderConfig(_Model):
     renew_seconds: int = Field(10, ge=2)
     retry_seconds: float = Field(2, gt=0)
     margin_seconds: int = Field(2, ge=1)
+    # kfold.shards: > 1 spreads Sessions over the replicas, one Lease per shard (``<lease_name>-shard-<i>``);
+    # 1: one Lease (``lease_name``), one leader, the others standbys
+    shards: int = Field(1, ge=1, le=256)
 
     @field_validator("lease_name", "namespace")
     @classmethod

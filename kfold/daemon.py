@@ -39,6 +39,9 @@ Guarantees:
   issued only while ``gate()`` gives a term, and carries it (``EffectIssued.term``); without one
   (standby, or the term fenced) keys are held and the ticker's retries wait. ``resume()`` (a term
   began) first puts every effect held since in doubt (its machine re-observes), then releases.
+  With shards (``shards``, ``leader.shards`` > 1; ``kfold.shards``) the same per shard: an effect
+  goes out only under its shard's term (``EffectIssued.shard``), held keys wait per shard, and
+  ``resume(acquired)`` re-observes only what was held for the shards acquired.
 - ``stop()`` (SIGTERM): observers stop, in-flight effects finish (bounded wait) and their outcomes
   are committed, a snapshot is written and the journal closed.
 - Snapshots follow ``snapshots`` (``journal.retention.SnapshotPolicy``: by record bytes against the
@@ -62,6 +65,7 @@ from engine.seams import SeamError, check_command
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
 from journal.retention import SnapshotPolicy
 from kfold import gc_policy
+from kfold.shards import held_effects
 
 _PLAIN = (Observed, Relist, Deadline)  # records that touch no pending effect (see Daemon._fold)
 log = logging.getLogger("kfold.daemon")
@@ -101,6 +105,12 @@ class Daemon:
         self.gate: Callable[[], int | None] | None = None
         self._held: set[str] = set()
         self._takeover = False
+        # Leadership by shard (kfold.shards, instead of ``gate``): ``shards.stamp(effect)`` gives
+        # (shard, term); keys wait per shard in ``_held_by`` until ``resume(acquired)``.
+        self.shards: Any = None
+        self._held_by: dict[int | None, set[str]] = {}
+        self._acquired: set[int | None] = set()
+        self._resumed: dict[int, int | None] = {}   # shard -> the term its takeover was re-observed under
 
     # -- sinks (observers, executor, ticker, periodic commands) ---------------------------------
     async def submit(self, drafts: Iterable[Any]) -> None:
@@ -160,8 +170,8 @@ class Daemon:
     async def commit(self, drafts: list[Any], arrived: list[float] | None = None) -> list[Any]:
         """Append, fold, journal the keys' next effects as issued, submit them. The only writer.
         ``arrived``: when each draft reached the daemon (monotonic), for the latency metrics."""
-        if not drafts and self._takeover:
-            drafts = self._held_in_doubt()   # ``resume``: a term began
+        if self._takeover:   # ``resume``: a term began; its in-doubt commands go first, even in a busy batch
+            drafts = self._held_in_doubt() + drafts
         if not drafts:
             await self._release()
             return []
@@ -184,8 +194,10 @@ class Daemon:
         While stopping, nothing is issued: never sent, so issued (not in doubt) at next start."""
         keys = self._touched if keys is None else keys | self._touched
         self._touched = set()
-        if self.stopping or not (keys or self._held):
+        if self.stopping or not (keys or self._held or self._held_by):
             return
+        if self.shards is not None:
+            return await self._issue(self._sharded(keys))
         term = None
         if self.gate is not None:   # fencing: issue only under a term still valid on its clock
             term = self.gate()
@@ -193,11 +205,28 @@ class Daemon:
                 self._held |= keys
                 return
             keys, self._held = keys | self._held, set()
-        issued = [self._issued(e, term) for e in ready_to_issue(self.state, keys, self.index)]
+        await self._issue([self._issued(e, term)
+                           for e in ready_to_issue(self.state, keys, self.index)])
+
+    async def _issue(self, issued: list[EffectIssued]) -> None:
         if issued:
             for rec in await self.journal.append(issued):
                 _crash_hook("issued", rec.effect)
                 self._fold(rec)
+
+    def _sharded(self, keys: set[str]) -> list[EffectIssued]:
+        """Each key's head issued under its shard's term, or held for that shard (kfold.shards).
+        Keys held while a term lapsed (a late renewal) go out once the same term is valid again."""
+        for s in [s for s in self._held_by if self._term_resumed(s)]:
+            keys = keys | self._held_by.pop(s)
+        out = []
+        for e in ready_to_issue(self.state, keys, self.index):
+            shard, term = self._stamp(e)
+            if term is None:
+                self._held_by.setdefault(shard, set()).add(e.key)
+            else:
+                out.append(self._issued(e, term, shard))
+        return out
 
     def _fold_all(self, records: list[Any]) -> Iterator[tuple[Any, ...]]:
         """``_fold`` of each record; runs of observations, relists and deadlines (which touch no
@@ -273,12 +302,26 @@ class Daemon:
             self._sent.clear()
         self._sent[effect_id] = now
 
-    def _issued(self, effect: Any, term: int | None = None) -> EffectIssued:
-        return EffectIssued(at=self.clock.now_ms(effect.cluster), effect=effect_to_dict(effect), term=term)
+    def _stamp(self, effect: Any) -> tuple[int | None, int | None]:
+        """``shards.stamp``, but a term whose takeover this daemon has not re-observed yet
+        (``resume`` queued, ``_held_in_doubt`` not run) issues nothing: (shard, None)."""
+        shard, term = self.shards.stamp(effect)
+        return (shard, term) if term is not None and self._resumed.get(shard) == term else (shard, None)
 
-    def resume(self) -> None:
+    def _term_resumed(self, shard: int | None) -> bool:
+        if shard is None:
+            return any(t is not None and self.shards.term(s) == t for s, t in self._resumed.items())
+        t = self._resumed.get(shard)
+        return t is not None and self.shards.term(shard) == t
+
+    def _issued(self, effect: Any, term: int | None = None, shard: int | None = None) -> EffectIssued:
+        return EffectIssued(at=self.clock.now_ms(effect.cluster), effect=effect_to_dict(effect), term=term, shard=shard)
+
+    def resume(self, acquired: set[int | None] | None = None) -> None:
         """A leadership term began (through the committer, the only writer): every effect held
-        while standby is put in doubt first (``_held_in_doubt``), then the keys are released."""
+        while standby is put in doubt first (``_held_in_doubt``), then the keys are released.
+        ``acquired``: the shards whose terms began (kfold.shards); only their effects."""
+        self._acquired |= acquired or set()
         self._takeover = True
         self._inbox.put_nowait(([], None, time.perf_counter()))
 
@@ -287,7 +330,15 @@ class Daemon:
         world another leader has been changing since, so its machine re-observes (quorum read) and
         decides again, rather than replaying history (e.g. a standby's stale status patches)."""
         self._takeover = False
-        held = sorted((p.effect for p in self.state.pending.values() if not p.issued), key=lambda e: seq_key(e.id))
+        if self.shards is not None:
+            acquired, self._acquired = self._acquired, set()
+            for s in acquired:
+                self._touched |= self._held_by.pop(s, set())
+                if s is not None:
+                    self._resumed[s] = self.shards.holding(s)
+            held = sorted(held_effects(self.state.pending.values(), self.shards.shard_for, acquired), key=lambda e: seq_key(e.id))
+        else:
+            held = sorted((p.effect for p in self.state.pending.values() if not p.issued), key=lambda e: seq_key(e.id))
         if held:
             log.info("takeover: %d effects decided while standby are in doubt and re-observed", len(held))
         return [Command(at=self.clock.now_ms(e.cluster), name="effect.in_doubt", args={"effect_id": e.id}) for e in held]
@@ -295,6 +346,8 @@ class Daemon:
     def _fenced(self, drafts: list[Any]) -> list[Any] | None:
         """The ticker's retries, stamped with the current term; without one they are dropped and
         forgotten by the ticker (due again once a term begins). None: something was held back."""
+        if self.shards is not None:
+            return self._sharded_retries(drafts)
         if self.gate is None or not any(isinstance(d, EffectIssued) for d in drafts):
             return drafts
         term = self.gate()
@@ -306,6 +359,24 @@ class Daemon:
                 self.ticker.forget_retry(p.effect.id, p.attempt)
         kept = [d for d in drafts if not isinstance(d, EffectIssued)]
         return kept or None
+
+    def _sharded_retries(self, drafts: list[Any]) -> list[Any] | None:
+        """The ticker's retries under their shard's term; one whose shard is not held here is
+        dropped and forgotten by the ticker (offered again on a later loop: issued if the same term
+        is valid again, re-observed if this replica takes the shard over, ``_held_in_doubt``).
+        None: nothing left to submit (the ticker then waits a second)."""
+        kept = []
+        for d in drafts:
+            p = self.state.pending.get(d.effect.get("id")) if isinstance(d, EffectIssued) else None
+            if p is None:
+                kept.append(d)
+                continue
+            shard, term = self._stamp(p.effect)
+            if term is not None:
+                kept.append(d.model_copy(update={"term": term, "shard": shard}))
+            else:   # due again next time (a lapsed term may be renewed); put in doubt if its shard is taken over
+                self.ticker.forget_retry(p.effect.id, p.attempt)
+        return kept if kept or not drafts else None
 
     def _wait_unclocked_retry(self, rec: Outcome) -> None:
         """A retry decided without server time waits ``retry_after_ms`` in-process (the ticker)."""

@@ -22,6 +22,8 @@ import asyncio
 import logging
 import os
 import signal
+import time
+from functools import partial
 from typing import Any, Callable, Mapping
 
 from engine.effects import executor_resources as res
@@ -38,6 +40,7 @@ from kfold.daemon_clusters import client_for, open_registry, registrations
 from kfold.daemon_follow import Follower
 from kfold.http import HttpServer, Metrics, routes_for
 from kfold.leader import Elector, Fence, FencedTransport, identity
+from kfold.shards import ShardedExecutor, ShardedTransport, ShardSet
 
 log = logging.getLogger("kfold.daemon")
 
@@ -168,6 +171,23 @@ def _late_lists(sink: Callable[[list[Any]], Any], kind: str) -> Callable[[list[A
     return late
 
 
+def _slow_status(check: Callable[[Any], None]) -> Callable[[Any], None]:
+    """TEST-ONLY fault injection (tests/e2e/test_leader.py); inert unless ``KFOLD_TEST_SLOW_STATUS`` is set.
+
+    ``KFOLD_TEST_SLOW_STATUS=<seconds>``: each Session status write waits ``seconds`` in the sending
+    thread AFTER the fence let it through, as a request already on the wire does: a process frozen
+    (SIGSTOP) meanwhile sends it when it wakes, after another replica took over."""
+    delay = float(os.environ.get("KFOLD_TEST_SLOW_STATUS") or 0)
+    if not delay:
+        return check
+
+    def slow(req: Any) -> None:
+        check(req)
+        if req.method == "PATCH" and req.path.endswith("/status"):
+            time.sleep(delay)
+    return slow
+
+
 def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClocks, registry: Any,
                      remote: list[tuple[str, str, str, str]]) -> list[Any]:
     """kfold's pods and the Repos on each registered target ``(handle, tenant, name, namespace)``.
@@ -204,22 +224,31 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     registry, client = open_registry(cfg)
     clock, metrics = ServerClocks(home=cfg.cluster.name), Metrics()  # one server clock per cluster
     metrics.clients = registry.clients
-    elector = make_elector(cfg, registry, clock) if cfg.leader.enabled else None
-    fence = Fence(elector.term) if elector is not None else None   # nothing leaves outside a valid term
+    sharded = cfg.leader.enabled and cfg.leader.shards > 1    # kfold.shards: one Lease per shard
+    elector = make_elector(cfg, registry, clock) if cfg.leader.enabled and not sharded else None
+    shards = make_shards(cfg, registry, clock) if sharded else None
+    fence = Fence(elector.term) if elector is not None else shards.fence if shards is not None else None
     transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=cfg.executor.threads,
-                              before_send=fence.check if fence is not None else None)
-    if elector is not None:
+                              before_send=_slow_status(fence.check) if fence is not None else None)
+    if elector is not None:   # nothing leaves outside a valid term
         transport = FencedTransport(transport, fence)
         elector.fenced = lambda: fence.fenced
+    if shards is not None:
+        transport = ShardedTransport(transport, shards.fence)
     backoff = Backoff(max_attempts=cfg.executor.max_attempts)
     journal = journal or _sqlite_journal(cfg)
     await journal.open()
-    daemon = Daemon(journal, lambda sink: Executor(transport, clock.for_cluster, sink, env=env, backoff=backoff,
+    executor = partial(ShardedExecutor, fence=shards.fence) if shards is not None else Executor
+    daemon = Daemon(journal, lambda sink: executor(transport, clock.for_cluster, sink, env=env, backoff=backoff,
                                                    metrics=metrics),
                     clock, metrics=metrics, snapshots=cfg.journal.snapshot_policy())
     if elector is not None:
         daemon.gate = elector.term
         elector.on_change = lambda term, _reason: daemon.resume() if term is not None else None
+    if shards is not None:
+        daemon.shards, shards._state = shards, lambda: daemon.state
+        shards.on_change = lambda acquired, _reason: daemon.resume(acquired)
+    elector = elector or shards    # below: the election task, /readyz, /metrics, release on stop
     daemon.start_loops()
     await daemon.recover()    # while standby: what recovery would issue is held
     if elector is not None:   # after recovery: ``resume`` goes through the committer, never beside it
@@ -263,14 +292,30 @@ def _sqlite_journal(cfg: Config) -> Any:
     return journal
 
 
+def _lease_home(cfg: Config, registry: Any, threads: int = 1) -> tuple[str, KubeTransport]:
+    """The Leases' namespace, and their own transport (a renewal never queues behind effects;
+    with shards, one thread per held shard's renewal, up to 8)."""
+    lc = cfg.leader
+    source = getattr(registry, "home_source", None)
+    namespace = lc.namespace or getattr(source, "namespace", None) or cfg.namespaces[0]
+    return namespace, KubeTransport(client_for(registry, cfg.cluster.name), max_threads=threads,
+                                    timeout=(2.0, float(max(1, lc.lease_seconds - lc.renew_seconds))))
+
+
+def make_shards(cfg: Config, registry: Any, clock: ServerClocks) -> ShardSet:
+    """``leader.shards`` Leases and this replica's member Lease, judged on the home cluster's server clock."""
+    lc = cfg.leader
+    namespace, transport = _lease_home(cfg, registry, threads=min(8, lc.shards))
+    return ShardSet(transport, clock.for_cluster(cfg.cluster.name), namespace=namespace, lease_name=lc.lease_name,
+                    shards=lc.shards, holder=identity(), lease_seconds=lc.lease_seconds, renew_seconds=lc.renew_seconds,
+                    retry_seconds=lc.retry_seconds, margin_seconds=lc.margin_seconds, cluster=cfg.cluster.name)
+
+
 def make_elector(cfg: Config, registry: Any, clock: ServerClocks) -> Elector:
     """The Lease's elector on the home cluster, with its own one-thread transport (a renewal never
     queues behind effects); judged on the home cluster's server clock."""
     lc = cfg.leader
-    source = getattr(registry, "home_source", None)
-    namespace = lc.namespace or getattr(source, "namespace", None) or cfg.namespaces[0]
-    transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=1,
-                              timeout=(2.0, float(max(1, lc.lease_seconds - lc.renew_seconds))))
+    namespace, transport = _lease_home(cfg, registry)
     return Elector(transport, clock.for_cluster(cfg.cluster.name), namespace=namespace, name=lc.lease_name,
                    holder=identity(), lease_seconds=lc.lease_seconds, renew_seconds=lc.renew_seconds,
                    retry_seconds=lc.retry_seconds, margin_seconds=lc.margin_seconds, cluster=cfg.cluster.name)

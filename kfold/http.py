@@ -204,7 +204,13 @@ def routes_for(daemon: Any, observers: list[Any], metrics: Metrics, leader: Any 
 
 
 def leader_text(e: Any) -> str:
-    """/readyz's second line: a standby is ready too (its watches are warm; it takes over)."""
+    """/readyz's second line: a standby is ready too (its watches are warm; it takes over). With
+    shards (``kfold.shards``): a summary line, then one line per shard."""
+    if hasattr(e, "electors"):
+        held = e.held()
+        return (f"shards: {len(held)} of {e.shards} held ({', '.join(map(str, held)) or 'none'}), "
+                f"{e.live} live replicas, as {e.holder}\n"
+                + "".join(f"shard {i}: {leader_text(x)}" for i, x in enumerate(e.electors)))
     term = e.term()
     if term is not None:
         return f"leader of lease {e.namespace}/{e.name}, term {term}, as {e.holder}\n"
@@ -215,13 +221,19 @@ def leader_metrics(e: Any) -> str:
     """``kfold_leader{lease,holder,term}`` 1 while leading (0 standby, with term ""),
     ``kfold_leader_transitions_total{lease,what}`` (acquired, lost) and
     ``kfold_leader_fenced_requests_total`` (requests refused because the term had ended)."""
-    term, lease = e.term(), f'lease="{e.namespace}/{e.name}"'
+    electors = getattr(e, "electors", [e])
+    gauge, moves = [], []
+    for x in electors:
+        term = x.term()
+        lease = f'lease="{x.namespace}/{x.name}"' + (f',shard="{x.shard}"' if x.shard is not None else "")
+        gauge.append(f'kfold_leader{{{lease},holder="{x.holder}",term="{"" if term is None else term}"}} {0 if term is None else 1}')
+        moves += [f'kfold_leader_transitions_total{{{lease},what="acquired"}} {x.acquired}',
+                  f'kfold_leader_transitions_total{{{lease},what="lost"}} {x.lost}']
     fenced = getattr(e, "fenced", None)
-    out = ["# TYPE kfold_leader gauge",
-           f'kfold_leader{{{lease},holder="{e.holder}",term="{"" if term is None else term}"}} {0 if term is None else 1}',
-           "# TYPE kfold_leader_transitions_total counter",
-           f'kfold_leader_transitions_total{{{lease},what="acquired"}} {e.acquired}',
-           f'kfold_leader_transitions_total{{{lease},what="lost"}} {e.lost}',
-           "# TYPE kfold_leader_fenced_requests_total counter",
-           f"kfold_leader_fenced_requests_total {fenced() if callable(fenced) else 0}"]
+    fenced = fenced if isinstance(fenced, int) else fenced() if callable(fenced) else getattr(getattr(e, "fence", None), "fenced", 0)
+    out = ["# TYPE kfold_leader gauge", *gauge, "# TYPE kfold_leader_transitions_total counter", *moves,
+           "# TYPE kfold_leader_fenced_requests_total counter", f"kfold_leader_fenced_requests_total {fenced}"]
+    if hasattr(e, "electors"):
+        out += ["# TYPE kfold_shards_held gauge", f"kfold_shards_held {len(e.held())}",
+                "# TYPE kfold_replicas_live gauge", f"kfold_replicas_live {e.live}"]
     return "\n".join(out) + "\n"

@@ -52,7 +52,7 @@ import secrets
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from engine.effects.clock import ServerClock
 from engine.effects.executor_transport import Request, Response, Transport, TransportError
@@ -86,7 +86,8 @@ class Elector:
     def __init__(self, transport: Transport, clock: ServerClock, *, namespace: str, name: str,
                  holder: str, lease_seconds: int = 15, renew_seconds: int = 10, retry_seconds: float = 2,
                  margin_seconds: int = 2, cluster: str = "", monotonic: Callable[[], float] = time.monotonic,
-                 on_change: Callable[[Term | None, str], Any] | None = None):
+                 on_change: Callable[[Term | None, str], Any] | None = None,
+                 may_acquire: Callable[[], bool] | None = None, shard: int | None = None):
         if not (0 < margin_seconds and retry_seconds < renew_seconds <= lease_seconds - margin_seconds):
             raise ValueError(f"leader: need retry_seconds ({retry_seconds}) < renew_seconds ({renew_seconds}) "
                              f"<= lease_seconds ({lease_seconds}) - margin_seconds ({margin_seconds}), margin > 0")
@@ -95,6 +96,9 @@ class Elector:
         self.lease_s, self.renew_s, self.retry_s, self.margin_s = lease_seconds, renew_seconds, retry_seconds, margin_seconds
         self._mono = monotonic
         self.on_change = on_change
+        # kfold.shards: a free or expired Lease is taken only while ``may_acquire()`` (this replica
+        # is under its fair share); ``shard`` names the shard in the log lines. Defaults: one Lease.
+        self.may_acquire, self.shard = may_acquire, shard
         self._term: Term | None = None
         self._renewed = 0.0           # monotonic send time of the last successful acquire/renew
         self._lease: dict[str, Any] | None = None
@@ -141,12 +145,17 @@ class Elector:
                 log.error("leader: lease %s/%s: %r; retrying in %gs", self.namespace, self.name, exc, self.retry_s)
             await asyncio.sleep(self.retry_s)
 
-    async def release(self) -> None:
-        """On a clean stop: give the Lease up so a standby need not wait for it to expire."""
+    async def release(self, reason: str = "released on stop",
+                      drain: Callable[[], Awaitable[Any]] | None = None) -> None:
+        """On a clean stop (or a rebalance, ``kfold.shards``): give the Lease up so another replica
+        need not wait for it to expire. Issuing stops first (the term is dropped), then ``drain``
+        (requests already sent under the term finish), then the Lease is written free."""
         if self._term is None or self._lease is None:
             return
         lease = _with(self._lease, holder="", renew_ms=None)
-        self._lose("released on stop")
+        self._lose(reason)
+        if drain is not None:
+            await drain()
         try:
             await self._call("PUT", self.path, lease)
         except TransportError:
@@ -183,6 +192,7 @@ class Elector:
             if renew:
                 await self._renew()
             return
+        why = "acquired (free)"
         if holder and holder != self.holder:
             if self._term is not None:
                 self._lose(f"lease taken by {holder}")
@@ -191,6 +201,9 @@ class Elector:
             duration = int(spec.get("leaseDurationSeconds") or self.lease_s) * 1000
             if now is None or renewed is None or now <= renewed + duration + RESOLUTION_MS:
                 return   # held and not expired on the server clock (or no server time yet: wait)
+            why = f"acquired (expired, held by {holder})"
+        if self.may_acquire is not None and not self.may_acquire():
+            return   # kfold.shards: at its fair share; another replica takes it
         sent = self._mono()
         now = self.clock.now_ms(sent)
         if now is None:
@@ -199,11 +212,13 @@ class Elector:
                      transitions=int(spec.get("leaseTransitions") or 0) + 1)
         put = await self._call("PUT", self.path, body)
         if put.status == 200:
-            self._took(put.data, sent, acquired=True)
+            self._took(put.data, sent, acquired=why)
         elif _reason(put) != "Conflict":
             log.warning("leader: acquire of lease %s/%s answered %d %s", self.namespace, self.name, put.status, _reason(put))
 
     async def _create(self) -> None:
+        if self.may_acquire is not None and not self.may_acquire():
+            return
         sent = self._mono()
         now = self.clock.now_ms(sent)
         if now is None:
@@ -213,19 +228,20 @@ class Elector:
         body = _with(body, holder=self.holder, renew_ms=now, acquire_ms=now, lease_s=self.lease_s, transitions=1)
         reply = await self._call("POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", body)
         if reply.status == 201 or reply.status == 200:
-            self._took(reply.data, sent, acquired=True)
+            self._took(reply.data, sent, acquired="acquired (created)")
         elif _reason(reply) != "AlreadyExists":
             log.warning("leader: create of lease %s/%s answered %d %s", self.namespace, self.name, reply.status, _reason(reply))
 
-    def _took(self, lease: dict[str, Any], sent: float, acquired: bool = False) -> None:
+    def _took(self, lease: dict[str, Any], sent: float, acquired: str = "") -> None:
         self._lease, self._renewed = lease, sent
         self.observed_holder = self.holder
         number = int((lease.get("spec") or {}).get("leaseTransitions") or 0)
         self._term = Term(number, self.holder, sent + self.lease_s - self.margin_s)
         if acquired:
             self.acquired += 1
-            log.info("leader: acquired lease %s/%s, term %d, as %s", self.namespace, self.name, number, self.holder,
-                     extra={"term": number, "reason": "acquired", "holder": self.holder})
+            log.info("leader: acquired lease %s/%s%s, term %d, as %s: %s", self.namespace, self.name, self._shard_text(),
+                     number, self.holder, acquired,
+                     extra={"term": number, "reason": acquired, "holder": self.holder, "shard": self.shard})
             if self.on_change is not None:
                 self.on_change(self._term, "acquired")
 
@@ -234,10 +250,14 @@ class Elector:
         if t is None:
             return
         self.lost += 1
-        log.warning("leader: lost lease %s/%s, term %d: %s; issuing nothing until acquired again",
-                    self.namespace, self.name, t.number, reason, extra={"term": t.number, "reason": reason})
+        log.warning("leader: lost lease %s/%s%s, term %d: %s; issuing nothing until acquired again",
+                    self.namespace, self.name, self._shard_text(), t.number, reason,
+                    extra={"term": t.number, "reason": reason, "shard": self.shard})
         if self.on_change is not None:
             self.on_change(None, reason)
+
+    def _shard_text(self) -> str:
+        return "" if self.shard is None else f" (shard {self.shard})"
 
     async def _call(self, method: str, path: str, body: Any = None) -> Response:
         reply = await self.transport.call(Request(cluster=self.cluster, tenant="", method=method, path=path, body=body))

@@ -47,7 +47,8 @@ CLUSTER_RULES: list[dict[str, Any]] = [
 ]
 
 
-LEASE_RULES = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}]
+# get/create/update: the Lease (or each shard's); list/delete: the replicas' member Leases (kfold.shards)
+LEASE_RULES = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "create", "update", "delete"]}]
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:

@@ -227,6 +227,8 @@ def record_line(rec: Record) -> str:
         return f"outcome {rec.effect_id} {rec.result}{reason}" + (f" ({rec.code})" if rec.code else "")
     if rec.rec == "effect":
         term = f" [term {rec.term}]" if getattr(rec, "term", None) is not None else ""   # kfold.leader
+        if term and getattr(rec, "shard", None) is not None:   # kfold.shards
+            term = f" [shard {rec.shard} term {rec.term}]"
         return f"issued {rec.effect.get('id', '?')} {effect_line(rec.effect)}{term}"
     return rec.rec
 

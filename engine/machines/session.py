@@ -81,7 +81,7 @@ class SessionMachine(Machine):
             return session_gone(ctx, key)
         if _was_deleted(ctx, rec.obj):
             return ctx.log(key, "an observation of a Session deleted since (a stale list); ignored", level="debug")
-        save(ctx, key, absorb(ctx.get(key), rec.cluster, rec.obj))
+        save(ctx, key, status.reassert(ctx, key, absorb(ctx.get(key), rec.cluster, rec.obj)))
 
     def on_relist(self, ctx: Ctx, rec: Relist) -> None:
         """A relist's absences are suspects (``missing_after_relist``): each is re-read with a
@@ -113,6 +113,8 @@ class SessionMachine(Machine):
                 save(ctx, effect.key, d.but(status_written=""))
             elif rec.result != "ok" and rec.result != "not_found":  # written again on the next decision
                 ctx.put(effect.key, d.but(status_written=""))
+            elif rec.result == "ok":   # a later write over it is told by a newer resourceVersion
+                ctx.put(effect.key, d.but(status_rv=status.rv_of(rec.obj)))
             return
         save(ctx, effect.key, outcome(ctx, effect.key, d, rec, effect))
 

@@ -144,6 +144,7 @@ class SessionDecision(Decision):
     status_written: str = ""
     reported_phase: str = ""               # status.phase on the Session as last observed
     reported_generation: int = 0           # status.generation on the Session as last observed
+    status_rv: str = ""                    # resourceVersion the last status write answered with (``status.reassert``)
 
     def move(self, event: str) -> "SessionDecision":
         return self.but(phase=TABLE.next(self.phase, event))

@@ -48,12 +48,12 @@ def test_secret_credentials_add_only_a_get_on_secrets_in_kfolds_namespace():
     assert not [d for d in install("kfold", "img:1") if d["metadata"]["name"] == "kfold-registry"]
 
 
-def test_leader_election_may_get_create_and_update_leases_in_kfolds_namespace_only():
+def test_leader_election_may_use_leases_in_kfolds_namespace_only():
     docs = install("kfold", "img:1")
     lease_rules = [(d["metadata"].get("namespace"), r) for d in docs for r in d.get("rules", [])
                    if "leases" in r["resources"]]
     assert lease_rules == [("kfold", {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                                      "verbs": ["get", "create", "update"]})]
+                                      "verbs": ["get", "list", "create", "update", "delete"]})]
     (binding,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "kfold-leader"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kfold", "namespace": "kfold"}]
 
