@@ -140,8 +140,10 @@ class SessionMachine(Machine):
 
 def _not_ready(d: SessionDecision) -> str:
     why = [] if d.pod.ready else [f"the workspace container of pod {d.pod.name} did not become ready"]
-    if d.pod.ready:
+    if d.pod.ready and flow.unsynced(d):
         why.append(f"repositories not synced on node {d.pod.node}: {', '.join(flow.unsynced(d))}")
+    elif d.pod.ready:
+        why.append(f"Service/Ingress {d.name} not published (a request still unanswered)")
     return f"{'; '.join(why)} within the ready deadline ({d.ready_ms // 1000} s)"
 
 
