@@ -7,8 +7,9 @@ it); on ``already_exists`` a quorum ``GetObject``, then a
 is read, then deleted with a uid precondition. Both objects name the pod as their owner (by uid):
 routing starts as soon as the pod's create answered (its uid known), while it is scheduled and
 started, and when the pod goes they go with it (the garbage collector); nothing is sent for them
-once the pod was let go (an answer that arrives then is only recorded). One request per object is in flight at a time; a change of the desired manifest while
-one is in flight is picked up when it completes (``sync`` compares digests).
+once the pod was let go (an answer that arrives then is only recorded). One request per object is
+in flight at a time; a change of the desired manifest while one is in flight is picked up when it
+completes (``sync`` compares digests).
 
 Guarantees:
 - Desired manifests come from ``session_manifests`` only; the digest of what the apiserver last
@@ -67,8 +68,9 @@ def settled(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> bool:
     tries are spent (the error is on the status). The Session says Ready only then, so Ready and
     its endpoints are one status write."""
     for kind, manifest in desired(d, spec, cfg).items():
-        u = _get(d, kind)
-        if u.stage != "idle" or (_digest(manifest) != u.have and not (u.tries >= MAX_TRIES and u.sending == _digest(manifest))):
+        u, want = _get(d, kind), _digest(manifest)
+        given_up = u.tries >= MAX_TRIES and u.sending == want
+        if u.stage != "idle" or (want != u.have and not given_up):
             return False
     return True
 

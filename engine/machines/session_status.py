@@ -10,9 +10,10 @@ Guarantees:
   it starts (Pending, with its generation: what a lost journal resumes from; generation 1 needs no
   such record), then when it is Ready (with its endpoints: the phase moves to Ready only once they
   are published); the steps between (Creating, Provisioning) are written only when something
-  besides the step changed (the pod's provisioning message, a condition, a run). A Session being deleted is not written (it is about
-  to go; nobody reads a Stopping or Stopped on it) unless its teardown is blocked (the condition
-  says why its deletion waits). A stop that keeps the Session writes Stopping and Stopped.
+  besides the step changed (the pod's provisioning message, a condition, a run). A Session being
+  deleted is not written (it is about to go; nobody reads a Stopping or Stopped on it) unless its
+  teardown is blocked (the condition says why its deletion waits). A stop that keeps the Session
+  writes Stopping and Stopped.
 - Every field the CRD declares is present (``None`` clears a field under a JSON merge patch), so a
   stale provisioning message or pod name never lingers.
 """
