@@ -8,7 +8,8 @@ Bring-up of generation N, one step at a time (each step waits for its answer), b
 finalizer patch (sent first, not waited for: the pod names the Session as its owner where it can,
 and a Session deleted before the finalizer landed is seen going and its pod released):
 namespace (pod machine; skipped on a namespace-bounded registration, where namespaces are
-cluster-scoped and refused) -> repositories (repo machine) -> session Secret (only with env
+cluster-scoped and refused, and where the pod runs beside its Session: that namespace exists)
+-> repositories (repo machine) -> session Secret (only with env
 references) -> pod ``<session>-g<N>`` (pod machine ``create``) -> Running with a pod IP within the
 start deadline -> the workspace container ready (and every repository synced on the pod's node)
 within the ready deadline, and its Service and Ingress published -> Ready. Endpoints are upserted
@@ -234,6 +235,8 @@ def _ensure_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision
 def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
     if d.namespace_step != "done" and spec.bounded:
         d = d.but(namespace_step="done")  # namespaces are cluster-scoped: refused on a bounded registration
+    if d.namespace_step != "done" and (d.target, d.target_ns) == (d.home, d.namespace):
+        d = d.but(namespace_step="done")  # the Session itself lives in it: nothing to read or create
     if d.namespace_step != "done":
         if d.namespace_step == "":
             ctx.tell("pod", object_key(d.target, d.target_ns, ""), "ensure_namespace",

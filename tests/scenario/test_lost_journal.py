@@ -27,7 +27,6 @@ def _running(gen: int) -> dict:
 
 def _adopt_everything(w: World, gen: int) -> None:
     """Answer every create with AlreadyExists and every read with what is running."""
-    w.answer("ensure_namespace", None, when=1)
     if w.pending("create", "Secret"):
         w.answer("create", "Secret", result="already_exists", when=1, status_reason="AlreadyExists")
     if w.pending("get", "Secret"):
@@ -99,7 +98,6 @@ def test_a_session_stopped_after_a_fresh_journal_began_readopting_still_releases
     never read nor deleted, and outlived its Session. (A Secret step needs env references.)"""
     w = World()
     w.s.observe(_ready_session(3, spec=ENV_SPEC), at(0))
-    w.answer("ensure_namespace", None, when=1)
     assert w.decision().generation == 3 and w.phase == "Pending" and not w.decision().pod.name
     obj = _ready_session(3, spec=ENV_SPEC)
     obj["metadata"]["resourceVersion"] = "501"

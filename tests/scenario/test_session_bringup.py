@@ -18,9 +18,8 @@ def test_a_session_comes_up_in_order_and_serves_on_its_endpoints():
     w = World()
     w.submit(SPEC)
     assert w.effects("patch", "Session")[0].patch["metadata"]["finalizers"] == [FINALIZER]
-    assert w.pending("ensure_namespace"), "the bring-up does not wait for the finalizer's answer"
-    w.answer("ensure_namespace", None)
     assert w.pending("create", "Pod") and w.pending("patch", "Session"), "the pod create goes beside the finalizer patch"
+    assert not w.effects("ensure_namespace"), "the pod runs beside its Session: its namespace exists"
     w.rv += 1
     w.answer("patch", "Session", obj=session_obj(SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
     w.answer("create", "Pod", when=1, obj=pod_obj(1))
@@ -127,7 +126,6 @@ def _with_repository(w: World) -> str:
     w.submit({**SPEC, "repositories": [{"url": URL}]})
     w.rv += 1
     w.answer("patch", "Session", obj=session_obj(w.spec, rv=str(w.rv), finalizers=(FINALIZER,)))
-    w.answer("ensure_namespace", None)
     repo = w.decision().repos[0].key
     assert repo == f"local/team/{cache_key(URL)}"
     _relay(w, "repo_ensured", repo=repo, url=URL)

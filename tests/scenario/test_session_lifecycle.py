@@ -33,7 +33,6 @@ def test_resume_is_a_fresh_generation_with_a_fresh_pod_name():
     _pod_gone(w, 1, 11)
     assert w.phase == "Suspended" and w.status()["podName"] is None
     w.submit(SPEC, 20)
-    w.answer("ensure_namespace", None, when=21)
     assert w.pod_creates() == ["demo-g1", "demo-g2"]
     assert w.phase == "Creating"
 
@@ -52,7 +51,6 @@ def test_set_apps_while_suspended_creates_nothing_until_resume_then_uses_the_new
     w.submit({**TWO_APPS, "suspended": True}, 12)
     assert w.pod_creates() == ["demo-g1"]
     w.submit(TWO_APPS, 20)
-    w.answer("ensure_namespace", None, when=21)
     pod = w.pending("create", "Pod")[0]
     assert pod.name == "demo-g2"
     assert [c["name"] for c in pod.manifest["spec"]["containers"]] == ["workspace", "app-web", "app-api"]
@@ -62,7 +60,6 @@ def test_set_apps_on_a_ready_session_recreates_as_the_next_generation():
     w = World().to_ready()
     w.submit(TWO_APPS, 10)
     assert w.pending("delete", "Pod")[0].name == "demo-g1"
-    w.answer("ensure_namespace", None, when=11)
     assert w.pod_creates() == ["demo-g1", "demo-g2"]
 
 

@@ -19,7 +19,6 @@ def _secret_exists() -> World:
     w.submit(ENV_SPEC)
     w.rv += 1
     w.answer("patch", "Session", obj=session_obj(ENV_SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
-    w.answer("ensure_namespace", None)
     w.answer("create", "Secret", "already_exists", status_reason="AlreadyExists")
     return w
 

@@ -59,7 +59,6 @@ def test_a_secret_created_after_the_teardown_read_it_is_still_deleted():
     w.submit(ENV_SPEC, 0)
     w.rv += 1
     w.answer("patch", "Session", obj=session_obj(ENV_SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
-    w.answer("ensure_namespace", None)
     create = w.pending("create", "Secret")[0]
     w.submit(ENV_SPEC, 1, deleting=True)
     w.answer("get", "Secret", "not_found", when=2)

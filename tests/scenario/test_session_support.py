@@ -104,13 +104,13 @@ class World:
 
     # -- driving ---------------------------------------------------------------------------------
     def to_creating(self, spec: dict[str, Any] | None = None, when: float = 0) -> "World":
-        """Submit, then answer finalizer, namespace and (with env) Secret: the pod create is in flight."""
+        """Submit, then answer the finalizer and (with env) the Secret: the pod create is in flight (no
+        namespace step: the pod runs beside its Session)."""
         spec = spec or SPEC
         self.submit(spec, when)
         self.rv += 1
         self.answer("patch", "Session", when=when,
                     obj=session_obj(spec, rv=str(self.rv), finalizers=(FINALIZER,)))
-        self.answer("ensure_namespace", None, when=when)
         if self.pending("create", "Secret"):
             self.answer("create", "Secret", when=when)
         return self
