@@ -128,6 +128,7 @@ class SessionDecision(Decision):
     namespace_step: str = ""
     secret_step: str = ""
     secret_made: bool = False              # a Secret create was sent: a stop reads and deletes it
+    secret_uid: str = ""                   # its uid, from the create's answer or the adopting read
     repos: tuple[RepoFacts, ...] = ()
     pod: PodFacts = PodFacts()
     repos_step: str = ""

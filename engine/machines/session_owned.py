@@ -12,8 +12,9 @@ the pod uid that no longer exists). A stop sends no request for them: a read and
 would only race the collector (and meet its 404).
 
 Teardown of the Secret (made only when the Session has env references; ``secret_made``, or a spec
-with env after a lost journal):
-quorum ``GetObject`` -> absent: done | not ours: left untouched (logged), done | ours:
+with env after a lost journal): with the uid its create's answer (or the read that adopted it)
+gave, straight to the ``DeleteObject`` fenced by that uid (a ``conflict`` reads, as below);
+without one, quorum ``GetObject`` -> absent: done | not ours: left untouched (logged), done | ours:
 ``DeleteObject`` with a uid precondition -> ``ok``/``not_found``: done | ``conflict`` (the uid
 precondition failed: it was replaced since the read) -> read again and decide again. Both requests
 are safe to repeat (a read; a delete fenced by uid), so a transient answer or a crash in flight
@@ -77,7 +78,10 @@ def may_have_secret(d: SessionDecision) -> bool:
 def start_teardown(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     kinds = tuple(k for k, _ in TEARDOWN_KINDS if k != "Secret" or may_have_secret(d))
     for kind in kinds:
-        ctx.emit(GetObject, key, **_ref(d, kind))
+        if kind == "Secret" and d.secret_uid:   # known from its create: fenced by it, no read first
+            ctx.emit(DeleteObject, key, uid=d.secret_uid, safe_to_retry=True, **_ref(d, kind))
+        else:
+            ctx.emit(GetObject, key, **_ref(d, kind))
     return d.but(teardown=kinds)
 
 
@@ -110,7 +114,9 @@ def teardown_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: An
         ctx.emit(GetObject, key, **_ref(d, effect.kind))
         return d
     if rec.result in ("ok", "not_found"):
-        return d.but(teardown=rest, secret_made=d.secret_made and effect.kind != "Secret")
+        if effect.kind == "Secret":
+            return d.but(teardown=rest, secret_made=False, secret_uid="")
+        return d.but(teardown=rest)
     verb = "read" if effect.type == "get" else "delete"
     return d.but(teardown=rest, blocked=f"cannot {verb} {effect.kind} {effect.name}: {rec.result} {rec.message}".strip())
 

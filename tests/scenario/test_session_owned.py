@@ -85,3 +85,19 @@ def test_an_endpoint_no_longer_wanted_is_read_then_deleted_only_if_ours(ours):
     deletes = [(e.kind, e.uid) for e in w.effects("delete") if e.kind == "Service"]
     assert deletes == ([("Service", "service-uid")] if ours else [])
     assert w.phase == "Ready", "an object kfold no longer wants is never a reason to fail"
+
+
+def test_a_secret_whose_create_answered_is_deleted_by_that_uid_without_a_read_first():
+    w = World()
+    w.submit(ENV_SPEC)
+    w.rv += 1
+    w.answer("patch", "Session", obj=session_obj(ENV_SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
+    w.answer("create", "Secret", obj=owned_obj("Secret"))
+    w.submit({**ENV_SPEC, "stopped": True}, 10)
+    assert not w.pending("get", "Secret"), "its uid is known from the create: no read"
+    delete = w.pending("delete", "Secret")[0]
+    assert delete.uid == "secret-uid"
+    w.answer("delete", "Secret", "conflict", when=11, status_reason="Conflict")   # replaced since: read, decide again
+    w.answer("get", "Secret", when=12, obj=owned_obj("Secret", labels=OTHER_APP))
+    assert [e.uid for e in w.effects("delete", "Secret")] == ["secret-uid"], "the replacement is not deleted"
+    assert w.decision().teardown == ()
