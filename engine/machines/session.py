@@ -142,8 +142,10 @@ class SessionMachine(Machine):
 
 def _not_ready(d: SessionDecision) -> str:
     why = [] if d.pod.ready else [f"the workspace container of pod {d.pod.name} did not become ready"]
-    if d.pod.ready:
+    if d.pod.ready and flow.unsynced(d):
         why.append(f"repositories not synced on node {d.pod.node}: {', '.join(flow.unsynced(d))}")
+    elif d.pod.ready:
+        why.append(f"Service/Ingress {d.name} not published (a request still unanswered)")
     return f"{'; '.join(why)} within the ready deadline ({d.ready_ms // 1000} s)"
 
 
@@ -288,7 +290,7 @@ def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sess
     if d.secret_step != "sent":
         return d
     if rec.result == "ok":
-        return d.but(secret_step="done")
+        return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj))
     if rec.result == "already_exists":  # ours (an earlier attempt, a lost journal) or someone else's: read
         ctx.emit(GetObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1", kind="Secret",
                  namespace=d.target_ns, name=owned.object_name(d, "Secret"))
@@ -303,7 +305,7 @@ def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: A
     if d.secret_step != "reading":
         return d
     if rec.result == "ok" and owned.owned(rec.obj, d.name):
-        return d.but(secret_step="done")
+        return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj))
     if rec.result == "ok":
         return flow.fail(ctx, key, d.but(secret_step=""), "NameTaken",
                          owned.conflict("Secret", effect.namespace, effect.name, rec.obj, d.name))

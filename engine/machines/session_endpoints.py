@@ -4,8 +4,12 @@ Expected flow, per object: ``CreateObject`` (or straight to the read when kfold 
 it); on ``already_exists`` a quorum ``GetObject``, then a
 ``ReplaceObject`` carrying the read ``resourceVersion`` (and, for the Service, ``clusterIP`` and
 ``clusterIPs``); a ``conflict`` on replace reads again. When no port is left to route, the object
-is read, then deleted with a uid precondition. One request per object is in flight at a time; a change of the desired manifest while
-one is in flight is picked up when it completes (``sync`` compares digests).
+is read, then deleted with a uid precondition. Both objects name the pod as their owner (by uid):
+routing starts as soon as the pod's create answered (its uid known), while it is scheduled and
+started, and when the pod goes they go with it (the garbage collector); nothing is sent for them
+once the pod was let go (an answer that arrives then is only recorded). One request per object is
+in flight at a time; a change of the desired manifest while one is in flight is picked up when it
+completes (``sync`` compares digests).
 
 Guarantees:
 - Desired manifests come from ``session_manifests`` only; the digest of what the apiserver last
@@ -32,6 +36,7 @@ from engine.machines.session_owned import owned, uid_of
 from engine.machines.session_spec import Spec, route_ports
 
 MAX_TRIES = 4
+SERVING = ("Provisioning", "Ready")   # phases with a pod to route to
 KINDS = {"Service": ("service", "v1"), "Ingress": ("ingress", "networking.k8s.io/v1")}
 
 
@@ -56,6 +61,18 @@ def _get(d: SessionDecision, kind: str) -> Upsert:
 
 def _set(d: SessionDecision, kind: str, u: Upsert) -> SessionDecision:
     return d.but(**{KINDS[kind][0]: u})
+
+
+def settled(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> bool:
+    """Nothing more to send for either object: each is what the apiserver last accepted, or its
+    tries are spent (the error is on the status). The Session says Ready only then, so Ready and
+    its endpoints are one status write."""
+    for kind, manifest in desired(d, spec, cfg).items():
+        u, want = _get(d, kind), _digest(manifest)
+        given_up = u.tries >= MAX_TRIES and u.sending == want
+        if u.stage != "idle" or (want != u.have and not given_up):
+            return False
+    return True
 
 
 def sync(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
@@ -92,6 +109,9 @@ def on_outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any, sp
     """Advance one endpoint object after its request (``effect``) came back, then sync again."""
     kind = effect.kind
     u = _get(d, kind)
+    if d.phase not in SERVING:  # the pod was let go: what names it as owner goes with it (garbage collector)
+        done = rec.result == "ok" and u.stage in ("create", "replace")
+        return _set(d, kind, u.but(stage="idle", have=u.sending if done else u.have, tries=0))
     match (u.stage, rec.result):
         case ("create" | "replace", "ok"):
             u = u.but(stage="idle", have=u.sending, tries=0, error="")

@@ -4,12 +4,16 @@ Expected flow: every handler of the session machine updates facts on the decisio
 calls ``decide``. ``decide`` reduces the spec to one wish (tear down / invalid / suspend / run),
 handles each exhaustively, arms or cancels deadlines, and writes status if it changed.
 
-Bring-up of generation N, one step at a time (each step waits for its answer):
-finalizer -> namespace (pod machine; skipped on a namespace-bounded registration, where
-namespaces are cluster-scoped and refused) -> repositories (repo machine) -> session Secret -> pod
-``<session>-g<N>`` (pod machine ``create``) -> Running with a pod IP within the start deadline ->
-the workspace container ready (and every repository synced on the pod's node) within the ready
-deadline -> Ready. Endpoints are upserted once the pod runs.
+Bring-up of generation N, one step at a time (each step waits for its answer), beside the
+finalizer patch (sent first, not waited for: the pod names the Session as its owner where it can,
+and a Session deleted before the finalizer landed is seen going and its pod released):
+namespace (pod machine; skipped on a namespace-bounded registration, where namespaces are
+cluster-scoped and refused, and where the pod runs beside its Session: that namespace exists)
+-> repositories (repo machine) -> session Secret (only with env
+references) -> pod ``<session>-g<N>`` (pod machine ``create``) -> Running with a pod IP within the
+start deadline -> the workspace container ready (and every repository synced on the pod's node)
+within the ready deadline, and its Service and Ingress published -> Ready. Endpoints are upserted
+as soon as the pod's create answered (they name the pod as owner), while it starts.
 
 Guarantees:
 - Idempotent: calling ``decide`` again with the same record emits nothing new (steps are marked
@@ -170,11 +174,15 @@ def _patch_session(ctx: Ctx, key: str, d: SessionDecision, patch: dict[str, Any]
 # -- running ---------------------------------------------------------------------------------------
 
 def run(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+    if d.gone:   # the finalizer patch met a 404: the Session's DELETED event lets go of it
+        return d
     if _needs_generation(d, spec):
         taken = _taken(ctx, key, d, spec)
         if taken:
             return fail(ctx, key, d, "TargetTaken", taken)
         d = begin(ctx, key, d, spec, cfg)
+    if d.phase in LIVE:
+        d = _ensure_finalizer(ctx, key, d)
     match d.phase:
         case "Pending":
             return bring_up(ctx, key, d, spec)
@@ -216,15 +224,19 @@ def begin(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig
         start_ms=cfg.start_ms, ready_ms=cfg.ready_ms, teardown=(), blocked="")
 
 
-def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
-    if FINALIZER not in d.finalizers:
-        if d.finalizer_step == "":
-            _patch_session(ctx, key, d, {"metadata": {"finalizers": [*d.finalizers, FINALIZER],
-                                                      "resourceVersion": d.rv}})
-            d = d.but(finalizer_step="sent")
+def _ensure_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
+    """Add the finalizer (again after a conflict's re-read), without holding the bring-up back."""
+    if FINALIZER in d.finalizers or d.finalizer_step != "":
         return d
+    _patch_session(ctx, key, d, {"metadata": {"finalizers": [*d.finalizers, FINALIZER], "resourceVersion": d.rv}})
+    return d.but(finalizer_step="sent")
+
+
+def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
     if d.namespace_step != "done" and spec.bounded:
         d = d.but(namespace_step="done")  # namespaces are cluster-scoped: refused on a bounded registration
+    if d.namespace_step != "done" and (d.target, d.target_ns) == (d.home, d.namespace):
+        d = d.but(namespace_step="done")  # the Session itself lives in it: nothing to read or create
     if d.namespace_step != "done":
         if d.namespace_step == "":
             ctx.tell("pod", object_key(d.target, d.target_ns, ""), "ensure_namespace",
@@ -238,18 +250,24 @@ def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecis
             d = d.but(repos_step="sent")
         return d
     if d.secret_step != "done":
-        if d.secret_step == "":
+        if not spec.env:  # the Secret records env references only: with none there is nothing to keep
+            d = d.but(secret_step="done")
+        elif d.secret_step == "":
             ctx.emit(CreateObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1", kind="Secret",
                      namespace=d.target_ns, name=mf.secret_name(d.name), manifest=mf.secret(d.name, d.target_ns, spec))
-            d = d.but(secret_step="sent")
-        return d
+            return d.but(secret_step="sent", secret_made=True)
+        else:
+            return d
     return _create_pod(ctx, key, d, spec)
 
 
 def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
     name = mf.pod_name(d.name, d.generation)
     d = d.move("create").but(pod=PodFacts(name=name))
-    ctx.tell("pod", pod_key(d), "create", manifest=mf.pod(d.name, d.target_ns, d.generation, spec),
+    # Owned by the Session where an ownerReference can reach it (same cluster and namespace): a
+    # Session deleted before its finalizer landed still takes its pod with it, journal or not.
+    owner = d.uid if (d.target, d.target_ns) == (d.home, d.namespace) else ""
+    ctx.tell("pod", pod_key(d), "create", manifest=mf.pod(d.name, d.target_ns, d.generation, spec, owner),
              reply_to="session", reply_key=key, session=d.name, generation=d.generation)
     return d
 
@@ -259,11 +277,13 @@ def serve(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig
     verdict = _pod_verdict(d)
     if verdict is not None:
         return fail(ctx, key, d, *verdict)
+    # Routed as soon as the pod has a uid (their owner): the Service and Ingress are made while the
+    # pod is scheduled and started, not one round trip after it runs.
+    d = endpoints.sync(ctx, key, d, spec, cfg)
     if not running(d):
         return d
-    d = endpoints.sync(ctx, key, d, spec, cfg)
-    if d.phase == "Provisioning" and d.pod.ready and _repos_synced(d):
-        d = d.move("serve")
+    if d.phase == "Provisioning" and d.pod.ready and _repos_synced(d) and endpoints.settled(d, spec, cfg):
+        d = d.move("serve")  # Ready is said once, with its endpoints
     return d
 
 

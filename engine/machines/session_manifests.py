@@ -7,7 +7,8 @@ Guarantees:
 - No manifest carries a secret value. Env entries become ``valueFrom.secretKeyRef``; the session
   Secret holds only the list of referenced names (an annotation), never data.
 - Service and Ingress are owner-referenced to the pod (by uid), so they go with it; a new
-  generation re-points them through the endpoints upsert.
+  generation re-points them through the endpoints upsert. The pod is owner-referenced to its
+  Session when it runs in the Session's namespace on the Session's cluster.
 - The Service selects the pod by session AND generation, never a terminating predecessor.
 """
 from __future__ import annotations
@@ -39,12 +40,18 @@ def host(port: Port, session: str, base_domain: str) -> str:
     return f"{port.port}-{session}.{base_domain}"
 
 
-def pod(session: str, namespace: str, generation: int, spec: Spec) -> dict[str, Any]:
+def pod(session: str, namespace: str, generation: int, spec: Spec, session_uid: str = "") -> dict[str, Any]:
+    """``session_uid``: the Session's, when the pod runs beside it (an ownerReference cannot cross
+    namespaces or clusters): the garbage collector then takes the pod with the Session."""
     containers = [_workspace(spec)] + [_app(app, spec) for app in spec.apps]
+    md: dict[str, Any] = {"name": pod_name(session, generation), "namespace": namespace,
+                          "labels": labels(session, generation)}
+    if session_uid:
+        md["ownerReferences"] = [{"apiVersion": "kfold.dev/v1alpha1", "kind": "Session", "name": session,
+                                  "uid": session_uid}]
     return {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": pod_name(session, generation), "namespace": namespace,
-                     "labels": labels(session, generation)},
+        "metadata": md,
         "spec": {"restartPolicy": "Never", "containers": containers,
                  "volumes": [{"name": WORKSPACE, "emptyDir": {}}]},
     }

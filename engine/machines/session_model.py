@@ -127,6 +127,8 @@ class SessionDecision(Decision):
     finalizer_step: str = ""               # "" | "sent" | "done"
     namespace_step: str = ""
     secret_step: str = ""
+    secret_made: bool = False              # a Secret create was sent: a stop reads and deletes it
+    secret_uid: str = ""                   # its uid, from the create's answer or the adopting read
     repos: tuple[RepoFacts, ...] = ()
     pod: PodFacts = PodFacts()
     repos_step: str = ""
@@ -135,7 +137,7 @@ class SessionDecision(Decision):
     runs: tuple[Run, ...] = ()
     service: Upsert = Upsert()
     ingress: Upsert = Upsert()
-    teardown: tuple[str, ...] = ()         # kinds still to delete on stop: Service, Ingress, Secret
+    teardown: tuple[str, ...] = ()         # kinds still to delete on stop: the Secret (the rest goes with the pod)
     teardown_sent: bool = False
     failure: Failure | None = None
     blocked: str = ""                      # why a teardown cannot finish

@@ -6,8 +6,15 @@ carries ``app.kubernetes.io/managed-by: kfold`` and ``kfold.dev/session: <sessio
 object without them is someone else's: it is reported (kind/namespace/name and the labels found)
 and never modified or deleted.
 
-Teardown, per kind, one object at a time:
-quorum ``GetObject`` -> absent: done | not ours: left untouched (logged), done | ours:
+What goes with the pod: the Service and Ingress carry an ownerReference to the pod (by uid), so
+the garbage collector deletes them once the pod is gone (fenced by uid there: it deletes what names
+the pod uid that no longer exists). A stop sends no request for them: a read and a delete of each
+would only race the collector (and meet its 404).
+
+Teardown of the Secret (made only when the Session has env references; ``secret_made``, or a spec
+with env after a lost journal): with the uid its create's answer (or the read that adopted it)
+gave, straight to the ``DeleteObject`` fenced by that uid (a ``conflict`` reads, as below);
+without one, quorum ``GetObject`` -> absent: done | not ours: left untouched (logged), done | ours:
 ``DeleteObject`` with a uid precondition -> ``ok``/``not_found``: done | ``conflict`` (the uid
 precondition failed: it was replaced since the read) -> read again and decide again. Both requests
 are safe to repeat (a read; a delete fenced by uid), so a transient answer or a crash in flight
@@ -23,8 +30,8 @@ from engine.machines.session_manifests import secret_name
 from engine.machines.session_model import SessionDecision
 from engine.machines.base import Ctx
 
-TEARDOWN_KINDS = (("Service", "v1"), ("Ingress", "networking.k8s.io/v1"), ("Secret", "v1"))
-_API = dict(TEARDOWN_KINDS)
+TEARDOWN_KINDS = (("Secret", "v1"),)   # Service and Ingress go with the pod (ownerReference)
+_API = {"Service": "v1", "Ingress": "networking.k8s.io/v1", "Secret": "v1"}
 
 
 def _labels(obj: Any) -> dict[str, Any]:
@@ -62,17 +69,27 @@ def _ref(d: SessionDecision, kind: str) -> dict[str, str]:
 
 # -- teardown ---------------------------------------------------------------------------------------
 
+def may_have_secret(d: SessionDecision) -> bool:
+    """A Secret create was sent for this Session, or its spec has env references (a record resumed
+    from a lost journal does not know whether one was)."""
+    return d.secret_made or bool(d.spec_raw.get("env"))
+
+
 def start_teardown(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
-    for kind, _ in TEARDOWN_KINDS:
-        ctx.emit(GetObject, key, **_ref(d, kind))
-    return d.but(teardown=tuple(k for k, _ in TEARDOWN_KINDS))
+    kinds = tuple(k for k, _ in TEARDOWN_KINDS if k != "Secret" or may_have_secret(d))
+    for kind in kinds:
+        if kind == "Secret" and d.secret_uid:   # known from its create: fenced by it, no read first
+            ctx.emit(DeleteObject, key, uid=d.secret_uid, safe_to_retry=True, **_ref(d, kind))
+        else:
+            ctx.emit(GetObject, key, **_ref(d, kind))
+    return d.but(teardown=kinds)
 
 
 def created_behind_teardown(d: SessionDecision, rec: Any, effect: Any) -> bool:
-    """A create sent before the stop answered after the teardown had read that kind (the read, a
-    quorum GET, is not queued behind the create): the object may exist now, after its read said
-    it did not."""
-    return (d.phase in ("Stopping", "Stopped") and effect.type == "create" and effect.kind in _API
+    """A Secret create sent before the stop answered after the teardown had read it (the read, a
+    quorum GET, is not queued behind the create): the Secret may exist now, after its read said
+    it did not. (A late Service or Ingress names the pod as its owner: it goes with the pod.)"""
+    return (d.phase in ("Stopping", "Stopped") and effect.type == "create" and effect.kind == "Secret"
             and effect.kind not in d.teardown and rec.result in ("ok", "already_exists", "transient"))
 
 
@@ -97,6 +114,8 @@ def teardown_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: An
         ctx.emit(GetObject, key, **_ref(d, effect.kind))
         return d
     if rec.result in ("ok", "not_found"):
+        if effect.kind == "Secret":
+            return d.but(teardown=rest, secret_made=False, secret_uid="")
         return d.but(teardown=rest)
     verb = "read" if effect.type == "get" else "delete"
     return d.but(teardown=rest, blocked=f"cannot {verb} {effect.kind} {effect.name}: {rec.result} {rec.message}".strip())

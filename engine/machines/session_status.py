@@ -4,8 +4,16 @@ Guarantees:
 - ``compute`` is a pure function of (decision, validated spec, config): the same facts always
   give the same status, byte for byte (``digest``).
 - ``write`` emits one ``PatchObject(subresource="status")`` only when the status differs from the
-  last one written (kept in ``status_written``); a failed write clears that, so the next decision
-  writes again. A Session that is gone is never written.
+  last one written (kept in ``status_written``) in something a user reads; a failed write clears
+  that, so the next decision writes again. A Session that is gone is never written.
+- Written only when it tells a user something new: a bring-up of generation N > 1 is written when
+  it starts (Pending, with its generation: what a lost journal resumes from; generation 1 needs no
+  such record), then when it is Ready (with its endpoints: the phase moves to Ready only once they
+  are published); the steps between (Creating, Provisioning) are written only when something
+  besides the step changed (the pod's provisioning message, a condition, a run). A Session being
+  deleted is not written (it is about to go; nobody reads a Stopping or Stopped on it) unless its
+  teardown is blocked (the condition says why its deletion waits). A stop that keeps the Session
+  writes Stopping and Stopped.
 - Convergence (``reassert``): a status on the Session that is not the one last written, from a
   write newer than that one (its resourceVersion), is written again. Status writes are merge
   patches without a resourceVersion precondition, so a write that was on the wire when its
@@ -34,8 +42,8 @@ def compute(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> d
         "phase": d.phase,
         "generation": d.generation,
         "podName": d.pod.name if live else None,
-        "endpoints": _endpoints(d, spec, cfg) if live and d.service.have else [],
-        "provisioningMessage": d.pod.provisioning or None if d.phase == "Provisioning" else None,
+        "endpoints": _endpoints(d, spec, cfg) if d.phase == "Ready" and live and d.service.have else [],
+        "provisioningMessage": d.pod.provisioning or None if d.phase == "Provisioning" and d.pod.phase != "Running" else None,
         "runs": [r.model_dump() for r in d.runs],
         "conditions": _conditions(d, spec),
     }
@@ -121,11 +129,11 @@ def digest(status: dict[str, Any]) -> str:
 
 def write(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> SessionDecision:
     """Emit a status patch if the status changed since the last write; returns the decision."""
-    if d.gone or (d.deleting and finalizer_released(d)):
+    if d.gone or (d.deleting and (finalizer_released(d) or not d.blocked)):
         return d
     status = compute(d, spec, cfg)
     text = digest(status)
-    if text == d.status_written or regresses(d):
+    if text == d.status_written or regresses(d) or _in_passing(d, status):
         return d
     ctx.emit(PatchObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
              namespace=d.namespace, name=d.name, patch={"status": status}, subresource="status")
@@ -158,6 +166,38 @@ def reassert(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     if any(getattr(e, "subresource", "") == "status" for e in ctx.pending_for(key)):
         return d
     return d.but(status_written="")
+
+
+_STEPS = ("Creating", "Provisioning")
+
+
+def _in_passing(d: SessionDecision, status: dict[str, Any]) -> bool:
+    """A bring-up step that tells a user nothing new: not written (Ready follows, or a provisioning
+    message when the pod waits). Generation 1 before anything was written: the step itself (the
+    Session has no status yet; a lost journal resumes it as generation 1 all the same). Later: only
+    the step changed since the last write, which already says this generation is being brought up
+    (a later generation's start is written: it is what a lost journal resumes from)."""
+    if d.phase not in ("Pending", *_STEPS):
+        return False
+    if not d.status_written:
+        return d.generation == 1 and _sans_step(status) == _sans_step(_quiet(status))
+    if d.phase == "Pending":
+        return False
+    last = json.loads(d.status_written)
+    return (last.get("phase") in ("Pending", *_STEPS) and last.get("generation") == d.generation
+            and _sans_step(last) == _sans_step(status))
+
+
+def _sans_step(status: dict[str, Any]) -> dict[str, Any]:
+    return {**status, "phase": None, "podName": None,
+            "conditions": [c for c in status.get("conditions") or () if c.get("type") != "Ready"]}
+
+
+def _quiet(status: dict[str, Any]) -> dict[str, Any]:
+    """``status`` with nothing a user would act on: no message, no run, only good conditions."""
+    good = [c for c in status.get("conditions") or () if c.get("type") in ("SpecValid", "PortsRouted")
+            and c.get("status") == "True"]
+    return {**status, "provisioningMessage": None, "runs": [], "endpoints": [], "conditions": good}
 
 
 _BRING_UP_RANK = {"Pending": 0, "Creating": 1, "Provisioning": 2, "Ready": 3}

@@ -18,6 +18,7 @@ from tests.e2e.conftest import wait_for
 GROUP, VERSION, PLURAL = "kfold.dev", "v1alpha1", "sessions"
 MANAGED = "app.kubernetes.io/managed-by=kfold"
 WEB = {"name": "web", "ports": [{"port": 8080, "protocol": "TCP"}]}
+ENV = [{"name": "TOKEN", "secretRef": {"name": "creds", "key": "token"}}]   # a Session with env gets its Secret
 
 
 class Cluster:
@@ -30,10 +31,13 @@ class Cluster:
         self.core = client.CoreV1Api(admin)
         self.net = client.NetworkingV1Api(admin)
 
-    def create_session(self, name: str, apps: list[dict] | None = None) -> None:
+    def create_session(self, name: str, apps: list[dict] | None = None, env: list[dict] | None = None) -> None:
+        spec: dict[str, Any] = {"image": "registry.example/sandbox:1", "apps": apps if apps is not None else [WEB]}
+        if env:
+            spec["env"] = env
         self.co.create_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "Session", "metadata": {"name": name, "namespace": self.ns},
-            "spec": {"image": "registry.example/sandbox:1", "apps": apps if apps is not None else [WEB]}})
+            "spec": spec})
 
     def sessions(self) -> list[dict]:
         return self.co.list_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL)["items"]

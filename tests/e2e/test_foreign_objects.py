@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.conftest import wait_for
-from tests.e2e.drills import Cluster
+from tests.e2e.drills import ENV, Cluster
 
 NAME = "fx"
 FOREIGN = {"app": "billing"}
@@ -53,7 +53,7 @@ def test_a_same_name_foreign_object_is_untouched_and_the_session_fails_naming_it
     before = _read(cluster, kind)
     try:
         d = daemon_factory(cp["kubeconfig"], [namespace]).start()
-        cluster.create_session(NAME)
+        cluster.create_session(NAME, env=ENV if kind == "Secret" else None)   # a Secret is made only with env
         wait_for(lambda: cluster.phases().get(NAME) == "Failed", timeout=60, what="the Session Failed")
         cond = _condition(cluster)
         shown = f"{NAME}-env" if kind == "Secret" else NAME

@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import wait_for
-from tests.e2e.drills import GROUP, PLURAL, VERSION, Cluster
+from tests.e2e.drills import ENV, GROUP, PLURAL, VERSION, Cluster
 from tests.e2e.test_kill9 import journal, replay_check
 
 SESSIONS = [f"s{i}" for i in range(10)]
+WITH_ENV = SESSIONS[::2]   # these have env references, so a Secret each (the rest: pod, Service, Ingress)
+OBJECTS = 3 * len(SESSIONS) + len(WITH_ENV)
 
 
 class PhaseWatch:
@@ -80,10 +82,10 @@ def test_a_fresh_journal_on_a_populated_cluster_deletes_nothing_and_shows_no_reg
     try:
         d = daemon_factory(cp["kubeconfig"], [namespace]).start()
         for s in SESSIONS:
-            cluster.create_session(s)
+            cluster.create_session(s, env=ENV if s in WITH_ENV else None)
         wait_for(lambda: set(cluster.phases().values()) == {"Ready"} and len(cluster.phases()) == len(SESSIONS),
                  timeout=120, interval=0.5, what="all Sessions Ready")
-        wait_for(lambda: len(uids(cluster)) == 4 * len(SESSIONS), timeout=30, what="pods, Services, Ingresses, Secrets")
+        wait_for(lambda: len(uids(cluster)) == OBJECTS, timeout=30, what="pods, Services, Ingresses, Secrets")
         before = uids(cluster)
         assert d.stop() == 0
         for suffix in ("", "-wal", "-shm"):

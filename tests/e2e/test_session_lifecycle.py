@@ -123,7 +123,9 @@ def test_deleting_the_session_tears_everything_down_first(admin, namespace, sa_d
         items = w.co.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
         return not items and w.all_pods() == []
     wait_for(gone, 45, what="Session finalized after its pod was deleted")
-    assert w.managed(w.core.list_namespaced_service) == []
+    # The Service and Ingress name the pod as their owner: the garbage collector takes them with it.
+    wait_for(lambda: w.managed(w.core.list_namespaced_service) == [], 30, what="Service collected with its pod")
+    wait_for(lambda: w.managed(w.net.list_namespaced_ingress) == [], 30, what="Ingress collected with its pod")
     assert w.managed(w.core.list_namespaced_secret) == []
 
 

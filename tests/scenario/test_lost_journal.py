@@ -10,13 +10,13 @@ from __future__ import annotations
 import pytest
 
 from engine.machines.session_model import FINALIZER
-from tests.scenario.test_session_support import SPEC, World, at, pod_obj, session_obj
+from tests.scenario.test_session_support import ENV_SPEC, SPEC, World, at, owned_obj, pod_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
 
-def _ready_session(gen: int, phase: str = "Ready", **status: object) -> dict:
-    obj = session_obj(SPEC, rv="500", finalizers=(FINALIZER,))
+def _ready_session(gen: int, phase: str = "Ready", spec: dict | None = None, **status: object) -> dict:
+    obj = session_obj(spec or SPEC, rv="500", finalizers=(FINALIZER,))
     obj["status"] = {"phase": phase, "generation": gen, "podName": f"demo-g{gen}", **status}
     return obj
 
@@ -27,8 +27,8 @@ def _running(gen: int) -> dict:
 
 def _adopt_everything(w: World, gen: int) -> None:
     """Answer every create with AlreadyExists and every read with what is running."""
-    w.answer("ensure_namespace", None, when=1)
-    w.answer("create", "Secret", result="already_exists", when=1, status_reason="AlreadyExists")
+    if w.pending("create", "Secret"):
+        w.answer("create", "Secret", result="already_exists", when=1, status_reason="AlreadyExists")
     if w.pending("get", "Secret"):
         secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {
             "name": "demo-env", "namespace": "team", "uid": "secret-uid", "resourceVersion": "300",
@@ -37,11 +37,16 @@ def _adopt_everything(w: World, gen: int) -> None:
     w.answer("create", "Pod", result="already_exists", when=2, status_reason="AlreadyExists")
     w.answer("get", "Pod", when=2, obj=_running(gen))      # the pod machine's read: adopt
     w.answer("get", "Pod", when=3, obj=_running(gen))      # the session's read of the adopted pod
+    for kind in ("Service", "Ingress"):                     # its endpoints, re-pointed at the same pod
+        w.answer("create", kind, result="already_exists", when=3, status_reason="AlreadyExists")
+        w.answer("get", kind, when=3, obj=owned_obj(kind))
+        w.answer("replace", kind, when=3, obj={})
 
 
-def test_a_fresh_journal_adopts_the_running_generation_without_a_new_one_or_a_delete():
+@pytest.mark.parametrize("spec", [SPEC, ENV_SPEC], ids=["no-env", "env"])
+def test_a_fresh_journal_adopts_the_running_generation_without_a_new_one_or_a_delete(spec):
     w = World()
-    w.s.observe(_ready_session(3), at(0))
+    w.s.observe(_ready_session(3, spec=spec), at(0))
     _adopt_everything(w, 3)
     assert w.pod_creates() == ["demo-g3"], "the running generation is adopted, not replaced"
     assert w.phase == "Ready", "the adopted pod's own read says Running and ready"
@@ -90,12 +95,11 @@ def test_a_session_stopped_while_kfold_had_no_journal_still_releases_its_pod(how
 def test_a_session_stopped_after_a_fresh_journal_began_readopting_still_releases_its_pod(how):
     """Found by ``kfold sim --seed 163`` (a lost journal, then the user deletes the Session while
     kfold is still at its Secret step of re-adopting generation 3): the pod the status names was
-    never read nor deleted, and outlived its Session."""
+    never read nor deleted, and outlived its Session. (A Secret step needs env references.)"""
     w = World()
-    w.s.observe(_ready_session(3), at(0))
-    w.answer("ensure_namespace", None, when=1)
+    w.s.observe(_ready_session(3, spec=ENV_SPEC), at(0))
     assert w.decision().generation == 3 and w.phase == "Pending" and not w.decision().pod.name
-    obj = _ready_session(3)
+    obj = _ready_session(3, spec=ENV_SPEC)
     obj["metadata"]["resourceVersion"] = "501"
     w.s.observe(_stopping(obj, how), at(2))
     _the_named_pod_is_released(w, 3)
@@ -103,7 +107,7 @@ def test_a_session_stopped_after_a_fresh_journal_began_readopting_still_releases
 
 def _stopping(obj: dict, how: str) -> dict:
     if how in ("stopped", "suspended"):
-        obj["spec"] = {**SPEC, how: True}
+        obj["spec"] = {**obj["spec"], how: True}
     else:
         obj["metadata"]["deletionTimestamp"] = "2030-01-01T00:10:00Z"
     return obj

@@ -45,6 +45,7 @@ def test_the_re_read_finding_the_pod_keeps_the_session_and_folds_what_it_says():
     _created_then_stale_list(w)
     w.answer("get", "Pod", when=4, obj=pod_obj(1, phase="Running", ip="10.0.0.7", node="node-a", ready=True,
                                                rv="70600"))
+    w.publish_endpoints(4)
     assert w.phase == "Ready", "the read's facts are folded like a watch event's"
     assert not w.decision().pod.reading
     w.s.advance_to(at(4 + 600))

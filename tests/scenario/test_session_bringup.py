@@ -18,16 +18,37 @@ def test_a_session_comes_up_in_order_and_serves_on_its_endpoints():
     w = World()
     w.submit(SPEC)
     assert w.effects("patch", "Session")[0].patch["metadata"]["finalizers"] == [FINALIZER]
-    assert not w.pending("create", "Pod"), "nothing is created before the finalizer holds"
-    w.to_ready()
+    assert w.pending("create", "Pod") and w.pending("patch", "Session"), "the pod create goes beside the finalizer patch"
+    assert not w.effects("ensure_namespace"), "the pod runs beside its Session: its namespace exists"
+    w.rv += 1
+    w.answer("patch", "Session", obj=session_obj(SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
+    w.answer("create", "Pod", when=1, obj=pod_obj(1))
+    w.run_pod(5)
+    w.publish_endpoints(6)
     pod = w.effects("create", "Pod")[0]
     assert pod.name == "demo-g1"
     assert pod.manifest["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "kfold",
                                                   "kfold.dev/session": "demo", "kfold.dev/generation": "1"}
+    assert pod.manifest["metadata"]["ownerReferences"] == [
+        {"apiVersion": "kfold.dev/v1alpha1", "kind": "Session", "name": "demo", "uid": "uid-demo"}], \
+        "a Session deleted before its finalizer landed takes its pod with it"
     assert w.phase == "Ready"
     assert w.status()["podName"] == "demo-g1"
     assert w.status()["endpoints"] == [{"app": "web", "port": 8080, "host": "8080-demo.sessions.example.test",
                                         "url": "http://8080-demo.sessions.example.test"}]
+    written = [e.patch["status"]["phase"] for e in w.effects("patch", "Session") if e.subresource == "status"]
+    assert written == ["Ready"], "generation 1 is written once: Ready, with its endpoints"
+    assert not w.effects("create", "Secret"), "no env references: no Secret"
+
+
+def test_endpoints_are_made_while_the_pod_starts_and_ready_waits_for_them():
+    w = World().to_provisioning()
+    assert [e.kind for e in w.pending("create")] == ["Service", "Ingress"], "routed once the pod has a uid"
+    assert w.pending("create", "Service")[0].manifest["metadata"]["ownerReferences"][0]["uid"] == "pod-uid-1"
+    w.run_pod(5)
+    assert w.phase == "Provisioning", "not Ready before its endpoints are published"
+    w.publish_endpoints(6)
+    assert w.phase == "Ready" and w.status()["endpoints"]
 
 
 def test_the_session_secret_holds_references_never_values():
@@ -105,13 +126,12 @@ def _with_repository(w: World) -> str:
     w.submit({**SPEC, "repositories": [{"url": URL}]})
     w.rv += 1
     w.answer("patch", "Session", obj=session_obj(w.spec, rv=str(w.rv), finalizers=(FINALIZER,)))
-    w.answer("ensure_namespace", None)
     repo = w.decision().repos[0].key
     assert repo == f"local/team/{cache_key(URL)}"
     _relay(w, "repo_ensured", repo=repo, url=URL)
-    w.answer("create", "Secret")
     w.answer("create", "Pod", obj=pod_obj(1))
     w.run_pod(5, node="node-a")
+    w.publish_endpoints(5)
     return repo
 
 

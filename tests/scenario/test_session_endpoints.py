@@ -61,3 +61,24 @@ def test_no_ports_means_no_endpoints_and_an_unchanged_port_set_sends_nothing():
     w.run_pod(5)
     assert not w.effects("create", "Service") and not w.effects("create", "Ingress")
     assert w.phase == "Ready"
+
+
+def test_an_endpoint_that_keeps_failing_does_not_hold_ready_for_ever_and_says_why():
+    w = World().to_provisioning(when=1)
+    w.run_pod(5)
+    w.answer("create", "Service", when=6, obj={})
+    for attempt in range(4):
+        assert w.phase == "Provisioning", f"Ready waits while the Ingress is still being tried (attempt {attempt})"
+        w.answer("create", "Ingress", "invalid", when=7 + attempt, message="spec.rules: Invalid value")
+    assert not w.pending("create", "Ingress"), "its tries are spent"
+    assert w.phase == "Ready"
+    cond = w.condition("EndpointsPublished")
+    assert cond["status"] == "False" and "Ingress: invalid" in cond["message"]
+
+
+def test_a_service_answer_after_the_pod_was_let_go_sends_nothing_more():
+    w = World().to_provisioning(when=1)
+    w.submit({**SPEC, "suspended": True}, 2)
+    before = len(w.s.effects)
+    w.answer("create", "Service", "already_exists", when=3)
+    assert len(w.s.effects) == before, "no read, no replace: the Service goes with the pod it names"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine.machines.session_model import FINALIZER
-from tests.scenario.test_session_support import SPEC, World, owned_obj, session_obj
+from tests.scenario.test_session_support import ENV_SPEC, SPEC, World, owned_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -14,19 +14,17 @@ OTHER_APP = {"app": "billing"}
 
 
 def _secret_exists() -> World:
-    """Bring-up to the Secret create, answered AlreadyExists."""
+    """Bring-up (with env references, so with a Secret) to the Secret create, answered AlreadyExists."""
     w = World()
-    w.submit(SPEC)
+    w.submit(ENV_SPEC)
     w.rv += 1
-    w.answer("patch", "Session", obj=session_obj(SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
-    w.answer("ensure_namespace", None)
+    w.answer("patch", "Session", obj=session_obj(ENV_SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
     w.answer("create", "Secret", "already_exists", status_reason="AlreadyExists")
     return w
 
 
 def test_a_foreign_service_of_the_same_name_fails_the_session_and_is_never_replaced():
     w = World().to_provisioning(when=1)
-    w.run_pod(5)
     w.answer("create", "Service", "already_exists", when=6, status_reason="AlreadyExists")
     w.answer("get", "Service", when=7, obj=owned_obj("Service", labels=OTHER_APP))
     assert w.phase == "Failed"
@@ -53,27 +51,28 @@ def test_this_sessions_own_secret_is_adopted():
     assert w.phase == "Creating" and w.pod_creates() == ["demo-g1"]
 
 
-def test_stop_leaves_a_foreign_object_untouched_and_deletes_its_own_by_uid():
-    w = World().to_ready()
-    w.submit({**SPEC, "stopped": True}, 10)
-    w.answer("get", "Service", when=11, obj=owned_obj("Service", labels=OTHER_APP))
-    w.answer("get", "Ingress", when=11, result="not_found", status_reason="NotFound")
-    w.answer("get", "Secret", when=11, obj=owned_obj("Secret"))
+@pytest.mark.parametrize("ours", [True, False], ids=["ours", "foreign"])
+def test_stop_leaves_a_foreign_secret_untouched_and_deletes_its_own_by_uid(ours):
+    w = World().to_ready(ENV_SPEC)
+    w.submit({**ENV_SPEC, "stopped": True}, 10)
+    assert not w.pending("get", "Service") and not w.pending("get", "Ingress"), "they go with the pod"
+    w.answer("get", "Secret", when=11, obj=owned_obj("Secret", labels=None if ours else OTHER_APP))
     deletes = [(e.kind, e.uid) for e in w.effects("delete") if e.kind != "Pod"]
-    assert deletes == [("Secret", "secret-uid")], "only its own object, fenced by uid"
-    w.answer("delete", "Secret", when=12)
+    assert deletes == ([("Secret", "secret-uid")] if ours else []), "only its own object, fenced by uid"
+    if ours:
+        w.answer("delete", "Secret", when=12)
     assert w.decision().teardown == ()
 
 
 def test_a_delete_whose_uid_precondition_fails_reads_again():
-    w = World().to_ready()
-    w.submit({**SPEC, "stopped": True}, 10)
-    w.answer("get", "Service", when=11, obj=owned_obj("Service"))
-    w.answer("delete", "Service", "conflict", when=12, status_reason="Conflict")
-    replaced = owned_obj("Service", labels=OTHER_APP)
-    w.answer("get", "Service", when=13, obj=replaced)
-    assert [e.uid for e in w.effects("delete", "Service")] == ["service-uid"], "the replacement is not deleted"
-    assert "Service" not in w.decision().teardown
+    w = World().to_ready(ENV_SPEC)
+    w.submit({**ENV_SPEC, "stopped": True}, 10)
+    w.answer("get", "Secret", when=11, obj=owned_obj("Secret"))
+    w.answer("delete", "Secret", "conflict", when=12, status_reason="Conflict")
+    replaced = owned_obj("Secret", labels=OTHER_APP)
+    w.answer("get", "Secret", when=13, obj=replaced)
+    assert [e.uid for e in w.effects("delete", "Secret")] == ["secret-uid"], "the replacement is not deleted"
+    assert "Secret" not in w.decision().teardown
 
 
 @pytest.mark.parametrize("ours", [True, False], ids=["ours", "foreign"])
@@ -86,3 +85,19 @@ def test_an_endpoint_no_longer_wanted_is_read_then_deleted_only_if_ours(ours):
     deletes = [(e.kind, e.uid) for e in w.effects("delete") if e.kind == "Service"]
     assert deletes == ([("Service", "service-uid")] if ours else [])
     assert w.phase == "Ready", "an object kfold no longer wants is never a reason to fail"
+
+
+def test_a_secret_whose_create_answered_is_deleted_by_that_uid_without_a_read_first():
+    w = World()
+    w.submit(ENV_SPEC)
+    w.rv += 1
+    w.answer("patch", "Session", obj=session_obj(ENV_SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
+    w.answer("create", "Secret", obj=owned_obj("Secret"))
+    w.submit({**ENV_SPEC, "stopped": True}, 10)
+    assert not w.pending("get", "Secret"), "its uid is known from the create: no read"
+    delete = w.pending("delete", "Secret")[0]
+    assert delete.uid == "secret-uid"
+    w.answer("delete", "Secret", "conflict", when=11, status_reason="Conflict")   # replaced since: read, decide again
+    w.answer("get", "Secret", when=12, obj=owned_obj("Secret", labels=OTHER_APP))
+    assert [e.uid for e in w.effects("delete", "Secret")] == ["secret-uid"], "the replacement is not deleted"
+    assert w.decision().teardown == ()

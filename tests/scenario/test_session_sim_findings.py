@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from engine.machines.session_model import FINALIZER
-from tests.scenario.test_session_support import KEY, SPEC, World, at, owned_obj, session_obj
+from tests.scenario.test_session_support import ENV_SPEC, KEY, SPEC, World, at, owned_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -56,13 +56,11 @@ def test_a_secret_created_after_the_teardown_read_it_is_still_deleted():
     teardown's read (a quorum GET, not queued behind the create) found nothing, the create then
     landed, and the Secret outlived its Session."""
     w = World()
-    w.submit(SPEC, 0)
+    w.submit(ENV_SPEC, 0)
     w.rv += 1
-    w.answer("patch", "Session", obj=session_obj(SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
-    w.answer("ensure_namespace", None)
+    w.answer("patch", "Session", obj=session_obj(ENV_SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
     create = w.pending("create", "Secret")[0]
-    w.submit(SPEC, 1, deleting=True)
-    w.tear_down(2, ("Service", "Ingress"), "not_found")
+    w.submit(ENV_SPEC, 1, deleting=True)
     w.answer("get", "Secret", "not_found", when=2)
     assert w.phase == "Stopped"
     w.s.outcome(create, "ok", at(3), obj=owned_obj("Secret"))

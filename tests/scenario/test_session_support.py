@@ -14,6 +14,8 @@ NAME = "demo"
 KEY = f"local/{NS}/{NAME}"
 BASE = "sessions.example.test"
 SPEC = {"image": "registry.example/ws:1", "apps": [{"name": "web", "ports": [{"port": 8080}], "io": "tty"}]}
+# With env references: the Session gets its Secret (``<session>-env``), which a stop reads and deletes.
+ENV_SPEC = {**SPEC, "env": [{"name": "TOKEN", "secretRef": {"name": "creds", "key": "token"}}]}
 
 
 def at(seconds: float) -> int:
@@ -102,14 +104,15 @@ class World:
 
     # -- driving ---------------------------------------------------------------------------------
     def to_creating(self, spec: dict[str, Any] | None = None, when: float = 0) -> "World":
-        """Submit, then answer finalizer, namespace and Secret: the pod create is in flight."""
+        """Submit, then answer the finalizer and (with env) the Secret: the pod create is in flight (no
+        namespace step: the pod runs beside its Session)."""
         spec = spec or SPEC
         self.submit(spec, when)
         self.rv += 1
         self.answer("patch", "Session", when=when,
                     obj=session_obj(spec, rv=str(self.rv), finalizers=(FINALIZER,)))
-        self.answer("ensure_namespace", None, when=when)
-        self.answer("create", "Secret", when=when)
+        if self.pending("create", "Secret"):
+            self.answer("create", "Secret", when=when)
         return self
 
     def to_provisioning(self, spec: dict[str, Any] | None = None, when: float = 0) -> "World":
@@ -135,9 +138,11 @@ class World:
         self.publish_endpoints(6)
         return self
 
-    def tear_down(self, when: float = 0, kinds: tuple[str, ...] = ("Service", "Ingress", "Secret"),
-                  result: str = "ok") -> None:
-        """Answer the teardown: each kind's read finds this Session's object, its fenced delete ``result``."""
+    def tear_down(self, when: float = 0, kinds: tuple[str, ...] | None = None, result: str = "ok") -> None:
+        """Answer the teardown: each kind's read (default: each one pending) finds this Session's
+        object, its fenced delete ``result``."""
+        if kinds is None:
+            kinds = tuple(e.kind for e in self.pending("get") if e.kind in ("Service", "Ingress", "Secret"))
         for kind in kinds:
             self.answer("get", kind, when=when, obj=owned_obj(kind))
             delete = self.answer("delete", kind, result, when=when)
