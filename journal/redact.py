@@ -36,8 +36,11 @@ every other byte dropped) holds no marker is cleared after one translate and a C
 the projection only ever joins letters, so it may show a marker the payload lacks, never miss one.
 
 Real pods nearly always hold a marker in a harmless place (the service-account token volume,
-``secretKeyRef``, ``"key":``), so two verdicts are remembered by the payload's *shape*, its bytes
-with every digit replaced by ``0`` (a keyed 128-bit digest of it, in a bounded memo): a clean scan,
+``secretKeyRef``, ``"key":``). The scan then checks each occurrence of a marker against that
+marker's benign contexts (``_unexplained``: a ``find`` pass per marker, a few ``startswith`` per
+occurrence; the verdict of counting both, see ``_scan``), and two verdicts are remembered by the
+payload's *shape*, its bytes with every digit replaced by ``0`` (a keyed 128-bit digest of it, in
+a bounded memo; ``shape``): a clean scan,
 and where the walk of an observed non-Secret object digested values (nothing, for most): the
 positions (entry index at each level), which a later object of that shape gets digested directly. Successive events of one object
 mostly differ only in digits (resourceVersion, times, counters, IPs). Why that is sound: no

@@ -2,6 +2,8 @@
 
 Expected flow: ``async with SqliteJournal(path) as j`` (or ``MemoryJournal()``); the daemon calls
 ``committed = await j.append(drafts)`` from any number of tasks and folds ``committed`` in order.
+``j.prepare(drafts)`` beforehand (the daemon's ``submit`` does) redacts and serializes them while
+an earlier transaction commits, so the transaction that takes them only numbers and chains them.
 
 Guarantees (both implementations; ``tests/contract/test_journal_contract.py``):
 - ONE writer task. Concurrent ``append`` calls that queue while a transaction is in flight are
