@@ -36,8 +36,11 @@ every other byte dropped) holds no marker is cleared after one translate and a C
 the projection only ever joins letters, so it may show a marker the payload lacks, never miss one.
 
 Real pods nearly always hold a marker in a harmless place (the service-account token volume,
-``secretKeyRef``, ``"key":``), so two verdicts are remembered by the payload's *shape*, its bytes
-with every digit replaced by ``0`` (a keyed 128-bit digest of it, in a bounded memo): a clean scan,
+``secretKeyRef``, ``"key":``). The scan then checks each occurrence of a marker against that
+marker's benign contexts (``_unexplained``: a ``find`` pass per marker, a few ``startswith`` per
+occurrence; the verdict of counting both, see ``_scan``), and two verdicts are remembered by the
+payload's *shape*, its bytes with every digit replaced by ``0`` (a keyed 128-bit digest of it, in
+a bounded memo; ``shape``): a clean scan,
 and where the walk of an observed non-Secret object digested values (nothing, for most): the
 positions (entry index at each level), which a later object of that shape gets digested directly. Successive events of one object
 mostly differ only in digits (resourceVersion, times, counters, IPs). Why that is sound: no
@@ -57,6 +60,7 @@ import hmac
 import itertools
 import os
 import re
+import sys
 from typing import Any, Iterator
 
 import orjson
@@ -86,6 +90,9 @@ _KEY_CACHE_MAX = 50_000
 
 
 _RULES = tuple((marker, _BENIGN.get(marker, ())) for marker in _MARKERS)
+# marker -> its benign contexts, each with where the marker sits in it (``_unexplained``)
+_CONTEXTS = {marker: tuple((ctx, ctx.index(marker)) for ctx in benign) for marker, benign in _RULES}
+assert all(ctx.count(m) == 1 for m, cs in _CONTEXTS.items() for ctx, _ in cs), "a context holds its marker once"
 
 
 # ``payload.translate(_RUNS, _NOT_RUNS)``: the payload's ASCII letters, lowered as
@@ -96,8 +103,8 @@ _RUNS = bytes(c + 32 if 65 <= c <= 90 else 32 if c == 34 else c for c in range(2
 _NOT_RUNS = bytes(c for c in range(256) if not (65 <= c <= 90 or 97 <= c <= 122 or c == 34))
 _DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
 _SHAPE_KEY = os.urandom(16)       # per process: nobody outside can aim a payload at a stored shape
-_CLEAN_SCANS: set[bytes] = set()  # shapes whose full scan was clean
-_WALKS: dict[bytes, tuple[tuple[int, ...], ...]] = {}  # shape of an observed non-Secret object ->
+_CLEAN_SCANS: set[Any] = set()  # shapes whose full scan was clean
+_WALKS: dict[Any, tuple[tuple[int, ...], ...]] = {}  # shape of an observed non-Secret object ->
                                                          # positions of the values its walk digested
 _SHAPES_MAX = 200_000             # per set (~30 MB at most); cleared when full
 
@@ -105,20 +112,29 @@ _SHAPES_MAX = 200_000             # per set (~30 MB at most); cleared when full
 _PREFIX_BYTES = PREFIX.encode()
 
 
-def shape(payload: bytes) -> bytes:
-    """A digest of ``payload`` with every digit replaced by ``0`` (see the module docstring); the
-    digest prefix is kept apart first (a byte orjson never writes raw), as the walk reads it whole."""
-    return hashlib.blake2b(payload.replace(_PREFIX_BYTES, b"\x01").translate(_DIGITS_TO_0), digest_size=16,
-                           key=_SHAPE_KEY).digest()
+def shape(payload: bytes) -> Any:
+    """A 128-bit keyed digest of ``payload`` with every digit replaced by ``0`` (see the module
+    docstring); the digest prefix is kept apart first (a byte orjson never writes raw), as the walk
+    reads it whole. The digest: CPython's own keyed hash (SipHash-1-3 under the process's random
+    hash key) of those bytes and of them reversed, ~10x cheaper than BLAKE2b on a 2 KB Pod; when
+    hash randomization is off (``PYTHONHASHSEED`` set), that key is known, so BLAKE2b keyed with a
+    per-process random key instead."""
+    zeroed = payload.replace(_PREFIX_BYTES, b"\x01").translate(_DIGITS_TO_0)
+    if _SIPHASH:
+        return hash(zeroed), hash(zeroed[::-1])
+    return hashlib.blake2b(zeroed, digest_size=16, key=_SHAPE_KEY).digest()
 
 
-def _remember(memo: set[bytes], key: bytes) -> None:
+_SIPHASH = bool(sys.flags.hash_randomization) and sys.hash_info.algorithm.startswith("siphash")
+
+
+def _remember(memo: set[Any], key: Any) -> None:
     if len(memo) >= _SHAPES_MAX:
         memo.clear()
     memo.add(key)
 
 
-def _remember_walk(key: bytes, paths: tuple[tuple[int, ...], ...]) -> None:
+def _remember_walk(key: Any, paths: tuple[tuple[int, ...], ...]) -> None:
     if len(_WALKS) >= _SHAPES_MAX:
         _WALKS.clear()
     _WALKS[key] = paths
@@ -131,15 +147,35 @@ def suspicious(payload: bytes) -> bool:
     cleared after one translate and ten C scans (~2 us per 1.5 KB); one with a marker pays the
     full scan once per shape (see the module docstring), then a digest and a set test."""
     letters = payload.translate(_RUNS, _NOT_RUNS)
-    return any(marker in letters for marker in _MARKERS) and _scan_by_shape(payload, shape(payload))
+    return any(marker in letters for marker in _MARKERS) and _scan_by_shape(payload, shape(payload), letters)
 
 
-def _scan_by_shape(payload: bytes, key: bytes) -> bool:
+def _scan_by_shape(payload: bytes, key: Any, letters: bytes) -> bool:
     if key in _CLEAN_SCANS:
         return False
-    if _scan(payload.lower()):
+    if _unexplained(payload.lower(), [marker for marker in _MARKERS if marker in letters]):
         return True
     _remember(_CLEAN_SCANS, key)
+    return False
+
+
+def _unexplained(low: bytes, markers: list[bytes]) -> bool:
+    """``_scan(low)``, for the ``markers`` the letter projection shows: does an occurrence of one
+    lie outside all of its marker's benign contexts? The same verdict as ``_scan``'s counts (each
+    context holds its marker once and no two contexts can share an occurrence, so "as many
+    contexts as occurrences" is "every occurrence in a context"), found with one C ``find`` pass
+    per marker and a few ``startswith`` per occurrence instead of a count pass per context (~4x
+    cheaper on a real Pod, which holds its markers a handful of times, each in a reference)."""
+    for marker in markers:
+        contexts, step = _CONTEXTS[marker], len(marker)
+        at = low.find(marker)
+        while at >= 0:
+            for ctx, off in contexts:
+                if at >= off and low.startswith(ctx, at - off):
+                    break
+            else:
+                return True
+            at = low.find(marker, at + step)
     return False
 
 
@@ -372,7 +408,7 @@ def _walk_plan(payload: bytes) -> tuple[tuple[int, ...], ...] | None:
         plan = _WALKS.get(key)
         if plan is not None:
             return plan
-    return None if _scan_by_shape(payload, key) else ()
+    return None if _scan_by_shape(payload, key, letters) else ()
 
 
 def _learn(payload: bytes, before: dict[str, Any], after: dict[str, Any]) -> None:

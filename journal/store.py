@@ -2,6 +2,8 @@
 
 Expected flow: ``async with SqliteJournal(path) as j`` (or ``MemoryJournal()``); the daemon calls
 ``committed = await j.append(drafts)`` from any number of tasks and folds ``committed`` in order.
+``j.prepare(drafts)`` beforehand (the daemon's ``submit`` does) redacts and serializes them while
+an earlier transaction commits, so the transaction that takes them only numbers and chains them.
 
 Guarantees (both implementations; ``tests/contract/test_journal_contract.py``):
 - ONE writer task. Concurrent ``append`` calls that queue while a transaction is in flight are
@@ -48,6 +50,10 @@ READ_BATCH = 2000
 # 1.2 KB Pod record is ~60 objects, and 2000 of them alive at once cost 2-3x more per record
 # (cold memory, collector passes over the whole batch) than a slice the caller folds and drops.
 PARSE_BATCH = 128
+# ``prepare``: a draft's payload starts with its seq (the first field), -1 until it is numbered
+_UNNUMBERED = b'{"seq":-1,'
+_UNNUMBERED_LEN = len(_UNNUMBERED)
+_AHEAD_MAX = 100_000
 
 
 class Journal(Retaining):
@@ -74,6 +80,7 @@ class Journal(Retaining):
         self._snapshots: list[int] = []   # seqs of the stored snapshots, ascending
         self.last_snapshot_bytes = 0      # size of the newest snapshot
         self.bytes_since_snapshot = 0     # record payload bytes committed since it
+        self._ahead: dict[int, tuple[Record, bytes]] = {}  # id(draft) -> (draft, payload at seq -1): ``prepare``
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def open(self) -> "Journal":
@@ -117,6 +124,33 @@ class Journal(Retaining):
         if not drafts:
             return []
         return await self._submit("append", (list(drafts), None))
+
+    def prepare(self, drafts: Sequence[Record]) -> list[Record]:
+        """Do now, for ``drafts`` about to be appended, what ``append`` does to a draft that does
+        not depend on its place: redaction and serialization. Returns the drafts to append in
+        their stead (the redacted ones where a rule applied); appended unchanged, the transaction
+        only numbers them, splices the seq into the payload and chains the checksum. Optional: an
+        unprepared draft is prepared by ``append`` itself, and a prepared one appended twice, or
+        to another journal, is prepared again there. A caller whose drafts arrive while a
+        transaction is in flight (the daemon's ``submit``) so does this work meanwhile, instead
+        of holding the next transaction back until it is done."""
+        if self.redactor is None or self._failed is not None:
+            return list(drafts)
+        ahead, out = self._ahead, []
+        if len(ahead) > _AHEAD_MAX:  # prepared drafts never appended: forget them (only speed is lost)
+            ahead.clear()
+        for draft in drafts:
+            if draft.seq == -1:
+                try:
+                    rec, payload = self.redactor.sealed(draft, dump(draft), dump)
+                except Exception:  # append meets the same error, and reports it to the caller
+                    out.append(draft)
+                    continue
+                if payload.startswith(_UNNUMBERED):
+                    ahead[id(rec)] = (rec, payload)
+                    draft = rec
+            out.append(draft)
+        return out
 
     async def stage(self, drafts: Sequence[Record]) -> tuple[list[Record], "asyncio.Future[list[Record]]"]:
         """``append``, in two steps: returns the stamped, redacted records as soon as they are
@@ -227,9 +261,14 @@ class Journal(Retaining):
     def _prepare(self, drafts: list[Record], seq: int, prev: int, rows: list[Row]):
         out: list[Record] = []
         mine: list[Row] = []
+        ahead = self._ahead
         for draft in drafts:
-            rec = self._seal(draft, seq)
-            rec, payload = self.redactor.sealed(rec, dump(rec), dump)
+            hit = ahead.pop(id(draft), None) if ahead else None
+            if hit is not None and hit[0] is draft and draft.seq == -1:  # prepared: only its number
+                rec, payload = stamp(draft, seq), b'{"seq":%d,' % seq + hit[1][_UNNUMBERED_LEN:]
+            else:
+                rec = self._seal(draft, seq)
+                rec, payload = self.redactor.sealed(rec, dump(rec), dump)
             prev = link(prev, seq, rec.at, rec.rec, payload)
             mine.append((seq, rec.at, rec.rec, payload, prev))
             out.append(rec)

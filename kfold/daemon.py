@@ -116,8 +116,8 @@ class Daemon:
     async def submit(self, drafts: Iterable[Any]) -> None:
         """Queue drafts and wait until they are committed and folded (backpressure). A command the
         fold cannot accept raises ``SeamError`` naming the field; nothing of ``drafts`` is queued."""
-        drafts = checked(list(drafts), self.machines)
-        fut = asyncio.get_running_loop().create_future()
+        drafts = self.journal.prepare(checked(list(drafts), self.machines))  # redacted and serialized
+        fut = asyncio.get_running_loop().create_future()  # now, while an earlier batch commits
         self._inbox.put_nowait((drafts, fut, time.perf_counter()))
         await fut
 

@@ -24,7 +24,10 @@ floors (``scripts/bench_floor.py``) on the same rows: ingest = ``orjson.dumps`` 
 snapshots: bytes of all snapshots the daemon wrote / bytes of all record payloads.
 
 Printed: each run, then the median of each figure and of each ratio over ``--runs``, with the
-machine's load average (the figures are only comparable within a run on a shared machine).
+machine's load average (the figures are only comparable within a run on a shared machine), and
+the CPU time per event of each side (this process, every thread; the floors' batch making left
+out): with no idle core, the rates follow the CPU each side needs, which the load changes less
+than it changes the rates (a core kept busy by other work does not overlap a transaction).
 """
 from __future__ import annotations
 
@@ -55,26 +58,27 @@ from workload import World, observed, start_daemon, variants  # noqa: E402
 T0 = 1_893_456_000_000
 
 
-async def ingest(path: str, pool: list[bytes], args) -> tuple[float, float]:
-    """(seconds from the first submit to the last commit, of which making drafts): the drafts are
-    made on the loop's thread, so their time adds to the wall time and is subtracted for the
-    committer's own rate (the floor does not make drafts either)."""
+async def ingest(path: str, pool: list[bytes], args) -> tuple[float, float, float]:
+    """(seconds from the first submit to the last commit, of which making drafts, CPU seconds of
+    making drafts): the drafts are made on the loop's thread, so their time adds to the wall time
+    and is subtracted for the committer's own rate (the floor does not make drafts either)."""
     daemon = await start_daemon(SqliteJournal(path))
     gc_policy.freeze()  # as kfold run does once recovered
-    todo, making = iter(range(0, args.events, args.batch)), [0.0]
+    todo, making = iter(range(0, args.events, args.batch)), [0.0, 0.0]
 
     async def feeder() -> None:
         for first in todo:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             drafts = [observed(pool[k % len(pool)], 1000 + k, T0 + k) for k in range(first, min(first + args.batch, args.events))]
             making[0] += time.perf_counter() - t
+            making[1] += time.thread_time() - c
             await daemon.submit(drafts)
 
     start = time.perf_counter()
     await asyncio.gather(*(feeder() for _ in range(args.feeders)))
     spent = time.perf_counter() - start
     await daemon.stop()
-    return spent, making[0]
+    return spent, making[0], making[1]
 
 
 def replay_command(path: str) -> float:
@@ -102,6 +106,31 @@ def sizes(path: str) -> tuple[int, int, int]:
     return n, rec, snap
 
 
+def cpu_timed(fn, *a):
+    """(fn's result, CPU seconds of this process, every thread, while it ran)."""
+    start = time.process_time()
+    result = fn(*a)
+    return result, time.process_time() - start
+
+
+class _Untimed:
+    """Iterates ``it``, adding the calling thread's CPU time spent producing items to ``spent``
+    (the floor's stand-in for the apiserver, left out of its CPU as out of its wall time)."""
+
+    def __init__(self, it):
+        self.it, self.spent = iter(it), 0.0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        start = time.thread_time()
+        try:
+            return next(self.it)
+        finally:
+            self.spent += time.thread_time() - start
+
+
 def profiled(enabled: bool, fn, *a):
     if not enabled:
         return fn(*a)
@@ -114,18 +143,24 @@ def profiled(enabled: bool, fn, *a):
 def one_run(pool: list[bytes], args, tmp: str) -> dict[str, float]:
     path = os.path.join(tmp, "journal.sqlite")
     load = os.getloadavg()[0]
-    t_wall, t_making = profiled(args.profile == "ingest", lambda: asyncio.run(ingest(path, pool, args)))
-    t_in = t_wall - t_making
+    (t_wall, t_making, c_making), c_in = cpu_timed(
+        profiled, args.profile == "ingest", lambda: asyncio.run(ingest(path, pool, args)))
+    t_in, c_in = t_wall - t_making, c_in - c_making
     n, rec_bytes, snap_bytes = sizes(path)
-    t_replay = profiled(args.profile == "replay", replay_command, path)
+    t_replay, c_replay = cpu_timed(profiled, args.profile == "replay", replay_command, path)
     t_loop = asyncio.run(replay_loop(path))
-    t_floor_in, _ = ingest_floor(os.path.join(tmp, "floor.sqlite"), journal_batches(path, args.batch), args.batch)
-    t_floor_re = replay_floor(path, verify=True, decode=True)
+    batches = _Untimed(journal_batches(path, args.batch))
+    (t_floor_in, _), c_floor_in = cpu_timed(ingest_floor, os.path.join(tmp, "floor.sqlite"), batches, args.batch)
+    c_floor_in -= batches.spent
+    t_floor_re, c_floor_re = cpu_timed(replay_floor, path, True, True)
     out = {"load": load, "records": n, "ingest": n / t_in, "ingest_wall": n / t_wall, "floor_ingest": n / t_floor_in,
            "replay": n / t_replay, "replay_loop": n / t_loop, "floor_replay": n / t_floor_re,
            "record_mb": rec_bytes / 1e6, "snapshot_mb": snap_bytes / 1e6}
     out |= {"ingest_ratio": out["ingest"] / out["floor_ingest"], "replay_ratio": out["replay"] / out["floor_replay"],
-            "snapshot_ratio": snap_bytes / rec_bytes}
+            "snapshot_ratio": snap_bytes / rec_bytes,
+            "cpu_ingest_us": c_in / n * 1e6, "cpu_floor_ingest_us": c_floor_in / n * 1e6,
+            "cpu_replay_us": c_replay / n * 1e6, "cpu_floor_replay_us": c_floor_re / n * 1e6}
+    out |= {"cpu_ingest_ratio": c_floor_in / c_in, "cpu_replay_ratio": c_floor_re / c_replay}
     for f in Path(tmp).iterdir():
         f.unlink()
     return out
@@ -137,7 +172,10 @@ def show(label: str, r: dict[str, float]) -> None:
           f"  ingest  {r['ingest']:>8,.0f} ev/s  floor {r['floor_ingest']:>8,.0f}  ratio {r['ingest_ratio']:.2f}"
           f"   (with the drafts' making, as the observer decodes: {r['ingest_wall']:,.0f} ev/s)\n"
           f"  replay  {r['replay']:>8,.0f} ev/s  floor {r['floor_replay']:>8,.0f}  ratio {r['replay_ratio']:.2f}"
-          f"   (read+fold loop alone {r['replay_loop']:,.0f} ev/s)")
+          f"   (read+fold loop alone {r['replay_loop']:,.0f} ev/s)\n"
+          f"  CPU per event, every thread (less sensitive to load than the rates): ingest {r['cpu_ingest_us']:.1f} us, "
+          f"floor {r['cpu_floor_ingest_us']:.1f} us, ratio {r['cpu_ingest_ratio']:.2f}; replay {r['cpu_replay_us']:.1f} us, "
+          f"floor {r['cpu_floor_replay_us']:.1f} us, ratio {r['cpu_replay_ratio']:.2f}")
 
 
 def main() -> None:

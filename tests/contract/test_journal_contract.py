@@ -349,3 +349,68 @@ class TestStageContract:
             with pytest.raises(DuplicateSeq):
                 await durable
             assert [r.name for r in await read_all(first)] == ["c0"]
+
+
+def pods_with_credentials(n: int) -> list[Observed]:
+    """Pods as a watch serves them: references only, a credential in env, in an annotation, and in
+    an unusual place (a custom key deep in status, a JWT in a container's args)."""
+    out = []
+    for i in range(n):
+        obj = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f"p{i}", "namespace": "ns", "resourceVersion": str(100 + i), "annotations": {}},
+               "spec": {"volumes": [{"name": "kube-api-access", "projected": {"sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}]}}],
+                        "containers": [{"name": "c", "args": ["--verbose"], "env": [
+                            {"name": "URL", "valueFrom": {"secretKeyRef": {"name": "db", "key": "url"}}}]}]},
+               "status": {"phase": "Running"}}
+        if i % 4 == 1:
+            obj["spec"]["containers"][0]["env"].append({"name": "DB_PASSWORD", "value": f"hunter{i}-pw"})
+        elif i % 4 == 2:
+            obj["metadata"]["annotations"]["example.com/upstream"] = f"Bearer abc{i}defghij"
+        elif i % 4 == 3:
+            obj["status"]["extra"] = {"vendor": {"apiKey": f"key-{i}-material"}}
+            obj["spec"]["containers"][0]["args"].append(f"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiI{i}In0.sig")
+        out.append(Observed(cluster="c", api_version="v1", kind="Pod", namespace="ns", name=f"p{i}",
+                            rv=str(100 + i), event="MODIFIED", obj=obj))
+    return out
+
+
+class TestPrepareContract:
+    async def test_prepared_drafts_are_journaled_exactly_as_unprepared_ones(self, backend):
+        drafts = pods_with_credentials(12) + commands(2)
+        async with MemoryJournal() as plain:  # its own store: the same seqs
+            expected = await plain.append(drafts)
+            rows = await plain._fetch(1, plain.last_seq)
+        async with backend.journal() as j:
+            j.redactor = plain.redactor  # one salt: equal digests
+            prepared = j.prepare(drafts)
+            assert all(d.seq == -1 for d in prepared) and len(j._ahead) == len(drafts)
+            assert await j.append(prepared) == expected
+            assert not j._ahead  # each was journaled from its prepared form
+            assert [r[3] for r in await j._fetch(1, j.last_seq)] == [r[3] for r in rows]
+            assert await read_all(j) == expected
+
+    async def test_a_prepared_draft_never_carries_a_credential_into_the_journal(self, backend):
+        drafts = pods_with_credentials(8)
+        async with backend.journal() as j:
+            prepared = j.prepare(drafts)
+            stored = await j.append(prepared)
+            payloads = b"".join(r[3] for r in await j._fetch(1, j.last_seq))
+        for i, rec in enumerate(stored):
+            assert rec.seq == i + 1
+        for value in (b"hunter1-pw", b"Bearer abc2", b"key-3-material", b"eyJzdWIiOiI3In0"):
+            assert value not in payloads
+        assert stored[3].obj["status"]["extra"]["vendor"]["apiKey"].startswith(PREFIX)
+        assert stored[3].obj["spec"]["containers"][0]["args"][1].startswith(PREFIX)
+        assert drafts[1].obj["spec"]["containers"][0]["env"][1]["value"] == "hunter1-pw"  # the caller's untouched
+
+    async def test_a_prepared_draft_appended_twice_or_elsewhere_is_prepared_again(self, backend):
+        drafts = pods_with_credentials(2)
+        async with backend.journal() as j, MemoryJournal() as other:
+            prepared = j.prepare(drafts)
+            first = await j.append(prepared)
+            again = await j.append(prepared)  # the prepared form was used up: sealed again, as any draft
+            elsewhere = await other.append(prepared)
+        assert [r.seq for r in first + again] == [1, 2, 3, 4]
+        assert [r.obj for r in again] == [r.obj for r in first]
+        assert elsewhere[1].obj["spec"]["containers"][0]["env"][1]["value"].startswith(PREFIX)

@@ -246,3 +246,36 @@ async def test_the_journal_stores_what_a_fresh_walk_gives_when_it_reuses_a_remem
         for draft, rec in zip(drafts, stored):
             assert rec.obj == j.redactor._redact("Pod", draft.obj)
             assert rec.obj["spec"]["env"][0]["value"].startswith(PREFIX)
+
+
+def test_the_occurrence_scan_gives_the_count_scans_verdict_on_every_payload():
+    """``_unexplained`` (each marker occurrence checked against its benign contexts) must give
+    exactly ``_scan``'s verdict (occurrences counted against contexts), whatever the payload:
+    contexts at the very start, back to back, sharing letters with a marker, cut in two."""
+    import random
+
+    from journal.redact import _BENIGN, _MARKERS, _scan, _unexplained
+    rng = random.Random(23)
+    pieces = [c.decode() for cs in _BENIGN.values() for c in cs] + [m.decode() for m in _MARKERS] + [
+        "Secret", "KEY", "Token", "name", "ref", '"', ":", "{", "/", "x", "e", "eyJ", "serviceaccount", "secrets",
+        "keyref", "path", "-", " ", "1", "configmap", "imagepull", "run/"]
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 9)))
+        low = text.encode().lower()
+        assert _unexplained(low, list(_MARKERS)) == _scan(low), text
+        assert suspicious(text.encode()) == _scan(low), text
+
+
+def test_the_shape_memo_keeps_its_verdicts_with_either_digest(monkeypatch):
+    """The shape digest is CPython's keyed hash, or BLAKE2b when hash randomization is off; with
+    both, a remembered clean shape clears only payloads of that shape."""
+    from journal import redact as R
+    for siphash in (True, False):
+        monkeypatch.setattr(R, "_SIPHASH", siphash)
+        clean = {"kind": "Pod", "metadata": {"name": "w", "resourceVersion": "1"},
+                 "spec": {"volumes": [{"secret": {"secretName": "s"}}]}}
+        assert not suspicious(orjson.dumps(clean)) and not suspicious(orjson.dumps(clean))
+        assert R.shape(orjson.dumps(clean)) == R.shape(orjson.dumps(clean | {"metadata": {"name": "w", "resourceVersion": "7"}}))
+        leaked = clean | {"spec": {"volumes": [{"secret": {"secretName": "s", "token": "abcdefgh"}}]}}
+        assert suspicious(orjson.dumps(leaked))
+        assert redact("Pod", leaked)["spec"]["volumes"][0]["secret"]["token"].startswith(PREFIX)
