@@ -326,8 +326,8 @@ def _want_timer(ctx: Ctx, key: str, name: str, wanted: bool, after_ms: int, clus
     armed = ctx.timer_due(key, name) is not None
     if not wanted and armed:
         ctx.cancel_timer(key, name)
-    elif wanted and not armed and ctx.now is not None:
-        ctx.set_timer(key, name, ctx.now + after_ms, cluster)
+    elif wanted and not armed and ctx.now_on(cluster) is not None:
+        ctx.set_timer(key, name, ctx.now_on(cluster) + after_ms, cluster)
 
 
 __all__ = ["LIVE", "TEARDOWN_KINDS", "decide", "fail", "release", "delete_pod", "running", "spec_of", "teardown", "unsynced"]

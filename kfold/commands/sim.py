@@ -12,14 +12,13 @@ from pathlib import Path
 
 
 def register(sub) -> None:
-    from kfold.sim.world import FAULTS, OFF_BY_DEFAULT
+    from kfold.sim.world import FAULTS
     p = sub.add_parser("sim", help="run a seeded simulation of kfold against a simulated apiserver with faults")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=200, help="steps with faults and users, before the run settles")
     p.add_argument("--sessions", type=int, default=3)
     p.add_argument("--faults", default="all",
-                   help=f"comma-separated subset of: {', '.join(FAULTS)}; 'all' (default) or 'none'. "
-                        f"Not available: {', '.join(OFF_BY_DEFAULT)} (a second daemon is not modelled; leader election is tested on the real control plane)")
+                   help=f"comma-separated subset of: {', '.join(FAULTS)}; 'all' (default) or 'none'")
     p.add_argument("--seeds", type=int, default=1, help="run this many consecutive seeds from --seed")
     p.add_argument("--out", default="sim-out", help="directory for the journal of a failing run")
     p.add_argument("--no-shrink", action="store_true")
@@ -28,16 +27,13 @@ def register(sub) -> None:
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
-    from kfold.sim.world import FAULTS, OFF_BY_DEFAULT
+    from kfold.sim.world import FAULTS
     if text == "all":
         return FAULTS
     if text in ("none", ""):
         return ()
     asked = tuple(f.strip() for f in text.split(",") if f.strip())
     for f in asked:
-        if f in OFF_BY_DEFAULT:
-            raise SystemExit(f"kfold sim: fault {f!r} is not simulated: the model has one daemon; two replicas "
-                             "and their Lease are tested on the real control plane (tests/e2e/test_leader.py)")
         if f not in FAULTS:
             raise SystemExit(f"kfold sim: unknown fault {f!r}; known: {', '.join(FAULTS)}")
     return asked
