@@ -58,6 +58,10 @@ def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
 
 def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
     spec = spec_of(d, cfg)
+    if not d.target and d.reported_generation > 0 and not isinstance(spec, SpecError):
+        # Resumed from its status (a fresh or lost journal): its pod and the rest run where its spec
+        # places them, which may be another cluster than its own (found by kfold sim, seed 76).
+        d = d.but(target=spec.cluster, target_tenant=spec.tenant, target_namespace=spec.namespace)
     if d.deleting or d.spec_raw.get("stopped") is True or d.phase == "Stopping":
         # A teardown under way finishes even when the spec stops asking for it (un-stopped while
         # Stopping): only from Stopped does the Session start, suspend or fail again.
@@ -128,7 +132,9 @@ def teardown(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
         d = start_teardown(ctx, key, d).but(secret_step="")
     if d.phase == "Stopping" and not (d.teardown or d.releasing or d.abandoned or d.blocked):
         d = d.move("stopped")
-    if d.phase == "Stopped" and d.deleting:
+    if d.phase == "Stopped" and d.deleting and not any(e.type == "create" for e in ctx.pending_for(key)):
+        # A create still unanswered may land after the teardown's read found nothing; its answer
+        # reopens the teardown, so the finalizer waits for it (found by kfold sim, seed 199).
         d = _remove_finalizer(ctx, key, d)
     return d
 
