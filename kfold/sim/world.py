@@ -242,6 +242,7 @@ class Replica:
     elector: Any = None
     next_elect_ms: int = 0
     paused_until: int | None = None     # SIGSTOP'ed until this simulated time
+    fences: list[Any] = field(default_factory=list)   # each life's fence (``fenced``: requests it stopped)
 
     @property
     def holder(self) -> str:
@@ -291,6 +292,7 @@ class Simulation:
         east.no_date = self.rng2.random() < 0.15
         east.created_ms = self.api.created_ms   # one pod uid space: the uids say which cluster
         self.apis[EAST] = east
+        self.fired["cluster_skew"] = 1
         for api in self.apis.values():
             api.peers = list(self.apis.values())
 
@@ -345,12 +347,13 @@ class Simulation:
             r.elector = Elector(transport, r.clocks.for_cluster(CLUSTER), namespace=NS, name=LEASE_NAME,
                                 holder=r.holder, lease_seconds=LEASE_S, retry_seconds=RETRY_S, cluster=CLUSTER,
                                 monotonic=self._mono)
-            transport = FencedTransport(transport, Fence(r.elector.term))
+            r.fences.append(Fence(r.elector.term))
+            transport = FencedTransport(transport, r.fences[-1])
             r.next_elect_ms = self.mono_ms
         r.executor = SimExecutor(Executor(transport, r.clocks.for_cluster, self._no_sink, env={}, rng=self.rng))
         r.daemon = Daemon(journal, lambda _sink: r.executor, r.clocks, monotonic=self._mono, snapshot_every=10**9)
         if r.elector is not None:   # as kfold.daemon_boot wires them
-            r.daemon.gate = r.elector.term
+            r.daemon.gate = self.leader_gate(r.elector)
             r.elector.on_change = lambda term, _reason, d=r.daemon: d.resume() if term is not None else None
         r.committer = r.daemon.spawn(r.daemon.run_committer(), "committer")
         r.paused_until = None
@@ -363,6 +366,11 @@ class Simulation:
         r.watches = [SimWatch(self, r, "Session", "kfold.dev/v1alpha1", "sessions", False),
                      SimWatch(self, r, "Pod", "v1", "pods", True)]
         r.watches += [SimWatch(self, r, "Pod", "v1", "pods", True, cluster=c) for c in clusters if c != CLUSTER]
+
+    @staticmethod
+    def leader_gate(elector: Elector) -> Any:
+        """The daemon's gate: the elector's term (a test may plant another)."""
+        return elector.term
 
     async def _no_sink(self, _outcome: Any) -> None:  # pragma: no cover - run() is called directly
         raise AssertionError("the simulator performs effects with Executor.run")
@@ -421,8 +429,12 @@ class Simulation:
         """``effect_in_a_live_term``: a request of a replica's reaches the apiserver only while the term
         it holds is unexpired on the server's clock (renewTime + leaseDurationSeconds)."""
         term = r.elector.term()
-        holder, renewed, duration = self.api.terms.get(term, ("", 0, 0)) if term is not None else ("", 0, 0)
         server = self.api.clock_ms
+        if term is None:
+            self.api.violations.append(("effect_in_a_live_term", f"daemon {r.holder} sent {what} at server time "
+                                        f"{server} holding no term (its fence had ended it)"))
+            return
+        holder, renewed, duration = self.api.terms.get(term, ("", 0, 0))
         if holder != r.holder or server > renewed + duration:
             self.api.violations.append(("effect_in_a_live_term", f"daemon {r.holder} sent {what} in term {term} "
                                         f"(held by {holder or 'nobody'}) at server time {server}, "

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from engine.machines.session_model import FINALIZER
-from tests.scenario.test_session_support import KEY, SPEC, World, at, owned_obj, session_obj
+from tests.harness import Scenario
+from tests.scenario.test_session_support import KEY, SPEC, World, at, owned_obj, pod_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -69,6 +70,69 @@ def test_a_secret_created_after_the_teardown_read_it_is_still_deleted():
     assert w.phase == "Stopping", "the finalizer stays until the late Secret is gone"
     w.tear_down(4, ("Secret",))
     assert w.phase == "Stopped"
+
+
+def _finalizer_removals(w: World) -> list:
+    return [e for e in w.effects("patch", "Session") if isinstance(e.patch, list)
+            and any(op.get("op") == "remove" and op.get("path", "").startswith("/metadata/finalizers") for op in e.patch)]
+
+
+def test_the_finalizer_waits_for_a_create_still_unanswered():
+    """Found by seed 199 (kfold sim, every fault): as seed 65, but the finalizer removal was emitted
+    when the teardown's reads found nothing, before the Secret create answered; it went out, the
+    Session was gone when the create's answer reopened the teardown, and the Secret leaked."""
+    w = World()
+    w.submit(SPEC, 0)
+    w.rv += 1
+    w.answer("patch", "Session", obj=session_obj(SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
+    w.answer("ensure_namespace", None)
+    create = w.pending("create", "Secret")[0]
+    w.submit(SPEC, 1, deleting=True)
+    w.tear_down(2, ("Service", "Ingress"), "not_found")
+    w.answer("get", "Secret", "not_found", when=2)
+    assert not _finalizer_removals(w), "the create in flight may still land: the finalizer stays"
+    w.s.outcome(create, "ok", at(3), obj=owned_obj("Secret"))
+    w.tear_down(4, ("Secret",))
+    assert w.phase == "Stopped" and len(_finalizer_removals(w)) == 1
+
+
+def _two_clusters() -> Scenario:
+    s = Scenario()
+    s.command("session.configure", at(0), clusters=["local", "east"], base_domain="sessions.example.test")
+    return s
+
+
+def test_a_resumed_session_stopped_tears_down_on_the_cluster_its_spec_names():
+    """Found by seed 76 (kfold sim, cluster_skew and second_daemon): a second daemon (a fresh
+    journal) met a stopped Session whose status said Ready with pod demo-g2, placed on cluster
+    east; it read and released ``local/team/demo-g2`` and the Service, Ingress and Secret on
+    local, found nothing, wrote Stopped, and the pod on east lived on."""
+    s = _two_clusters()
+    obj = session_obj({**SPEC, "cluster": "east", "stopped": True}, rv="500", finalizers=(FINALIZER,))
+    obj["status"] = {"phase": "Ready", "generation": 2, "podName": "demo-g2"}
+    s.observe(obj, at(0))
+    reads = [(e.kind, e.cluster, e.name) for e in s.pending("get") if e.kind != "Session"]
+    assert ("Pod", "east", "demo-g2") in reads, reads
+    assert {c for _, c, _ in reads} == {"east"}, reads
+
+
+def test_a_pod_delete_budget_is_judged_on_the_pod_clusters_clock_from_its_own_time():
+    """Found by seed 37 (kfold sim, cluster_skew): a pod on east (an hour ahead) was released by a
+    Session record stamped on local's clock; its 600 s delete budget was local's time + 600 s,
+    judged on east's clock: it fired at once, the delete was abandoned and the Session stayed
+    Stopping. A due time for a cluster now comes only from a record its own clock stamped."""
+    s = _two_clusters()
+    obj = session_obj({**SPEC, "cluster": "east", "stopped": True}, rv="500", finalizers=(FINALIZER,))
+    obj["status"] = {"phase": "Ready", "generation": 2, "podName": "demo-g2"}
+    s.observe(obj, at(0))
+    budgets = [t for t in s.state.timers.values() if t.machine == "pod" and t.name == "budget"]
+    assert not budgets, "no east due time from a record on local's clock"
+    read = next(e for e in s.pending("get") if e.kind == "Pod")
+    pod = pod_obj(2, phase="Running", ready=True, rv="40")
+    s.outcome(read, "ok", at(3600), obj=pod)          # east's clock: an hour ahead
+    budgets = [t for t in s.state.timers.values() if t.machine == "pod" and t.name == "budget"]
+    assert [t.due for t in budgets] == [at(3600) + 600_000]
+    assert not [t for t in s.state.due_timers(lambda c: at(3600) if c == "east" else at(1)) if t.name == "budget"]
 
 
 def test_the_configured_start_deadline_is_the_one_armed():
