@@ -124,7 +124,7 @@ def write(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: S
         return d
     ctx.emit(PatchObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
              namespace=d.namespace, name=d.name, patch={"status": status}, subresource="status")
-    return d.but(status_written=text)
+    return d.but(status_written=text, status_rv="", status_echoed=False)   # its echo is awaited anew
 
 
 _BRING_UP_RANK = {"Pending": 0, "Creating": 1, "Provisioning": 2, "Ready": 3}
