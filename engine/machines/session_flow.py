@@ -154,7 +154,9 @@ def _release_resumed(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     if d.pod.name or d.reported_generation <= 0 or not (live or released):
         return d
     pk = object_key(d.target or d.home, d.target_ns, mf.pod_name(d.name, d.reported_generation))
-    return delete_pod(ctx, key, d, pk, "session stopped")
+    # That generation is spent: a resume is the next one, never its name again (the pod released
+    # may still be terminating; found by kfold sim, soak seed 20337).
+    return delete_pod(ctx, key, d.but(generation=max(d.generation, d.reported_generation)), pk, "session stopped")
 
 
 def _remove_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:

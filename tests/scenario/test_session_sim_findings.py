@@ -163,3 +163,70 @@ def test_a_status_write_that_fails_is_written_again_without_waiting_for_another_
 def _status_writes(w: World) -> list:
     found = [e for e in w.s.pending("patch") if e.subresource == "status"]
     return sorted(found, key=lambda e: tuple(int(p) for p in e.id.split(".")))
+
+
+# -- two daemons (kfold sim --faults ...,second_daemon,leader_pause), soak seeds 20010-20337 ------
+
+def _with_status(spec: dict, rv: str, phase: str, gen: int) -> dict:
+    obj = session_obj(spec, rv=rv, finalizers=(FINALIZER,))
+    obj["status"] = {"phase": phase, "generation": gen, "podName": f"demo-g{gen}"}
+    return obj
+
+
+def test_a_record_overtaken_by_another_replicas_status_resumes_from_it():
+    """Soak seed 20035: a standby's record was bringing up generation 2 (decided, never issued)
+    while the leader suspended and resumed the Session to generation 3; on takeover the standby
+    re-created ``demo-g2``, a name the leader had used and released, and wrote generation 2 back."""
+    w = World().to_ready()
+    assert w.decision().generation == 1
+    w.s.observe(_with_status(SPEC, "90", "Pending", 3), at(20))
+    assert w.decision().generation == 3, "the record resumes at the generation the status reports"
+    w.answer("ensure_namespace", None, when=21)
+    w.answer("create", "Secret", "already_exists", when=21, status_reason="AlreadyExists")
+    if w.pending("get", "Secret"):
+        w.answer("get", "Secret", when=21, obj=owned_obj("Secret"))
+    assert "demo-g2" not in w.pod_creates()
+    assert w.pod_creates()[-1] == "demo-g3", w.pod_creates()
+
+
+def test_a_pod_created_after_its_session_is_gone_is_released():
+    """Soak seed 20010: the pod create was in flight (a retry after a 500) when the Session was
+    deleted; the record, and its note to let the pod go once created, went with the Session; the
+    create then succeeded and ``pod_created`` for an untracked Session was ignored: the pod leaked."""
+    w = World().to_creating()
+    w.s.observe(session_obj(SPEC, rv="80", finalizers=()), at(2), event="DELETED")
+    assert w.decision() is None
+    w.answer("create", "Pod", when=3, obj=pod_obj(1))
+    assert [e.name for e in w.s.pending() if getattr(e, "kind", "") == "Pod"] == ["demo-g1"], \
+        "the pod machine is asked to let the orphan pod go (it reads, then deletes it fenced by uid)"
+
+
+def test_a_status_another_writer_overwrote_is_written_again():
+    """Soak seeds 20111, 20132: the leader wrote Stopped (and saw it); a second daemon that led
+    for a while wrote Stopping over it from its stale record; the first, leading again, trusted what
+    it had last written and never wrote Stopped again."""
+    w = World().to_ready()
+    status = [e for e in w.s.pending("patch") if e.subresource == "status"]
+    for e in status:
+        w.s.outcome(e, "ok", at(7), obj={"metadata": {"resourceVersion": "70"}})
+    w.s.observe(_with_status(SPEC, "70", "Ready", 1), at(8))             # kfold's own write, seen
+    before = len(w.effects("patch", "Session"))
+    w.s.observe(_with_status(SPEC, "71", "Ready", 1), at(9))             # a user's edit: same status
+    assert len(w.effects("patch", "Session")) == before, "an unchanged status is not written again"
+    w.s.observe(_with_status(SPEC, "75", "Provisioning", 1), at(10))     # another writer's
+    assert len(w.effects("patch", "Session")) == before + 1
+    assert w.status()["phase"] == "Ready"
+
+
+def test_a_generation_released_after_a_lost_journal_is_not_reused_on_resume():
+    """Soak seed 20337: a fresh journal met a suspended Session whose status still said Ready,
+    generation 2; it released ``demo-g2`` (still terminating, perhaps) and, on resume, created
+    ``demo-g2`` again instead of generation 3."""
+    w = World()
+    w.s.observe(_with_status({**SPEC, "suspended": True}, "500", "Ready", 2), at(0))
+    assert w.phase == "Suspended"
+    w.rv = 600
+    w.submit(SPEC, 5)
+    w.answer("ensure_namespace", None, when=5)
+    w.answer("create", "Secret", when=5)
+    assert w.pod_creates() == ["demo-g3"], w.pod_creates()
