@@ -71,6 +71,8 @@ def _run_seeds(args, faults: tuple[str, ...]) -> int:
         print(f"  faults fired: {fired}")
         print(f"  journal: {path}  (kfold replay {path}; kfold trace {path} local/team/<session>)"
               + (f"; {len(r.lost)} earlier journal(s) were lost by the run itself" if r.lost else ""))
+        for i, other in enumerate(r.others):   # the second daemon's journal (second_daemon)
+            print(f"  second daemon's journal: {write_journal(other, out / f'seed-{seed}-daemon{i + 2}.sqlite')}")
         world = out / f"seed-{seed}.world.txt"
         world.write_text("\n".join(r.world_log) + "\n")
         print(f"  what the world did ({world}):")

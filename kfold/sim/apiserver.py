@@ -208,7 +208,9 @@ class SimApiServer(FakeApiServer):
             elif (obj.get("status") or {}).get("phase") != "Running" and age >= self.kubelet_ms:
                 self._run_pod(key, obj)
         self._collect_garbage()
-        self.history.append((self._rv, copy.deepcopy(self.objects)))
+        # A shallow copy: a write stores a new object (never edits a stored one in place), and a
+        # stale list deep-copies what it answers.
+        self.history.append((self._rv, dict(self.objects)))
         del self.history[:-self._history_len]
 
     def _run_pod(self, key: Key, obj: dict[str, Any]) -> None:
