@@ -206,3 +206,17 @@ def test_the_fold_step_is_what_machines_are_typed_against():
     from engine.core import StepContext
     from engine.machines.base import Ctx
     assert isinstance(StepContext(initial_state()), Ctx)
+
+
+def test_now_on_a_cluster_is_the_records_time_only_when_that_clusters_clock_stamped_it():
+    """Clusters' clocks may be hours apart (kfold sim, seed 37): a due time for one cluster is only
+    computed from a record its own clock stamped; a record of unknown origin answers for any."""
+    from engine.core import StepContext
+    ctx = StepContext(initial_state())
+    ctx._begin(Observed(at=T0, cluster="local", api_version="v1", kind="Pod", namespace="ns", name="p",
+                        event="ADDED"))
+    assert (ctx.now_on("local"), ctx.now_on("east"), ctx.now_on("")) == (T0, None, T0)
+    ctx._begin(EffectIssued(at=T0 + 5, effect={"id": "1.0", "cluster": "east"}))
+    assert (ctx.now_on("east"), ctx.now_on("local")) == (T0 + 5, None)
+    ctx._begin(Command(at=T0 + 7, name="toy.poke"))
+    assert ctx.now_on("east") == T0 + 7 and ctx.now_on("local") == T0 + 7
