@@ -222,6 +222,9 @@ class StepContext:
         if isinstance(record, Deadline):
             t = self._timers.get(record.timer)
             return timer_cluster(t) if t is not None else ""
+        if isinstance(record, Command) and record.name == "effect.in_doubt":   # the daemon stamps it on its effect's
+            p = self._pending.get(record.args.get("effect_id", ""))
+            return p.effect.cluster if p is not None else ""
         return ""
 
     def cancel_timer(self, key: str, name: str) -> None:

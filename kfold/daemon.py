@@ -128,8 +128,8 @@ class Daemon:
             gc_policy.freeze()  # what boot and replay loaded stays: later collections skip it
             in_doubt = sorted(self.state.in_doubt(), key=lambda e: seq_key(e.id))
             never_sent = [p for p in self.state.pending.values() if not p.issued and not p.attempt]
-            await self.commit([Command(at=self.clock.now_ms(), name="effect.in_doubt", args={"effect_id": e.id})
-                               for e in in_doubt])
+            await self.commit([Command(at=self.clock.now_ms(e.cluster), name="effect.in_doubt", args={"effect_id": e.id})
+                               for e in in_doubt])   # on its cluster's clock, as ``_held_in_doubt`` stamps it
             await self._release({p.effect.key for p in self.state.pending.values()})
         finally:
             self._recovering = False

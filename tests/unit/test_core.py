@@ -220,3 +220,16 @@ def test_now_on_a_cluster_is_the_records_time_only_when_that_clusters_clock_stam
     assert (ctx.now_on("east"), ctx.now_on("local")) == (T0 + 5, None)
     ctx._begin(Command(at=T0 + 7, name="toy.poke"))
     assert ctx.now_on("east") == T0 + 7 and ctx.now_on("local") == T0 + 7
+
+
+def test_an_in_doubt_command_is_on_the_clock_of_its_effects_cluster():
+    """Soak seed 30138: after a restart, recovery stamped ``effect.in_doubt`` on the home cluster's
+    clock, and the pod machine armed a delete budget on east (an hour ahead) from it: it fired at
+    once. The daemon stamps it on the effect's cluster's clock, and the fold reads it so."""
+    from immutables import Map
+    from engine.core import Pending, State, StepContext
+    effect = GetObject(id="1.0", machine="pod", key="east/team/p", cluster="east", api_version="v1", kind="Pod",
+                       namespace="team", name="p")
+    ctx = StepContext(State(seq=1, pending=Map({"1.0": Pending(effect, issued=True)})))
+    ctx._begin(Command(at=T0, name="effect.in_doubt", args={"effect_id": "1.0"}))
+    assert (ctx.now_on("east"), ctx.now_on("local")) == (T0, None)
