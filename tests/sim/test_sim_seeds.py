@@ -151,13 +151,13 @@ def test_without_the_gate_the_simulator_sees_an_effect_issued_outside_a_term(mon
 def test_a_session_on_a_skewed_cluster_is_judged_on_that_clusters_clock():
     """cluster_skew: the registered cluster east runs an hour (or 90 s, 20 s) off local's clock, or
     sends no Date; Sessions placed there come up, suspend, stop and go like the others."""
-    offsets = set()
+    offsets, placed = set(), 0
     for seed in range(6):
         sim = _sim(seed, ("cluster_skew", "user_edits", "user_deletes"))
         assert sim.failure is None, f"seed {seed}: {sim.failure}"
         offsets.add(sim.apis["east"].skew_ms)
-        assert any(s and s.get("cluster") == "east" for s in sim.sessions.values()) or seed < 5
-    assert len(offsets) > 1
+        placed += sum(1 for s in sim.sessions.values() if s and s.get("cluster") == "east")
+    assert len(offsets) > 1 and placed >= 3
 
 
 def test_the_batch_fault_commits_several_inputs_as_one_group(monkeypatch):
