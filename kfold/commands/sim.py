@@ -63,6 +63,7 @@ def _run_seeds(args, faults: tuple[str, ...]) -> int:
             if args.journal:
                 out.mkdir(parents=True, exist_ok=True)
                 print(f"  journal: {write_journal(r.store, out / f'seed-{seed}.sqlite')}")
+                _others(r, out, seed)
             continue
         failed += 1
         out.mkdir(parents=True, exist_ok=True)
@@ -71,8 +72,7 @@ def _run_seeds(args, faults: tuple[str, ...]) -> int:
         print(f"  faults fired: {fired}")
         print(f"  journal: {path}  (kfold replay {path}; kfold trace {path} local/team/<session>)"
               + (f"; {len(r.lost)} earlier journal(s) were lost by the run itself" if r.lost else ""))
-        for i, other in enumerate(r.others):   # the second daemon's journal (second_daemon)
-            print(f"  second daemon's journal: {write_journal(other, out / f'seed-{seed}-daemon{i + 2}.sqlite')}")
+        _others(r, out, seed)
         world = out / f"seed-{seed}.world.txt"
         world.write_text("\n".join(r.world_log) + "\n")
         print(f"  what the world did ({world}):")
@@ -85,3 +85,10 @@ def _run_seeds(args, faults: tuple[str, ...]) -> int:
                 print(f"  shrunk: kfold sim --seed {seed} --steps {small.steps} --sessions {small.sessions} "
                       f"--faults {','.join(small.faults) or 'none'}  ({sr.records} records, journal {spath})")
     return 1 if failed else 0
+
+
+def _others(r, out: Path, seed: int) -> None:
+    """The second daemon's journal (``second_daemon``), beside the first's."""
+    from kfold.sim.report import write_journal
+    for i, other in enumerate(r.others):
+        print(f"  second daemon's journal: {write_journal(other, out / f'seed-{seed}-daemon{i + 2}.sqlite')}")
