@@ -76,7 +76,9 @@ class SessionMachine(Machine):
             if targets.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's
                 return None
             owner = replies.pod_owner(ctx, rec)  # before any reduction: most pods are no session's
-            return None if owner is None else replies.pod_observed(ctx, owner, rec, save)
+            if owner is None:
+                return replies.release_stale(ctx, rec, save)
+            return replies.pod_observed(ctx, owner, rec, save)
         key = object_key(rec.cluster, rec.namespace, rec.name)
         if rec.event == "DELETED":
             return session_gone(ctx, key)

@@ -230,3 +230,24 @@ def test_a_generation_released_after_a_lost_journal_is_not_reused_on_resume():
     w.answer("ensure_namespace", None, when=5)
     w.answer("create", "Secret", when=5)
     assert w.pod_creates() == ["demo-g3"], w.pod_creates()
+
+
+def test_a_live_pod_of_a_spent_generation_is_released():
+    """Soak seed 30281: a daemon that led for a while created ``demo-g2`` while the other's record
+    (after a lost journal and a late list) had moved to generation 3; the new leader ignored g2
+    (not its current pod) and it outlived the Session. A live pod of an earlier generation than
+    the Session's, not already being let go, is released."""
+    w = World().to_ready()
+    w.submit({**SPEC, "suspended": True}, 10)
+    w.answer("delete", "Pod", when=10)
+    w.observe_pod(11, gen=1, event="DELETED")
+    w.submit(SPEC, 12)
+    assert w.decision().generation == 2
+    def pod_effects(name: str) -> list:
+        return [(e.type, getattr(e, "uid", "")) for e in w.s.pending() if getattr(e, "kind", "") == "Pod" and e.name == name]
+
+    assert not pod_effects("demo-g1")
+    w.s.observe(pod_obj(1, phase="Running", ready=True, rv="90"), at(13), event="ADDED")   # someone made g1 again
+    assert pod_effects("demo-g1") == [("delete", "pod-uid-1")], "the spent generation's pod is deleted, fenced by uid"
+    w.s.observe(pod_obj(2, phase="Running", ready=True, rv="91"), at(14), event="ADDED")
+    assert not [t for t, _ in pod_effects("demo-g2") if t == "delete"], "the current generation's pod is kept"
