@@ -289,8 +289,11 @@ class Daemon:
 
     def _fenced(self, drafts: list[Any]) -> list[Any] | None:
         """The ticker's retries, stamped with the current term; without one they are dropped and
-        forgotten by the ticker (due again once a term begins). None: something was held back."""
-        if self.gate is None or not any(isinstance(d, EffectIssued) for d in drafts):
+        forgotten by the ticker (due again once a term begins), and so are its deadlines: a standby
+        cannot re-observe, so it does not judge a deadline on what it last saw (kfold sim, soak seed
+        40120: a standby failed a Session at its start deadline while the read that would have
+        found its pod Running was held). None: something was held back."""
+        if self.gate is None or not drafts:
             return drafts
         term = self.gate()
         if term is not None:
@@ -299,7 +302,9 @@ class Daemon:
             p = self.state.pending.get(d.effect.get("id")) if isinstance(d, EffectIssued) else None
             if p is not None:
                 self.ticker.forget_retry(p.effect.id, p.attempt)
-        kept = [d for d in drafts if not isinstance(d, EffectIssued)]
+            elif isinstance(d, Deadline):
+                self.ticker.forget_timer(d.timer, d.due)
+        kept = [d for d in drafts if not isinstance(d, (EffectIssued, Deadline))]
         return kept or None
 
     def _wait_unclocked_retry(self, rec: Outcome) -> None:

@@ -54,6 +54,7 @@ from engine.seams import SessionConfigure
 from journal.records import Command, Observed, Outcome, Relist
 
 __all__ = ["SessionMachine"]
+READ_GRACE_MS = 5_000   # a start deadline met while the pod is being read is judged again this much later
 
 
 class SessionMachine(Machine):
@@ -141,7 +142,12 @@ class SessionMachine(Machine):
         d = ctx.get(key)
         if not isinstance(d, SessionDecision) or d.phase != "Provisioning":
             return
-        if name == "start" and not flow.running(d):
+        if name == "start" and not flow.running(d) and d.pod.reading and ctx.now_on(d.target) is not None:
+            # Its pod's state is being read (an adopted pod, a relist without it): judged after the
+            # answer, never on a picture kfold knows to be stale (found by kfold sim, soak seed
+            # 40120: a takeover failed a Session whose adopted pod had long been Running).
+            ctx.set_timer(key, "start", ctx.now_on(d.target) + READ_GRACE_MS, d.target)
+        elif name == "start" and not flow.running(d):
             d = flow.fail(ctx, key, d, "StartDeadlineExceeded",
                           f"pod {d.pod.name} did not reach Running within the start deadline ({d.start_ms // 1000} s)")
         elif name == "ready" and flow.running(d):

@@ -251,3 +251,19 @@ def test_a_live_pod_of_a_spent_generation_is_released():
     assert pod_effects("demo-g1") == [("delete", "pod-uid-1")], "the spent generation's pod is deleted, fenced by uid"
     w.s.observe(pod_obj(2, phase="Running", ready=True, rv="91"), at(14), event="ADDED")
     assert not [t for t, _ in pod_effects("demo-g2") if t == "delete"], "the current generation's pod is kept"
+
+
+def test_a_start_deadline_met_while_the_pod_is_being_read_waits_for_the_answer():
+    """Soak seed 40120: after a takeover the Session adopted ``demo-g1`` (AlreadyExists, then the
+    pod machine's read), its own read of the pod answered 500 and the start deadline fired before
+    the retry: the Session was failed while its pod had long been Running and Ready."""
+    w = World(start_seconds=60)
+    w.to_creating(when=0)
+    w.answer("create", "Pod", "already_exists", when=1, status_reason="AlreadyExists")
+    w.answer("get", "Pod", when=1, obj=pod_obj(1, phase="Running", ip="10.0.0.7", node="n", ready=True))
+    assert w.phase == "Provisioning" and w.decision().pod.reading
+    w.s.advance_to(at(62))
+    assert w.phase == "Provisioning", "not failed on a picture kfold knows to be stale"
+    w.answer("get", "Pod", when=63, obj=pod_obj(1, phase="Running", ip="10.0.0.7", node="n", ready=True))
+    w.s.advance_to(at(70))
+    assert w.phase != "Failed" and w.decision().pod.phase == "Running"

@@ -330,3 +330,22 @@ async def test_a_retry_due_while_standby_waits_for_a_term_and_is_re_observed_the
     issued = [(r.effect["type"], r.term) for r in journal.records if isinstance(r, EffectIssued)]
     assert issued == [("get", 1), ("get", 2)] and [m for m, _ in server.requests] == ["GET", "GET"]
     await d.stop()
+
+
+def test_a_deadline_due_while_standby_is_not_journaled_and_is_due_again_once_a_term_begins():
+    """kfold sim, soak seed 40120: a standby (its reads held) fired a Session's start deadline on
+    what it last saw and failed a Session whose pod had long been Running. A standby journals no
+    deadline; the ticker hands it out again when a term begins."""
+    from immutables import Map
+    from engine.core import State, Timer
+    d = Daemon(MemoryJournal(), lambda sink: Executor(FakeTransport(fresh_server()), ServerClock(), sink, env={}),
+               ServerClock(), machines=MACHINES, snapshot_every=1000)
+    d.state = State(seq=1, timers=Map({"probe:local/work/p:start": Timer("probe:local/work/p:start", T2030,
+                                                                           "probe", "local/work/p", "start")}))
+    term: list[int | None] = [None]
+    d.gate = lambda: term[0]
+    assert d._fenced(d.ticker.due(d.state, T2030 + 1)) is None
+    term[0] = 3
+    again = d._fenced(d.ticker.due(d.state, T2030 + 2))
+    assert [(r.rec, r.name) for r in again] == [("deadline", "start")]
+    assert d.ticker.due(d.state, T2030 + 3) == [], "handed out once per term"
