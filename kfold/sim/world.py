@@ -61,6 +61,7 @@ CLUSTER, NS, BASE = "local", "team", "sessions.example.test"
 EAST = "east"                       # the registered cluster ``cluster_skew`` adds
 LEASE_NAME, LEASE_S, RETRY_S = "kfold", 15, 2
 LEADER_SKEWS = (-1_000, -500, 500, 1_000)
+SWEEP_S, SWEEP_GRACE_S = 60, 120    # the orphan Secret sweep (config ``sweep.*``), as ``kfold run`` runs it
 SESSION_PATH = f"/apis/kfold.dev/v1alpha1/namespaces/{NS}/sessions"
 START_S, READY_S = 60, 120
 
@@ -242,6 +243,7 @@ class Replica:
     elector: Any = None
     next_elect_ms: int = 0
     paused_until: int | None = None     # SIGSTOP'ed until this simulated time
+    next_sweep_ms: int = 0              # the periodic ``pod.sweep_secrets`` (monotonic ms)
     fences: list[Any] = field(default_factory=list)   # each life's fence (``fenced``: requests it stopped)
 
     @property
@@ -357,6 +359,7 @@ class Simulation:
             r.elector.on_change = lambda term, _reason, d=r.daemon: d.resume() if term is not None else None
         r.committer = r.daemon.spawn(r.daemon.run_committer(), "committer")
         r.paused_until = None
+        r.next_sweep_ms = self.mono_ms + SWEEP_S * 1000
         self.date(r, CLUSTER)
         await r.daemon.recover()
         clusters = sorted(self.apis)
@@ -509,6 +512,17 @@ class Simulation:
         else:
             for r, what in order:
                 await self._input(r, what)
+        for r in running:
+            await self._sweep(r)
+
+    async def _sweep(self, r: Replica) -> None:
+        """``kfold run``'s periodic orphan Secret sweep on every cluster (``run_periodic``)."""
+        if self.mono_ms < r.next_sweep_ms:
+            return
+        r.next_sweep_ms = self.mono_ms + SWEEP_S * 1000
+        await self.commit([Command(at=r.clocks.now_ms(), name="pod.sweep_secrets", cluster=c, namespace=NS,
+                                   args={"cluster": c, "namespace": NS, "grace_seconds": SWEEP_GRACE_S})
+                           for c in sorted(self.apis)], r)
 
     async def _input(self, r: Replica, what: str) -> None:
         if any(k is r for k, _ in self.kill_after):
