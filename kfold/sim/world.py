@@ -32,8 +32,8 @@ journal bytes (``journal_digest``).
 A step: the clock moves; the world acts (kubelet, garbage collector, users, faults); then each
 running replica's inputs run in a seeded order (each watch delivers, the executor answers some
 in-flight effects, the ticker fires what is due, the elector takes its turn every 2 s) — one after
-the other, or, when ``batch`` fires, all at once so the committer commits them as one group; then
-every invariant is checked. After ``steps`` the faults and users stop and the run settles:
+the other, or, when ``batch`` fires, all at once so the committer commits them as one group — and
+the periodic orphan Secret sweep is submitted when due; then every invariant is checked. After ``steps`` the faults and users stop and the run settles:
 liveness must hold within ``settle_ms`` of simulated time.
 """
 from __future__ import annotations
