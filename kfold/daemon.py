@@ -157,8 +157,9 @@ class Daemon:
     async def commit(self, drafts: list[Any], arrived: list[float] | None = None) -> list[Any]:
         """Append, fold, journal the keys' next effects as issued, submit them. The only writer.
         ``arrived``: when each draft reached the daemon (monotonic), for the latency metrics."""
-        if not drafts and self._takeover:
-            drafts = self._held_in_doubt()   # ``resume``: a term began
+        if self._takeover:   # ``resume``: a term began; whatever else the batch holds, before anything is issued
+            drafts = self._held_in_doubt() + list(drafts)   # (kfold sim, soak seed 50576: batched with an
+            # observation, the takeover's entry was skipped and a standby's stale status patch went out)
         if not drafts:
             await self._release()
             return []

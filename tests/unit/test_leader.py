@@ -349,3 +349,27 @@ def test_a_deadline_due_while_standby_is_not_journaled_and_is_due_again_once_a_t
     again = d._fenced(d.ticker.due(d.state, T2030 + 2))
     assert [(r.rec, r.name) for r in again] == [("deadline", "start")]
     assert d.ticker.due(d.state, T2030 + 3) == [], "handed out once per term"
+
+
+async def test_a_takeover_batched_with_other_drafts_still_puts_the_held_effects_in_doubt_first():
+    """kfold sim, soak seed 50576: ``resume`` queues an empty entry, but the committer commits what
+    is queued as one group; batched with an observation, the takeover was skipped and the
+    standby's held (stale) effect went out as it was decided."""
+    journal, server = MemoryJournal(), fresh_server()
+    clock = ServerClock()
+    d = Daemon(journal, lambda sink: Executor(FakeTransport(server), clock, sink, env={}), clock,
+               machines=MACHINES, snapshot_every=1000)
+    term: list[int | None] = [None]
+    d.gate = lambda: term[0]
+    d.start_loops()
+    await d.recover()
+    await d.submit([Command(at=T2030, name="probe.create")])
+    await settle(d)
+    term[0] = 7
+    d.resume()
+    await d.submit([Command(at=T2030, name="probe.get")])   # queued behind resume: one group
+    await settle(d)
+    issued = [(r.effect["type"], r.term) for r in journal.records if isinstance(r, EffectIssued)]
+    assert ("create", 7) not in issued, "the create decided while standby was sent as it was"
+    assert [r.name for r in journal.records if isinstance(r, Command)].count("effect.in_doubt") == 1
+    await d.stop()
