@@ -113,7 +113,11 @@ class State:
 
 def timer_cluster(t: Timer) -> str:
     """The cluster whose clock judges ``t``: its own, else the first part of an object key."""
-    return t.cluster or (t.key.split("/", 1)[0] if t.key.count("/") >= 2 else "")
+    return t.cluster or _key_cluster(t.key)
+
+
+def _key_cluster(key: str) -> str:
+    return key.split("/", 1)[0] if key.count("/") >= 2 else ""
 
 
 def initial_state() -> State:
@@ -129,12 +133,13 @@ class StepContext:
     (``fold_many``) updates each table in place instead of path-copying a new map per write; the
     state the fold started from is never touched."""
 
-    __slots__ = ("record", "now", "_base", "_tables", "_mut", "_dirty", "_timers", "_tmut", "_pending", "_pmut",
+    __slots__ = ("record", "now", "_clock", "_base", "_tables", "_mut", "_dirty", "_timers", "_tmut", "_pending", "_pmut",
                  "_effects", "_queue", "_machine", "_quarantine", "_typed")
 
     def __init__(self, state: State, record: Record | None = None):
         self.record = record
         self.now: int | None = record.at if record is not None else None  # the only clock a decision may read
+        self._clock = ""   # the cluster whose clock stamped ``record`` ("" = not known: any)
         self._base = state.tables
         self._tables: dict[str, Any] = dict(state.tables.items())  # machine -> Map or MapMutation
         self._mut: set[str] = set()                                  # machines whose entry is a mutation
@@ -151,6 +156,7 @@ class StepContext:
 
     def _begin(self, record: Record) -> None:
         self.record, self.now = record, record.at
+        self._clock = self._stamped_on(record)
         self._effects, self._queue, self._machine = [], [], ""
 
     def _finish(self, seq: int, at: int | None) -> State:
@@ -196,6 +202,30 @@ class StepContext:
         tid = f"{self._machine}:{key}:{name}"
         timer = Timer(tid, due, self._machine, key, name)
         self._timer_set(tid, timer if cluster in ("", timer_cluster(timer)) else replace(timer, cluster=cluster))
+
+    def now_on(self, cluster: str) -> int | None:
+        """``now`` as a time on ``cluster``'s clock: the record's time if that clock stamped it (or
+        either is not known), else None. Clusters' clocks may be hours apart, so a due time for one
+        is only ever computed from a record the same cluster's clock stamped."""
+        return self.now if not cluster or not self._clock or cluster == self._clock else None
+
+    def _stamped_on(self, record: Record) -> str:
+        """The cluster whose clock stamped ``record`` (observers, the executor and the ticker stamp on
+        the clock of the cluster concerned; see ``engine.effects.clock.ServerClocks``)."""
+        if isinstance(record, (Observed, Relist)):
+            return record.cluster
+        if isinstance(record, EffectIssued):
+            return record.effect.get("cluster", "")
+        if isinstance(record, Outcome):
+            p = self._pending.get(record.effect_id)
+            return p.effect.cluster if p is not None else _key_cluster(record.key)
+        if isinstance(record, Deadline):
+            t = self._timers.get(record.timer)
+            return timer_cluster(t) if t is not None else ""
+        if isinstance(record, Command) and record.name == "effect.in_doubt":   # the daemon stamps it on its effect's
+            p = self._pending.get(record.args.get("effect_id", ""))
+            return p.effect.cluster if p is not None else ""
+        return ""
 
     def cancel_timer(self, key: str, name: str) -> None:
         tid = f"{self._machine}:{key}:{name}"

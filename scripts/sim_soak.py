@@ -4,8 +4,9 @@
     .venv/bin/python scripts/sim_soak.py [--first 10000] [--seeds 2000] [--steps 400]
                                          [--sessions 4] [--minutes 20] [--out sim-soak]
 
-Each seed is ``kfold sim --seed N --steps S --sessions K`` with every fault. A failure prints the
-seed and invariant, writes its journal and world log under --out, and the shrunk reproduction
+Each seed is ``kfold sim --seed N --steps S --sessions K`` with every fault (a second daemon,
+pauses and a skewed second cluster included). A failure prints the seed and invariant, writes its
+journal (and the second daemon's) and world log under --out, and the shrunk reproduction
 (``kfold sim ...``). Ends with a summary: seeds run, steps, failures by invariant, faults fired.
 Exit 1 if any seed failed. Not run in CI (tests/sim/test_sim_seeds.py is the CI slice)."""
 from __future__ import annotations
@@ -48,6 +49,8 @@ def main() -> int:
         failures[r.failure.invariant] += 1
         out.mkdir(parents=True, exist_ok=True)
         journal = write_journal(r.store, out / f"seed-{seed}.sqlite")
+        for i, other in enumerate(r.others):   # the second daemon's (second_daemon)
+            write_journal(other, out / f"seed-{seed}-daemon{i + 2}.sqlite")
         (out / f"seed-{seed}.world.txt").write_text("\n".join(r.world_log) + "\n")
         print(f"seed {seed}: FAILED {r.failure.invariant} at step {r.failure.step}: {r.failure.detail}\n"
               f"  journal {journal}", flush=True)

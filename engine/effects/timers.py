@@ -231,6 +231,10 @@ class Ticker:
         """A retry ``due`` returned was not issued (no leadership term): it is due again."""
         self._sent_retries.discard((effect_id, attempt))
 
+    def forget_timer(self, timer_id: str, due: int) -> None:
+        """A deadline ``due`` returned was not journaled (no leadership term): it is due again."""
+        self._sent_timers.discard((timer_id, due))
+
     def sleep_s(self, state: Any, now_ms: Now, mono_ms: int | None = None) -> float:
         clock = _per_cluster(now_ms)
         waits: list[int] = []

@@ -4,7 +4,8 @@ Expected flow: ``create`` -> ``CreateObject`` -> ``ok``: ``pod_created`` (adopte
 ``already_exists`` (an earlier attempt or a concurrent one won the name) or ``transient`` (in
 doubt) -> quorum read -> the pod carries this session's managed-by, session and generation labels
 and is not terminating: ``pod_created`` (adopted True); absent: create again (same name, so
-repeating is safe); anything else: ``pod_create_failed`` naming the pod and what holds it.
+repeating is safe) unless a delete was asked for meanwhile (then ``pod_create_failed`` and the
+delete runs, finding nothing); anything else: ``pod_create_failed`` naming the pod and what holds it.
 
 Guarantees:
 - The manifest sent always carries the key's name and namespace and the three kfold labels; a
@@ -70,6 +71,9 @@ def _confirmed(ctx: Ctx, key: str, e: PodOp, rec: Any) -> None:
     match rec.result:
         case "ok":
             _adopt_or_refuse(ctx, key, e, view_of(rec.obj))
+        case "not_found" if e.then_delete:   # nobody wants it any more (found by kfold sim, soak seed 30337)
+            fail(ctx, key, e, f"pod {name_of(key)} was not created, and its delete was asked for meanwhile: "
+                              "not created again")
         case "not_found":
             send_create(ctx, key, step(e, "absent"))
         case "transient":

@@ -48,9 +48,11 @@ def step(e: PodOp, event: str, **changes: Any) -> PodOp:
 
 
 def save(ctx: Ctx, key: str, e: PodOp) -> PodOp:
-    """Store ``e``, arming the operation budget once server time is known."""
-    if e.op and e.deadline is None and ctx.now is not None:
-        e = e.but(deadline=ctx.now + e.budget_ms)
+    """Store ``e``, arming the operation budget once the pod's cluster's time is known (a record
+    that cluster's clock stamped: a Session's record is stamped on its home cluster's)."""
+    now = ctx.now_on(split_key(key)[0])
+    if e.op and e.deadline is None and now is not None:
+        e = e.but(deadline=now + e.budget_ms)
         ctx.set_timer(key, "budget", e.deadline)
     ctx.put(key, e)
     return e

@@ -31,6 +31,7 @@ Guarantees:
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from engine.machines.base import Ctx
@@ -53,6 +54,7 @@ from engine.seams import SessionConfigure
 from journal.records import Command, Observed, Outcome, Relist
 
 __all__ = ["SessionMachine"]
+READ_GRACE_MS = 5_000   # a start deadline met while the pod is being read is judged again this much later
 
 
 class SessionMachine(Machine):
@@ -75,13 +77,15 @@ class SessionMachine(Machine):
             if targets.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's
                 return None
             owner = replies.pod_owner(ctx, rec)  # before any reduction: most pods are no session's
-            return None if owner is None else replies.pod_observed(ctx, owner, rec, save)
+            if owner is None:
+                return replies.release_stale(ctx, rec, save)
+            return replies.pod_observed(ctx, owner, rec, save)
         key = object_key(rec.cluster, rec.namespace, rec.name)
         if rec.event == "DELETED":
             return session_gone(ctx, key)
         if _was_deleted(ctx, rec.obj):
             return ctx.log(key, "an observation of a Session deleted since (a stale list); ignored", level="debug")
-        save(ctx, key, status.reassert(ctx, key, absorb(ctx.get(key), rec.cluster, rec.obj)))
+        save(ctx, key, absorb(ctx.get(key), rec.cluster, rec.obj))
 
     def on_relist(self, ctx: Ctx, rec: Relist) -> None:
         """A relist's absences are suspects (``missing_after_relist``): each is re-read with a
@@ -99,6 +103,11 @@ class SessionMachine(Machine):
     def on_message(self, ctx: Ctx, key: str, message: str, args: dict[str, Any]) -> None:
         d = ctx.get(key)
         if not isinstance(d, SessionDecision):
+            if message == "pod_created" and args.get("pod"):
+                # A create that answered after its Session was gone (its record, and the note to let
+                # the pod go, went with it): the pod is released (found by kfold sim, soak seed 20010).
+                return ctx.tell("pod", args["pod"], "delete", reply_to="session", reply_key=key,
+                                reason="created for a session that is gone")
             return ctx.log(key, f"{message} for a session kfold no longer tracks; ignored", level="debug")
         save(ctx, key, replies.on_message(ctx, key, d, message, args))
 
@@ -113,8 +122,9 @@ class SessionMachine(Machine):
                 save(ctx, effect.key, d.but(status_written=""))
             elif rec.result != "ok" and rec.result != "not_found":  # written again on the next decision
                 ctx.put(effect.key, d.but(status_written=""))
-            elif rec.result == "ok":   # a later write over it is told by a newer resourceVersion
-                ctx.put(effect.key, d.but(status_rv=status.rv_of(rec.obj)))
+            elif rec.result == "ok":   # its echo is awaited (``_overwritten``)
+                rv = ((rec.obj or {}).get("metadata") or {}).get("resourceVersion") or ""
+                ctx.put(effect.key, d.but(status_rv=str(rv), status_echoed=False))
             return
         save(ctx, effect.key, outcome(ctx, effect.key, d, rec, effect))
 
@@ -132,7 +142,12 @@ class SessionMachine(Machine):
         d = ctx.get(key)
         if not isinstance(d, SessionDecision) or d.phase != "Provisioning":
             return
-        if name == "start" and not flow.running(d):
+        if name == "start" and not flow.running(d) and d.pod.reading and ctx.now_on(d.target) is not None:
+            # Its pod's state is being read (an adopted pod, a relist without it): judged after the
+            # answer, never on a picture kfold knows to be stale (found by kfold sim, soak seed
+            # 40120: a takeover failed a Session whose adopted pod had long been Running).
+            ctx.set_timer(key, "start", ctx.now_on(d.target) + READ_GRACE_MS, d.target)
+        elif name == "start" and not flow.running(d):
             d = flow.fail(ctx, key, d, "StartDeadlineExceeded",
                           f"pod {d.pod.name} did not reach Running within the start deadline ({d.start_ms // 1000} s)")
         elif name == "ready" and flow.running(d):
@@ -172,14 +187,40 @@ def save(ctx: Ctx, key: str, d: SessionDecision) -> None:
 def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> SessionDecision:
     """Fold a Session's latest state into its record (a new uid under the same name starts over)."""
     v = session_view(obj)
-    if d is None or (d.uid and v.uid and d.uid != v.uid):
+    if d is None or (d.uid and v.uid and d.uid != v.uid) or _overtaken(d, v):
         d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster), v)
     step = "" if d.finalizer_step == "reading" else d.finalizer_step
     # A deletionTimestamp is never taken back: an observation of the same uid without one is older
     # than what was folded (a stale list), and must not resume a Session being deleted.
     deleting = v.deleting or (d.deleting and d.uid == v.uid)
+    d = _overwritten(d, v)
     return d.but(uid=v.uid, rv=v.rv, spec_raw=v.spec, deleting=deleting, finalizers=v.finalizers,
                  finalizer_step=step, reported_phase=v.phase, reported_generation=v.generation)
+
+
+def _overwritten(d: SessionDecision, v: Any) -> SessionDecision:
+    """Once kfold's last status write has been seen (its resourceVersion, compared for equality
+    only), a later observation showing another phase or generation means another writer (a
+    replica that led meanwhile) overwrote it: the status is written again on the next decision.
+    Found by kfold sim (soak seeds 20111, 20132: two daemons, each trusting what it last wrote,
+    left a Stopped Session showing Stopping)."""
+    if d.status_rv and v.rv == d.status_rv:
+        return d.but(status_echoed=True)
+    if not (d.status_echoed and d.status_written and v.phase):   # no status at all: a list older than any write
+        return d
+    written = json.loads(d.status_written)
+    if (written.get("phase"), written.get("generation")) == (v.phase, v.generation):
+        return d
+    return d.but(status_written="", status_rv="", status_echoed=False)
+
+
+def _overtaken(d: SessionDecision, v: Any) -> bool:
+    """Bringing up generation N while the Session's status (written only by kfold) reports a later
+    one: another replica led meanwhile and moved it on (a standby's record, decided but never
+    issued, is behind). The record resumes from the status, as from a lost journal, rather than
+    create generation N's pod again under a name already used and released (found by kfold sim,
+    soak seed 20035: two daemons, the standby took over and re-created ``<session>-g2``)."""
+    return d.phase in LIVE and v.generation > d.generation and bool(d.uid) and d.uid == v.uid
 
 
 def from_status(d: SessionDecision, v: Any) -> SessionDecision:

@@ -62,6 +62,10 @@ def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
 
 def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
     spec = spec_of(d, cfg)
+    if not d.target and d.reported_generation > 0 and not isinstance(spec, SpecError):
+        # Resumed from its status (a fresh or lost journal): its pod and the rest run where its spec
+        # places them, which may be another cluster than its own (found by kfold sim, seed 76).
+        d = d.but(target=spec.cluster, target_tenant=spec.tenant, target_namespace=spec.namespace)
     if d.deleting or d.spec_raw.get("stopped") is True or d.phase == "Stopping":
         # A teardown under way finishes even when the spec stops asking for it (un-stopped while
         # Stopping): only from Stopped does the Session start, suspend or fail again.
@@ -132,7 +136,9 @@ def teardown(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
         d = start_teardown(ctx, key, d).but(secret_step="")
     if d.phase == "Stopping" and not (d.teardown or d.releasing or d.abandoned or d.blocked):
         d = d.move("stopped")
-    if d.phase == "Stopped" and d.deleting:
+    if d.phase == "Stopped" and d.deleting and not any(e.type == "create" for e in ctx.pending_for(key)):
+        # A create still unanswered may land after the teardown's read found nothing; its answer
+        # reopens the teardown, so the finalizer waits for it (found by kfold sim, seed 199).
         d = _remove_finalizer(ctx, key, d)
     return d
 
@@ -152,7 +158,9 @@ def _release_resumed(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     if d.pod.name or d.reported_generation <= 0 or not (live or released):
         return d
     pk = object_key(d.target or d.home, d.target_ns, mf.pod_name(d.name, d.reported_generation))
-    return delete_pod(ctx, key, d, pk, "session stopped")
+    # That generation is spent: a resume is the next one, never its name again (the pod released
+    # may still be terminating; found by kfold sim, soak seed 20337).
+    return delete_pod(ctx, key, d.but(generation=max(d.generation, d.reported_generation)), pk, "session stopped")
 
 
 def _remove_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
@@ -346,8 +354,8 @@ def _want_timer(ctx: Ctx, key: str, name: str, wanted: bool, after_ms: int, clus
     armed = ctx.timer_due(key, name) is not None
     if not wanted and armed:
         ctx.cancel_timer(key, name)
-    elif wanted and not armed and ctx.now is not None:
-        ctx.set_timer(key, name, ctx.now + after_ms, cluster)
+    elif wanted and not armed and ctx.now_on(cluster) is not None:
+        ctx.set_timer(key, name, ctx.now_on(cluster) + after_ms, cluster)
 
 
 __all__ = ["LIVE", "TEARDOWN_KINDS", "decide", "fail", "release", "delete_pod", "running", "spec_of", "teardown", "unsynced"]

@@ -144,9 +144,10 @@ class SessionDecision(Decision):
     start_ms: int = DEFAULT_START_MS
     ready_ms: int = DEFAULT_READY_MS
     status_written: str = ""
+    status_rv: str = ""                    # the resourceVersion the last status write returned
+    status_echoed: bool = False            # that write has been observed since (see session.absorb)
     reported_phase: str = ""               # status.phase on the Session as last observed
     reported_generation: int = 0           # status.generation on the Session as last observed
-    status_rv: str = ""                    # resourceVersion the last status write answered with (``status.reassert``)
 
     def move(self, event: str) -> "SessionDecision":
         return self.but(phase=TABLE.next(self.phase, event))

@@ -20,9 +20,9 @@ from typing import Any, Callable
 from engine.machines.base import Ctx
 from engine.effects.models import GetObject, RecordEvent
 from engine.machines import session_flow as flow
-from engine.machines.base import split_key
+from engine.machines.base import object_key, split_key
 from engine.machines import session_targets as targets
-from engine.machines.session_manifests import SESSION_LABEL
+from engine.machines.session_manifests import GENERATION_LABEL, SESSION_LABEL
 from engine.machines.session_model import BRINGING_UP, PodFacts, Run, SessionDecision
 from engine.machines.session_observe import PodStatus, pod_view
 
@@ -44,6 +44,28 @@ def pod_owner(ctx: Ctx, rec: Any) -> str | None:
     if not isinstance(d, SessionDecision) or d.pod.name != rec.name:
         return None
     return key
+
+
+def release_stale(ctx: Ctx, rec: Any, save: Callable[..., None]) -> None:
+    """A live pod of an earlier generation than its Session's, which kfold is not already letting
+    go: left by another replica (or a life that lost its journal) that created it while this
+    record had moved on. It is released like any spent generation (the pod machine reads, then
+    deletes it fenced by uid). Found by kfold sim, soak seed 30281."""
+    md = rec.obj.get("metadata") if isinstance(rec.obj, dict) else None
+    if rec.event == "DELETED" or not isinstance(md, dict) or md.get("deletionTimestamp"):
+        return
+    labels = md.get("labels") if isinstance(md.get("labels"), dict) else {}
+    session, gen = labels.get(SESSION_LABEL), labels.get(GENERATION_LABEL)
+    if not isinstance(session, str) or not isinstance(gen, str) or not gen.isdigit():
+        return
+    key = targets.lookup(ctx, rec.cluster, rec.namespace, session)
+    d = ctx.get(key) if key is not None else None
+    if not isinstance(d, SessionDecision) or int(gen) >= d.generation:
+        return
+    pk = object_key(rec.cluster, rec.namespace, rec.name)
+    if pk in d.releasing or pk in d.abandoned:
+        return
+    save(ctx, key, flow.delete_pod(ctx, key, d, pk, f"generation {gen} is spent (the Session is at {d.generation})"))
 
 
 def pod_observed(ctx: Ctx, key: str, rec: Any, save: Callable[..., None]) -> None:

@@ -14,11 +14,12 @@ Guarantees:
   deleted is not written (it is about to go; nobody reads a Stopping or Stopped on it) unless its
   teardown is blocked (the condition says why its deletion waits). A stop that keeps the Session
   writes Stopping and Stopped.
-- Convergence (``reassert``): a status on the Session that is not the one last written, from a
-  write newer than that one (its resourceVersion), is written again. Status writes are merge
-  patches without a resourceVersion precondition, so a write that was on the wire when its
-  replica froze (SIGSTOP, a GC pause) can land after another replica took the Session over and
-  wrote; the replica that holds the Session now sees it on its watch and restates its own.
+- Convergence (``session._overwritten``): once kfold's last write has been seen on the watch, a
+  later observation showing another phase or generation is another writer's, and the status is
+  written again. Status writes are merge patches without a resourceVersion precondition, so a
+  write that was on the wire when its replica froze (SIGSTOP, a GC pause) can land after another
+  replica took the Session over and wrote; the replica that holds the Session sees it on its watch
+  and restates its own.
 - Every field the CRD declares is present (``None`` clears a field under a JSON merge patch), so a
   stale provisioning message or pod name never lingers.
 """
@@ -137,35 +138,7 @@ def write(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: S
         return d
     ctx.emit(PatchObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
              namespace=d.namespace, name=d.name, patch={"status": status}, subresource="status")
-    return d.but(status_written=text)
-
-
-def rv_of(obj: Any) -> str:
-    md = obj.get("metadata") if isinstance(obj, dict) else None
-    return str(md.get("resourceVersion") or "") if isinstance(md, dict) else ""
-
-
-def _newer(rv: str, than: str) -> bool:
-    """``rv`` is a later write than ``than`` (etcd revisions; anything else is not compared: no)."""
-    if not than:
-        return bool(rv)
-    return rv.isdigit() and than.isdigit() and int(rv) > int(than)
-
-
-def reassert(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
-    """``d`` (just observed) with ``status_written`` cleared when the Session shows a phase or
-    generation other than the status last written, and the Session was written after that write
-    (so it is not our own write's event arriving late) with no status write of ours in flight:
-    the next decision writes the status again. Once per foreign write: our rewrite answers with a
-    newer resourceVersion, and its own event then matches."""
-    if not d.status_written or not _newer(d.rv, d.status_rv):
-        return d
-    mine = json.loads(d.status_written)
-    if (mine.get("phase"), mine.get("generation")) == (d.reported_phase, d.reported_generation):
-        return d
-    if any(getattr(e, "subresource", "") == "status" for e in ctx.pending_for(key)):
-        return d
-    return d.but(status_written="")
+    return d.but(status_written=text, status_rv="", status_echoed=False)   # its echo is awaited anew
 
 
 _STEPS = ("Creating", "Provisioning")

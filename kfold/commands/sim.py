@@ -12,14 +12,13 @@ from pathlib import Path
 
 
 def register(sub) -> None:
-    from kfold.sim.world import FAULTS, OFF_BY_DEFAULT
+    from kfold.sim.world import FAULTS
     p = sub.add_parser("sim", help="run a seeded simulation of kfold against a simulated apiserver with faults")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=200, help="steps with faults and users, before the run settles")
     p.add_argument("--sessions", type=int, default=3)
     p.add_argument("--faults", default="all",
-                   help=f"comma-separated subset of: {', '.join(FAULTS)}; 'all' (default) or 'none'. "
-                        f"Not available: {', '.join(OFF_BY_DEFAULT)} (a second daemon is not modelled; leader election is tested on the real control plane)")
+                   help=f"comma-separated subset of: {', '.join(FAULTS)}; 'all' (default) or 'none'")
     p.add_argument("--seeds", type=int, default=1, help="run this many consecutive seeds from --seed")
     p.add_argument("--out", default="sim-out", help="directory for the journal of a failing run")
     p.add_argument("--no-shrink", action="store_true")
@@ -28,16 +27,13 @@ def register(sub) -> None:
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
-    from kfold.sim.world import FAULTS, OFF_BY_DEFAULT
+    from kfold.sim.world import FAULTS
     if text == "all":
         return FAULTS
     if text in ("none", ""):
         return ()
     asked = tuple(f.strip() for f in text.split(",") if f.strip())
     for f in asked:
-        if f in OFF_BY_DEFAULT:
-            raise SystemExit(f"kfold sim: fault {f!r} is not simulated: the model has one daemon; two replicas "
-                             "and their Lease are tested on the real control plane (tests/e2e/test_leader.py)")
         if f not in FAULTS:
             raise SystemExit(f"kfold sim: unknown fault {f!r}; known: {', '.join(FAULTS)}")
     return asked
@@ -67,6 +63,7 @@ def _run_seeds(args, faults: tuple[str, ...]) -> int:
             if args.journal:
                 out.mkdir(parents=True, exist_ok=True)
                 print(f"  journal: {write_journal(r.store, out / f'seed-{seed}.sqlite')}")
+                _others(r, out, seed)
             continue
         failed += 1
         out.mkdir(parents=True, exist_ok=True)
@@ -75,6 +72,7 @@ def _run_seeds(args, faults: tuple[str, ...]) -> int:
         print(f"  faults fired: {fired}")
         print(f"  journal: {path}  (kfold replay {path}; kfold trace {path} local/team/<session>)"
               + (f"; {len(r.lost)} earlier journal(s) were lost by the run itself" if r.lost else ""))
+        _others(r, out, seed)
         world = out / f"seed-{seed}.world.txt"
         world.write_text("\n".join(r.world_log) + "\n")
         print(f"  what the world did ({world}):")
@@ -87,3 +85,10 @@ def _run_seeds(args, faults: tuple[str, ...]) -> int:
                 print(f"  shrunk: kfold sim --seed {seed} --steps {small.steps} --sessions {small.sessions} "
                       f"--faults {','.join(small.faults) or 'none'}  ({sr.records} records, journal {spath})")
     return 1 if failed else 0
+
+
+def _others(r, out: Path, seed: int) -> None:
+    """The second daemon's journal (``second_daemon``), beside the first's."""
+    from kfold.sim.report import write_journal
+    for i, other in enumerate(r.others):
+        print(f"  second daemon's journal: {write_journal(other, out / f'seed-{seed}-daemon{i + 2}.sqlite')}")

@@ -9,7 +9,12 @@ Added to the fake's semantics (engine/effects/fake.py):
   goes when its last finalizer is removed; a Pod is marked too and removed by the kubelet later;
 - ownerReferences garbage collection: an object whose owner uid no longer exists is deleted;
 - a kubelet: a Pod becomes Running and Ready ``kubelet_ms`` after it was created;
-- the clock is the simulation's: ``now_ms`` (set by the simulator) plus ``skew_ms``;
+- the clock is the simulation's: ``now_ms`` (set by the simulator) plus ``skew_ms``; a cluster of
+  its own (``name``) gets uids of its own, and ``peers`` are every cluster's servers (a Session on
+  the home cluster may run its pod on another);
+- ``coordination.k8s.io/v1`` Leases (get, create, replace with a resourceVersion precondition):
+  every write of one records which holder has which term (``leaseTransitions``) and the renewTime
+  it last wrote in it (``terms``), so the leader invariants are judged on this server's clock;
 - every request kfold sends is checked against the write-side invariants at the moment the
   apiserver sees it (``violations``): a delete without a uid precondition, a delete or replace of
   an object kfold does not own, a Session written Failed while its pod is healthy.
@@ -21,7 +26,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from engine.effects.executor_resources import parse_path
+from engine.effects.executor_resources import ParsedPath, Resource, parse_path
 from engine.effects.executor_transport import Response
 from engine.labels import MANAGED_BY, MANAGER
 from engine.effects.fake import FakeApiServer, _key_of, _rfc3339
@@ -32,6 +37,8 @@ Key = tuple[str, str, str, str]
 # A Session fails by design when a foreign object holds one of its names (kfold never takes it
 # over), healthy pod or not: that Failed is not a violation.
 NAME_HELD = frozenset({"NameTaken", "TargetTaken"})
+LEASE = Resource("coordination.k8s.io/v1", "Lease", "leases", True)
+LEASE_PREFIX = "/apis/coordination.k8s.io/v1/namespaces/"
 
 
 def owned_by_kfold(obj: dict[str, Any]) -> bool:
@@ -46,8 +53,11 @@ def healthy_pod(obj: dict[str, Any]) -> bool:
 
 
 class SimApiServer(FakeApiServer):
-    def __init__(self, now_ms: int, kubelet_ms: int = 3000, history: int = 40):
+    def __init__(self, now_ms: int, kubelet_ms: int = 3000, history: int = 40, name: str = ""):
         super().__init__(server_ms=now_ms)
+        self.name = name                                          # "" = the home cluster (uids as the fake's)
+        self.peers: list[SimApiServer] = [self]
+        self.terms: dict[int, tuple[str, int, int]] = {}          # term -> (holder, renewTime ms, duration ms)
         self.now_ms = now_ms
         self.skew_ms = 0
         self.kubelet_ms = kubelet_ms
@@ -66,6 +76,11 @@ class SimApiServer(FakeApiServer):
     def set_time(self, now_ms: int) -> None:
         self.now_ms = now_ms
         self.server_ms = now_ms + self.skew_ms
+
+    @property
+    def clock_ms(self) -> int:
+        """This server's own clock (what its Date says, when it sends one)."""
+        return self.now_ms + self.skew_ms
 
     # -- kfold's requests ---------------------------------------------------------------------
     def handle(self, method: str, path: str, query: dict[str, str] | None = None, body: Any = None):
@@ -99,13 +114,42 @@ class SimApiServer(FakeApiServer):
                                             f"{pod['metadata']['name']} is Running and Ready"))
 
     def _pods_of(self, namespace: str, session: str) -> list[dict[str, Any]]:
-        return [o for (a, k, ns, _), o in sorted(self.objects.items())
+        """The Session's pods on every cluster (its pod may run on another than its own)."""
+        return [o for server in self.peers for (a, k, ns, _), o in sorted(server.objects.items())
                 if k == "Pod" and ns == namespace and owned_by_kfold(o)
                 and (o["metadata"].get("labels") or {}).get(SESSION_LABEL) == session]
+
+    # -- Leases -----------------------------------------------------------------------------------
+    def _dispatch(self, method: str, path: str, query: dict[str, str], body: Any) -> Response:
+        p = _lease_path(path)
+        if p is None:
+            return super()._dispatch(method, path, query, body)
+        from engine.effects.fake import _ApiError, _verb, status_body
+        try:
+            code, obj = getattr(self, f"_{_verb(method, p)}")(p, query, body)
+        except _ApiError as e:
+            return Response(e.code, self._headers(), status_body(e.code, e.reason, e.message, p.name, "leases"))
+        self._note_term(obj)
+        return Response(code, self._headers(), obj)
+
+    def _note_term(self, lease: dict[str, Any]) -> None:
+        from engine.rfc3339 import to_ms
+        spec = lease.get("spec") or {}
+        holder, renewed = spec.get("holderIdentity") or "", to_ms(spec.get("renewTime") or "")
+        if not holder or renewed is None:
+            return
+        term = int(spec.get("leaseTransitions") or 0)
+        had = self.terms.get(term)
+        if had is not None and had[0] != holder:
+            self.violations.append(("one_leader_per_term", f"lease term {term} written by {holder} while {had[0]} holds it"))
+        self.terms[term] = (holder, renewed, int(spec.get("leaseDurationSeconds") or 0) * 1000)
 
     # -- writes: the event log, finalizers, deletion --------------------------------------------
     def _store(self, obj: dict[str, Any], key: Key) -> dict[str, Any]:
         new = key not in self.objects
+        if self.name and not obj.setdefault("metadata", {}).get("uid"):
+            self._uid += 1
+            obj["metadata"]["uid"] = f"{self.name}-uid-{self._uid:04d}"
         stored = super()._store(obj, key)
         if stored["kind"] == "Pod" and new:
             self.created_ms[stored["metadata"]["uid"]] = self.now_ms
@@ -164,7 +208,9 @@ class SimApiServer(FakeApiServer):
             elif (obj.get("status") or {}).get("phase") != "Running" and age >= self.kubelet_ms:
                 self._run_pod(key, obj)
         self._collect_garbage()
-        self.history.append((self._rv, copy.deepcopy(self.objects)))
+        # A shallow copy: a write stores a new object (never edits a stored one in place), and a
+        # stale list deep-copies what it answers.
+        self.history.append((self._rv, dict(self.objects)))
         del self.history[:-self._history_len]
 
     def _run_pod(self, key: Key, obj: dict[str, Any]) -> None:
@@ -211,6 +257,15 @@ class SimApiServer(FakeApiServer):
             return self._dispatch(method, path, {}, copy.deepcopy(body))
         finally:
             self._user = False
+
+
+def _lease_path(path: str) -> ParsedPath | None:
+    if not path.startswith(LEASE_PREFIX):
+        return None
+    parts = path[len(LEASE_PREFIX):].split("?")[0].split("/")
+    if len(parts) not in (2, 3) or parts[1] != "leases":
+        return None
+    return ParsedPath(LEASE, parts[0], parts[2] if len(parts) == 3 else "", "")
 
 
 def _select(objects: dict[Key, dict[str, Any]], kind: str, namespace: str, managed_only: bool) -> list[dict[str, Any]]:

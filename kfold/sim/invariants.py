@@ -1,8 +1,12 @@
 """The simulator's invariants, each a named function that raises ``SimFailure``.
 
-Checked after every step (``check_step``):
+Checked after every step (``check_step``), over every cluster:
 - ``delete_has_uid_precondition``, ``no_write_to_foreign_object``, ``no_failed_while_pod_healthy``:
   judged by the apiserver model at the moment each request of kfold's arrives (``violations``);
+- with leader election (``second_daemon``): ``one_leader_per_term`` (a Lease term is only ever
+  written by one holder), ``issued_in_own_term`` (an effect is handed to the executor only in a
+  term the Lease gives that replica), ``effect_in_a_live_term`` (a request reaches the apiserver
+  only while its sender's term is unexpired on the server's clock: renewTime + duration);
 - ``one_live_pod_per_generation``: never two live (not terminating) pods for one Session generation.
 
 Checked once faults and users stop (``check_settled``, after at most ``settle_ms`` simulated time):
@@ -24,14 +28,20 @@ def _fail(sim: Any, invariant: str, detail: str) -> None:
 
 
 def check_step(sim: Any) -> None:
-    if sim.api.violations:
-        _fail(sim, *sim.api.violations[0])
+    for api in sim.apis.values():
+        if api.violations:
+            _fail(sim, *api.violations[0])
     one_live_pod_per_generation(sim)
+
+
+def _objects(sim: Any) -> list[tuple[tuple[str, str, str, str], dict[str, Any]]]:
+    """Every cluster's objects (home first), each cluster's in key order."""
+    return [item for api in sim.apis.values() for item in sorted(api.objects.items())]
 
 
 def one_live_pod_per_generation(sim: Any) -> None:
     seen: dict[tuple[str, str], str] = {}
-    for (_, kind, _, name), obj in sorted(sim.api.objects.items()):
+    for (_, kind, _, name), obj in _objects(sim):
         md = obj["metadata"]
         if kind != "Pod" or md.get("deletionTimestamp") or not owned_by_kfold(obj):
             continue
@@ -86,7 +96,7 @@ def _why(obj: dict[str, Any]) -> str:
 
 def leaks(sim: Any) -> list[str]:
     out = []
-    for (_, kind, ns, name), obj in sorted(sim.api.objects.items()):
+    for (_, kind, ns, name), obj in _objects(sim):
         session = (obj["metadata"].get("labels") or {}).get(SESSION_LABEL)
         if owned_by_kfold(obj) and session and _session(sim, session) is None:
             out.append(f"{kind} {ns}/{name} of Session {session}")

@@ -215,7 +215,7 @@ def test_a_leader_paused_past_its_lease_issues_nothing_when_it_wakes(pair, admin
     time.sleep(3)   # the woken one keeps observing; give it time to (wrongly) act
     caught = mid_send(a.journal, last_seq, paused_at)
     # A status write caught mid-send lands late; the new leader sees a phase it did not write, newer
-    # than its own write, and writes its status again (session_status.reassert): every Session Ready.
+    # than its own write, and writes its status again (session._overwritten): every Session Ready.
     wait_for(lambda: converged(cluster), timeout=180, interval=0.5, what="every Session Ready (a late status restated)")
     watch.stop()
     first = first_effect_after(b.journal, old_term, paused_at)
@@ -246,7 +246,7 @@ def test_a_leader_paused_past_its_lease_issues_nothing_when_it_wakes(pair, admin
     restated = {r["effect"]["name"] for r in issued(b.journal) if r["at"] > paused_at * 1000
                 and r["effect"].get("subresource") == "status" and r["effect"]["name"] in caught}
     print(f"late writes restated by the new leader: {sorted(restated)} of {sorted(caught)}")
-    assert restated == set(caught), "a late status write was left standing (session_status.reassert)"
+    assert restated == set(caught), "a late status write was left standing (session._overwritten)"
     assert "leader: lost lease" in a.log.read_text()
     for d in (a, b):
         assert d.stop() == 0

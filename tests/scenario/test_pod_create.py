@@ -109,6 +109,19 @@ def test_a_delete_asked_during_a_create_runs_after_it_with_the_created_fence(fro
     assert [m for m, _ in answers(s)] == ["pod_created", "pod_gone"]
 
 
+def test_a_create_found_absent_after_its_delete_was_asked_is_not_made_again(frozen_world):
+    """Found by kfold sim (soak seed 30337, two daemons): the create answered 429, its read waited
+    through a standby stretch while the Session asked for the delete; the read then found nothing
+    and the pod was created just to be deleted, a delete whose read later timed out: it leaked."""
+    s = world()
+    read = one(s.outcome(one(ask_create(s, T0), "create"), "transient", T0 + SECOND), "get")
+    assert ask_delete(s, T0 + 2 * SECOND) == ()
+    after = s.outcome(read, "not_found", T0 + 3 * SECOND, status_reason="NotFound")
+    assert [e.type for e in after if e.type != "log"] == ["get"], "no create: the delete reads, finds nothing"
+    s.outcome(one(after, "get"), "not_found", T0 + 4 * SECOND, status_reason="NotFound")
+    assert [m for m, _ in answers(s)] == ["pod_create_failed", "pod_gone"]
+
+
 def test_a_second_create_while_deleting_is_refused(frozen_world):
     s = world()
     s.observe(pod("A", "5"), T0)

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from engine.machines.session_model import FINALIZER
-from tests.scenario.test_session_support import ENV_SPEC, KEY, SPEC, World, at, owned_obj, session_obj
+from tests.harness import Scenario
+from tests.scenario.test_session_support import ENV_SPEC, KEY, SPEC, World, at, owned_obj, pod_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -69,6 +70,69 @@ def test_a_secret_created_after_the_teardown_read_it_is_still_deleted():
     assert w.phase == "Stopped"
 
 
+def _finalizer_removals(w: World) -> list:
+    return [e for e in w.effects("patch", "Session") if isinstance(e.patch, list)
+            and any(op.get("op") == "remove" and op.get("path", "").startswith("/metadata/finalizers") for op in e.patch)]
+
+
+def test_the_finalizer_waits_for_a_create_still_unanswered():
+    """Found by seed 199 (kfold sim, every fault): as seed 65, but the finalizer removal was emitted
+    when the teardown's reads found nothing, before the Secret create answered; it went out, the
+    Session was gone when the create's answer reopened the teardown, and the Secret leaked."""
+    w = World()
+    w.submit(SPEC, 0)
+    w.rv += 1
+    w.answer("patch", "Session", obj=session_obj(SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
+    w.answer("ensure_namespace", None)
+    create = w.pending("create", "Secret")[0]
+    w.submit(SPEC, 1, deleting=True)
+    w.tear_down(2, ("Service", "Ingress"), "not_found")
+    w.answer("get", "Secret", "not_found", when=2)
+    assert not _finalizer_removals(w), "the create in flight may still land: the finalizer stays"
+    w.s.outcome(create, "ok", at(3), obj=owned_obj("Secret"))
+    w.tear_down(4, ("Secret",))
+    assert w.phase == "Stopped" and len(_finalizer_removals(w)) == 1
+
+
+def _two_clusters() -> Scenario:
+    s = Scenario()
+    s.command("session.configure", at(0), clusters=["local", "east"], base_domain="sessions.example.test")
+    return s
+
+
+def test_a_resumed_session_stopped_tears_down_on_the_cluster_its_spec_names():
+    """Found by seed 76 (kfold sim, cluster_skew and second_daemon): a second daemon (a fresh
+    journal) met a stopped Session whose status said Ready with pod demo-g2, placed on cluster
+    east; it read and released ``local/team/demo-g2`` and the Service, Ingress and Secret on
+    local, found nothing, wrote Stopped, and the pod on east lived on."""
+    s = _two_clusters()
+    obj = session_obj({**SPEC, "cluster": "east", "stopped": True}, rv="500", finalizers=(FINALIZER,))
+    obj["status"] = {"phase": "Ready", "generation": 2, "podName": "demo-g2"}
+    s.observe(obj, at(0))
+    reads = [(e.kind, e.cluster, e.name) for e in s.pending("get") if e.kind != "Session"]
+    assert ("Pod", "east", "demo-g2") in reads, reads
+    assert {c for _, c, _ in reads} == {"east"}, reads
+
+
+def test_a_pod_delete_budget_is_judged_on_the_pod_clusters_clock_from_its_own_time():
+    """Found by seed 37 (kfold sim, cluster_skew): a pod on east (an hour ahead) was released by a
+    Session record stamped on local's clock; its 600 s delete budget was local's time + 600 s,
+    judged on east's clock: it fired at once, the delete was abandoned and the Session stayed
+    Stopping. A due time for a cluster now comes only from a record its own clock stamped."""
+    s = _two_clusters()
+    obj = session_obj({**SPEC, "cluster": "east", "stopped": True}, rv="500", finalizers=(FINALIZER,))
+    obj["status"] = {"phase": "Ready", "generation": 2, "podName": "demo-g2"}
+    s.observe(obj, at(0))
+    budgets = [t for t in s.state.timers.values() if t.machine == "pod" and t.name == "budget"]
+    assert not budgets, "no east due time from a record on local's clock"
+    read = next(e for e in s.pending("get") if e.kind == "Pod")
+    pod = pod_obj(2, phase="Running", ready=True, rv="40")
+    s.outcome(read, "ok", at(3600), obj=pod)          # east's clock: an hour ahead
+    budgets = [t for t in s.state.timers.values() if t.machine == "pod" and t.name == "budget"]
+    assert [t.due for t in budgets] == [at(3600) + 600_000]
+    assert not [t for t in s.state.due_timers(lambda c: at(3600) if c == "east" else at(1)) if t.name == "budget"]
+
+
 def test_the_configured_start_deadline_is_the_one_armed():
     """Found while building the simulator: the daemon sends ``start_ms``/``ready_ms`` (config
     ``deadlines.*_seconds``) but the machine read ``defaults.start_deadline_s``, which nothing
@@ -97,3 +161,107 @@ def test_a_status_write_that_fails_is_written_again_without_waiting_for_another_
 def _status_writes(w: World) -> list:
     found = [e for e in w.s.pending("patch") if e.subresource == "status"]
     return sorted(found, key=lambda e: tuple(int(p) for p in e.id.split(".")))
+
+
+# -- two daemons (kfold sim --faults ...,second_daemon,leader_pause), soak seeds 20010-20337 ------
+
+def _with_status(spec: dict, rv: str, phase: str, gen: int) -> dict:
+    obj = session_obj(spec, rv=rv, finalizers=(FINALIZER,))
+    obj["status"] = {"phase": phase, "generation": gen, "podName": f"demo-g{gen}"}
+    return obj
+
+
+def test_a_record_overtaken_by_another_replicas_status_resumes_from_it():
+    """Soak seed 20035: a standby's record was bringing up generation 2 (decided, never issued)
+    while the leader suspended and resumed the Session to generation 3; on takeover the standby
+    re-created ``demo-g2``, a name the leader had used and released, and wrote generation 2 back."""
+    w = World().to_ready()
+    assert w.decision().generation == 1
+    w.s.observe(_with_status(SPEC, "90", "Pending", 3), at(20))
+    assert w.decision().generation == 3, "the record resumes at the generation the status reports"
+    w.answer("ensure_namespace", None, when=21)
+    w.answer("create", "Secret", "already_exists", when=21, status_reason="AlreadyExists")
+    if w.pending("get", "Secret"):
+        w.answer("get", "Secret", when=21, obj=owned_obj("Secret"))
+    assert "demo-g2" not in w.pod_creates()
+    assert w.pod_creates()[-1] == "demo-g3", w.pod_creates()
+
+
+def test_a_pod_created_after_its_session_is_gone_is_released():
+    """Soak seed 20010: the pod create was in flight (a retry after a 500) when the Session was
+    deleted; the record, and its note to let the pod go once created, went with the Session; the
+    create then succeeded and ``pod_created`` for an untracked Session was ignored: the pod leaked."""
+    w = World().to_creating()
+    w.s.observe(session_obj(SPEC, rv="80", finalizers=()), at(2), event="DELETED")
+    assert w.decision() is None
+    w.answer("create", "Pod", when=3, obj=pod_obj(1))
+    assert [e.name for e in w.s.pending() if getattr(e, "kind", "") == "Pod"] == ["demo-g1"], \
+        "the pod machine is asked to let the orphan pod go (it reads, then deletes it fenced by uid)"
+
+
+def test_a_status_another_writer_overwrote_is_written_again():
+    """Soak seeds 20111, 20132: the leader wrote Stopped (and saw it); a second daemon that led
+    for a while wrote Stopping over it from its stale record; the first, leading again, trusted what
+    it had last written and never wrote Stopped again."""
+    w = World().to_ready()
+    status = [e for e in w.s.pending("patch") if e.subresource == "status"]
+    for e in status:
+        w.s.outcome(e, "ok", at(7), obj={"metadata": {"resourceVersion": "70"}})
+    w.s.observe(_with_status(SPEC, "70", "Ready", 1), at(8))             # kfold's own write, seen
+    before = len(w.effects("patch", "Session"))
+    w.s.observe(_with_status(SPEC, "71", "Ready", 1), at(9))             # a user's edit: same status
+    assert len(w.effects("patch", "Session")) == before, "an unchanged status is not written again"
+    w.s.observe(_with_status(SPEC, "75", "Provisioning", 1), at(10))     # another writer's
+    assert len(w.effects("patch", "Session")) == before + 1
+    assert w.status()["phase"] == "Ready"
+
+
+def test_a_generation_released_after_a_lost_journal_is_not_reused_on_resume():
+    """Soak seed 20337: a fresh journal met a suspended Session whose status still said Ready,
+    generation 2; it released ``demo-g2`` (still terminating, perhaps) and, on resume, created
+    ``demo-g2`` again instead of generation 3."""
+    w = World()
+    w.s.observe(_with_status({**SPEC, "suspended": True}, "500", "Ready", 2), at(0))
+    assert w.phase == "Suspended"
+    w.rv = 600
+    w.submit(SPEC, 5)
+    w.answer("ensure_namespace", None, when=5)
+    w.answer("create", "Secret", when=5)
+    assert w.pod_creates() == ["demo-g3"], w.pod_creates()
+
+
+def test_a_live_pod_of_a_spent_generation_is_released():
+    """Soak seed 30281: a daemon that led for a while created ``demo-g2`` while the other's record
+    (after a lost journal and a late list) had moved to generation 3; the new leader ignored g2
+    (not its current pod) and it outlived the Session. A live pod of an earlier generation than
+    the Session's, not already being let go, is released."""
+    w = World().to_ready()
+    w.submit({**SPEC, "suspended": True}, 10)
+    w.answer("delete", "Pod", when=10)
+    w.observe_pod(11, gen=1, event="DELETED")
+    w.submit(SPEC, 12)
+    assert w.decision().generation == 2
+    def pod_effects(name: str) -> list:
+        return [(e.type, getattr(e, "uid", "")) for e in w.s.pending() if getattr(e, "kind", "") == "Pod" and e.name == name]
+
+    assert not pod_effects("demo-g1")
+    w.s.observe(pod_obj(1, phase="Running", ready=True, rv="90"), at(13), event="ADDED")   # someone made g1 again
+    assert pod_effects("demo-g1") == [("delete", "pod-uid-1")], "the spent generation's pod is deleted, fenced by uid"
+    w.s.observe(pod_obj(2, phase="Running", ready=True, rv="91"), at(14), event="ADDED")
+    assert not [t for t, _ in pod_effects("demo-g2") if t == "delete"], "the current generation's pod is kept"
+
+
+def test_a_start_deadline_met_while_the_pod_is_being_read_waits_for_the_answer():
+    """Soak seed 40120: after a takeover the Session adopted ``demo-g1`` (AlreadyExists, then the
+    pod machine's read), its own read of the pod answered 500 and the start deadline fired before
+    the retry: the Session was failed while its pod had long been Running and Ready."""
+    w = World(start_seconds=60)
+    w.to_creating(when=0)
+    w.answer("create", "Pod", "already_exists", when=1, status_reason="AlreadyExists")
+    w.answer("get", "Pod", when=1, obj=pod_obj(1, phase="Running", ip="10.0.0.7", node="n", ready=True))
+    assert w.phase == "Provisioning" and w.decision().pod.reading
+    w.s.advance_to(at(62))
+    assert w.phase == "Provisioning", "not failed on a picture kfold knows to be stale"
+    w.answer("get", "Pod", when=63, obj=pod_obj(1, phase="Running", ip="10.0.0.7", node="n", ready=True))
+    w.s.advance_to(at(70))
+    assert w.phase != "Failed" and w.decision().pod.phase == "Running"

@@ -1,5 +1,5 @@
 """A Session status written by another writer after kfold's own is restated (issue 14, the
-SIGSTOP window; ``session_status.reassert``).
+SIGSTOP window; ``session._overwritten``).
 
 Status writes are merge patches without a resourceVersion precondition: a replica frozen with one
 on the wire (SIGSTOP, a GC pause) can have it land after the replica that took the Session over

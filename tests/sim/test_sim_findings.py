@@ -51,3 +51,22 @@ def test_a_late_session_list_does_not_resurrect_a_deleted_session():
     from kfold.sim.world import Options, simulate
     r = simulate(Options(seed=11372, steps=180, sessions=4, faults=tuple(SHRUNK_11372.split(","))))
     assert r.failure is None, str(r.failure)
+
+
+SHRUNK_40322 = ("conflict,throttle,server_error,reset_before,watch_delay,watch_drop,compact,date_skew,kill,"
+                "kill_lost_journal,foreign_objects,user_edits,user_deletes,batch,second_daemon,leader_pause,cluster_skew")
+
+
+def test_a_secret_created_for_a_session_deleted_meanwhile_is_swept():
+    """Found by the soak (two daemons): ``kfold sim --seed 40322 --steps 200 --sessions 4 --faults
+    <SHRUNK_40322>``: one daemon tore a Session down and let it go; the other, standby meanwhile
+    (its reads held), took over and re-sent the Secret create it had in doubt before its read of the
+    Session answered 404: the Secret outlived the Session. kfold run's orphan Secret sweep
+    (``pod.sweep_secrets``, periodic) is what removes it; the simulator now runs it too."""
+    from kfold.sim.world import Options, simulate
+    r = simulate(Options(seed=40322, steps=200, sessions=4, faults=tuple(SHRUNK_40322.split(","))))
+    assert r.failure is None, str(r.failure)
+    stores = [r.store, *r.others]
+    kinds = [bytes(row[3]) if isinstance(row[3], (bytes, bytearray)) else str(row[3]).encode()
+             for store in stores for row in store.rows.values()]
+    assert any(b"pod.sweep_secrets" in k for k in kinds)

@@ -5,6 +5,7 @@ properties the simulator itself promises (determinism, failing runs leave a jour
 A longer soak is ``scripts/sim_soak.py`` (not run here)."""
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 
@@ -14,7 +15,7 @@ from kfold.cli import main
 from kfold.sim import invariants
 from kfold.sim.apiserver import SimApiServer
 from kfold.sim.report import shrink
-from kfold.sim.world import FAULTS, T0, Options, SimFailure, simulate
+from kfold.sim.world import FAULTS, T0, Options, SimFailure, Simulation, simulate
 
 SEEDS = range(300)
 STEPS, SESSIONS = 80, 3
@@ -90,11 +91,16 @@ def _fail_at_step_5(sim):
         raise SimFailure("planted", "a planted failure", sim.step)
 
 
+def _fail_at_step_12(sim):
+    if sim.step >= 12:
+        raise SimFailure("planted", "a planted failure", sim.step)
+
+
 def test_a_failing_run_prints_its_seed_and_writes_a_journal_replay_and_trace_open(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(invariants, "one_live_pod_per_generation", _fail_at_step_5)
+    monkeypatch.setattr(invariants, "one_live_pod_per_generation", _fail_at_step_12)
     assert main(["sim", "--seed", "3", "--steps", "40", "--out", str(tmp_path), "--no-shrink"]) == 1
     out = capsys.readouterr().out
-    assert "seed 3: FAILED invariant planted at step 5" in out
+    assert "seed 3: FAILED invariant planted at step 12" in out
     journal = tmp_path / "seed-3.sqlite"
     assert main(["replay", str(journal)]) == 0
     assert main(["trace", str(journal), "local/team/s0"]) in (0, 1)
@@ -106,3 +112,68 @@ def test_the_shrinker_finds_a_shorter_run_failing_the_same_invariant(monkeypatch
     small, result = shrink(Options(seed=3, steps=64, sessions=3), "planted")
     assert result is not None and result.failure.invariant == "planted"
     assert small.steps < 64 and small.sessions == 1 and len(small.faults) < len(FAULTS)
+
+
+def _sim(seed: int, faults: tuple[str, ...], steps: int = STEPS) -> Simulation:
+    sim = Simulation(Options(seed=seed, steps=steps, sessions=SESSIONS, faults=faults))
+    sim.failure = asyncio.run(sim.run())
+    return sim
+
+
+def test_a_paused_leader_is_fenced_and_the_second_daemon_takes_over():
+    """Seed 3: daemon a leads (term 1), the second daemon starts with a journal of its own, a is
+    paused (SIGSTOP) for longer than the lease; b takes the Lease (term 2); a wakes up fenced (its
+    in-flight effects are refused before they leave), later leads again (term 3), and b once more."""
+    sim = _sim(3, ("second_daemon", "leader_pause", "kill"))
+    assert sim.failure is None, str(sim.failure)
+    assert any("paused (SIGSTOP)" in line and "while leading" in line for line in sim.world_log)
+    holders = [holder for _, (holder, _, _) in sorted(sim.api.terms.items())]
+    assert holders[:3] == ["kfold-a-1", "kfold-b-2", "kfold-a-1"], holders
+    a, b = sim.replicas
+    assert sum(f.fenced for f in a.fences) >= 1, "the paused leader's in-flight effects were fenced"
+    assert b.store.rows and b.store is not a.store, "the second daemon has a journal of its own"
+
+
+def test_without_the_fence_the_simulator_sees_a_request_outside_its_term(monkeypatch):
+    """The leader invariants are live: with kfold.leader's fence switched off, a paused leader's
+    in-flight effect reaches the apiserver after its term ended."""
+    monkeypatch.setattr("kfold.leader.Fence.check", lambda self, req=None: None)
+    sim = _sim(3, ("second_daemon", "leader_pause"))
+    assert sim.failure is not None and sim.failure.invariant == "effect_in_a_live_term", str(sim.failure)
+
+
+def test_without_the_gate_the_simulator_sees_an_effect_issued_outside_a_term(monkeypatch):
+    monkeypatch.setattr(Simulation, "leader_gate", staticmethod(lambda elector: lambda: 1))
+    sim = _sim(3, ("second_daemon",))
+    assert sim.failure is not None and sim.failure.invariant in ("issued_in_own_term", "effect_in_a_live_term")
+
+
+def test_a_session_on_a_skewed_cluster_is_judged_on_that_clusters_clock():
+    """cluster_skew: the registered cluster east runs an hour (or 90 s, 20 s) off local's clock, or
+    sends no Date; Sessions placed there come up, suspend, stop and go like the others."""
+    offsets, placed = set(), 0
+    for seed in range(6):
+        sim = _sim(seed, ("cluster_skew", "user_edits", "user_deletes"))
+        assert sim.failure is None, f"seed {seed}: {sim.failure}"
+        offsets.add(sim.apis["east"].skew_ms)
+        placed += sum(1 for s in sim.sessions.values() if s and s.get("cluster") == "east")
+    assert len(offsets) > 1 and placed >= 3
+
+
+def test_the_batch_fault_commits_several_inputs_as_one_group(monkeypatch):
+    """The run drives the daemon's real committer task: with ``batch``, a step's inputs queue at
+    once and ``run_committer`` takes them as one group commit; without it, one input at a time."""
+    from kfold.daemon import Daemon
+    groups: list[int] = []
+    real = Daemon._commit_batch
+
+    async def counted(self, batch):
+        groups.append(sum(1 for drafts, _, _ in batch if drafts))
+        await real(self, batch)
+
+    monkeypatch.setattr(Daemon, "_commit_batch", counted)
+    assert _sim(0, ("user_edits",)).failure is None
+    assert max(groups) == 1
+    groups.clear()
+    assert _sim(0, ("batch", "user_edits")).failure is None
+    assert max(groups) > 1

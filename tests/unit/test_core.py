@@ -206,3 +206,30 @@ def test_the_fold_step_is_what_machines_are_typed_against():
     from engine.core import StepContext
     from engine.machines.base import Ctx
     assert isinstance(StepContext(initial_state()), Ctx)
+
+
+def test_now_on_a_cluster_is_the_records_time_only_when_that_clusters_clock_stamped_it():
+    """Clusters' clocks may be hours apart (kfold sim, seed 37): a due time for one cluster is only
+    computed from a record its own clock stamped; a record of unknown origin answers for any."""
+    from engine.core import StepContext
+    ctx = StepContext(initial_state())
+    ctx._begin(Observed(at=T0, cluster="local", api_version="v1", kind="Pod", namespace="ns", name="p",
+                        event="ADDED"))
+    assert (ctx.now_on("local"), ctx.now_on("east"), ctx.now_on("")) == (T0, None, T0)
+    ctx._begin(EffectIssued(at=T0 + 5, effect={"id": "1.0", "cluster": "east"}))
+    assert (ctx.now_on("east"), ctx.now_on("local")) == (T0 + 5, None)
+    ctx._begin(Command(at=T0 + 7, name="toy.poke"))
+    assert ctx.now_on("east") == T0 + 7 and ctx.now_on("local") == T0 + 7
+
+
+def test_an_in_doubt_command_is_on_the_clock_of_its_effects_cluster():
+    """Soak seed 30138: after a restart, recovery stamped ``effect.in_doubt`` on the home cluster's
+    clock, and the pod machine armed a delete budget on east (an hour ahead) from it: it fired at
+    once. The daemon stamps it on the effect's cluster's clock, and the fold reads it so."""
+    from immutables import Map
+    from engine.core import Pending, State, StepContext
+    effect = GetObject(id="1.0", machine="pod", key="east/team/p", cluster="east", api_version="v1", kind="Pod",
+                       namespace="team", name="p")
+    ctx = StepContext(State(seq=1, pending=Map({"1.0": Pending(effect, issued=True)})))
+    ctx._begin(Command(at=T0, name="effect.in_doubt", args={"effect_id": "1.0"}))
+    assert (ctx.now_on("east"), ctx.now_on("local")) == (T0, None)

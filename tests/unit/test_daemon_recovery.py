@@ -198,3 +198,28 @@ async def test_with_the_sqlite_journal_an_in_doubt_create_is_re_observed_not_res
     kinds = [r.rec async for r in again.read(3)]
     await again.close()
     assert kinds[:3] == ["command", "effect", "outcome"] and again.size_bytes() > 0
+
+
+async def test_an_in_doubt_command_is_stamped_on_its_effects_clusters_clock():
+    """kfold sim (soak seed 30138): recovery stamped ``effect.in_doubt`` on the home cluster's
+    clock while a takeover stamps it on the effect's; a cluster an hour ahead then had a deadline
+    armed from home time. Both stamp it on the effect's cluster's clock."""
+    from email.utils import formatdate
+    from engine.effects.clock import ServerClocks
+    class EastProbe(Probe):
+        def on_command(self, ctx: Any, rec: Command) -> None:
+            ctx.emit(GetObject, "east/work/p", cluster="east", **REF)
+
+    e = GetObject(id="1.0", machine="probe", key="east/work/p", cluster="east", **REF)
+    journal = await journal_with(Command(at=T2030, name="probe.get"),
+                                 EffectIssued(at=T2030, effect=effect_to_dict(e)))
+    clocks = ServerClocks(home="local", monotonic=lambda: 0.0)
+    clocks.for_cluster("local").observe(formatdate(T2030 / 1000, usegmt=True))
+    clocks.for_cluster("east").observe(formatdate(T2030 / 1000 + 3600, usegmt=True))
+    d = Daemon(journal, lambda sink: Executor(FakeTransport(fresh_server()), clocks.for_cluster, sink, env={}),
+               clocks, machines=Machines([EastProbe()]), snapshot_every=1000)
+    d.start_loops()
+    await d.recover()
+    doubt = [r for r in journal.records if r.rec == "command" and r.name == "effect.in_doubt"]
+    assert [r.at for r in doubt] == [T2030 + 3_600_000]
+    await d.stop()

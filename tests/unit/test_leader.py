@@ -330,3 +330,46 @@ async def test_a_retry_due_while_standby_waits_for_a_term_and_is_re_observed_the
     issued = [(r.effect["type"], r.term) for r in journal.records if isinstance(r, EffectIssued)]
     assert issued == [("get", 1), ("get", 2)] and [m for m, _ in server.requests] == ["GET", "GET"]
     await d.stop()
+
+
+def test_a_deadline_due_while_standby_is_not_journaled_and_is_due_again_once_a_term_begins():
+    """kfold sim, soak seed 40120: a standby (its reads held) fired a Session's start deadline on
+    what it last saw and failed a Session whose pod had long been Running. A standby journals no
+    deadline; the ticker hands it out again when a term begins."""
+    from immutables import Map
+    from engine.core import State, Timer
+    d = Daemon(MemoryJournal(), lambda sink: Executor(FakeTransport(fresh_server()), ServerClock(), sink, env={}),
+               ServerClock(), machines=MACHINES, snapshot_every=1000)
+    d.state = State(seq=1, timers=Map({"probe:local/work/p:start": Timer("probe:local/work/p:start", T2030,
+                                                                           "probe", "local/work/p", "start")}))
+    term: list[int | None] = [None]
+    d.gate = lambda: term[0]
+    assert d._fenced(d.ticker.due(d.state, T2030 + 1)) is None
+    term[0] = 3
+    again = d._fenced(d.ticker.due(d.state, T2030 + 2))
+    assert [(r.rec, r.name) for r in again] == [("deadline", "start")]
+    assert d.ticker.due(d.state, T2030 + 3) == [], "handed out once per term"
+
+
+async def test_a_takeover_batched_with_other_drafts_still_puts_the_held_effects_in_doubt_first():
+    """kfold sim, soak seed 50576: ``resume`` queues an empty entry, but the committer commits what
+    is queued as one group; batched with an observation, the takeover was skipped and the
+    standby's held (stale) effect went out as it was decided."""
+    journal, server = MemoryJournal(), fresh_server()
+    clock = ServerClock()
+    d = Daemon(journal, lambda sink: Executor(FakeTransport(server), clock, sink, env={}), clock,
+               machines=MACHINES, snapshot_every=1000)
+    term: list[int | None] = [None]
+    d.gate = lambda: term[0]
+    d.start_loops()
+    await d.recover()
+    await d.submit([Command(at=T2030, name="probe.create")])
+    await settle(d)
+    term[0] = 7
+    d.resume()
+    await d.submit([Command(at=T2030, name="probe.get")])   # queued behind resume: one group
+    await settle(d)
+    issued = [(r.effect["type"], r.term) for r in journal.records if isinstance(r, EffectIssued)]
+    assert ("create", 7) not in issued, "the create decided while standby was sent as it was"
+    assert [r.name for r in journal.records if isinstance(r, Command)].count("effect.in_doubt") == 1
+    await d.stop()
