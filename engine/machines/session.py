@@ -199,19 +199,27 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
 
 
 def _overwritten(d: SessionDecision, v: Any) -> SessionDecision:
-    """Once kfold's last status write has been seen (its resourceVersion, compared for equality
-    only), a later observation showing another phase or generation means another writer (a
+    """Once kfold's last status write has been seen (its resourceVersion, or a later one:
+    ``_later``), a later observation showing another phase or generation means another writer (a
     replica that led meanwhile) overwrote it: the status is written again on the next decision.
     Found by kfold sim (soak seeds 20111, 20132: two daemons, each trusting what it last wrote,
     left a Stopped Session showing Stopping)."""
     if d.status_rv and v.rv == d.status_rv:
         return d.but(status_echoed=True)
-    if not (d.status_echoed and d.status_written and v.phase):   # no status at all: a list older than any write
+    echoed = d.status_echoed or _later(v.rv, d.status_rv)
+    if not (echoed and d.status_written and v.phase):   # no status at all: a list older than any write
         return d
     written = json.loads(d.status_written)
     if (written.get("phase"), written.get("generation")) == (v.phase, v.generation):
         return d
     return d.but(status_written="", status_rv="", status_echoed=False)
+
+
+def _later(rv: str, than: str) -> bool:
+    """``rv`` is a later write than ``than``, our last status write's answer: a relist can skip
+    that write's own event. resourceVersions are opaque by contract; kube-apiserver's are etcd
+    revisions (integers), compared as such; anything else is compared for equality only."""
+    return bool(than) and rv.isdigit() and than.isdigit() and int(rv) > int(than)
 
 
 def _overtaken(d: SessionDecision, v: Any) -> bool:

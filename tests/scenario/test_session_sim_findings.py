@@ -80,13 +80,11 @@ def test_the_finalizer_waits_for_a_create_still_unanswered():
     when the teardown's reads found nothing, before the Secret create answered; it went out, the
     Session was gone when the create's answer reopened the teardown, and the Secret leaked."""
     w = World()
-    w.submit(SPEC, 0)
+    w.submit(ENV_SPEC, 0)
     w.rv += 1
-    w.answer("patch", "Session", obj=session_obj(SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
-    w.answer("ensure_namespace", None)
+    w.answer("patch", "Session", obj=session_obj(ENV_SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
     create = w.pending("create", "Secret")[0]
-    w.submit(SPEC, 1, deleting=True)
-    w.tear_down(2, ("Service", "Ingress"), "not_found")
+    w.submit(ENV_SPEC, 1, deleting=True)
     w.answer("get", "Secret", "not_found", when=2)
     assert not _finalizer_removals(w), "the create in flight may still land: the finalizer stays"
     w.s.outcome(create, "ok", at(3), obj=owned_obj("Secret"))
@@ -179,10 +177,6 @@ def test_a_record_overtaken_by_another_replicas_status_resumes_from_it():
     assert w.decision().generation == 1
     w.s.observe(_with_status(SPEC, "90", "Pending", 3), at(20))
     assert w.decision().generation == 3, "the record resumes at the generation the status reports"
-    w.answer("ensure_namespace", None, when=21)
-    w.answer("create", "Secret", "already_exists", when=21, status_reason="AlreadyExists")
-    if w.pending("get", "Secret"):
-        w.answer("get", "Secret", when=21, obj=owned_obj("Secret"))
     assert "demo-g2" not in w.pod_creates()
     assert w.pod_creates()[-1] == "demo-g3", w.pod_creates()
 
@@ -225,8 +219,6 @@ def test_a_generation_released_after_a_lost_journal_is_not_reused_on_resume():
     assert w.phase == "Suspended"
     w.rv = 600
     w.submit(SPEC, 5)
-    w.answer("ensure_namespace", None, when=5)
-    w.answer("create", "Secret", when=5)
     assert w.pod_creates() == ["demo-g3"], w.pod_creates()
 
 
