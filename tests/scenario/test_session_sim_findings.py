@@ -310,3 +310,18 @@ def test_a_pod_no_owner_reference_can_tie_to_its_session_waits_for_the_finalizer
     assert not [e for e in s.effects if e.type == "create" and e.kind == "Pod"], "no pod before the finalizer"
     s.outcome(patch, "ok", at(2), obj=session_obj(spec, rv="501", finalizers=(FINALIZER,)))
     assert [(e.name, e.cluster) for e in s.effects if e.type == "create" and e.kind == "Pod"] == [("demo-g1", "east")]
+
+
+def test_a_live_pod_of_a_failed_sessions_generation_is_released_by_a_fresh_record():
+    """Soak seed 40322 (two daemons, lost journals): a pod create landed after its Session failed;
+    the replica that released the pod lost its journal, and a fresh record resumed the Session as
+    Failed at generation 1 from its status and ignored ``demo-g1`` (not a spent generation, not
+    its current pod): it ran on, and the status was written Failed again while it was Ready."""
+    w = World()
+    obj = session_obj(SPEC, rv="500", finalizers=(FINALIZER,))
+    obj["status"] = {"phase": "Failed", "generation": 1, "conditions": [
+        {"type": "Ready", "status": "False", "reason": "StartDeadlineExceeded", "message": "did not start"}]}
+    w.s.observe(obj, at(0))
+    assert w.phase == "Failed" and w.decision().generation == 1
+    w.s.observe(pod_obj(1, phase="Running", ready=True, rv="90"), at(1), event="ADDED")
+    assert ("delete", "local") in _pod_effects(w.s, "demo-g1"), _pod_effects(w.s, "demo-g1")
