@@ -62,9 +62,11 @@ def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
 
 def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
     spec = spec_of(d, cfg)
-    if not d.target and d.reported_generation > 0 and not isinstance(spec, SpecError):
-        # Resumed from its status (a fresh or lost journal): its pod and the rest run where its spec
-        # places them, which may be another cluster than its own (found by kfold sim, seed 76).
+    if not d.target and not isinstance(spec, SpecError):
+        # Resumed from its status (a fresh or lost journal), or never begun: its pod and the rest
+        # run where its spec places them, which may be another cluster than its own (found by
+        # kfold sim, seed 76); a pod seen there under its labels is this Session's to release
+        # (``session_replies.release_stale``).
         d = d.but(target=spec.cluster, target_tenant=spec.tenant, target_namespace=spec.namespace)
     if d.deleting or d.spec_raw.get("stopped") is True or d.phase == "Stopping":
         # A teardown under way finishes even when the spec stops asking for it (un-stopped while
@@ -153,14 +155,26 @@ def _release_resumed(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     through the pod machine all the same (it reads first and deletes fenced by uid; a 404 is
     fine), so a stop never leaks it. A status already Suspended/Stopping/Stopped/Failed names no pod but
     may have been written before its pod was gone: generation N's pod is released the same way."""
-    live = d.reported_phase in LIVE and d.reported_generation in (d.generation, d.generation + 1)
-    released = d.reported_phase in RELEASED and d.reported_generation == d.generation
-    if d.pod.name or d.reported_generation <= 0 or not (live or released):
+    phase, generation = reported(d)
+    live = phase in LIVE and generation in (d.generation, d.generation + 1)
+    released = phase in RELEASED and generation == d.generation
+    if d.pod.name or generation <= 0 or not (live or released):
         return d
-    pk = object_key(d.target or d.home, d.target_ns, mf.pod_name(d.name, d.reported_generation))
+    pk = object_key(d.target or d.home, d.target_ns, mf.pod_name(d.name, generation))
     # That generation is spent: a resume is the next one, never its name again (the pod released
     # may still be terminating; found by kfold sim, soak seed 20337).
-    return delete_pod(ctx, key, d.but(generation=max(d.generation, d.reported_generation)), pk, "session stopped")
+    return delete_pod(ctx, key, d.but(generation=max(d.generation, generation)), pk, "session stopped")
+
+
+def reported(d: SessionDecision) -> tuple[str, int]:
+    """The phase and generation the Session's status reports. A Session that carries kfold's
+    finalizer but no status at all, seen by a record that has begun nothing (a fresh or lost
+    journal), was being brought up as generation 1, whose status is first written at Ready: its
+    pod ``<session>-g1`` may exist (found by kfold sim, seeds 153 and 240: a standby that took over
+    a Session suspended, then stopped, before any status left generation 1's pod running)."""
+    if d.reported_generation <= 0 and d.generation == 0 and FINALIZER in d.finalizers:
+        return "Creating", 1
+    return d.reported_phase, d.reported_generation
 
 
 def _remove_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
@@ -266,7 +280,18 @@ def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecis
             return d.but(secret_step="sent", secret_made=True)
         else:
             return d
+    if FINALIZER not in d.finalizers and not _ownable(d):
+        # Nothing would take a pod elsewhere with the Session if it were deleted before its
+        # finalizer landed and this record were lost meanwhile (a takeover, a lost journal): that
+        # pod waits for the finalizer (found by kfold sim, seed 296: a pod on cluster east, its
+        # Service and Ingress outlived their Session).
+        return d
     return _create_pod(ctx, key, d, spec)
+
+
+def _ownable(d: SessionDecision) -> bool:
+    """The pod can name the Session its owner (same cluster and namespace)."""
+    return (d.target, d.target_ns) == (d.home, d.namespace)
 
 
 def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
@@ -274,7 +299,7 @@ def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDe
     d = d.move("create").but(pod=PodFacts(name=name))
     # Owned by the Session where an ownerReference can reach it (same cluster and namespace): a
     # Session deleted before its finalizer landed still takes its pod with it, journal or not.
-    owner = d.uid if (d.target, d.target_ns) == (d.home, d.namespace) else ""
+    owner = d.uid if _ownable(d) else ""
     ctx.tell("pod", pod_key(d), "create", manifest=mf.pod(d.name, d.target_ns, d.generation, spec, owner),
              reply_to="session", reply_key=key, session=d.name, generation=d.generation)
     return d

@@ -60,11 +60,18 @@ def release_stale(ctx: Ctx, rec: Any, save: Callable[..., None]) -> None:
         return
     key = targets.lookup(ctx, rec.cluster, rec.namespace, session)
     d = ctx.get(key) if key is not None else None
-    if not isinstance(d, SessionDecision) or int(gen) >= d.generation:
+    if not isinstance(d, SessionDecision):
+        return
+    podless = d.phase in flow.RELEASED and not d.pod.name
+    if int(gen) >= d.generation and not podless:
         return
     pk = object_key(rec.cluster, rec.namespace, rec.name)
     if pk in d.releasing or pk in d.abandoned:
         return
+    # Suspended, stopped or failed, a Session has no pod: one seen under its labels (created by a
+    # life or replica whose record this one never saw: generation 1's status is first written at
+    # Ready) is spent too, and a resume is a later generation (found by kfold sim, seed 240).
+    d = d.but(generation=max(d.generation, int(gen))) if podless else d
     save(ctx, key, flow.delete_pod(ctx, key, d, pk, f"generation {gen} is spent (the Session is at {d.generation})"))
 
 

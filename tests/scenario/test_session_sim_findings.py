@@ -257,3 +257,71 @@ def test_a_start_deadline_met_while_the_pod_is_being_read_waits_for_the_answer()
     w.answer("get", "Pod", when=63, obj=pod_obj(1, phase="Running", ip="10.0.0.7", node="n", ready=True))
     w.s.advance_to(at(70))
     assert w.phase != "Failed" and w.decision().pod.phase == "Running"
+
+
+# -- generation 1 without a status (its status is first written at Ready), seeds 153, 240, 296 ----
+
+def _pod_effects(s: Scenario, name: str) -> list[tuple[str, str]]:
+    return [(e.type, e.cluster) for e in s.pending() if getattr(e, "kind", "") == "Pod" and e.name == name]
+
+
+def test_a_fresh_record_of_a_suspended_session_with_the_finalizer_releases_generation_1s_pod():
+    """CI seed 153 (kfold sim, second_daemon): daemon a brought ``s0-g1`` up, the Session was
+    suspended before any status was written; the second daemon, taking over with a journal of its
+    own, saw a suspended Session with kfold's finalizer and no status, never released ``s0-g1``,
+    and kept it through the stop that followed."""
+    w = World()
+    w.s.observe(session_obj({**SPEC, "suspended": True}, rv="500", finalizers=(FINALIZER,)), at(0))
+    assert w.phase == "Suspended"
+    assert _pod_effects(w.s, "demo-g1"), "generation 1's pod is read and released (fenced by uid)"
+    w.rv = 600
+    w.submit(SPEC, 5)
+    assert w.pod_creates() == ["demo-g2"], "a resume is the next generation, never a released name"
+
+
+def test_a_live_pod_seen_under_a_stopped_sessions_labels_is_released():
+    """CI seed 240 (kfold sim, kill_lost_journal): the finalizer patch and the pod create went out
+    together; the journal was lost before either answered, and the Session was stopped. The new
+    life met a stopped Session with no finalizer and no status; ``demo-g1`` ran on, the Session
+    showed Stopped."""
+    w = World()
+    w.s.observe(session_obj({**SPEC, "stopped": True}, rv="500"), at(0))
+    assert w.phase == "Stopped" and not _pod_effects(w.s, "demo-g1")
+    w.s.observe(pod_obj(1, phase="Running", ready=True, rv="90"), at(1), event="ADDED")
+    assert ("delete", "local") in _pod_effects(w.s, "demo-g1"), _pod_effects(w.s, "demo-g1")
+    w.rv = 600
+    w.submit(SPEC, 5)
+    assert w.pod_creates() == ["demo-g2"]
+
+
+def test_a_pod_no_owner_reference_can_tie_to_its_session_waits_for_the_finalizer():
+    """CI seed 296 (kfold sim, second_daemon): a pod on cluster east was created beside the
+    finalizer patch, which failed; the Session was deleted (nothing held it) while the replica that
+    knew of the pod was standby; the other had never seen the pod, and pod, Service and Ingress
+    outlived their Session. Beside its Session an ownerReference takes the pod along; elsewhere the
+    pod create waits for the finalizer."""
+    s = _two_clusters()
+    spec = {**SPEC, "cluster": "east"}
+    s.observe(session_obj(spec, rv="500"), at(0))
+    patch = next(e for e in s.pending("patch") if e.kind == "Session")
+    namespace = [e for e in s.pending() if getattr(e, "type", "") == "ensure_namespace"]
+    for e in namespace:
+        s.outcome(e, "ok", at(1))
+    assert not [e for e in s.effects if e.type == "create" and e.kind == "Pod"], "no pod before the finalizer"
+    s.outcome(patch, "ok", at(2), obj=session_obj(spec, rv="501", finalizers=(FINALIZER,)))
+    assert [(e.name, e.cluster) for e in s.effects if e.type == "create" and e.kind == "Pod"] == [("demo-g1", "east")]
+
+
+def test_a_live_pod_of_a_failed_sessions_generation_is_released_by_a_fresh_record():
+    """Soak seed 40322 (two daemons, lost journals): a pod create landed after its Session failed;
+    the replica that released the pod lost its journal, and a fresh record resumed the Session as
+    Failed at generation 1 from its status and ignored ``demo-g1`` (not a spent generation, not
+    its current pod): it ran on, and the status was written Failed again while it was Ready."""
+    w = World()
+    obj = session_obj(SPEC, rv="500", finalizers=(FINALIZER,))
+    obj["status"] = {"phase": "Failed", "generation": 1, "conditions": [
+        {"type": "Ready", "status": "False", "reason": "StartDeadlineExceeded", "message": "did not start"}]}
+    w.s.observe(obj, at(0))
+    assert w.phase == "Failed" and w.decision().generation == 1
+    w.s.observe(pod_obj(1, phase="Running", ready=True, rv="90"), at(1), event="ADDED")
+    assert ("delete", "local") in _pod_effects(w.s, "demo-g1"), _pod_effects(w.s, "demo-g1")

@@ -120,25 +120,32 @@ def _sim(seed: int, faults: tuple[str, ...], steps: int = STEPS) -> Simulation:
     return sim
 
 
+# Seed 90 pauses daemon a (SIGSTOP) while it leads with an effect in flight (the orphan Secret
+# sweep's list). Chosen for that: a seed that pauses an idle leader fences nothing, so the tests
+# below first check that the run still exercises the fence.
+FENCE_SEED = 90
+
+
 def test_a_paused_leader_is_fenced_and_the_second_daemon_takes_over():
-    """Seed 3: daemon a leads (term 1), the second daemon starts with a journal of its own, a is
-    paused (SIGSTOP) for longer than the lease; b takes the Lease (term 2); a wakes up fenced (its
-    in-flight effects are refused before they leave), later leads again (term 3), and b once more."""
-    sim = _sim(3, ("second_daemon", "leader_pause", "kill"))
+    """Daemon a leads, the second daemon starts with a journal of its own, a is paused (SIGSTOP)
+    for longer than the lease with an effect in flight; b takes the Lease in a later term; a wakes
+    up fenced (its in-flight effect is refused before it leaves) and every invariant holds."""
+    sim = _sim(FENCE_SEED, ("second_daemon", "leader_pause", "kill"))
     assert sim.failure is None, str(sim.failure)
-    assert any("paused (SIGSTOP)" in line and "while leading" in line for line in sim.world_log)
+    assert any("daemon a paused (SIGSTOP)" in line and "while leading" in line for line in sim.world_log)
     holders = [holder for _, (holder, _, _) in sorted(sim.api.terms.items())]
-    assert holders[:3] == ["kfold-a-1", "kfold-b-2", "kfold-a-1"], holders
+    assert holders[0].startswith("kfold-a-"), holders
+    assert any(h.startswith("kfold-b-") for h in holders[1:]), f"the second daemon never took over: {holders}"
     a, b = sim.replicas
     assert sum(f.fenced for f in a.fences) >= 1, "the paused leader's in-flight effects were fenced"
     assert b.store.rows and b.store is not a.store, "the second daemon has a journal of its own"
 
 
 def test_without_the_fence_the_simulator_sees_a_request_outside_its_term(monkeypatch):
-    """The leader invariants are live: with kfold.leader's fence switched off, a paused leader's
-    in-flight effect reaches the apiserver after its term ended."""
+    """The leader invariants are live: with kfold.leader's fence switched off, the paused leader's
+    in-flight effect (the one the test above sees fenced) reaches the apiserver after its term ended."""
     monkeypatch.setattr("kfold.leader.Fence.check", lambda self, req=None: None)
-    sim = _sim(3, ("second_daemon", "leader_pause"))
+    sim = _sim(FENCE_SEED, ("second_daemon", "leader_pause"))
     assert sim.failure is not None and sim.failure.invariant == "effect_in_a_live_term", str(sim.failure)
 
 
