@@ -203,3 +203,17 @@ def test_bring_up_is_identical_whatever_the_wall_clock_says():
         w.s.advance_to(at(1 + 180))
         return w.s.transcript()
     run_in_all_worlds(scenario)
+
+
+def test_a_ready_pod_waiting_only_on_kfolds_own_endpoint_requests_is_not_failed_by_the_ready_deadline():
+    """The workspace is Running and Ready; only the Service/Ingress creates are unanswered (the
+    apiserver slow or failing): the ready deadline is judged again later instead of failing a
+    Session whose pod is healthy (kfold sim soak seeds 70081-70247); once the endpoints answer, it
+    is Ready."""
+    w = World().to_provisioning(when=1)
+    w.run_pod(5)
+    assert w.pending("create", "Service"), "the Service create is outstanding"
+    w.s.advance_to(at(5 + 120 + 30))
+    assert w.phase == "Provisioning", "not Failed: only kfold's own requests are outstanding"
+    w.publish_endpoints(160)
+    assert w.phase == "Ready"

@@ -70,3 +70,15 @@ def test_a_secret_created_for_a_session_deleted_meanwhile_is_swept():
     kinds = [bytes(row[3]) if isinstance(row[3], (bytes, bytearray)) else str(row[3]).encode()
              for store in stores for row in store.rows.values()]
     assert any(b"pod.sweep_secrets" in k for k in kinds)
+
+
+def test_a_takeover_does_not_fail_a_session_its_status_reports_ready():
+    """Found by the soak on main (two daemons): ``kfold sim --seed 70039 --steps 400 --sessions 4``.
+    A standby's record of Session s3 was still Provisioning (its Service/Ingress creates decided,
+    never issued) while the leader brought s3 up and wrote Ready. On takeover the ready deadline,
+    long passed, was judged while the in-doubt creates were in flight: s3 was written Failed with
+    its pod Running and Ready. A bring-up deadline of a generation the Session's status reports
+    Ready is now judged again after the takeover's requests answer."""
+    from kfold.sim.world import Options, simulate
+    r = simulate(Options(seed=70039, steps=400, sessions=4))
+    assert r.failure is None, str(r.failure)
