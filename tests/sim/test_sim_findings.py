@@ -4,6 +4,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from pathlib import Path
 
 
@@ -81,4 +83,34 @@ def test_a_takeover_does_not_fail_a_session_its_status_reports_ready():
     Ready is now judged again after the takeover's requests answer."""
     from kfold.sim.world import Options, simulate
     r = simulate(Options(seed=70039, steps=400, sessions=4))
+    assert r.failure is None, str(r.failure)
+
+
+# -- open findings (soak on main, seeds 71000-71700): kept here, strict, until fixed ---------------
+
+SHRUNK_71590 = ("throttle,server_error,reset_before,reset_after,watch_delay,watch_drop,date_skew,"
+                "kill_lost_journal,foreign_objects,user_deletes,second_daemon,cluster_skew")
+
+
+@pytest.mark.xfail(strict=True, reason="open: a pod create on another cluster, in flight when the journal "
+                   "was lost, lands after its Session is deleted; nothing on that cluster sweeps orphan pods")
+def test_open_a_remote_pod_created_across_a_lost_journal_is_not_left_behind():
+    """``kfold sim --seed 71590 --steps 21 --sessions 4 --faults <SHRUNK_71590>``: the journal was
+    lost with ``team/s2-g1``'s create on cluster east in flight; the fresh record met Session s2
+    with its finalizer and no status, the user deleted it, nothing was torn down, and the pod
+    appeared on east afterwards (no ownerReference crosses clusters). Wants an orphan-pod sweep per
+    cluster, like the orphan Secret sweep."""
+    from kfold.sim.world import Options, simulate
+    r = simulate(Options(seed=71590, steps=21, sessions=4, faults=tuple(SHRUNK_71590.split(","))))
+    assert r.failure is None, str(r.failure)
+
+
+@pytest.mark.xfail(strict=True, reason="open: a request reached the apiserver 100 ms after its term "
+                   "expired on a server clock stepped by 1 s (the fence margin's premise)")
+def test_open_a_request_never_outlives_its_term_with_one_second_clock_steps():
+    """``kfold sim --seed 71643 --steps 400 --sessions 4``: daemon b's GET of the namespace's Secrets
+    (the orphan sweep) arrived 100 ms after its term expired on a server clock stepped by 1 s;
+    the margin (2 s) is meant to cover a step of 1 s plus a round trip."""
+    from kfold.sim.world import Options, simulate
+    r = simulate(Options(seed=71643, steps=400, sessions=4))
     assert r.failure is None, str(r.failure)
