@@ -69,7 +69,7 @@ from engine.effects.executor import Executor
 from engine.effects.executor_transport import Request, Response, Transport, TransportError
 from engine.machines.base import split_key
 from engine.rfc3339 import to_ms as parse_ms
-from kfold.leader import RESOLUTION_MS, Elector, micro_time
+from kfold.leader import RESOLUTION_MS, Elector, FencedTransport, micro_time
 
 log = logging.getLogger("kfold.leader")
 MEMBER_LABEL = "kfold.dev/members-of"
@@ -367,16 +367,11 @@ class ShardFence:
             await asyncio.sleep(0.05)
 
 
-class ShardedTransport:
+class ShardedTransport(FencedTransport):
     """A transport that sends a request only while its effect's term is valid (checked here and,
     through ``KubeTransport(before_send=fence.check)``, again in the sending thread)."""
 
-    def __init__(self, inner: Transport, fence: ShardFence):
-        self.inner, self.fence = inner, fence
-
-    @property
-    def fenced(self) -> int:
-        return self.fence.fenced
+    fence: ShardFence
 
     async def call(self, req: Request) -> Response:
         stamp = self.fence.stamp_of(_CURRENT.get())
@@ -387,9 +382,6 @@ class ShardedTransport:
             return await self.inner.call(req)
         finally:
             self.fence._sending.pop(id(req), None)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 class ShardedExecutor(Executor):

@@ -22,7 +22,6 @@ import os
 import signal
 import threading
 import time
-import urllib.request
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -30,20 +29,8 @@ from typing import Any
 from tests.e2e.conftest import Daemon, install_rbac, service_account_kubeconfig, wait_for
 from tests.e2e.drills import Cluster
 from tests.e2e.test_kill9 import journal, replay_check
-from tests.e2e.test_leader import unresolved_conflicts
+from tests.e2e.test_leader import KFOLD_NS, LEASE, RANK, readyz, unresolved_conflicts
 from tests.e2e.test_lost_journal import PhaseWatch
-
-KFOLD_NS = "kfold-e2e"
-LEASE = {"lease_seconds": 8, "renew_seconds": 5, "retry_seconds": 1, "margin_seconds": 2}
-RANK = {"": 0, "Pending": 0, "Creating": 1, "Provisioning": 2, "Ready": 3}
-
-
-def readyz(d: Daemon) -> str:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{d.port}/readyz", timeout=2) as r:
-            return r.read().decode()
-    except Exception as exc:
-        return f"unreachable: {exc}"
 
 
 def held(d: Daemon) -> set[int]:

@@ -1,6 +1,8 @@
 """Session regressions found by the simulator (``kfold sim``); each names the seed that found it."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from engine.machines.session_model import FINALIZER
@@ -52,10 +54,9 @@ def test_a_stopped_session_asked_to_be_suspended_instead_is_suspended():
     assert w.pod_creates() == ["demo-g1"]
 
 
-def test_a_secret_created_after_the_teardown_read_it_is_still_deleted():
-    """Found by seed 65: the Secret create was in flight when the Session was deleted; the
-    teardown's read (a quorum GET, not queued behind the create) found nothing, the create then
-    landed, and the Secret outlived its Session."""
+def _deleted_while_its_secret_create_is_in_flight() -> tuple[World, Any]:
+    """A Session with env, deleted while its Secret create is unanswered; the teardown's read of
+    the Secret has found nothing. Returns the world and the create."""
     w = World()
     w.submit(ENV_SPEC, 0)
     w.rv += 1
@@ -63,6 +64,14 @@ def test_a_secret_created_after_the_teardown_read_it_is_still_deleted():
     create = w.pending("create", "Secret")[0]
     w.submit(ENV_SPEC, 1, deleting=True)
     w.answer("get", "Secret", "not_found", when=2)
+    return w, create
+
+
+def test_a_secret_created_after_the_teardown_read_it_is_still_deleted():
+    """Found by seed 65: the Secret create was in flight when the Session was deleted; the
+    teardown's read (a quorum GET, not queued behind the create) found nothing, the create then
+    landed, and the Secret outlived its Session."""
+    w, create = _deleted_while_its_secret_create_is_in_flight()
     assert w.phase == "Stopped"
     w.s.outcome(create, "ok", at(3), obj=owned_obj("Secret"))
     assert w.phase == "Stopping", "the finalizer stays until the late Secret is gone"
@@ -79,13 +88,7 @@ def test_the_finalizer_waits_for_a_create_still_unanswered():
     """Found by seed 199 (kfold sim, every fault): as seed 65, but the finalizer removal was emitted
     when the teardown's reads found nothing, before the Secret create answered; it went out, the
     Session was gone when the create's answer reopened the teardown, and the Secret leaked."""
-    w = World()
-    w.submit(ENV_SPEC, 0)
-    w.rv += 1
-    w.answer("patch", "Session", obj=session_obj(ENV_SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
-    create = w.pending("create", "Secret")[0]
-    w.submit(ENV_SPEC, 1, deleting=True)
-    w.answer("get", "Secret", "not_found", when=2)
+    w, create = _deleted_while_its_secret_create_is_in_flight()
     assert not _finalizer_removals(w), "the create in flight may still land: the finalizer stays"
     w.s.outcome(create, "ok", at(3), obj=owned_obj("Secret"))
     w.tear_down(4, ("Secret",))

@@ -213,7 +213,8 @@ def test_the_settings_have_defaults_and_refuse_an_unsafe_order():
                       "leader": {"enabled": True, "lease_seconds": 10, "renew_seconds": 10}})
 
 
-async def test_a_standby_issues_nothing_and_on_takeover_re_observes_what_it_held_under_its_term():
+async def standby_with_a_held_create() -> tuple[Daemon, MemoryJournal, Any, list[int | None]]:
+    """A daemon standing by (its gate answers ``term[0]``, None) that decided a probe create."""
     journal, server = MemoryJournal(), fresh_server()
     clock = ServerClock()
     d = Daemon(journal, lambda sink: Executor(FakeTransport(server), clock, sink, env={}), clock,
@@ -224,6 +225,11 @@ async def test_a_standby_issues_nothing_and_on_takeover_re_observes_what_it_held
     await d.recover()
     await d.submit([Command(at=T2030, name="probe.create")])
     await settle(d)
+    return d, journal, server, term
+
+
+async def test_a_standby_issues_nothing_and_on_takeover_re_observes_what_it_held_under_its_term():
+    d, journal, server, term = await standby_with_a_held_create()
     assert not [r for r in journal.records if isinstance(r, EffectIssued)] and not server.requests, \
         "a standby journals its inputs and issues nothing"
     term[0] = 7
@@ -355,16 +361,7 @@ async def test_a_takeover_batched_with_other_drafts_still_puts_the_held_effects_
     """kfold sim, soak seed 50576: ``resume`` queues an empty entry, but the committer commits what
     is queued as one group; batched with an observation, the takeover was skipped and the
     standby's held (stale) effect went out as it was decided."""
-    journal, server = MemoryJournal(), fresh_server()
-    clock = ServerClock()
-    d = Daemon(journal, lambda sink: Executor(FakeTransport(server), clock, sink, env={}), clock,
-               machines=MACHINES, snapshot_every=1000)
-    term: list[int | None] = [None]
-    d.gate = lambda: term[0]
-    d.start_loops()
-    await d.recover()
-    await d.submit([Command(at=T2030, name="probe.create")])
-    await settle(d)
+    d, journal, server, term = await standby_with_a_held_create()
     term[0] = 7
     d.resume()
     await d.submit([Command(at=T2030, name="probe.get")])   # queued behind resume: one group
