@@ -119,7 +119,7 @@ class SqliteJournal(Journal):
     async def _commit(self, rows: list[Row], snaps: list[tuple[int, bytes, int]], head: tuple[int, int]) -> None:
         # The whole transaction is ONE call on aiosqlite's thread (its ``_execute``, pinned in
         # constraints.txt): one await per statement would need the event loop between statements,
-        # and the loop is busy folding the staged records (``Journal.stage``) meanwhile.
+        # and the loop is busy folding the next batch (``Journal.seal`` runs ahead) meanwhile.
         try:
             await self._db._execute(_transaction, self._db._conn, rows, snaps, head)
         except sqlite3.IntegrityError as exc:

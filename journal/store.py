@@ -1,16 +1,21 @@
 """The journal port: append-only, checksum-chained, group-committed, redacted before append.
 
-Expected flow: ``async with SqliteJournal(path) as j`` (or ``MemoryJournal()``); the daemon calls
-``committed = await j.append(drafts)`` from any number of tasks and folds ``committed`` in order.
-``j.prepare(drafts)`` beforehand (the daemon's ``submit`` does) redacts and serializes them while
-an earlier transaction commits, so the transaction that takes them only numbers and chains them.
+Expected flow: ``async with SqliteJournal(path) as j`` (or ``MemoryJournal()``); a caller appends
+with ``committed = await j.append(drafts)``. The daemon's committer instead seals ahead of the
+disk: ``records = j.seal(drafts)`` (numbered, redacted, chained, into the open transaction), folds
+them, seals what the fold issued, then ``await j.flush()``: one transaction for both, and the
+next batch is sealed and folded while this one commits. ``j.prepare(drafts)`` beforehand (the
+daemon's ``submit`` does) redacts and serializes drafts while an earlier transaction commits, so
+sealing them only numbers and chains them.
 
 Guarantees (both implementations; ``tests/contract/test_journal_contract.py``):
-- ONE writer task. Concurrent ``append`` calls that queue while a transaction is in flight are
-  gathered into the next transaction (group commit; ``transactions`` counts them). ``append``
-  returns the stamped records only after their transaction committed: callers fold only durable
-  records.
-- Sequence numbers are assigned by the writer: 1, 2, 3... with no gap, across batches and reopen.
+- ONE writer task. Flushes (and ``append`` calls) that queue while a transaction is in flight are
+  gathered into the next transaction (group commit; ``transactions`` counts them), committed in
+  the order they were sealed. ``append`` returns the stamped records only after their transaction
+  committed; ``seal``'s records are not durable until their ``flush`` resolved. A transaction that
+  fails voids what was sealed onto it (its futures raise the same error) and the next seal starts
+  from the last committed record.
+- Sequence numbers are assigned at sealing: 1, 2, 3... with no gap, across batches and reopen.
   A draft that already carries a ``seq`` must be exactly the next one (``DuplicateSeq`` if it is
   already journaled, ``JournalError`` for a gap); the store refuses a duplicate too (primary key),
   which catches a second writer on the same journal.
@@ -81,12 +86,18 @@ class Journal(Retaining):
         self.last_snapshot_bytes = 0      # size of the newest snapshot
         self.bytes_since_snapshot = 0     # record payload bytes committed since it
         self._ahead: dict[int, tuple[Record, bytes]] = {}  # id(draft) -> (draft, payload at seq -1): ``prepare``
+        self._open: list[Row] = []        # sealed, not yet flushed
+        self._snext, self._sprev = 1, 0   # the head as sealed (ahead of ``_next``/``_prev``: committed)
+        self._epoch = 0                   # bumped when a transaction fails: what was sealed after it is void
+        self._broken: Exception | None = None
+        self._void: Exception | None = None  # the open rows were voided by that failure: ``flush`` raises it
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def open(self) -> "Journal":
         salt, head_seq, head_chk = await self._load_meta()
         self.redactor = Redactor(salt)
         self._next, self._prev = head_seq + 1, head_chk
+        self._snext, self._sprev = self._next, self._prev
         self._base, self._snapshots, self.last_snapshot_bytes = await self._load_history()
         self._wake = asyncio.Event()
         self._writer = asyncio.get_running_loop().create_task(self._write_loop())
@@ -123,14 +134,52 @@ class Journal(Retaining):
         """Journal ``drafts`` in order; return them stamped and redacted once committed."""
         if not drafts:
             return []
-        return await self._submit("append", (list(drafts), None))
+        records = self.seal(drafts)
+        await self.flush()
+        return records
+
+    def seal(self, drafts: Sequence[Record]) -> list[Record]:
+        """Number, redact, serialize and chain ``drafts`` now, into the open transaction, and
+        return them stamped and redacted: what a replay will read back. Nothing is durable until
+        ``flush``'s future resolved, and nothing may leave the process on their account before
+        (journal first). A caller may seal several times (records, then what folding them
+        decided) and flush once: one transaction, one fsync. Sealing runs ahead of the store:
+        while one transaction commits on the store's thread, the next is sealed and queued.
+        Raises here (nothing of this call sealed) for a draft that cannot be journaled."""
+        if not self._opened:
+            raise JournalError("the journal is closed")
+        if self._failed is not None:
+            raise self._failed
+        if self._void is not None:   # sealed before a transaction failed, not flushed yet
+            raise JournalError(f"what was sealed before a failed transaction is not flushed yet: {self._void}")
+        rows: list[Row] = []
+        records, self._snext, self._sprev = self._prepare(list(drafts), self._snext, self._sprev, rows)
+        self._open.extend(rows)
+        return records
+
+    def flush(self) -> "asyncio.Future[None]":
+        """Hand the open transaction (everything sealed since the last flush) to the writer; the
+        future resolves once it committed, or raises what it raised. Transactions commit in flush
+        order; ones queued while another commits are merged into the next (group commit). If a
+        transaction fails, what was sealed after it (chained onto it) fails with it, and the next
+        seal starts again from the last committed record."""
+        rows, self._open = self._open, []
+        if not rows or self._void is not None:
+            done = asyncio.get_running_loop().create_future()
+            if self._void is not None:
+                done.set_exception(self._void)
+                self._void = None
+            else:
+                done.set_result(None)
+            return done
+        return self._enqueue("rows", (rows, self._epoch))
 
     def prepare(self, drafts: Sequence[Record]) -> list[Record]:
         """Do now, for ``drafts`` about to be appended, what ``append`` does to a draft that does
         not depend on its place: redaction and serialization. Returns the drafts to append in
-        their stead (the redacted ones where a rule applied); appended unchanged, the transaction
-        only numbers them, splices the seq into the payload and chains the checksum. Optional: an
-        unprepared draft is prepared by ``append`` itself, and a prepared one appended twice, or
+        their stead (the redacted ones where a rule applied); appended unchanged, sealing only
+        numbers them, splices the seq into the payload and chains the checksum. Optional: an
+        unprepared draft is prepared by ``seal`` itself, and a prepared one appended twice, or
         to another journal, is prepared again there. A caller whose drafts arrive while a
         transaction is in flight (the daemon's ``submit``) so does this work meanwhile, instead
         of holding the next transaction back until it is done."""
@@ -152,25 +201,15 @@ class Journal(Retaining):
             out.append(draft)
         return out
 
-    async def stage(self, drafts: Sequence[Record]) -> tuple[list[Record], "asyncio.Future[list[Record]]"]:
-        """``append``, in two steps: returns the stamped, redacted records as soon as they are
-        sealed, while their transaction is under way on the store's thread, with a future that
-        resolves once that transaction committed (or raises what it raised). A caller may compute
-        on the records meanwhile (the daemon folds them) but must let nothing leave the process on
-        their account before the future resolved: journal first."""
-        loop = asyncio.get_running_loop()
-        if not drafts:
-            done = loop.create_future()
-            done.set_result([])
-            return [], done
-        staged = loop.create_future()
-        durable = self._enqueue("append", (list(drafts), staged))
-        try:
-            return await staged, durable
-        except BaseException:
-            if durable.done() and not durable.cancelled():
-                durable.exception()  # the same error, raised here once
-            raise
+    async def stage(self, drafts: Sequence[Record]) -> tuple[list[Record], "asyncio.Future[None]"]:
+        """``seal`` then ``flush``: the stamped, redacted records at once, and a future that
+        resolves once their transaction committed (or raises what it raised). A caller may
+        compute on the records meanwhile but must let nothing leave the process on their account
+        before the future resolved: journal first."""
+        records = self.seal(drafts)
+        durable = self.flush()
+        await asyncio.sleep(0)  # the transaction is handed to the store's thread first
+        return records, durable
 
     async def put_snapshot(self, seq: int, data: bytes) -> None:
         """Store a state snapshot taken after folding ``seq``. The same bytes again is a no-op;
@@ -214,49 +253,44 @@ class Journal(Retaining):
                 return
 
     async def _commit_jobs(self, jobs: list[tuple[str, Any, asyncio.Future]]) -> None:
-        seq, prev = self._next, self._prev
         rows: list[Row] = []
         snaps: list[tuple[int, bytes, int]] = []
-        done: list[tuple[asyncio.Future, Any]] = []
-        staged: list[tuple[asyncio.Future, list[Record]]] = []
+        done: list[asyncio.Future] = []
         for what, payload, fut in jobs:
-            try:
-                if what == "append":
-                    records, seq, prev = self._prepare(payload[0], seq, prev, rows)
-                    done.append((fut, records))
-                    if payload[1] is not None:
-                        staged.append((payload[1], records))
-                else:
-                    snaps.append((payload[0], payload[1], snapshot_chk(*payload)))
-                    done.append((fut, None))
-            except Exception as exc:  # this caller's drafts only; the others still commit
-                fut.set_exception(exc)
-                if what == "append" and payload[1] is not None:
-                    payload[1].set_exception(exc)
-        await self._commit_done(rows, snaps, seq, prev, done, staged)
-
-    async def _commit_done(self, rows, snaps, seq, prev, done, staged=()) -> None:
-        commit = asyncio.ensure_future(self._commit(rows, snaps, (seq - 1, prev)))
-        if staged:
-            await asyncio.sleep(0)  # the transaction is handed to the store's thread first ...
-            for fut, records in staged:  # ... then the stagers compute while it runs
-                fut.set_result(records)
+            if what == "rows":
+                if payload[1] != self._epoch:  # chained onto a transaction that failed
+                    fut.set_exception(self._broken)
+                    continue
+                rows.extend(payload[0])
+            else:
+                snaps.append((payload[0], payload[1], snapshot_chk(*payload)))
+            done.append(fut)
+        if not rows and not snaps:
+            return
+        head = (rows[-1][0], rows[-1][4]) if rows else (self._next - 1, self._prev)
         try:
-            await commit
+            await self._commit(rows, snaps, head)
         except Exception as exc:  # rolled back: nothing of this transaction is journaled
             if isinstance(exc, DuplicateSeq):  # another writer appended: our head is stale
-                self._failed = DuplicateSeq(f"{exc}; another writer appended to this journal: reopen it")
-            for fut, _ in done:
+                exc = self._failed = DuplicateSeq(f"{exc}; another writer appended to this journal: reopen it")
+            if rows:   # what was sealed after these rows chains onto them: it fails too
+                self._epoch += 1
+                self._broken = exc
+                if self._open:
+                    self._open, self._void = [], exc
+                self._snext, self._sprev = self._next, self._prev
+            for fut in done:
                 fut.set_exception(exc)
             return
-        self._next, self._prev = seq, prev
+        if rows:
+            self._next, self._prev = head[0] + 1, head[1]
         self.transactions += 1
         self.bytes_since_snapshot += sum(len(r[3]) for r in rows)
         for snap_seq, data, _ in snaps:
             self._snapshots = sorted({*self._snapshots, snap_seq})
             self.last_snapshot_bytes, self.bytes_since_snapshot = len(data), 0
-        for fut, result in done:
-            fut.set_result(result)
+        for fut in done:
+            fut.set_result(None)
 
     def _prepare(self, drafts: list[Record], seq: int, prev: int, rows: list[Row]):
         out: list[Record] = []

@@ -1,9 +1,13 @@
 """The daemon loop: drafts in, journal first, fold, effects journaled, then executed.
 
 Expected flow (one committer task owns the journal and the state):
-  drafts (observers, executor outcomes, deadlines, commands) -> ``journal.append`` (group commit:
-  everything waiting is appended in one call) -> fold each committed record -> for the new effects
-  ``EffectIssued`` appended (committed) and folded -> only then handed to the executor.
+  drafts (observers, executor outcomes, deadlines, commands; everything waiting is taken as one
+  batch) -> ``journal.seal`` (numbered, redacted, chained) -> fold each sealed record -> for each
+  touched key's fresh head ``EffectIssued`` sealed and folded -> ``journal.flush``: ONE
+  transaction, one fsync, for the batch and the effects it issued -> only once it is durable are
+  those effects handed to the executor. The committer folds the next batch while a transaction
+  commits (at most two in flight: the one committing, the one queued behind it); effects go out in
+  transaction order.
 
 Crash recovery (``recover``), before any observer or executor runs:
   1. latest snapshot + fold of the journal tail (the tail's effects are NOT re-run);
@@ -25,9 +29,11 @@ The rule reads only the fold's pending map (journaled, snapshotted), so it holds
 
 Guarantees:
 - Journal first: an effect is submitted (and a ``Log`` written) only after its cause records and
-  its ``EffectIssued`` are durable; an outcome is folded only after it was appended. The fold of
-  a batch may run while its transaction commits (``Journal.stage``): nothing leaves the process
-  before the commit returned, and a failed commit stops the committer (the state is dropped).
+  its ``EffectIssued`` are durable (they are one transaction). The fold runs ahead of the disk
+  (``Journal.seal``): nothing leaves the process on account of a record before its transaction
+  committed, and a failed transaction stops the committer (the state is ahead of the journal: it
+  is dropped; the next start folds the journal again). A submitter's ``submit`` returns once its
+  records are durable.
 - An effect is submitted exactly once per ``EffectIssued`` that flipped it to issued.
 - Retries: a clocked retry is re-issued when the server clock passes its ``not_before``; an
   unclocked one (its outcome had no server time) after its ``retry_after_ms`` on the monotonic
@@ -54,6 +60,7 @@ import asyncio
 import logging
 import os
 import time
+from functools import partial
 from typing import Any, Callable, Iterable, Iterator
 
 from engine import snapshot
@@ -99,6 +106,9 @@ class Daemon:
         self._changed = asyncio.Event()   # wakes the ticker: see ``_wake_ticker``
         self._ticked: Any = None           # the timers map the ticker last looked at
         self._committing: asyncio.Future | None = None
+        self._sends: list[tuple[Any, int]] = []   # (effect, attempt) issued by the commit being folded
+        self._logs: list[Any] = []
+        self._sending: asyncio.Future | None = None   # the last commit's ``_send_when_durable``
         self.stopping = False
         # Leadership (kfold.leader): the current term, or None = standby: nothing is issued, the
         # keys wait in ``_held`` until ``resume`` (on acquire). No gate: always issue (one replica).
@@ -142,7 +152,8 @@ class Daemon:
             never_sent = [p for p in self.state.pending.values() if not p.issued and not p.attempt]
             await self.commit([Command(at=self.clock.now_ms(e.cluster), name="effect.in_doubt", args={"effect_id": e.id})
                                for e in in_doubt])   # on its cluster's clock, as ``_held_in_doubt`` stamps it
-            await self._release({p.effect.key for p in self.state.pending.values()})
+            self._touched |= {p.effect.key for p in self.state.pending.values()}
+            await self.commit([])
         finally:
             self._recovering = False
             self._changed.set()
@@ -168,37 +179,67 @@ class Daemon:
 
     # -- the committer --------------------------------------------------------------------------
     async def commit(self, drafts: list[Any], arrived: list[float] | None = None) -> list[Any]:
-        """Append, fold, journal the keys' next effects as issued, submit them. The only writer.
-        ``arrived``: when each draft reached the daemon (monotonic), for the latency metrics."""
+        """Journal, fold, journal the keys' next effects as issued — one transaction — and once
+        it is durable submit them. The only writer. ``arrived``: when each draft reached the
+        daemon (monotonic), for the latency metrics."""
+        stamped, done = self._fold_ahead(drafts, arrived)
+        await done
+        await self._maybe_snapshot()
+        return stamped
+
+    def _fold_ahead(self, drafts: list[Any], arrived: list[float] | None = None) -> tuple[list[Any], asyncio.Future]:
+        """Seal ``drafts`` into the journal's open transaction, fold them, seal the ``EffectIssued``
+        of every touched key's fresh head and fold those, flush: all of it synchronous, so a
+        commit is never cancelled half-way (records journaled but not folded would make the next
+        fold a gap). Returns the stamped records and a task that, once the transaction is
+        durable, submits what it issued (journal first). The fold runs ahead of the disk: the
+        committer folds the next batch while this one's transaction commits."""
         if self._takeover:   # ``resume``: a term began; whatever else the batch holds, before anything is issued
             drafts = self._held_in_doubt() + list(drafts)   # (kfold sim, soak seed 50576: batched with an
             # observation, the takeover's entry was skipped and a standby's stale status patch went out)
-        if not drafts:
-            await self._release()
-            return []
-        stamped, durable = await self.journal.stage(drafts)  # commands were checked by submit (or are the daemon's own)
-        self._commits += 1
-        self._arrived = arrived if self.metrics is not None and arrived and len(arrived) == len(stamped) else None
-        if any(isinstance(r, EffectIssued) for r in stamped):
-            await durable  # folding one submits its effect: durable first
-        logs = [e for effects in self._fold_all(stamped) for e in effects if e.type == "log"]
+        stamped: list[Any] = []
+        if drafts:
+            stamped = self.journal.seal(drafts)   # commands were checked by submit (or are the daemon's own)
+            self._commits += 1
+            self._arrived = arrived if self.metrics is not None and arrived and len(arrived) == len(stamped) else None
+            self._logs.extend(e for effects in self._fold_all(stamped) for e in effects if e.type == "log")
+        self._release()
+        sends, self._sends = self._sends, []
+        logs, self._logs = self._logs, []
+        durable = self.journal.flush()
+        if self.metrics is not None and not durable.done():
+            durable.add_done_callback(partial(self._note_durable, time.perf_counter()))
+        done = asyncio.ensure_future(self._send_when_durable(durable, sends, logs, self._sending))
+        self._sending = done
+        self._wake_ticker()
+        return stamped, done
+
+    async def _send_when_durable(self, durable: asyncio.Future, sends: list[tuple[Any, int]], logs: list[Any],
+                                 before: asyncio.Future | None) -> None:
+        """Submit a transaction's effects once it committed, after the previous transaction's (in
+        order). A failed transaction raises here: nothing of it leaves the process."""
+        if before is not None and not before.done():
+            await asyncio.gather(before, return_exceptions=True)
         await durable
+        for effect, attempt in sends:
+            _crash_hook("issued", effect)
+            if not self.stopping:
+                if self.metrics is not None:
+                    self._note_issued(effect.id)
+                self.executor.submit(effect, attempt)
         for e in logs:
             self.executor.submit(e)
-        await self._release()
-        await self._maybe_snapshot()
-        self._wake_ticker()
-        return stamped
 
-    async def _release(self, keys: set[str] | None = None) -> None:
-        """Journal as issued (then submit) each touched key's head if it is fresh; see module doc.
+    def _release(self, keys: set[str] | None = None) -> None:
+        """Seal as issued (and fold) each touched key's head if it is fresh; see module doc. The
+        effects go to the executor once their transaction is durable (``_send_when_durable``).
         While stopping, nothing is issued: never sent, so issued (not in doubt) at next start."""
         keys = self._touched if keys is None else keys | self._touched
         self._touched = set()
         if self.stopping or not (keys or self._held or self._held_by):
             return
         if self.shards is not None:
-            return await self._issue(self._sharded(keys))
+            return self._issue(self._sharded(keys))
         term = None
         if self.gate is not None:   # fencing: issue only under a term still valid on its clock
             term = self.gate()
@@ -206,13 +247,11 @@ class Daemon:
                 self._held |= keys
                 return
             keys, self._held = keys | self._held, set()
-        await self._issue([self._issued(e, term)
-                           for e in ready_to_issue(self.state, keys, self.index)])
+        self._issue([self._issued(e, term) for e in ready_to_issue(self.state, keys, self.index)])
 
-    async def _issue(self, issued: list[EffectIssued]) -> None:
+    def _issue(self, issued: list[EffectIssued]) -> None:
         if issued:
-            for rec in await self.journal.append(issued):
-                _crash_hook("issued", rec.effect)
+            for rec in self.journal.seal(issued):
                 self._fold(rec)
 
     def _sharded(self, keys: set[str]) -> list[EffectIssued]:
@@ -271,9 +310,7 @@ class Daemon:
             self.metrics.folded(rec, t1 - t0)
             self._note_born(index, t1, effects)
         if isinstance(rec, EffectIssued) and before is not None and not before.issued and not self.stopping:
-            if self.metrics is not None:
-                self._note_issued(before.effect.id)
-            self.executor.submit(before.effect, before.attempt)
+            self._sends.append((before.effect, before.attempt))   # once durable: ``_send_when_durable``
         if isinstance(rec, Outcome) and before is not None:
             self._wait_unclocked_retry(rec)
         if before is not None and not isinstance(rec, EffectIssued):
@@ -291,6 +328,9 @@ class Daemon:
         for e in effects:
             if e.type != "log":
                 self._born[e.id] = (folded if arrived is None else arrived, folded, self._commits)
+
+    def _note_durable(self, flushed: float, _: Any) -> None:
+        self.metrics.durable.observe(time.perf_counter() - flushed)
 
     def _note_issued(self, effect_id: str) -> None:
         now = time.perf_counter()
@@ -415,23 +455,43 @@ class Daemon:
             batch = [await self._inbox.get()]
             while not self._inbox.empty() and sum(len(d) for d, _, _ in batch) < MAX_BATCH:
                 batch.append(self._inbox.get_nowait())
-            # Shielded: stop() cancels the committer between commits, never half-way through one
-            # (records journaled but not folded would make the next fold a gap).
+            # Shielded: stop() cancels the committer between commits, never half-way through one.
             self._committing = asyncio.ensure_future(self._commit_batch(batch))
             await asyncio.shield(self._committing)
 
     async def _commit_batch(self, batch: list[tuple[list[Any], asyncio.Future | None, float]]) -> None:
+        """Fold the batch ahead of the disk (``_fold_ahead``), then wait for the transaction
+        before it: at most two in flight, the one committing and the one queued behind it. Each
+        submitter's future resolves once its records are durable. A failed transaction stops the
+        committer (the state is ahead of the journal: it is dropped, the next start folds again)."""
+        futures = [fut for _, fut, _ in batch if fut is not None]
+        before = self._sending
+        self._raise_if_unsent()
         try:
-            await self.commit([d for drafts, _, _ in batch for d in drafts],
-                              [t for drafts, _, t in batch for _ in drafts])
+            _, done = self._fold_ahead([d for drafts, _, _ in batch for d in drafts],
+                                       [t for drafts, _, t in batch for _ in drafts])
         except BaseException as exc:
-            for _, fut, _ in batch:
-                if fut is not None and not fut.done():
-                    fut.set_exception(exc if isinstance(exc, Exception) else RuntimeError("stopped"))
+            _settle(futures, exc if isinstance(exc, Exception) else RuntimeError("stopped"))
             raise
-        for _, fut, _ in batch:
-            if fut is not None and not fut.done():
-                fut.set_result(None)
+        done.add_done_callback(lambda d: self._settled(futures, d))
+        if before is not None:
+            await asyncio.gather(before, return_exceptions=True)
+            self._raise_if_unsent()
+        if self._snapshot_due():
+            await done
+            await self._maybe_snapshot()
+
+    def _settled(self, futures: list[asyncio.Future], done: asyncio.Future) -> None:
+        exc = done.exception() if not done.cancelled() else RuntimeError("stopped")
+        _settle(futures, exc)
+        if exc is not None:   # wake the committer, which stops on it
+            self._inbox.put_nowait(([], None, time.perf_counter()))
+
+    def _raise_if_unsent(self) -> None:
+        """A transaction failed: what was folded after it is not journaled, so fold nothing more."""
+        for t in (self._sending,):
+            if t is not None and t.done() and not t.cancelled() and t.exception() is not None:
+                raise t.exception()
 
     def _wake_ticker(self) -> None:
         """After a commit, wake the ticker only if what it judges may have changed: the timers (a
@@ -491,6 +551,9 @@ class Daemon:
             await asyncio.gather(committer, return_exceptions=True)
         if self._committing is not None:
             await asyncio.gather(self._committing, return_exceptions=True)
+        if self._sending is not None:
+            await asyncio.gather(self._sending, return_exceptions=True)
+            broken = broken or (not self._sending.cancelled() and self._sending.exception())
         if not broken:  # after a fold failure the state no longer matches the journal: fold nothing more
             await self._drain_inbox()
             await self._maybe_snapshot(force=True)
@@ -503,6 +566,15 @@ class Daemon:
         if batch:
             drafts = [d for ds, _, _ in batch for d in ds if not isinstance(d, EffectIssued)]
             await self.commit([d for d in drafts if isinstance(d, Outcome)])
+
+
+def _settle(futures: list[asyncio.Future], exc: BaseException | None) -> None:
+    for fut in futures:
+        if not fut.done():
+            if exc is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(exc)
 
 
 def checked(drafts: list[Any], machines: Machines) -> list[Any]:

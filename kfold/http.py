@@ -19,6 +19,8 @@ Guarantees:
   emitted it, because an earlier effect of its key was still in flight or waiting for a retry),
   ``kfold_event_to_effect_issued_seconds{held}`` (the draft whose fold emitted it -> the same hand-over),
   ``kfold_effect_round_trip_seconds{type}`` (handed to the executor -> its outcome back),
+  ``kfold_journal_flush_to_durable_seconds`` (a commit's transaction handed to the journal -> durable:
+  the disk's share of the above, waiting behind the transaction before it included),
   per client ``kfold_client_qps``/``kfold_client_burst`` (0 qps: no client-side limit) and
   ``kfold_client_limiter_wait_seconds_total``, ``kfold_client_requests_total{cluster,verb,resource,code}``,
   ``kfold_effects_total{type,result}``, ``kfold_watch_restarts_total{kind,reason}``,
@@ -80,6 +82,7 @@ class Metrics:
         self.fold_to_issue = Histogram("kfold_fold_to_effect_issued_seconds", LATENCY_BUCKETS, label="held")
         self.event_to_issue = Histogram("kfold_event_to_effect_issued_seconds", LATENCY_BUCKETS, label="held")
         self.round_trip = Histogram("kfold_effect_round_trip_seconds", LATENCY_BUCKETS, label="type")
+        self.durable = Histogram("kfold_journal_flush_to_durable_seconds", LATENCY_BUCKETS)
         self.clients: Callable[[], list[Any]] = lambda: []   # the registry's clients (limiters)
 
     def folded(self, rec: Any, seconds: float) -> None:
@@ -94,7 +97,7 @@ class Metrics:
         """``journal``: a ``journal.retention.JournalStats`` (records, snapshots, first seq) when known."""
         out = ["# TYPE kfold_records_ingested_total counter"]
         out += [f'kfold_records_ingested_total{{rec="{k}"}} {v}' for k, v in sorted(self.ingested.items())]
-        for h in (self.fold, self.event_to_fold, self.fold_to_issue, self.event_to_issue, self.round_trip):
+        for h in (self.fold, self.event_to_fold, self.fold_to_issue, self.event_to_issue, self.round_trip, self.durable):
             out += h.render()
         out.append("# TYPE kfold_effects_total counter")
         out += [f'kfold_effects_total{{type="{t}",result="{r}"}} {v}' for (t, r), v in sorted(self.effects.items())]

@@ -134,9 +134,9 @@ class SimJournal(MemoryJournal):
         super().__init__(store)
         self.on_issued = on_issued
 
-    async def stage(self, drafts: Any) -> Any:
+    def seal(self, drafts: Any) -> Any:
         self._check(drafts)
-        return await super().stage(drafts)
+        return super().seal(drafts)
 
     def _check(self, drafts: Any) -> None:
         if self.on_issued is not None:

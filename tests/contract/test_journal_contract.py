@@ -338,7 +338,9 @@ class TestStageContract:
         async with backend.journal() as j:
             records, durable = await j.stage(commands(3))
             assert [r.seq for r in records] == [1, 2, 3]
-            assert await durable == records
+            assert j.last_seq == 0 or j.last_seq == 3   # durable only once the future resolved
+            await durable
+            assert j.last_seq == 3
             assert await read_all(j) == records
 
     async def test_a_staged_batch_whose_transaction_fails_raises_on_its_durable_future(self, backend):
@@ -349,6 +351,65 @@ class TestStageContract:
             with pytest.raises(DuplicateSeq):
                 await durable
             assert [r.name for r in await read_all(first)] == ["c0"]
+
+
+class TestSealContract:
+    async def test_records_and_what_folding_them_decided_commit_in_one_transaction(self, backend):
+        async with backend.journal() as j:
+            first = j.seal(commands(2))
+            second = j.seal(commands(1, "decided-"))
+            assert [r.seq for r in first + second] == [1, 2, 3] and j.last_seq == 0
+            before = j.transactions
+            await j.flush()
+            assert j.transactions == before + 1 and j.last_seq == 3
+            assert await read_all(j) == first + second
+
+    async def test_sealing_runs_ahead_while_a_transaction_commits_and_order_holds(self, backend):
+        async with backend.journal() as j:
+            futures, sealed = [], []
+            for n in range(5):   # no await between: each flush queues behind the one committing
+                sealed += j.seal(commands(2, f"b{n}-"))
+                futures.append(j.flush())
+            await asyncio.gather(*futures)
+            assert [r.seq for r in sealed] == list(range(1, 11))
+            assert await read_all(j) == sealed
+        async with backend.journal() as again:
+            assert await again.verify() is None and again.last_seq == 10
+
+    async def test_a_failed_transaction_voids_what_was_sealed_onto_it_and_the_next_starts_afresh(self, backend):
+        async with backend.journal() as j:
+            await j.append(commands(2))
+            real_commit, calls, gate = j._commit, [], asyncio.Event()
+
+            async def failing(rows, snaps, head):
+                calls.append([r[0] for r in rows])
+                if len(calls) == 1:
+                    await gate.wait()
+                    raise OSError("disk went away")
+                return await real_commit(rows, snaps, head)
+            j._commit = failing
+            j.seal([Command(name="doomed", args={"x": 1})])
+            doomed = j.flush()
+            await asyncio.sleep(0.01)             # the writer took it and is committing
+            j.seal(commands(1, "chained-"))      # sealed onto the doomed transaction's head
+            chained = j.flush()
+            gate.set()
+            for fut in (doomed, chained):
+                with pytest.raises(OSError, match="disk went away"):
+                    await fut
+            assert j.last_seq == 2 and calls == [[3]], "the chained rows never reached the store"
+            after = await j.append(commands(1, "after-"))
+            assert [r.seq for r in after] == [3]
+            assert [r.name for r in await read_all(j)] == ["c0", "c1", "after-0"]
+            assert await j.verify() is None
+
+    async def test_a_draft_that_cannot_be_sealed_raises_at_once_and_seals_nothing(self, backend):
+        async with backend.journal() as j:
+            with pytest.raises(DuplicateSeq):
+                j.seal(commands(1) + [Command(name="dup", seq=1)])
+            assert [r.seq for r in j.seal(commands(1))] == [1]
+            await j.flush()
+            assert [r.name for r in await read_all(j)] == ["c0"]
 
 
 def pods_with_credentials(n: int) -> list[Observed]:

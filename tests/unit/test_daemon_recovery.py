@@ -59,7 +59,7 @@ async def settle(daemon: Daemon, timeout: float = 3.0) -> None:
     journal's group commit takes turns of the loop)."""
     for _ in range(int(timeout / 0.01)):
         await asyncio.sleep(0.01)
-        committing = daemon._committing is not None and not daemon._committing.done()
+        committing = any(t is not None and not t.done() for t in (daemon._committing, daemon._sending))
         if not daemon.executor._workers and daemon._inbox.empty() and not committing:
             return
     raise AssertionError("daemon did not settle")

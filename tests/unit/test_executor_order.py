@@ -95,7 +95,7 @@ async def until(cond: Any, timeout: float = 3.0) -> None:
 
 async def idle(d: Daemon) -> None:
     def quiet() -> bool:  # the journal's group commit takes turns of the loop: wait for it too
-        return not d.executor._workers and d._inbox.empty() and (d._committing is None or d._committing.done())
+        return not d.executor._workers and d._inbox.empty() and all(t is None or t.done() for t in (d._committing, d._sending))
     await until(quiet)
     await asyncio.sleep(0.02)
     await until(quiet)
