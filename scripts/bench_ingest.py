@@ -43,21 +43,25 @@ from bench_floor import ingest_floor, journal_batches  # noqa: E402
 from journal.records import Observed  # noqa: E402
 from journal.sqlite import SqliteJournal  # noqa: E402
 from kfold import gc_policy  # noqa: E402
+from kfold.http import Metrics  # noqa: E402
 from workload import start_daemon, start_stub, watch_observer  # noqa: E402
 
 SENT = "bench.kfold.dev/sent-ns"
 
 
-class Latency:
-    """A ``metrics`` hook for the daemon: ``folded(rec, seconds)`` is called per folded record."""
+class Latency(Metrics):
+    """``kfold run``'s metrics (``kfold.http.Metrics``), and per folded record the time since the
+    stub made its line."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.sent: list[int] = []
         self.lat: list[int] = []
         self.done = asyncio.Event()
         self.want = 0
 
     def folded(self, rec: Any, seconds: float) -> None:
+        super().folded(rec, seconds)
         if isinstance(rec, Observed):
             stamp = rec.obj.get("metadata", {}).get("annotations", {}).get(SENT)
             if stamp:

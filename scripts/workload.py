@@ -270,5 +270,5 @@ def watch_observer(url: str, daemon: Any) -> Any:
     from engine.effects.observer import Observer
     cfg = k8s.Configuration()
     cfg.host = url
-    return Observer(lambda: k8s.ApiClient(cfg), "local", "v1", "Pod", "pods", "", daemon.submit, daemon.clock,
+    return Observer(lambda: k8s.ApiClient(cfg), "local", "v1", "Pod", "pods", "", daemon.submit, daemon.clock.for_cluster("local"),
                     redact=daemon.journal.redactor.redact, idle_timeout_s=60, server_timeout_s=3600)
