@@ -35,17 +35,11 @@ def main() -> int:
                     help="the restarted daemon journals its pod lists this late (0 = no test hook)")
     args = ap.parse_args()
 
-    from kubernetes import client, config
-    from tests.e2e.conftest import Daemon, apply
-    from tests.e2e.controlplane import ensure_controlplane
-    from tests.e2e.drills import Cluster, burst_kill9
-    from kfold.manifests import crds
+    from kubernetes import client
+    from tests.e2e.conftest import Daemon
+    from tests.e2e.drills import Cluster, burst_kill9, drill_admin
 
-    cp = ensure_controlplane(build=False)
-    cfg = client.Configuration()
-    config.load_kube_config(cp["kubeconfig"], client_configuration=cfg)
-    admin = client.ApiClient(cfg)
-    apply(admin, crds())
+    cp, admin = drill_admin()
     failed = 0
     for seed in range(args.first, args.first + args.seeds):
         ns = f"drill-{uuid.uuid4().hex[:8]}"

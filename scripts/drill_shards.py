@@ -37,17 +37,11 @@ def main() -> int:
     ap.add_argument("--no-rejoin", action="store_true", help="do not start a fresh replica after the kill")
     args = ap.parse_args()
 
-    from kubernetes import client, config
-    from tests.e2e.conftest import apply
-    from tests.e2e.controlplane import ensure_controlplane
+    from kubernetes import client
+    from tests.e2e.drills import drill_admin
     from tests.e2e.shard_drill import shard_drill
-    from kfold.manifests import crds
 
-    cp = ensure_controlplane(build=False)
-    cfg = client.Configuration()
-    config.load_kube_config(cp["kubeconfig"], client_configuration=cfg)
-    admin = client.ApiClient(cfg)
-    apply(admin, crds())
+    cp, admin = drill_admin()
     ns = f"drill-{uuid.uuid4().hex[:8]}"
     client.CoreV1Api(admin).create_namespace({"metadata": {"name": ns}})
     t = time.monotonic()

@@ -83,6 +83,22 @@ class Cluster:
 LATE_POD_LIST = {"KFOLD_TEST_LATE_LIST": "Pod:2"}
 
 
+def drill_admin() -> tuple[dict[str, str], Any]:
+    """For a drill script: the local control plane (started if need be, never built), an admin
+    client on it, kfold's CRDs applied."""
+    from kubernetes import client, config
+    from kfold.manifests import crds
+    from tests.e2e.conftest import apply
+    from tests.e2e.controlplane import ensure_controlplane
+
+    cp = ensure_controlplane(build=False)
+    cfg = client.Configuration()
+    config.load_kube_config(cp["kubeconfig"], client_configuration=cfg)
+    admin = client.ApiClient(cfg)
+    apply(admin, crds())
+    return cp, admin
+
+
 def burst_kill9(cluster: Cluster, start_daemon: Callable[[dict[str, str]], Any], seed: int, sessions: int = 20,
                 kill_window_s: float = 3.0, ready_timeout_s: float = 180.0,
                 restart_env: dict[str, str] | None = None) -> dict[str, Any]:
