@@ -223,6 +223,7 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     gc_policy.set_thresholds()  # see kfold.gc_policy; recovery freezes what it loaded
     registry, client = open_registry(cfg)
     clock, metrics = ServerClocks(home=cfg.cluster.name), Metrics()  # one server clock per cluster
+    metrics.watch_gc()
     metrics.clients = registry.clients
     sharded = cfg.leader.enabled and cfg.leader.shards > 1    # kfold.shards: one Lease per shard
     elector = make_elector(cfg, registry, clock) if cfg.leader.enabled and not sharded else None

@@ -21,6 +21,7 @@ Guarantees:
   ``kfold_effect_round_trip_seconds{type}`` (handed to the executor -> its outcome back),
   ``kfold_journal_flush_to_durable_seconds`` (a commit's transaction handed to the journal -> durable:
   the disk's share of the above, waiting behind the transaction before it included),
+  ``kfold_gc_pause_seconds{generation}`` (each pass of CPython's cyclic collector, which stops the loop),
   per client ``kfold_client_qps``/``kfold_client_burst`` (0 qps: no client-side limit) and
   ``kfold_client_limiter_wait_seconds_total``, ``kfold_client_requests_total{cluster,verb,resource,code}``,
   ``kfold_effects_total{type,result}``, ``kfold_watch_restarts_total{kind,reason}``,
@@ -83,7 +84,21 @@ class Metrics:
         self.event_to_issue = Histogram("kfold_event_to_effect_issued_seconds", LATENCY_BUCKETS, label="held")
         self.round_trip = Histogram("kfold_effect_round_trip_seconds", LATENCY_BUCKETS, label="type")
         self.durable = Histogram("kfold_journal_flush_to_durable_seconds", LATENCY_BUCKETS)
+        self.gc_pause = Histogram("kfold_gc_pause_seconds", LATENCY_BUCKETS, label="generation")
+        self._gc_started = 0.0
         self.clients: Callable[[], list[Any]] = lambda: []   # the registry's clients (limiters)
+
+    def watch_gc(self) -> None:
+        """Time every pass of CPython's cyclic collector (it stops the loop: a latency source)."""
+        import gc
+        if self._gc_callback not in gc.callbacks:
+            gc.callbacks.append(self._gc_callback)
+
+    def _gc_callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            self.gc_pause.observe(time.perf_counter() - self._gc_started, str(info.get("generation")))
 
     def folded(self, rec: Any, seconds: float) -> None:
         self.ingested[rec.rec] += 1
@@ -97,7 +112,8 @@ class Metrics:
         """``journal``: a ``journal.retention.JournalStats`` (records, snapshots, first seq) when known."""
         out = ["# TYPE kfold_records_ingested_total counter"]
         out += [f'kfold_records_ingested_total{{rec="{k}"}} {v}' for k, v in sorted(self.ingested.items())]
-        for h in (self.fold, self.event_to_fold, self.fold_to_issue, self.event_to_issue, self.round_trip, self.durable):
+        for h in (self.fold, self.event_to_fold, self.fold_to_issue, self.event_to_issue, self.round_trip, self.durable,
+                  self.gc_pause):
             out += h.render()
         out.append("# TYPE kfold_effects_total counter")
         out += [f'kfold_effects_total{{type="{t}",result="{r}"}} {v}' for (t, r), v in sorted(self.effects.items())]

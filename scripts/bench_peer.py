@@ -285,7 +285,7 @@ def scrape(url: str) -> str:
 def histogram(text: str, name: str, held: str | None = None) -> dict[float, float]:
     """Cumulative buckets of ``name``, summed over its ``held`` label unless one is given."""
     out: dict[float, float] = {}
-    for m in re.finditer(rf'^{name}_bucket\{{(?:held="([^"]+)",)?le="([^"]+)"\}} (\S+)$', text, re.M):
+    for m in re.finditer(rf'^{name}_bucket\{{(?:\w+="([^"]+)",)?le="([^"]+)"\}} (\S+)$', text, re.M):
         if held is not None and m.group(1) != held:
             continue
         le = float("inf") if m.group(2) == "+Inf" else float(m.group(2))
@@ -553,7 +553,8 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
                 result[f"event_to_issued{suffix}_p99_ms"] = _ms(quantile(issued, 0.99))
             for key, name, held in (("event_to_fold", "kfold_event_to_fold_seconds", None),
                                     ("fold_to_issued_unheld", "kfold_fold_to_effect_issued_seconds", "false"),
-                                    ("flush_to_durable", "kfold_journal_flush_to_durable_seconds", None)):
+                                    ("flush_to_durable", "kfold_journal_flush_to_durable_seconds", None),
+                                    ("gc_pause", "kfold_gc_pause_seconds", None)):
                 part = minus(histogram(after["metrics"], name, held), histogram(before["metrics"], name, held))
                 result[f"{key}_p50_ms"], result[f"{key}_p99_ms"] = _ms(quantile(part, 0.5)), _ms(quantile(part, 0.99))
             trip = {}
@@ -749,7 +750,7 @@ def summarize(runs: list[dict]) -> dict:
             s.update(rounds=len(rs), ok=all(r.get("ok") for r in rs), load1=median([r.get("load1") for r in rs]))
             for key in ("event_to_issued_p50_ms", "event_to_issued_p99_ms", "event_to_issued_unheld_p50_ms",
                         "event_to_issued_unheld_p99_ms", "event_to_fold_p99_ms", "fold_to_issued_unheld_p99_ms",
-                        "flush_to_durable_p50_ms", "flush_to_durable_p99_ms", "limiter_wait_s"):
+                        "flush_to_durable_p50_ms", "flush_to_durable_p99_ms", "gc_pause_p99_ms", "limiter_wait_s"):
                 if any(key in r for r in rs):
                     s[key] = median([r.get(key) for r in rs])
             out[f"{who}@{n}"] = s
@@ -781,7 +782,8 @@ def markdown(summary: dict, machine: str) -> str:
                            ("kfold event -> effect issued p99, not held behind its key (ms)", "event_to_issued_unheld_p99_ms"),
                            ("  of which: event -> folded p99 (ms)", "event_to_fold_p99_ms"),
                            ("  of which: folded -> issued p99 (ms)", "fold_to_issued_unheld_p99_ms"),
-                           ("  the journal's share: flush -> durable p99 (ms)", "flush_to_durable_p99_ms")):
+                           ("  the journal's share: flush -> durable p99 (ms)", "flush_to_durable_p99_ms"),
+                           ("  the collector: a pause p99 (ms)", "gc_pause_p99_ms")):
             extra = [fmt(s[w].get(key), 1) if w.startswith("kfold") else "—" for w in cols]
             lines.append(f"| {label} | " + " | ".join(extra) + " | | |")
         lines.append("| rounds (all correct?) | " + " | ".join(f"{s[w]['rounds']} ({'yes' if s[w]['ok'] else 'NO'})" for w in cols) + " | | |")

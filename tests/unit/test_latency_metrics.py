@@ -43,6 +43,8 @@ async def test_one_command_one_patch_fills_each_latency_histogram_once():
     assert trip['kfold_effect_round_trip_seconds_bucket{type="patch",le="+Inf"}'] == 1
     # the command and the patch's outcome each went from the inbox to a fold
     assert series(text, "kfold_event_to_fold_seconds")["kfold_event_to_fold_seconds_count"] == 2
+    # two transactions reached the disk: the command with its EffectIssued, then the outcome
+    assert series(text, "kfold_journal_flush_to_durable_seconds")["kfold_journal_flush_to_durable_seconds_count"] == 2
     assert not d._born and not d._sent, "bookkeeping of issued and answered effects is dropped"
 
 
@@ -77,3 +79,19 @@ def test_the_fold_histogram_keeps_its_name_and_format():
     text = m.render([], journal_bytes=0, skew_ms=None, seq=0)
     assert 'kfold_fold_seconds_bucket{le="0.0005"} 1' in text
     assert "kfold_fold_seconds_count 1" in text
+
+
+def test_each_pass_of_the_cyclic_collector_is_timed_by_generation():
+    import gc
+    m = Metrics()
+    m.watch_gc()
+    m.watch_gc()   # once only
+    try:
+        gc.collect(0)
+        gc.collect(2)
+    finally:
+        gc.callbacks.remove(m._gc_callback)
+    assert m._gc_callback not in gc.callbacks
+    text = "\n".join(m.gc_pause.render())
+    assert 'kfold_gc_pause_seconds_count{generation="0"} 1' in text
+    assert 'kfold_gc_pause_seconds_count{generation="2"} 1' in text
