@@ -142,6 +142,10 @@ def in_doubt_resolved(recs: list[dict], crash_seq: int, eff_type: str, kind: str
     later = [r for r in recs if r["seq"] > doubt_seq and r["rec"] in ("effect", "outcome")]
     on_key = [r for r in later if r["rec"] == "effect" and r["effect"]["key"] == eff["key"]
               and r["effect"].get("kind") == kind]
+    if not on_key and eff_type == "delete" and any(
+            r["rec"] == "observed" and r["seq"] < doubt_seq and r.get("event") == "DELETED"
+            and r.get("kind") == kind and r.get("name") == eff.get("name") for r in recs):
+        return eff   # the watch's DELETED (proof of absence) was journaled before the crash: nothing to re-read
     assert on_key and on_key[0]["effect"]["type"] == "get", \
         f"after the in-doubt {eff_type} the next effect on {eff['key']} is " \
         f"{on_key[0]['effect']['type'] if on_key else 'nothing'}, not a quorum GetObject"
