@@ -44,7 +44,11 @@ def sent(daemon: Daemon, server) -> list[str]:
 
 async def gated_daemon() -> tuple[GatedJournal, object, Daemon]:
     """A recovered daemon whose next transactions wait for ``journal.gate``."""
-    journal, server, d = await gated_daemon()
+    journal, server = GatedJournal(), fresh_server()
+    d = daemon_on(journal, server)
+    d.start_loops()
+    await d.recover()
+    journal.gate.clear()
     return journal, server, d
 
 
