@@ -93,7 +93,7 @@ def replay_command(path: str) -> float:
 async def replay_loop(path: str) -> float:
     state, start = initial_state(), time.perf_counter()
     async with SqliteJournal(path, readonly=True) as journal:
-        async for batch in journal.read_batches():
+        async for batch in journal.read_batches(projected=True):
             state, _ = fold_many(state, batch)
     return time.perf_counter() - start
 
