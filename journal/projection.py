@@ -55,10 +55,8 @@ class Each:
 _CONTAINER = {"name": KEEP, "ready": KEEP, "state": {
     "waiting": {"reason": KEEP, "message": KEEP}, "terminated": {"exitCode": KEEP, "reason": KEEP}}}
 POD: dict[str, Any] = {
-    "metadata": {
-        "name": KEEP, "uid": KEEP, "resourceVersion": KEEP, "deletionTimestamp": KEEP,
-        "labels": {"app.kubernetes.io/managed-by": KEEP, "kfold.dev/session": KEEP, "kfold.dev/generation": KEEP},
-    },
+    # labels whole: the machines read kfold's own (engine.labels, which the journal does not import)
+    "metadata": {"name": KEEP, "uid": KEEP, "resourceVersion": KEEP, "deletionTimestamp": KEEP, "labels": KEEP},
     "spec": {"nodeName": KEEP},
     "status": {
         "phase": KEEP, "podIP": KEEP, "reason": KEEP, "message": KEEP,
