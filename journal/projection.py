@@ -3,9 +3,10 @@
 A Pod event's payload holds the whole object (~2.5 KB on a real cluster); the machines read about
 a dozen fields of it (``engine.machines.pod_records.view_of``, ``session_observe.pod_view``,
 ``session_replies.pod_owner``/``release_stale``). The journal stores, next to such a row's
-payload, the same record with its ``obj`` pruned to ``POD``'s paths (~0.5 KB), and ``kfold
-replay`` folds that instead of decoding the whole object (``Journal.read_batches(projected=True)``).
-Only Pod observations are projected; every other record is read from its payload.
+payload, its object pruned to ``POD``'s paths (~0.5 KB), and ``kfold replay`` folds the record
+made of the payload's other fields and that object, instead of decoding the whole object
+(``Journal.read_batches(projected=True)``, ``parse_rows``). Only Pod observations are projected;
+every other record is read from its payload.
 
 Guarantees:
 - ``project(rec)`` keeps, of every path in ``POD``, exactly what the object holds there; a value
@@ -13,7 +14,7 @@ Guarantees:
   container list) is kept whole, so a reader's own type checks see what they would have seen, and
   so is a mapping or list that would be pruned to nothing, so its truth value is kept too.
   Folding the projected record gives the same state and effects as folding the record
-  (``tests/unit/test_projection.py`` folds both, with a tripwire object that fails any read
+  (``tests/unit/test_projection.py`` folds both, with a tripwire object that notes any read
   outside ``POD``).
 - It is made from the record as journaled, after redaction: a projection holds a subset of what
   the payload holds, never more (invariant 6).
@@ -24,9 +25,11 @@ Guarantees:
   itself covers the payload only, so a journal with projections reads with an older kfold, and an
   older journal (no projections) reads with this one.
 
-Caveat: ``POD`` mirrors what the machines read. A machine that starts reading another field of a
-Pod must add it here and bump ``VERSION`` (older projections are then ignored, not misread); the
-tripwire test fails until it does.
+Caveats: ``POD`` mirrors what the machines read. A machine that starts reading another field of
+a Pod must add it here and bump ``VERSION`` (older projections are then ignored, not misread); the
+tripwire test fails until it does. Costs: a projection is ~20% of a realistic Pod payload's bytes,
+and making one (prune + serialize, at ``prepare``/seal time) costs about twice serializing the
+whole record.
 """
 from __future__ import annotations
 
@@ -72,21 +75,51 @@ _VERSION = bytes([VERSION])
 
 def prune(value: Any, spec: Any) -> Any:
     """``value`` cut down to the paths of ``spec`` (see the module docstring)."""
+    cut = pruner(spec)
+    return value if cut is None else cut(value)
+
+
+def pruner(spec: Any) -> Any:
+    """``prune`` for one spec as a function (None for ``KEEP``): the spec is walked once here,
+    not on every event (a generic walk cost about as much as serializing the whole record)."""
     if spec is KEEP:
-        return value
+        return None
     if type(spec) is dict:
-        if not isinstance(value, dict):
+        fields = tuple((key, pruner(sub)) for key, sub in spec.items())
+        if all(inner is None for _, inner in fields):  # every field kept whole: one comprehension
+            keys = tuple(spec)
+
+            def cut_leaves(value: Any) -> Any:
+                if not isinstance(value, dict):
+                    return value
+                out = {key: value[key] for key in keys if key in value}
+                return out if out or not value else value   # never empty where the object is not
+            return cut_leaves
+
+        def cut_mapping(value: Any) -> Any:
+            if not isinstance(value, dict):
+                return value
+            out = {}
+            for key, inner in fields:
+                v = value.get(key, _ABSENT)
+                if v is not _ABSENT:
+                    out[key] = v if inner is None else inner(v)
+            return out if out or not value else value
+        return cut_mapping
+    inner = pruner(spec.spec)
+    key, want = spec.where or (None, None)
+
+    def cut_list(value: Any) -> Any:
+        if not isinstance(value, list):
             return value
-        out = {k: prune(value[k], sub) for k, sub in spec.items() if k in value}
-        return out if out or not value else value   # never empty where the object is not
-    if not isinstance(value, list):
-        return value
-    where, sub = spec.where, spec.spec
-    if where is None:
-        return [prune(v, sub) for v in value]
-    key, want = where
-    out = [prune(v, sub) for v in value if not isinstance(v, dict) or v.get(key) == want]
-    return out if out or not value else value
+        kept = value if key is None else [v for v in value if not isinstance(v, dict) or v.get(key) == want]
+        out = list(kept) if inner is None else [inner(v) for v in kept]
+        return out if out or not value else value
+    return cut_list
+
+
+_ABSENT = object()
+_PRUNERS = {kind: pruner(spec) for kind, spec in SPECS.items()}
 
 
 def project(rec: Any) -> bytes | None:
@@ -94,11 +127,11 @@ def project(rec: Any) -> bytes | None:
     projected kind (or its projection does not serialize)."""
     if rec.rec != "observed":
         return None
-    spec = SPECS.get(rec.kind)
-    if spec is None:
+    cut = _PRUNERS.get(rec.kind)
+    if cut is None:
         return None
     try:
-        return orjson.dumps(prune(rec.obj, spec))
+        return orjson.dumps(cut(rec.obj))
     except TypeError:  # what orjson refuses (a huge int, a non-string key): read from the payload
         return None
 
