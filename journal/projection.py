@@ -63,7 +63,8 @@ POD: dict[str, Any] = {
     "spec": {"nodeName": KEEP},
     "status": {
         "phase": KEEP, "podIP": KEEP, "reason": KEEP, "message": KEEP,
-        "conditions": Each({"type": KEEP, "status": KEEP, "reason": KEEP, "message": KEEP}, where=("type", "PodScheduled")),
+        "conditions": Each({"type": KEEP, "status": KEEP, "reason": KEEP, "message": KEEP},
+                           where=("type", "PodScheduled")),
         "containerStatuses": Each(_CONTAINER), "initContainerStatuses": Each(_CONTAINER),
     },
 }

@@ -45,8 +45,8 @@ _SCHEMA = (
 # Rows go in as multi-row INSERTs, not ``executemany``: executemany binds and steps row by row and
 # takes the GIL back from the folding thread for every row (measured: 10k rows/s while the main
 # thread computes, against 60k for 500-row statements, 94k vs 153k when idle). One statement per
-# 500 rows (2500 parameters, under SQLite's 32766 limit) holds the GIL only to bind.
-_ROWS_PER_INSERT = 500     # 3000 parameters
+# 500 rows (3000 parameters, under SQLite's 32766 limit) holds the GIL only to bind.
+_ROWS_PER_INSERT = 500
 _WAL_LIMIT = 64 << 20      # journal_size_limit: the WAL is truncated to this after a checkpoint
 _INCREMENTAL = 2           # PRAGMA auto_vacuum's value for INCREMENTAL
 

@@ -88,7 +88,7 @@ class Journal(Retaining):
         self._snapshots: list[int] = []   # seqs of the stored snapshots, ascending
         self.last_snapshot_bytes = 0      # size of the newest snapshot
         self.bytes_since_snapshot = 0     # record payload bytes committed since it
-        self._ahead: dict[int, tuple[Record, bytes, bytes | None]] = {}  # id(draft) -> (draft, payload at seq -1, projection)
+        self._ahead: dict[int, tuple[Record, bytes, bytes | None]] = {}  # id(draft) -> (draft, payload, projection)
         self._open: list[Row] = []        # sealed, not yet flushed
         self._snext, self._sprev = 1, 0   # the head as sealed (ahead of ``_next``/``_prev``: committed)
         self._epoch = 0                   # bumped when a transaction fails: what was sealed after it is void

@@ -78,7 +78,8 @@ def test_damaged_projections_are_read_from_the_payloads_and_a_damaged_payload_is
     rows = pod_rows(path)
     with sqlite3.connect(path) as db:
         for seq, view in rows[::3]:  # a flipped bit in the object's JSON
-            db.execute("UPDATE journal SET view = ? WHERE seq = ?", (view[:-5] + bytes([view[-5] ^ 1]) + view[-4:], seq))
+            flipped = view[:-5] + bytes([view[-5] ^ 1]) + view[-4:]
+            db.execute("UPDATE journal SET view = ? WHERE seq = ?", (flipped, seq))
         db.execute("UPDATE journal SET view = NULL WHERE seq = ?", (rows[1][0],))
     assert replayed(capsys, str(path), "--check") == (0, expected)
     seq = rows[4][0]
