@@ -339,19 +339,33 @@ class Journal(Retaining):
         its observed object holds only what the fold reads; for folding (``kfold replay``), never
         for showing or exporting records. Rows without one, or whose projection fails its crc, are
         read from their payloads. The chain is verified over the payloads either way."""
+        rows_read = self.read_rows(from_seq, until, views=projected)
+        try:
+            async for rows in rows_read:
+                for i in range(0, len(rows), PARSE_BATCH):  # parsed a slice at a time: see PARSE_BATCH
+                    yield self.parse(rows[i:i + PARSE_BATCH], projected)
+        finally:
+            await rows_read.aclose()  # a reader that stopped early: the batch fetched ahead is dropped
+
+    async def read_rows(self, from_seq: int = 1, until: int | None = None,
+                        views: bool = False) -> AsyncIterator[list[Row]]:
+        """``read_batches`` in two steps: the rows, verified, up to ``READ_BATCH`` at a time (with
+        their projections if ``views``; the next batch is fetched meanwhile), the same error at the
+        same place; ``parse`` makes records of them. A synchronous reader (``kfold.sources``) so
+        turns its event loop once per ``READ_BATCH`` rows instead of once per parsed slice."""
         end = self.last_seq if until is None else min(until, self.last_seq)
         head = self.last_seq
         expect, prev = from_seq, await self._anchor(from_seq)
-        ahead = self._fetch_ahead(expect, end, projected)
+        ahead = self._fetch_ahead(expect, end, views)
         try:
             while expect <= end:
                 rows = await ahead
                 good, prev, error = check_rows(rows, expect, prev)
                 if error is None and good:  # the store's thread fetches the next batch meanwhile
-                    ahead = self._fetch_ahead(expect + good, end, projected)
+                    ahead = self._fetch_ahead(expect + good, end, views)
                     await asyncio.sleep(0)  # (the fetch is handed to it before parsing starts)
-                for i in range(0, good, PARSE_BATCH):  # parsed a slice at a time: see PARSE_BATCH
-                    yield self._parse(rows[i:min(i + PARSE_BATCH, good)], projected)
+                if good:
+                    yield rows if good == len(rows) else rows[:good]
                 if error is None and good == 0:
                     error = JournalCorrupt(expect, f"journal truncated: it ends before {expect} but its head is {head}")
                 if error is not None:
@@ -367,12 +381,14 @@ class Journal(Retaining):
             return done
         return asyncio.ensure_future(self._fetch(first, min(end, first + READ_BATCH - 1), views))
 
-    def _parse(self, rows: Sequence[Row], projected: bool = False) -> list[Record]:
+    def parse(self, rows: Sequence[Row], projected: bool = False) -> list[Record]:
+        """Records from rows ``read_rows`` verified (see ``read_batches`` for ``projected``);
+        ``JournalCorrupt`` at the first one that does not parse."""
         try:
             records = projection.parse_rows(rows) if projected else parse_payloads([r[3] for r in rows])
         except Exception:
             if projected:  # a sound crc but a projection that does not decode: the payloads decide
-                return self._parse(rows)
+                return self.parse(rows)
             for seq, _, _, payload, _, _ in rows:  # find the first record that does not parse
                 try:
                     parse_record(payload)
@@ -382,7 +398,7 @@ class Journal(Retaining):
         for rec, row in zip(records, rows):
             if rec.seq != row[0]:
                 if projected:
-                    return self._parse(rows)
+                    return self.parse(rows)
                 raise JournalCorrupt(row[0], f"payload says seq {rec.seq}")
         return records
 

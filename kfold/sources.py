@@ -71,17 +71,22 @@ def iter_records(path: str, until: int | None = None, from_seq: int = 1, project
 
 def _iter_sqlite(path: str, until: int | None, from_seq: int = 1, projected: bool = False) -> Iterator[Record]:
     from journal.sqlite import SqliteJournal
+    from journal.store import PARSE_BATCH
     loop = asyncio.new_event_loop()
     journal = SqliteJournal(path, readonly=True)
     try:
         loop.run_until_complete(journal.open())
-        batches = journal.read_batches(from_seq, until, projected).__aiter__()
-        while True:
-            try:
-                batch = loop.run_until_complete(batches.__anext__())
-            except StopAsyncIteration:
-                break
-            yield from batch
+        rows_read = journal.read_rows(from_seq, until, views=projected)
+        try:  # the loop turns once per fetched batch; the rows are parsed and yielded a slice at a time
+            while True:
+                try:
+                    rows = loop.run_until_complete(rows_read.__anext__())
+                except StopAsyncIteration:
+                    break
+                for i in range(0, len(rows), PARSE_BATCH):
+                    yield from journal.parse(rows[i:i + PARSE_BATCH], projected)
+        finally:
+            loop.run_until_complete(rows_read.aclose())
     finally:
         loop.run_until_complete(journal.close())
         loop.close()
