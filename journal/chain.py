@@ -24,7 +24,9 @@ from journal.records import SCHEMA_VERSION, Record, RecordAdapter, dump_record, 
 _HEADER = struct.Struct(">qq")
 _NO_AT = -(2 ** 63)
 
-Row = tuple[int, "int | None", str, bytes, int]   # seq, at, kind, payload, chk
+Row = tuple[int, "int | None", str, bytes, int, "bytes | None"]   # seq, at, kind, payload, chk, projection
+# (the projection, ``journal.projection``: None where a row has none, or where the reader did not
+# ask for it; the chain covers the first five fields only)
 
 
 class JournalError(Exception):
@@ -129,7 +131,7 @@ def check_rows(rows: Sequence[Row], expect: int, prev: int) -> tuple[int, int, J
     """Verify ``rows`` continue the chain at ``expect`` after checksum ``prev``.
 
     Returns (how many rows are good, chk of the last good row, the error at the first bad one)."""
-    for i, (seq, at, kind, payload, chk) in enumerate(rows):
+    for i, (seq, at, kind, payload, chk, _) in enumerate(rows):
         if seq != expect:
             return i, prev, JournalCorrupt(expect, f"record {expect} is missing (next stored is {seq})")
         if link(prev, seq, at, kind, payload) != chk:

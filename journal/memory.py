@@ -26,8 +26,12 @@ class MemoryStore:
                                         "base": (0, 0)}
 
     def tamper(self, seq: int, payload: bytes | None = None, chk: int | None = None) -> None:
-        s, at, kind, old, old_chk = self.rows[seq]
-        self.rows[seq] = (s, at, kind, old if payload is None else payload, old_chk if chk is None else chk)
+        s, at, kind, old, old_chk, view = self.rows[seq]
+        self.rows[seq] = (s, at, kind, old if payload is None else payload, old_chk if chk is None else chk, view)
+
+    def tamper_view(self, seq: int, view: bytes | None) -> None:
+        """Replace the stored projection of ``seq`` (``journal.projection``)."""
+        self.rows[seq] = self.rows[seq][:5] + (view,)
 
     def delete(self, seq: int) -> None:
         del self.rows[seq]
@@ -78,9 +82,10 @@ class MemoryJournal(Journal):
         return (sum(len(r[3]) for r in self.store.rows.values())
                 + sum(len(s[1]) for s in self.store.snapshots.values()))
 
-    async def _fetch(self, first: int, last: int) -> list[Row]:
+    async def _fetch(self, first: int, last: int, views: bool = False) -> list[Row]:
         rows = self.store.rows
-        return [rows[s] for s in range(first, last + 1) if s in rows]
+        found = [rows[s] for s in range(first, last + 1) if s in rows]
+        return found if views else [r[:5] + (None,) for r in found]
 
     async def _chk_before(self, seq: int) -> int:
         if seq <= 1:

@@ -1,8 +1,11 @@
 """``SqliteJournal``: the journal in one SQLite file (WAL), through aiosqlite.
 
-Layout: ``journal(seq INTEGER PRIMARY KEY, at, kind, payload BLOB, chk)`` (the primary key refuses
-a duplicate seq), ``meta(key, value)`` (schema version, salt, writer version, head) and
-``snapshots(seq PRIMARY KEY, data, chk)``. Rows are only ever inserted.
+Layout: ``journal(seq INTEGER PRIMARY KEY, at, kind, payload BLOB, chk, view BLOB)`` (the primary
+key refuses a duplicate seq; ``view`` is the row's projection, ``journal.projection``, or NULL),
+``meta(key, value)`` (schema version, salt, writer version, head) and ``snapshots(seq PRIMARY KEY,
+data, chk)``. Rows are only ever inserted. A journal made before projections (no ``view`` column)
+gets the column when opened for writing (its old rows keep NULL: read from their payloads); opened
+read-only it is read without projections.
 
 Durability choice: ``synchronous=FULL`` by default. In WAL mode NORMAL survives a process crash
 but may lose the last transactions on power loss; FULL fsyncs the WAL at every commit. Invariant 3
@@ -35,14 +38,14 @@ from journal.store import Journal
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS journal (seq INTEGER PRIMARY KEY, at INTEGER, kind TEXT NOT NULL,"
-    " payload BLOB NOT NULL, chk INTEGER NOT NULL)",
+    " payload BLOB NOT NULL, chk INTEGER NOT NULL, view BLOB)",
     "CREATE TABLE IF NOT EXISTS snapshots (seq INTEGER PRIMARY KEY, data BLOB NOT NULL, chk INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
 )
 # Rows go in as multi-row INSERTs, not ``executemany``: executemany binds and steps row by row and
 # takes the GIL back from the folding thread for every row (measured: 10k rows/s while the main
 # thread computes, against 60k for 500-row statements, 94k vs 153k when idle). One statement per
-# 500 rows (2500 parameters, under SQLite's 32766 limit) holds the GIL only to bind.
+# 500 rows (3000 parameters, under SQLite's 32766 limit) holds the GIL only to bind.
 _ROWS_PER_INSERT = 500
 _WAL_LIMIT = 64 << 20      # journal_size_limit: the WAL is truncated to this after a checkpoint
 _INCREMENTAL = 2           # PRAGMA auto_vacuum's value for INCREMENTAL
@@ -50,7 +53,7 @@ _INCREMENTAL = 2           # PRAGMA auto_vacuum's value for INCREMENTAL
 
 @functools.lru_cache(maxsize=8)
 def _insert(n: int) -> str:
-    return "INSERT INTO journal (seq, at, kind, payload, chk) VALUES " + ", ".join(["(?, ?, ?, ?, ?)"] * n)
+    return "INSERT INTO journal (seq, at, kind, payload, chk, view) VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?)"] * n)
 
 
 class SqliteJournal(Journal):
@@ -63,6 +66,7 @@ class SqliteJournal(Journal):
         self.readonly = readonly  # offline readers (replay, export): nothing is created or written
         self._db: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
+        self._views = "view"  # the projection column, or NULL in its place (a journal made before it)
 
     async def _load_meta(self) -> tuple[bytes, int, int]:
         if self.readonly:
@@ -75,6 +79,9 @@ class SqliteJournal(Journal):
             await self._db.execute(f"PRAGMA synchronous={self.synchronous}")
             meta = await self._meta_or_create()
             check_schema(int(meta["schema_version"]), _text(meta.get("written_by")), self.path)
+            if not await _has_views(self._db):  # made before projections: the column, NULL in old rows
+                await self._db.execute("ALTER TABLE journal ADD COLUMN view BLOB")
+                await self._db.commit()
         except BaseException as exc:
             await self._db.close()
             if _is_full(exc):
@@ -97,6 +104,7 @@ class SqliteJournal(Journal):
             async with self._db.execute("SELECT key, value FROM meta") as cur:
                 meta = {k: v for k, v in await cur.fetchall()}
             check_schema(int(meta["schema_version"]), _text(meta.get("written_by")), self.path)
+            self._views = "view" if await _has_views(self._db) else "NULL"
         except BaseException:
             await self._release()
             raise
@@ -187,11 +195,12 @@ class SqliteJournal(Journal):
                 pass
         return total
 
-    async def _fetch(self, first: int, last: int) -> list[Row]:
+    async def _fetch(self, first: int, last: int, views: bool = False) -> list[Row]:
         # one call on aiosqlite's thread (not execute + fetchall + close): a fetch started ahead
         # runs there whole while the loop's thread parses and folds (Journal.read_batches)
         return list(await self._reader.execute_fetchall(
-            "SELECT seq, at, kind, payload, chk FROM journal WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, last)))
+            f"SELECT seq, at, kind, payload, chk, {self._views if views else 'NULL'} FROM journal"
+            " WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, last)))
 
     async def _chk_before(self, seq: int) -> int:
         if seq <= 1:
@@ -227,6 +236,10 @@ def _transaction(db: sqlite3.Connection, rows: list[Row], snaps: list[tuple[int,
     except BaseException:
         db.rollback()
         raise
+
+
+async def _has_views(db: aiosqlite.Connection) -> bool:
+    return any(col[1] == "view" for col in await db.execute_fetchall("PRAGMA table_info(journal)"))
 
 
 def _is_full(exc: BaseException) -> bool:

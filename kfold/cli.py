@@ -12,12 +12,15 @@ import sys
 COMMANDS = ("run", "replay", "export", "trace", "ui", "diagrams", "manifests", "repos", "cluster", "sim")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``only`` (a name in ``COMMANDS``): importing every
+    command's module imports the Kubernetes client and more (~1 s), which ``kfold replay`` of a
+    journal does not need."""
     from kfold import __version__
     parser = argparse.ArgumentParser(prog="kfold", description="Event-sourced Kubernetes reconciler for sandbox sessions.")
     parser.add_argument("--version", action="version", version=f"kfold {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         try:
             module = importlib.import_module(f"kfold.commands.{name}")
         except ImportError as exc:
@@ -34,7 +37,8 @@ def _unavailable(name: str, exc: Exception) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

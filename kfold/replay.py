@@ -76,7 +76,7 @@ class ReplayResult:
         return "\n".join(lines)
 
 
-FOLD_RUN = 128  # records folded together by ``fold_many`` (same result as one by one, fewer copies);
+FOLD_RUN = 64  # records folded together by ``fold_many`` (same result as one by one, fewer copies);
 # no more than the reader parses at once (``journal.store.PARSE_BATCH``): records kept alive longer
 # go cold in the cache before they are folded and freed
 

@@ -56,9 +56,10 @@ async def _with_journal(path: str, use):
         await journal.close()
 
 
-def iter_records(path: str, until: int | None = None, from_seq: int = 1) -> Iterator[Record]:
+def iter_records(path: str, until: int | None = None, from_seq: int = 1, projected: bool = False) -> Iterator[Record]:
+    """``projected``: records as the fold reads them (``Journal.read_batches``); only to fold."""
     if is_sqlite(path):
-        yield from _iter_sqlite(path, until, from_seq)
+        yield from _iter_sqlite(path, until, from_seq, projected)
         return
     from journal.jsonl import read_jsonl
     for rec in read_jsonl(path):
@@ -68,19 +69,24 @@ def iter_records(path: str, until: int | None = None, from_seq: int = 1) -> Iter
             yield rec
 
 
-def _iter_sqlite(path: str, until: int | None, from_seq: int = 1) -> Iterator[Record]:
+def _iter_sqlite(path: str, until: int | None, from_seq: int = 1, projected: bool = False) -> Iterator[Record]:
     from journal.sqlite import SqliteJournal
+    from journal.store import PARSE_BATCH
     loop = asyncio.new_event_loop()
     journal = SqliteJournal(path, readonly=True)
     try:
         loop.run_until_complete(journal.open())
-        batches = journal.read_batches(from_seq, until).__aiter__()
-        while True:
-            try:
-                batch = loop.run_until_complete(batches.__anext__())
-            except StopAsyncIteration:
-                break
-            yield from batch
+        rows_read = journal.read_rows(from_seq, until, views=projected)
+        try:  # the loop turns once per fetched batch; the rows are parsed and yielded a slice at a time
+            while True:
+                try:
+                    rows = loop.run_until_complete(rows_read.__anext__())
+                except StopAsyncIteration:
+                    break
+                for i in range(0, len(rows), PARSE_BATCH):
+                    yield from journal.parse(rows[i:i + PARSE_BATCH], projected)
+        finally:
+            loop.run_until_complete(rows_read.aclose())
     finally:
         loop.run_until_complete(journal.close())
         loop.close()

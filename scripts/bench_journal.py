@@ -18,10 +18,11 @@ Per run, all on one journal file and in one process:
     last commit; the time spent making drafts (the observer's decode and ``Observed`` build, on
     the same thread) is reported apart and left out of the ratio, as the floor leaves it out.
 (b) replay: ``kfold replay JOURNAL`` in-process (the command: verify, read, parse, fold, summary);
-    and, for reference, the bare ``read_batches`` + ``fold_many`` loop.
+    and, for reference, the bare ``read_batches(projected=True)`` + ``fold_many`` loop.
 floors (``scripts/bench_floor.py``) on the same rows: ingest = ``orjson.dumps`` + chained CRC +
     multi-row INSERT/COMMIT per batch; replay = fetch + verify + ``orjson.loads``.
-snapshots: bytes of all snapshots the daemon wrote / bytes of all record payloads.
+snapshots: bytes of all snapshots the daemon wrote / bytes of all record payloads; projections
+    (``journal.projection``, what replay folds of a Pod event) likewise, stored beside the payloads.
 
 Printed: each run, then the median of each figure and of each ratio over ``--runs``, with the
 machine's load average (the figures are only comparable within a run on a shared machine), and
@@ -93,17 +94,18 @@ def replay_command(path: str) -> float:
 async def replay_loop(path: str) -> float:
     state, start = initial_state(), time.perf_counter()
     async with SqliteJournal(path, readonly=True) as journal:
-        async for batch in journal.read_batches():
+        async for batch in journal.read_batches(projected=True):
             state, _ = fold_many(state, batch)
     return time.perf_counter() - start
 
 
-def sizes(path: str) -> tuple[int, int, int]:
-    """(records, record payload bytes, snapshot bytes) in the journal file."""
+def sizes(path: str) -> tuple[int, int, int, int]:
+    """(records, record payload bytes, snapshot bytes, projection bytes) in the journal file."""
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        n, rec = db.execute("SELECT count(*), sum(length(payload)) FROM journal").fetchone()
+        n, rec, views = db.execute("SELECT count(*), sum(length(payload)), coalesce(sum(length(view)), 0)"
+                                   " FROM journal").fetchone()
         (snap,) = db.execute("SELECT coalesce(sum(length(data)), 0) FROM snapshots").fetchone()
-    return n, rec, snap
+    return n, rec, snap, views
 
 
 def cpu_timed(fn, *a):
@@ -146,7 +148,7 @@ def one_run(pool: list[bytes], args, tmp: str) -> dict[str, float]:
     (t_wall, t_making, c_making), c_in = cpu_timed(
         profiled, args.profile == "ingest", lambda: asyncio.run(ingest(path, pool, args)))
     t_in, c_in = t_wall - t_making, c_in - c_making
-    n, rec_bytes, snap_bytes = sizes(path)
+    n, rec_bytes, snap_bytes, view_bytes = sizes(path)
     t_replay, c_replay = cpu_timed(profiled, args.profile == "replay", replay_command, path)
     t_loop = asyncio.run(replay_loop(path))
     batches = _Untimed(journal_batches(path, args.batch))
@@ -155,7 +157,7 @@ def one_run(pool: list[bytes], args, tmp: str) -> dict[str, float]:
     t_floor_re, c_floor_re = cpu_timed(replay_floor, path, True, True)
     out = {"load": load, "records": n, "ingest": n / t_in, "ingest_wall": n / t_wall, "floor_ingest": n / t_floor_in,
            "replay": n / t_replay, "replay_loop": n / t_loop, "floor_replay": n / t_floor_re,
-           "record_mb": rec_bytes / 1e6, "snapshot_mb": snap_bytes / 1e6}
+           "record_mb": rec_bytes / 1e6, "snapshot_mb": snap_bytes / 1e6, "view_mb": view_bytes / 1e6}
     out |= {"ingest_ratio": out["ingest"] / out["floor_ingest"], "replay_ratio": out["replay"] / out["floor_replay"],
             "snapshot_ratio": snap_bytes / rec_bytes,
             "cpu_ingest_us": c_in / n * 1e6, "cpu_floor_ingest_us": c_floor_in / n * 1e6,
@@ -168,7 +170,8 @@ def one_run(pool: list[bytes], args, tmp: str) -> dict[str, float]:
 
 def show(label: str, r: dict[str, float]) -> None:
     print(f"{label}: load {r['load']:.1f}; {r['records']:,.0f} records, {r['record_mb']:.0f} MB + snapshots "
-          f"{r['snapshot_mb']:.1f} MB ({r['snapshot_ratio']:.1%})\n"
+          f"{r['snapshot_mb']:.1f} MB ({r['snapshot_ratio']:.1%}) + projections {r['view_mb']:.1f} MB "
+          f"({r['view_mb'] / r['record_mb']:.1%})\n"
           f"  ingest  {r['ingest']:>8,.0f} ev/s  floor {r['floor_ingest']:>8,.0f}  ratio {r['ingest_ratio']:.2f}"
           f"   (with the drafts' making, as the observer decodes: {r['ingest_wall']:,.0f} ev/s)\n"
           f"  replay  {r['replay']:>8,.0f} ev/s  floor {r['floor_replay']:>8,.0f}  ratio {r['replay_ratio']:.2f}"

@@ -48,8 +48,9 @@ def run(args) -> int:
         # One pass: the reader verifies the chain as it goes and stops at the first bad link,
         # which ``_UpToCorruption`` turns into the end of the records (and remembers). Without
         # --up-to-corruption the records before it were folded for nothing; the answer is still 3.
-        records = _UpToCorruption(counted(iter_records(args.journal, args.until, from_seq), args.journal,
-                                          "replay --check" if args.check else "replay", args.until, from_seq=from_seq))
+        records = iter_records(args.journal, args.until, from_seq, projected=True)  # Pods from their projections
+        records = _UpToCorruption(counted(records, args.journal, "replay --check" if args.check else "replay",
+                                          args.until, from_seq=from_seq))
         result = replay(records, check=args.check, state=start)
         bad = records.bad
         if bad is None and result.divergence is not None:  # a broken chain after it still wins

@@ -688,7 +688,7 @@ def journal_digest(*stores: MemoryStore) -> str:
 
 def _digest_rows(h: Any, store: MemoryStore) -> None:
     for seq in sorted(store.rows):
-        s, at, kind, payload, chk = store.rows[seq]
+        s, at, kind, payload, chk = store.rows[seq][:5]   # the projection is derived from the payload
         h.update(f"{s}|{at}|{kind}|{chk}|".encode())
         h.update(payload if isinstance(payload, bytes) else str(payload).encode())
     return h.hexdigest()

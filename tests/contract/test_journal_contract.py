@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from journal import projection
 from journal.memory import MemoryJournal, MemoryStore
 from journal.records import SCHEMA_VERSION, Command, Observed, Outcome
 from journal.redact import PREFIX
@@ -40,6 +41,13 @@ class SqliteBackend:
     def delete(self, seq):
         self._sql("DELETE FROM journal WHERE seq = ?", seq)
 
+    def views(self):
+        with sqlite3.connect(self.path) as db:
+            return dict(db.execute("SELECT seq, view FROM journal"))
+
+    def set_view(self, seq, view):
+        self._sql("UPDATE journal SET view = ? WHERE seq = ?", view, seq)
+
     def truncate(self, after):
         self._sql("DELETE FROM journal WHERE seq > ?", after)
 
@@ -68,6 +76,12 @@ class MemoryBackend:
 
     def delete(self, seq):
         self.store.delete(seq)
+
+    def views(self):
+        return {seq: row[5] for seq, row in self.store.rows.items()}
+
+    def set_view(self, seq, view):
+        self.store.tamper_view(seq, view)
 
     def truncate(self, after):
         self.store.truncate(after)
@@ -441,14 +455,14 @@ class TestPrepareContract:
         drafts = pods_with_credentials(12) + commands(2)
         async with MemoryJournal() as plain:  # its own store: the same seqs
             expected = await plain.append(drafts)
-            rows = await plain._fetch(1, plain.last_seq)
+            rows = await plain._fetch(1, plain.last_seq, views=True)
         async with backend.journal() as j:
             j.redactor = plain.redactor  # one salt: equal digests
             prepared = j.prepare(drafts)
             assert all(d.seq == -1 for d in prepared) and len(j._ahead) == len(drafts)
             assert await j.append(prepared) == expected
             assert not j._ahead  # each was journaled from its prepared form
-            assert [r[3] for r in await j._fetch(1, j.last_seq)] == [r[3] for r in rows]
+            assert await j._fetch(1, j.last_seq, views=True) == rows  # payloads and projections
             assert await read_all(j) == expected
 
     async def test_a_prepared_draft_never_carries_a_credential_into_the_journal(self, backend):
@@ -475,3 +489,72 @@ class TestPrepareContract:
         assert [r.seq for r in first + again] == [1, 2, 3, 4]
         assert [r.obj for r in again] == [r.obj for r in first]
         assert elsewhere[1].obj["spec"]["containers"][0]["env"][1]["value"].startswith(PREFIX)
+
+
+def flipped(data: bytes, index: int) -> bytes:
+    out = bytearray(data)
+    out[index] ^= 0x01
+    return bytes(out)
+
+
+async def read_projected(journal, **kw):
+    return [r async for batch in journal.read_batches(projected=True, **kw) for r in batch]
+
+
+class TestProjectionContract:
+    """``journal.projection``: what a Pod observation's row carries beside its payload."""
+
+    async def test_a_pod_record_reads_back_projected_and_every_other_record_whole(self, backend):
+        drafts = pods_with_credentials(4) + commands(2)
+        async with backend.journal() as j:
+            stored = await j.append(drafts)
+            whole, projected = await read_all(j), await read_projected(j)
+        assert whole == stored
+        for w, p in zip(whole, projected):
+            if w.rec == "observed":
+                assert p.obj == projection.prune(w.obj, projection.POD) != w.obj
+                assert p.model_copy(update={"obj": {}}) == w.model_copy(update={"obj": {}})
+            else:
+                assert p == w
+        assert [seq for seq, view in sorted(backend.views().items()) if view is not None] == [1, 2, 3, 4]
+
+    async def test_a_damaged_projection_is_not_used_the_payload_is_read_instead(self, backend):
+        async with backend.journal() as j:
+            stored = await j.append(pods_with_credentials(6))
+        views = backend.views()
+        backend.set_view(2, flipped(views[2], len(views[2]) - 3))                   # a flipped byte
+        backend.set_view(3, views[3][:4] + bytes([projection.VERSION + 1]) + views[3][5:])  # an unknown version
+        backend.set_view(4, views[5])                                               # another row's projection
+        backend.set_view(5, b"\x00")                                                # cut short
+        async with backend.journal() as j:
+            assert await j.verify() is None  # the chain covers payloads only
+            got = await read_projected(j)
+        assert [r.obj for r in got[1:5]] == [r.obj for r in stored[1:5]]  # read whole, from the payload
+        for i in (0, 5):  # untouched: read from the projection
+            assert got[i].obj == projection.prune(stored[i].obj, projection.POD) != stored[i].obj
+
+    async def test_a_damaged_payload_is_still_refused_when_its_projection_is_sound(self, backend):
+        async with backend.journal() as j:
+            await j.append(pods_with_credentials(6))
+        backend.flip_byte(4, index=40)
+        async with backend.journal() as j:
+            got = []
+            with pytest.raises(JournalCorrupt) as err:
+                async for batch in j.read_batches(projected=True):
+                    got += [r.seq for r in batch]
+        assert err.value.seq == 4 and got == [1, 2, 3]
+
+    async def test_a_projection_holds_no_credential(self, backend):
+        drafts = pods_with_credentials(8)
+        for i, d in enumerate(drafts):  # credentials in fields the projection keeps, too
+            d.obj["status"]["message"] = f"Bearer tok{i}abcdefghij"
+            d.obj["metadata"]["labels"] = {"kfold.dev/session": f"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiI{i}In0.sig"}
+        async with backend.journal() as j:
+            stored = await j.append(j.prepare(drafts[:4]) + drafts[4:])
+            projected = await read_projected(j)
+        views = b"".join(v for v in backend.views().values())
+        for i in range(8):
+            for secret in (f"tok{i}abcdefghij", f"eyJzdWIiOiI{i}In0", f"hunter{i}-pw", f"key-{i}-material"):
+                assert secret.encode() not in views
+        assert all(p.obj["status"]["message"] == s.obj["status"]["message"] and
+                   p.obj["status"]["message"].startswith(PREFIX) for p, s in zip(projected, stored))
