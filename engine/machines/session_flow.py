@@ -299,8 +299,9 @@ def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDe
     d = d.move("create").but(pod=PodFacts(name=name))
     # Owned by the Session where an ownerReference can reach it (same cluster and namespace): a
     # Session deleted before its finalizer landed still takes its pod with it, journal or not.
-    owner = d.uid if _ownable(d) else ""
-    ctx.tell("pod", pod_key(d), "create", manifest=mf.pod(d.name, d.target_ns, d.generation, spec, owner),
+    # Elsewhere the pod names the Session's namespace, for the orphan-pod sweep (``pod_orphans``).
+    owner, away = (d.uid, "") if _ownable(d) else ("", d.namespace)
+    ctx.tell("pod", pod_key(d), "create", manifest=mf.pod(d.name, d.target_ns, d.generation, spec, owner, away),
              reply_to="session", reply_key=key, session=d.name, generation=d.generation)
     return d
 

@@ -516,13 +516,17 @@ class Simulation:
             await self._sweep(r)
 
     async def _sweep(self, r: Replica) -> None:
-        """``kfold run``'s periodic orphan Secret sweep on every cluster (``run_periodic``)."""
+        """``kfold run``'s periodic sweeps (``run_periodic``): orphan Secrets on every cluster, orphan
+        pods on every cluster but the home one (``kfold.daemon_boot.periodic_commands``)."""
         if self.mono_ms < r.next_sweep_ms:
             return
         r.next_sweep_ms = self.mono_ms + SWEEP_S * 1000
         await self.commit([Command(at=r.clocks.now_ms(), name="pod.sweep_secrets", cluster=c, namespace=NS,
                                    args={"cluster": c, "namespace": NS, "grace_seconds": SWEEP_GRACE_S})
-                           for c in sorted(self.apis)], r)
+                           for c in sorted(self.apis)]
+                          + [Command(at=r.clocks.now_ms(), name="pod.sweep_orphans", cluster=c, namespace=NS,
+                                     args={"cluster": c, "namespace": NS, "home": CLUSTER})
+                             for c in sorted(self.apis) if c != CLUSTER], r)
 
     async def _input(self, r: Replica, what: str) -> None:
         if any(k is r for k, _ in self.kill_after):

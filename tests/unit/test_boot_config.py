@@ -120,3 +120,18 @@ async def test_a_registered_target_watches_its_repos_too_and_readiness_does_not_
         ("edge@acme", "Pod", "sb-acme", False), ("edge@acme", "Repo", "sb-acme", True)]
     assert watches[0].clock is daemon.clock.for_cluster("edge@acme") is watches[1].clock
     await journal.close()
+
+
+def test_orphan_pods_are_swept_on_each_registered_target_only(tmp_path):
+    """On the home cluster a Session's pods are owner-referenced to it (the garbage collector takes
+    them); only a registered target needs kfold's orphan-pod sweep: one list per target and interval."""
+    from kfold.daemon_boot import periodic_commands
+    from kfold.daemon_clusters import remote_targets
+    cfg = read_config(config_file(tmp_path))
+    registry, _client = open_registry(cfg)
+    remote = remote_targets(cfg, registry)
+    sweeps = {name: (interval, args()) for interval, name, args in periodic_commands(cfg, lambda: remote)}
+    interval, orphans = sweeps["pod.sweep_orphans"]
+    assert interval == cfg.sweep.interval_seconds
+    registry.close()
+    assert orphans == [{"cluster": "edge@acme", "namespace": "sb-acme", "home": "local"}]
