@@ -131,3 +131,13 @@ def test_a_request_never_outlives_its_term_with_server_clocks_within_a_second():
     from kfold.sim.world import Options, simulate
     r = simulate(Options(seed=71643, steps=400, sessions=4))
     assert r.failure is None, str(r.failure)
+
+
+def test_a_session_stopped_while_pending_does_not_leave_the_leaders_pod_behind():
+    """Found by the soak on this branch (seeds 73000-): ``kfold sim --seed 73426 --steps 400 --sessions 4``:
+    a standby's record resumed s2 to generation 3 while the leader created ``s2-g3`` on east; the
+    standby took over and the user stopped s2, still Pending in its record: Stopped, the pod lived on
+    (tests/scenario/test_session_sim_findings.py)."""
+    from kfold.sim.world import Options, simulate
+    r = simulate(Options(seed=73426, steps=400, sessions=4))
+    assert r.failure is None, str(r.failure)
