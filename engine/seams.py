@@ -113,6 +113,15 @@ class SweepSecrets(_Seam):
     grace_seconds: StrictInt = Field(600, ge=0)
 
 
+class SweepOrphans(_Seam):
+    """``pod.sweep_orphans``: kfold's pods in ``namespace`` of ``cluster`` whose Session (on ``home``)
+    is gone are deleted (``engine.machines.pod_orphans``)."""
+
+    cluster: str = Field(min_length=1)
+    namespace: str = Field(min_length=1)
+    home: str = Field(min_length=1)
+
+
 class EffectInDoubt(_Seam):
     effect_id: str = Field(min_length=1)
 
@@ -123,6 +132,7 @@ COMMANDS: dict[str, type[_Seam]] = {
     "repo.reconcile_bound": RepoReconcileBound,
     "repo.gc": RepoGc,
     "pod.sweep_secrets": SweepSecrets,
+    "pod.sweep_orphans": SweepOrphans,
     "effect.in_doubt": EffectInDoubt,
 }
 

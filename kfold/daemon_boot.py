@@ -8,7 +8,8 @@ Guarantees:
 - Boot commands: ``session.configure``; per watched namespace ``repo.bind`` (with the NAMES of
   the credential variables that are set, never values) and ``repo.reconcile_bound``; then every
   ``repos.gc_interval_seconds`` ``repo.gc`` and every ``sweep.interval_seconds``
-  ``pod.sweep_secrets``. Intervals are monotonic waits: they choose when to ask, the fold decides
+  ``pod.sweep_secrets`` and, on each registered target, ``pod.sweep_orphans`` (also once at boot
+  with a fresh journal, once the observers have listed). Intervals are monotonic waits: they choose when to ask, the fold decides
   with server time.
 - One daemon per journal: ``run`` holds ``<journal>.lock`` (``writer_lock``) from before it reads
   the journal until it returns; a second ``kfold run`` on the same file is refused.
@@ -111,7 +112,33 @@ def periodic_commands(cfg: Config, remote: Callable[[], list[tuple[str, str, str
         return [{"cluster": c, "namespace": ns, "grace_seconds": cfg.sweep.grace_seconds} for c, ns in where]
 
     return [(cfg.repos.gc_interval_seconds, "repo.gc", gc_args),
-            (cfg.sweep.interval_seconds, "pod.sweep_secrets", sweep_args)]
+            (cfg.sweep.interval_seconds, "pod.sweep_secrets", sweep_args),
+            (cfg.sweep.interval_seconds, "pod.sweep_orphans", lambda: orphan_sweep_args(cfg, remote()))]
+
+
+def orphan_sweep_args(cfg: Config, remote: list[tuple[str, str, str, str]]) -> list[dict[str, Any]]:
+    """``pod.sweep_orphans`` on each registered target: only there can a pod outlive its Session
+    (on the home cluster a Session's pods are owner-referenced to it: the apiserver's garbage
+    collector takes them). One pod list per target and interval; a Session is read only for a pod
+    whose Session the fold does not track (``engine.machines.pod_orphans``)."""
+    return [{"cluster": h, "namespace": ns, "home": cfg.cluster.name} for h, _t, _n, ns in remote]
+
+
+async def sweep_after_fresh_journal(daemon: Daemon, observers: list[Any], args: list[dict[str, Any]],
+                                    wait_s: float = 120.0, poll_s: float = 1.0) -> None:
+    """Once, at boot with a fresh (or lost) journal: kfold's own requests of a previous life may
+    still land (a pod create answered after its Session was deleted), and nothing of this life
+    knows them. Sent when every observer has journaled its first list (the Sessions are tracked,
+    so their pods cost no read), or after ``wait_s`` at most."""
+    for _ in range(int(wait_s / poll_s)):
+        if all(getattr(o, "synced", True) or getattr(o, "optional", False) for o in observers):
+            break
+        await asyncio.sleep(poll_s)
+    try:
+        await daemon.submit([Command(at=daemon.clock.now_ms(), name="pod.sweep_orphans", cluster=a["cluster"],
+                                     namespace=a["namespace"], args=a) for a in args])
+    except SeamError:
+        pass  # refused and logged by the daemon, never journaled; the periodic sweep asks again
 
 
 async def run_periodic(daemon: Daemon, interval_s: int, name: str,
@@ -252,6 +279,7 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     elector = elector or shards    # below: the election task, /readyz, /metrics, release on stop
     daemon.start_loops()
     await daemon.recover()    # while standby: what recovery would issue is held
+    fresh = daemon.state.seq == 0    # nothing recovered: a new or lost journal (sweep_after_fresh_journal)
     if elector is not None:   # after recovery: ``resume`` goes through the committer, never beside it
         daemon.spawn(elector.run(), "leader-election")
     commands, (booted, remote) = boot_drafts(cfg, env, registry, clock.now_ms())  # what boot configures is what it watches
@@ -271,6 +299,9 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
         daemon.spawn(follower.run(), "registry-follower")
     for interval, name, args in periodic_commands(cfg, lambda: follower.remote):
         daemon.spawn(run_periodic(daemon, interval, name, args), f"periodic:{name}")
+    if fresh and remote:
+        daemon.spawn(sweep_after_fresh_journal(daemon, observers, orphan_sweep_args(cfg, follower.remote)),
+                     "orphan-sweep-at-boot")
     http = HttpServer(*cfg.http.host_port, routes_for(daemon, observers, metrics, elector))
     await http.start()
     log.info("kfold running", extra={"listen": f"{http.host}:{http.port}", "seq": daemon.state.seq,

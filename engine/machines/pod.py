@@ -1,8 +1,8 @@
-"""The pod machine ("pod"): fenced deletes, create-race adoption, namespaces, orphan Secret sweep.
+"""The pod machine ("pod"): fenced deletes, create-race adoption, namespaces, orphan sweeps.
 
 This is the safety core: a wrong delete of someone's running pod is the worst thing kfold can do.
-The machine routes; the decisions live in ``pod_create``, ``pod_delete``, ``pod_namespace`` and
-``pod_sweep``, over the table in ``pod_table`` and the records in ``pod_records``.
+The machine routes; the decisions live in ``pod_create``, ``pod_delete``, ``pod_namespace``,
+``pod_sweep`` (orphan Secrets) and ``pod_orphans`` (orphan pods), over the table in ``pod_table`` and the records in ``pod_records``.
 
 Messages (``ctx.tell("pod", key, ...)``), answered with ``ctx.tell(reply_to, reply_key, ...)``:
 - ``create`` {manifest, reply_to, reply_key, session, generation[, budget_s]} at a pod key ->
@@ -11,7 +11,8 @@ Messages (``ctx.tell("pod", key, ...)``), answered with ``ctx.tell(reply_to, rep
   ``pod_gone`` {pod} | ``pod_delete_failed`` {pod, reason}
 - ``ensure_namespace`` {reply_to, reply_key} at ``<cluster>/<namespace>/`` ->
   ``namespace_ready`` {namespace} | ``namespace_failed`` {namespace, reason}
-Command ``pod.sweep_secrets`` {cluster, namespace ("" = all), grace_seconds (default 600)}.
+Commands ``pod.sweep_secrets`` {cluster, namespace ("" = all), grace_seconds (default 600)} and
+``pod.sweep_orphans`` {cluster, namespace, home}.
 
 Guarantees:
 - Only pods labelled managed-by kfold are tracked, unless an operation already tracks the name.
@@ -25,9 +26,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine.machines.base import Ctx
-from engine.machines import pod_create, pod_delete, pod_namespace, pod_sweep
+from engine.machines import pod_create, pod_delete, pod_namespace, pod_orphans, pod_sweep
 from engine.machines.base import IllegalTransition, Machine, missing_after_relist, split_key
-from engine.machines.pod_records import (DEFAULT_BUDGET_S, SWEEP_NAME, Entries, PodOp, Reply, refenced,
+from engine.machines.pod_records import (DEFAULT_BUDGET_S, ORPHANS_NAME, SWEEP_NAME, Entries, PodOp, Reply, refenced,
                                         reply_list, view_of)
 from engine.machines.pod_table import TABLE, save, send_read, step
 from journal.records import Command, Observed, Outcome, Relist
@@ -39,7 +40,7 @@ class PodMachine(Machine):
     name = "pod"
     decision = Entries  # type: ignore[assignment]  # a union of three entry kinds, see pod_records
     observes = frozenset({"Pod"})
-    commands = frozenset({"pod.sweep_secrets"})
+    commands = frozenset({"pod.sweep_secrets", "pod.sweep_orphans"})
     typed_messages = True
 
     # -- observations -----------------------------------------------------------------------
@@ -74,13 +75,18 @@ class PodMachine(Machine):
             raise IllegalTransition(f"pod: unknown message {message!r}")
 
     def on_command(self, ctx: Ctx, rec: Command) -> None:
-        pod_sweep.start(ctx, rec)
+        if rec.name == "pod.sweep_orphans":
+            pod_orphans.start(ctx, rec)
+        else:
+            pod_sweep.start(ctx, rec)
 
     # -- answers --------------------------------------------------------------------------------
     def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
         key, what = effect.key, _what(effect.key)
         if what == "sweep":
             pod_sweep.on_outcome(ctx, key, rec, effect)
+        elif what == "orphans":
+            pod_orphans.on_outcome(ctx, key, rec, effect)
         elif what == "namespace":
             pod_namespace.on_outcome(ctx, key, rec, effect)
         else:
@@ -92,6 +98,8 @@ class PodMachine(Machine):
         key, what = effect.key, _what(effect.key)
         if what == "sweep":
             pod_sweep.in_doubt(ctx, key, effect)
+        elif what == "orphans":
+            pod_orphans.in_doubt(ctx, key, effect)
         elif what == "namespace":
             pod_namespace.in_doubt(ctx, key, effect)
         else:
@@ -114,7 +122,7 @@ class PodMachine(Machine):
 
 def _what(key: str) -> str:
     name = split_key(key)[2]
-    return "sweep" if name == SWEEP_NAME else "namespace" if name == "" else "pod"
+    return {SWEEP_NAME: "sweep", ORPHANS_NAME: "orphans", "": "namespace"}.get(name, "pod")
 
 
 def _operation(e: PodOp) -> Any:

@@ -7,7 +7,8 @@ records copy from these, never an object.
 The pod machine's table holds three kinds of entry, told apart by ``kind``:
 - ``PodOp`` at a pod key ``<cluster>/<namespace>/<name>``: the fence and the running operation;
 - ``NamespaceOp`` at ``<cluster>/<namespace>/`` (empty name): a namespace being ensured;
-- ``SweepOp`` at ``<cluster>/<namespace>/#sweep`` ("" namespace = all): an orphan Secret sweep.
+- ``SweepOp`` at ``<cluster>/<namespace>/#sweep`` ("" namespace = all): an orphan Secret sweep;
+- ``OrphanSweep`` at ``<cluster>/<namespace>/#orphans``: an orphan-pod sweep (``pod_orphans``).
 ``Entries.model_validate`` reads any of them back from a snapshot.
 
 Guarantees: records are frozen and small; a ``PodOp`` never holds a whole object (the manifest is
@@ -25,6 +26,7 @@ from engine.rfc3339 import to_ms
 from engine.labels import GENERATION_LABEL as GENERATION, MANAGED_BY, MANAGER
 from engine.labels import SESSION_LABEL as SESSION
 SWEEP_NAME = "#sweep"
+ORPHANS_NAME = "#orphans"
 DEFAULT_BUDGET_S = 600
 
 
@@ -92,8 +94,29 @@ class SweepOp(Decision):
     secrets: tuple[SecretRef, ...] = ()
 
 
+class OrphanPod(Decision):
+    """A pod of kfold's whose Session the fold does not track, as the sweep's list showed it."""
+
+    name: str
+    uid: str
+    rv: str
+    session: str
+    session_namespace: str
+
+
+class OrphanSweep(Decision):
+    """An orphan-pod sweep in progress: the pod list (``awaiting``), then one quorum GET of each
+    candidate's Session on ``home`` (``reads``: the effect ids still unanswered)."""
+
+    kind: Literal["orphans"] = "orphans"
+    home: str
+    awaiting: str = ""
+    reads: tuple[str, ...] = ()
+    pods: tuple[OrphanPod, ...] = ()
+
+
 _VIEW: TypeAdapter[PodView] = TypeAdapter(PodView)
-Entry = Annotated[Union[PodOp, NamespaceOp, SweepOp], Field(discriminator="kind")]
+Entry = Annotated[Union[PodOp, NamespaceOp, SweepOp, OrphanSweep], Field(discriminator="kind")]
 _ENTRY: TypeAdapter[Entry] = TypeAdapter(Entry)
 
 

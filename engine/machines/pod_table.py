@@ -9,8 +9,10 @@ Phases of one pod name (``PodOp.phase``)::
     any but idle --settle--> idle                 (the operation answered its callers)
 
 Guarantees:
-- ``send_delete`` is the only place a pod ``DeleteObject`` is built, and it refuses to build one
-  without a complete fence for the target uid (it re-reads instead): no unfenced delete exists.
+- ``send_delete`` is the only place a pod operation's ``DeleteObject`` is built, and it refuses to
+  build one without a complete fence for the target uid (it re-reads instead): no unfenced delete
+  exists. (The orphan-pod sweep, ``pod_orphans``, builds its own, fenced by the uid and
+  resourceVersion of a quorum list, and never retries one.)
 - Every operation is armed with a budget timer on server time as soon as a record carries one;
   with no server time yet the budget waits rather than guesses.
 - Quorum reads that fail transiently are retried after a backoff on server time (never a delete).

@@ -143,31 +143,38 @@ class SessionMachine(Machine):
         if not isinstance(d, SessionDecision) or d.phase != "Provisioning":
             return
         now = ctx.now_on(d.target)
-        if now is not None and _reported_ready(d) and not (name == "ready" and not flow.running(d)):
-            # The Session's status (written only by kfold) already says this generation is Ready:
-            # another replica brought it up while this record, a standby's, fell behind. Judged
-            # again once the takeover's re-reads and requests have answered, never failed on the
-            # stale picture (found by kfold sim, soak seed 70039: a takeover failed a Ready Session
-            # at its ready deadline while its in-doubt Service/Ingress creates were in flight).
+        if now is not None and _judge_later(d, name):
             ctx.set_timer(key, name, now + READ_GRACE_MS, d.target)
-        elif name == "start" and not flow.running(d) and d.pod.reading and now is not None:
-            # Its pod's state is being read (an adopted pod, a relist without it): judged after the
-            # answer, never on a picture kfold knows to be stale (found by kfold sim, soak seed
-            # 40120: a takeover failed a Session whose adopted pod had long been Running).
-            ctx.set_timer(key, "start", now + READ_GRACE_MS, d.target)
         elif name == "start" and not flow.running(d):
             d = flow.fail(ctx, key, d, "StartDeadlineExceeded",
                           f"pod {d.pod.name} did not reach Running within the start deadline ({d.start_ms // 1000} s)")
-        elif name == "ready" and flow.running(d) and d.pod.ready and not flow.unsynced(d) and now is not None:
-            # The workspace is up; only kfold's own Service/Ingress requests are outstanding (the
-            # apiserver slow, throttling, failing): that is not the Session's failure. Judged again
-            # later; the endpoints' bounded tries move it to Ready with the EndpointsPublished
-            # condition saying why (found by kfold sim soak seeds 70081-70247: Sessions Failed with
-            # a healthy pod under a long run of 500s and resets).
-            ctx.set_timer(key, "ready", now + READ_GRACE_MS, d.target)
         elif name == "ready" and flow.running(d):
             d = flow.fail(ctx, key, d, "ReadyDeadlineExceeded", _not_ready(d))
         save(ctx, key, d)
+
+
+def _judge_later(d: SessionDecision, name: str) -> str:
+    """Why a bring-up deadline that fired is judged again ``READ_GRACE_MS`` later instead of failing
+    the Session ("" = judge now): what kfold sees is known to be stale or incomplete, or what is
+    missing is kfold's own doing, not the Session's. Each reason was found by kfold sim."""
+    running = flow.running(d)
+    if _reported_ready(d) and not (name == "ready" and not running):
+        # The Session's status (written only by kfold) already says this generation is Ready:
+        # another replica brought it up while this record, a standby's, fell behind; judged once the
+        # takeover's re-reads and requests have answered (soak seed 70039: a takeover failed a Ready
+        # Session at its ready deadline while its in-doubt Service/Ingress creates were in flight).
+        return "the status already reports this generation Ready"
+    if name == "start" and not running and d.pod.reading:
+        # Its pod's state is being read (an adopted pod, a relist without it): judged after the
+        # answer (soak seed 40120: a takeover failed a Session whose adopted pod had long been Running).
+        return "the pod is being read"
+    if name == "ready" and running and d.pod.ready and not flow.unsynced(d):
+        # The workspace is up; only kfold's own Service/Ingress requests are outstanding (the
+        # apiserver slow, throttling, failing); the endpoints' bounded tries move it to Ready with
+        # the EndpointsPublished condition saying why (soak seeds 70081-70247: Sessions Failed with
+        # a healthy pod under a long run of 500s and resets).
+        return "only kfold's own Service/Ingress requests are outstanding"
+    return ""
 
 
 def _reported_ready(d: SessionDecision) -> bool:

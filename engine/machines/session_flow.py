@@ -126,6 +126,7 @@ def delete_pod(ctx: Ctx, key: str, d: SessionDecision, pk: str, reason: str) -> 
 def suspend(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     if d.phase == "Suspended":
         return d
+    d = _release_unmade(ctx, key, d, "session suspended")
     return _release_resumed(ctx, key, release(ctx, key, d.move("suspend").but(failure=None), "session suspended"))
 
 
@@ -134,6 +135,7 @@ def teardown(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     when it is this Session's, fenced by its uid: ``session_owned``); then, if the Session is being
     deleted, remove the finalizer. Repeated requests change nothing."""
     if d.phase not in ("Stopping", "Stopped"):
+        d = _release_unmade(ctx, key, d, "session stopped")
         d = _release_resumed(ctx, key, release(ctx, key, d.move("stop"), "session stopped"))
         d = start_teardown(ctx, key, d).but(secret_step="")
     if d.phase == "Stopping" and not (d.teardown or d.releasing or d.abandoned or d.blocked):
@@ -146,6 +148,24 @@ def teardown(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
 
 
 RELEASED = ("Suspended", "Stopping", "Stopped", "Failed")  # phases whose pod kfold had begun to release
+
+
+def _release_unmade(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> SessionDecision:
+    """Stopped (or suspended) while Pending: this record has not sent generation N's pod create,
+    but another replica (leading while this one, standby, decided the same bring-up) or an earlier
+    life may have, and its pod may already run and have been seen. ``<session>-gN`` is released
+    through the pod machine (deleted fenced by uid and resourceVersion), so a stop never leaks it (found by
+    kfold sim, soak seed 73426: a standby's record resumed a Session to generation 3, the leader
+    created its pod on east, the standby took over and stopped the Session as Pending, the pod lived on)."""
+    if d.phase != "Pending" or d.pod.name or d.generation <= 0 or not d.target:
+        return d
+    pk = object_key(d.target, d.target_ns, mf.pod_name(d.name, d.generation))
+    if pk in d.releasing or pk in d.abandoned or not getattr(ctx.get(pk, "pod"), "uid", ""):
+        # Only a pod kfold has seen (the pod machine's table, read only): one that shows up later is
+        # released when it is observed (``session_replies.release_stale``: a stopped Session has no
+        # pod), so a stop costs no read on the normal path.
+        return d
+    return delete_pod(ctx, key, d, pk, reason)
 
 
 def _release_resumed(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
@@ -299,8 +319,9 @@ def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDe
     d = d.move("create").but(pod=PodFacts(name=name))
     # Owned by the Session where an ownerReference can reach it (same cluster and namespace): a
     # Session deleted before its finalizer landed still takes its pod with it, journal or not.
-    owner = d.uid if _ownable(d) else ""
-    ctx.tell("pod", pod_key(d), "create", manifest=mf.pod(d.name, d.target_ns, d.generation, spec, owner),
+    # Elsewhere the pod names the Session's namespace, for the orphan-pod sweep (``pod_orphans``).
+    owner, away = (d.uid, "") if _ownable(d) else ("", d.namespace)
+    ctx.tell("pod", pod_key(d), "create", manifest=mf.pod(d.name, d.target_ns, d.generation, spec, owner, away),
              reply_to="session", reply_key=key, session=d.name, generation=d.generation)
     return d
 

@@ -2,7 +2,7 @@
 
 Guarantees:
 - Every manifest carries ``app.kubernetes.io/managed-by: kfold`` and ``kfold.dev/session``; the
-  pod also ``kfold.dev/generation``. Names are deterministic: pod ``<session>-g<N>``, Service and
+  pod also ``kfold.dev/generation``, and, away from its Session, ``kfold.dev/session-namespace``. Names are deterministic: pod ``<session>-g<N>``, Service and
   Ingress ``<session>``, Secret ``<session>-env``.
 - No manifest carries a secret value. Env entries become ``valueFrom.secretKeyRef``; the session
   Secret holds only the list of referenced names (an annotation), never data.
@@ -18,6 +18,7 @@ from typing import Any
 from engine.machines.session_spec import App, Port, Spec
 
 from engine.labels import GENERATION_LABEL, MANAGED_LABELS, SESSION_LABEL  # noqa: F401 - re-exported
+from engine.labels import SESSION_NAMESPACE_LABEL
 WORKSPACE = "workspace"
 
 
@@ -40,12 +41,17 @@ def host(port: Port, session: str, base_domain: str) -> str:
     return f"{port.port}-{session}.{base_domain}"
 
 
-def pod(session: str, namespace: str, generation: int, spec: Spec, session_uid: str = "") -> dict[str, Any]:
+def pod(session: str, namespace: str, generation: int, spec: Spec, session_uid: str = "",
+        session_namespace: str = "") -> dict[str, Any]:
     """``session_uid``: the Session's, when the pod runs beside it (an ownerReference cannot cross
-    namespaces or clusters): the garbage collector then takes the pod with the Session."""
+    namespaces or clusters): the garbage collector then takes the pod with the Session.
+    ``session_namespace``: the Session's, when the pod runs away from it: labelled, so the
+    orphan-pod sweep (``pod_orphans``) knows which Session to read."""
     containers = [_workspace(spec)] + [_app(app, spec) for app in spec.apps]
     md: dict[str, Any] = {"name": pod_name(session, generation), "namespace": namespace,
                           "labels": labels(session, generation)}
+    if session_namespace:
+        md["labels"][SESSION_NAMESPACE_LABEL] = session_namespace
     if session_uid:
         md["ownerReferences"] = [{"apiVersion": "kfold.dev/v1alpha1", "kind": "Session", "name": session,
                                   "uid": session_uid}]

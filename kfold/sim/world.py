@@ -33,7 +33,7 @@ A step: the clock moves; the world acts (kubelet, garbage collector, users, faul
 running replica's inputs run in a seeded order (each watch delivers, the executor answers some
 in-flight effects, the ticker fires what is due, the elector takes its turn every 2 s) — one after
 the other, or, when ``batch`` fires, all at once so the committer commits them as one group — and
-the periodic orphan Secret sweep is submitted when due; then every invariant is checked. After ``steps`` the faults and users stop and the run settles:
+the periodic orphan Secret and orphan-pod sweeps are submitted when due; then every invariant is checked. After ``steps`` the faults and users stop and the run settles:
 liveness must hold within ``settle_ms`` of simulated time.
 """
 from __future__ import annotations
@@ -61,7 +61,7 @@ CLUSTER, NS, BASE = "local", "team", "sessions.example.test"
 EAST = "east"                       # the registered cluster ``cluster_skew`` adds
 LEASE_NAME, LEASE_S, RETRY_S = "kfold", 15, 2
 LEADER_SKEWS = (-1_000, -500, 500, 1_000)
-SWEEP_S, SWEEP_GRACE_S = 60, 120    # the orphan Secret sweep (config ``sweep.*``), as ``kfold run`` runs it
+SWEEP_S, SWEEP_GRACE_S = 60, 120    # the orphan sweeps (config ``sweep.*``), as ``kfold run`` runs them
 SESSION_PATH = f"/apis/kfold.dev/v1alpha1/namespaces/{NS}/sessions"
 START_S, READY_S = 60, 120
 
@@ -516,13 +516,17 @@ class Simulation:
             await self._sweep(r)
 
     async def _sweep(self, r: Replica) -> None:
-        """``kfold run``'s periodic orphan Secret sweep on every cluster (``run_periodic``)."""
+        """``kfold run``'s periodic sweeps (``run_periodic``): orphan Secrets on every cluster, orphan
+        pods on every cluster but the home one (``kfold.daemon_boot.periodic_commands``)."""
         if self.mono_ms < r.next_sweep_ms:
             return
         r.next_sweep_ms = self.mono_ms + SWEEP_S * 1000
         await self.commit([Command(at=r.clocks.now_ms(), name="pod.sweep_secrets", cluster=c, namespace=NS,
                                    args={"cluster": c, "namespace": NS, "grace_seconds": SWEEP_GRACE_S})
-                           for c in sorted(self.apis)], r)
+                           for c in sorted(self.apis)]
+                          + [Command(at=r.clocks.now_ms(), name="pod.sweep_orphans", cluster=c, namespace=NS,
+                                     args={"cluster": c, "namespace": NS, "home": CLUSTER})
+                             for c in sorted(self.apis) if c != CLUSTER], r)
 
     async def _input(self, r: Replica, what: str) -> None:
         if any(k is r for k, _ in self.kill_after):

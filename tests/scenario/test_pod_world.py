@@ -87,10 +87,12 @@ def test_a_snapshot_of_every_entry_kind_loads_back_equal():
     ask_delete(s, T0 + SECOND)
     ask(s, "ensure_namespace", T0, key="local/ns/")
     s.command("pod.sweep_secrets", T0, cluster="local", namespace="")
+    listed = one(s.command("pod.sweep_orphans", T0, cluster="local", namespace="ns", home="local"), "list")
+    s.outcome(listed, "ok", T0, items=(pod("B", "3", name="gone-g1", session="gone"),))
     machines = Machines([PodMachine(), Probe()])
     assert snapshot.dump(snapshot.load(snapshot.dump(s.state), machines)) == snapshot.dump(s.state)
     kinds = {e.kind for e in s.state.table("pod").values()}
-    assert kinds == {"pod", "namespace", "sweep"}
+    assert kinds == {"pod", "namespace", "sweep", "orphans"}
 
 
 def test_the_table_refuses_a_delete_while_terminating():

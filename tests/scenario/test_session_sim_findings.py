@@ -328,3 +328,29 @@ def test_a_live_pod_of_a_failed_sessions_generation_is_released_by_a_fresh_recor
     assert w.phase == "Failed" and w.decision().generation == 1
     w.s.observe(pod_obj(1, phase="Running", ready=True, rv="90"), at(1), event="ADDED")
     assert ("delete", "local") in _pod_effects(w.s, "demo-g1"), _pod_effects(w.s, "demo-g1")
+
+
+@pytest.mark.parametrize("edit", [{"stopped": True}, {"suspended": True}], ids=["stopped", "suspended"])
+def test_a_session_stopped_while_pending_releases_the_pod_another_replica_may_have_made(edit):
+    """Found by the soak (kfold sim --seed 73426 --steps 400 --sessions 4): a standby's record resumed
+    Session s2 to generation 3 (Pending: its create decided, never sent) while the leader created
+    ``s2-g3`` on east; the standby took over, the user stopped s2, and the record, which had made no
+    pod, went to Stopped: the pod lived on. A Session stopped or suspended while Pending now
+    releases its generation's pod once kfold has seen it (deleted fenced by uid and resourceVersion);
+    one seen only later is released then (``release_stale``), so the normal stop costs no read."""
+    s = _two_clusters()
+    s.observe(session_obj({**SPEC, "cluster": "east"}, rv="500", finalizers=(FINALIZER,)), at(0))
+    assert s.decision("session", KEY).phase == "Pending" and not s.decision("session", KEY).pod.name
+    s.observe(pod_obj(1, phase="Running", ready=True, rv="40"), at(1), cluster="east")   # the leader's pod
+    s.observe(session_obj({**SPEC, "cluster": "east", **edit}, rv="501", finalizers=(FINALIZER,)), at(2))
+    [delete] = [e for e in s.pending("delete") if e.kind == "Pod"]
+    assert (delete.cluster, delete.name, delete.uid, delete.rv) == ("east", "demo-g1", "pod-uid-1", "40")
+
+
+def test_a_session_stopped_while_pending_with_no_pod_seen_sends_nothing_for_it():
+    s = _two_clusters()
+    s.observe(session_obj({**SPEC, "cluster": "east"}, rv="500", finalizers=(FINALIZER,)), at(0))
+    s.observe(session_obj({**SPEC, "cluster": "east", "stopped": True}, rv="501", finalizers=(FINALIZER,)), at(1))
+    assert not [e for e in s.effects if getattr(e, "kind", "") == "Pod"]
+    s.observe(pod_obj(1, phase="Running", ready=True, rv="40"), at(2), cluster="east")   # shows up later
+    assert [(e.type, e.name) for e in s.pending() if getattr(e, "kind", "") == "Pod"] == [("delete", "demo-g1")]

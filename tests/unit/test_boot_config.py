@@ -120,3 +120,49 @@ async def test_a_registered_target_watches_its_repos_too_and_readiness_does_not_
         ("edge@acme", "Pod", "sb-acme", False), ("edge@acme", "Repo", "sb-acme", True)]
     assert watches[0].clock is daemon.clock.for_cluster("edge@acme") is watches[1].clock
     await journal.close()
+
+
+def test_orphan_pods_are_swept_on_each_registered_target_only(tmp_path):
+    """On the home cluster a Session's pods are owner-referenced to it (the garbage collector takes
+    them); only a registered target needs kfold's orphan-pod sweep: one list per target and interval."""
+    from kfold.daemon_boot import periodic_commands
+    from kfold.daemon_clusters import remote_targets
+    cfg = read_config(config_file(tmp_path))
+    registry, _client = open_registry(cfg)
+    remote = remote_targets(cfg, registry)
+    sweeps = {name: (interval, args()) for interval, name, args in periodic_commands(cfg, lambda: remote)}
+    interval, orphans = sweeps["pod.sweep_orphans"]
+    assert interval == cfg.sweep.interval_seconds
+    registry.close()
+    assert orphans == [{"cluster": "edge@acme", "namespace": "sb-acme", "home": "local"}]
+
+
+async def test_the_boot_sweep_after_a_fresh_journal_waits_for_the_first_lists_then_asks_once():
+    import asyncio
+    from kfold.daemon_boot import sweep_after_fresh_journal
+
+    class Observer:
+        synced, optional = False, False
+
+    class Daemon:
+        class clock:
+            @staticmethod
+            def now_ms() -> None:
+                return None
+
+        def __init__(self) -> None:
+            self.submitted: list = []
+
+        async def submit(self, drafts: list) -> None:
+            self.submitted.append(drafts)
+
+    daemon, observer = Daemon(), Observer()
+    args = [{"cluster": "edge@acme", "namespace": "sb-acme", "home": "local"}]
+    task = asyncio.ensure_future(sweep_after_fresh_journal(daemon, [observer], args, wait_s=5, poll_s=0.01))
+    await asyncio.sleep(0.05)
+    assert daemon.submitted == [], "nothing before the observers have listed"
+    observer.synced = True
+    await asyncio.wait_for(task, 1)
+    [[command]] = daemon.submitted
+    assert (command.name, command.cluster, command.namespace, command.args) == \
+        ("pod.sweep_orphans", "edge@acme", "sb-acme", args[0])

@@ -23,6 +23,7 @@ from engine.effects.fake import T2030, FakeTransport
 from journal.records import Command, EffectIssued
 from kfold.config import ConfigError, parse_config
 from kfold.daemon import Daemon
+from engine.rfc3339 import to_ms
 from kfold.leader import Elector, Fence, FencedTransport, micro_time
 from tests.journals import TestJournal as MemoryJournal
 from tests.unit.test_daemon_recovery import MACHINES, fresh_server, settle
@@ -141,6 +142,23 @@ async def test_a_silent_leader_is_fenced_before_the_standby_can_acquire(server, 
     assert fenced_at == pytest.approx(acquired_at + 15 - 2, abs=0.25)
     assert took_at >= acquired_at + 15 + 1 and fenced_at < took_at
     assert a.term() is None   # frozen past its term: wakes up fenced, before any request
+
+
+async def test_the_lease_never_expires_on_the_server_before_the_fence_ends(server, mono):
+    """Found by ``kfold sim --seed 71643``: renewTime was the server clock's reading, which lags the
+    server by up to the Date header's truncated second; the server's expiry (renewTime + lease)
+    then came up to a second early and a request 100 ms past it, with clock steps of the size the
+    margin is meant for, met an expired term. renewTime is now the latest time the server can be at."""
+    server.start = mono.t - 0.9          # the server is at T+0.9 s: its Date says T
+    a = elector(server, mono, "a")
+    for _ in range(4):                  # acquire, then renewals, each sent at a .9 fraction
+        sent_at = server.now_ms()
+        assert await a.step() == 1
+        renewed = to_ms(server.lease["spec"]["renewTime"])
+        assert renewed >= sent_at, f"renewTime {renewed} is behind the server's time {sent_at} at the send"
+        fence_ends = (a._term.valid_until - mono.t) * 1000 + server.now_ms()
+        assert renewed + 15_000 - fence_ends >= 2_000 - 1, "the whole margin is left for clock steps and latency"
+        mono.t += 2.0
 
 
 @pytest.mark.parametrize("days", [1, -1])

@@ -1,0 +1,157 @@
+"""Orphan-pod sweep (command ``pod.sweep_orphans``), at key ``<cluster>/<namespace>/#orphans``.
+
+Why: a pod that runs away from its Session (another cluster, or another namespace) cannot be
+owner-referenced to it, so the apiserver's garbage collector never takes it. A create in flight
+when the journal is lost, answered after the Session was deleted, leaves such a pod behind (found
+by ``kfold sim``, seeds 71590, 72011, 72638: a pod, its Service and Ingress on cluster ``east``).
+Its Service and Ingress are owner-referenced to the pod (same cluster and namespace), so they go
+with it; its Secret is the orphan Secret sweep's (``pod_sweep``: no pod, no Secret).
+
+Expected flow: quorum list of Pods labelled managed-by kfold in ``namespace`` of ``cluster`` ->
+candidates: pods with a ``kfold.dev/session`` label, not terminating, whose Session the fold does
+not track there (the session machine's target index, read only: on the normal path every pod
+belongs to a tracked Session, so the sweep costs one list and nothing per Session) -> one quorum
+GET per candidate Session on ``home`` -> its 404 is the proof: each of its pods is deleted with the
+uid + resourceVersion preconditions the list showed (a 409, the pod changed or replaced since, is
+left to the next sweep: its fresh list decides again). The effects are the sweep key's, so with
+``leader.shards`` the replica that sweeps a namespace also deletes there (``kfold.shards``).
+
+Guarantees:
+- Only a 404 of a quorum GET of the Session, issued after the list, deletes; a list alone never
+  does (it may be stale), nor a 200, a 403, a transport error or a GET in doubt.
+- The Session is read in the namespace the pod names (``kfold.dev/session-namespace``); a pod
+  without that label is read as its own namespace's only on the home cluster (where kfold places
+  a Session's pods in the Session's namespace); elsewhere it is kept (a single-namespace bound may
+  hold pods of Sessions from several namespaces, so the name alone does not say whose it is).
+- A pod is deleted only while it still carries kfold's labels for that Session (as listed), no
+  operation runs on its name, and no Session the fold tracks (a new one of the same name, seen
+  meanwhile) claims it; the delete is fenced by the listed uid.
+- One sweep per key at a time; a failed or in-doubt list or read ends that part with a log, and
+  the next sweep decides afresh.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.effects.models import DeleteObject, GetObject, ListObjects
+from engine.labels import MANAGED_BY, MANAGER, MANAGED_SELECTOR, SESSION_API_VERSION, SESSION_NAMESPACE_LABEL
+from engine.machines.base import Ctx, object_key, split_key
+from engine.machines.pod_records import ORPHANS_NAME, SESSION, OrphanPod, OrphanSweep, PodOp, labels_of
+from engine.machines.pod_table import describe
+
+MAX_READS = 32          # Sessions read per sweep: the next sweep takes the rest
+TARGETS_KEY = "#targets"  # the session machine's target index (``session_targets``), read only
+
+
+def start(ctx: Ctx, rec: Any) -> None:
+    cluster, namespace, home = rec.args["cluster"], rec.args["namespace"], rec.args["home"]
+    key = object_key(cluster, namespace, ORPHANS_NAME)
+    if ctx.get(key) is not None:
+        ctx.log(key, "orphan-pod sweep skipped: the previous sweep is still running", level="debug")
+        return
+    eff = ctx.emit(ListObjects, key, cluster=cluster, api_version="v1", kind="Pod", namespace=namespace,
+                   label_selector=MANAGED_SELECTOR)
+    ctx.put(key, OrphanSweep(home=home, awaiting=eff.id))
+
+
+def on_outcome(ctx: Ctx, key: str, rec: Any, effect: Any) -> None:
+    if effect.type == "delete":
+        if rec.result not in ("ok", "not_found"):
+            ctx.log(key, f"orphan pod {effect.namespace}/{effect.name} was not deleted ({describe(rec)}); the next "
+                         "sweep decides again", level="warning")
+        return
+    e = ctx.get(key)
+    if not isinstance(e, OrphanSweep):
+        return
+    if effect.type == "list" and effect.id == e.awaiting:
+        _listed(ctx, key, e, rec)
+    elif effect.type == "get" and effect.id in e.reads:
+        _session_read(ctx, key, e, rec, effect)
+
+
+def in_doubt(ctx: Ctx, key: str, effect: Any) -> None:
+    """A list or read in doubt ends the sweep; a delete in doubt is left to the next sweep (never re-sent)."""
+    e = ctx.get(key)
+    if isinstance(e, OrphanSweep) and effect.id in (e.awaiting, *e.reads):
+        _end(ctx, key, "orphan-pod sweep abandoned: a request was in doubt after a restart; the next sweep "
+                       "decides again", "warning")
+
+
+def _listed(ctx: Ctx, key: str, e: OrphanSweep, rec: Any) -> None:
+    if rec.result != "ok":
+        _end(ctx, key, f"orphan-pod sweep skipped: listing pods failed: {describe(rec)}", "warning")
+        return
+    cluster, namespace, _ = split_key(key)
+    tracked = _tracked(ctx)
+    pods = []
+    for obj in rec.items or ():
+        pod = _candidate(obj, cluster, namespace, e.home)
+        if pod is not None and f"{cluster}/{namespace}/{pod.session}" not in tracked:
+            pods.append(pod)
+    sessions = sorted({(p.session_namespace, p.session) for p in pods})[:MAX_READS]
+    if not sessions:
+        _end(ctx, key, "orphan-pod sweep: every pod of kfold's here belongs to a Session it tracks", "debug")
+        return
+    reads = tuple(ctx.emit(GetObject, key, cluster=e.home, api_version=SESSION_API_VERSION, kind="Session",
+                           namespace=ns, name=name).id for ns, name in sessions)
+    ctx.put(key, e.but(awaiting="", reads=reads, pods=tuple(p for p in pods if (p.session_namespace, p.session)
+                                                            in set(sessions))))
+
+
+def _candidate(obj: dict[str, Any], cluster: str, namespace: str, home: str) -> OrphanPod | None:
+    md = obj.get("metadata") or {}
+    labels = labels_of(obj)
+    session = labels.get(SESSION, "")
+    if labels.get(MANAGED_BY) != MANAGER or not session or md.get("deletionTimestamp") or not md.get("uid"):
+        return None
+    session_ns = labels.get(SESSION_NAMESPACE_LABEL) or (md.get("namespace", namespace) if cluster == home else "")
+    if not session_ns:
+        return None
+    return OrphanPod(name=md.get("name", ""), uid=md["uid"], rv=md.get("resourceVersion", ""),
+                     session=session, session_namespace=session_ns)
+
+
+def _tracked(ctx: Ctx) -> set[str]:
+    """``"<cluster>/<namespace>/<session>"`` of every Session the fold places pods for."""
+    index = ctx.get(TARGETS_KEY, "session")
+    slots = getattr(index, "slots", None)
+    if isinstance(slots, dict):
+        return set(slots)
+    return {f"{d.target}/{d.target_ns}/{d.name}" for _, d in ctx.items("session")
+            if getattr(d, "kind", "") == "session" and d.target}
+
+
+def _session_read(ctx: Ctx, key: str, e: OrphanSweep, rec: Any, effect: Any) -> None:
+    mine = [p for p in e.pods if (p.session_namespace, p.session) == (effect.namespace, effect.name)]
+    rest = e.but(reads=tuple(i for i in e.reads if i != effect.id), pods=tuple(p for p in e.pods if p not in mine))
+    if rec.result == "not_found":
+        _release(ctx, key, mine, f"{effect.namespace}/{effect.name}")
+    elif rec.result != "ok":
+        ctx.log(key, f"orphan-pod sweep: Session {effect.namespace}/{effect.name} could not be read "
+                     f"({describe(rec)}); its pods are kept", level="warning")
+    if rest.reads:
+        ctx.put(key, rest)
+    else:
+        ctx.drop(key)
+
+
+def _release(ctx: Ctx, key: str, pods: list[OrphanPod], session: str) -> None:
+    cluster, namespace, _ = split_key(key)
+    tracked = _tracked(ctx)
+    deleted = []
+    for p in pods:
+        op = ctx.get(object_key(cluster, namespace, p.name))
+        if f"{cluster}/{namespace}/{p.session}" in tracked or (isinstance(op, PodOp) and op.op):
+            continue    # a Session of that name is tracked again, or kfold is already at work on the name
+        if not p.rv:
+            continue    # no complete fence: a pod delete always carries uid and resourceVersion
+        ctx.emit(DeleteObject, key, cluster=cluster, api_version="v1", kind="Pod", namespace=namespace,
+                 name=p.name, uid=p.uid, rv=p.rv)
+        deleted.append(f"{namespace}/{p.name}")
+    ctx.log(key, f"orphan-pod sweep: Session {session} is gone (404 on a quorum read); deleting its pods on "
+                 f"{cluster}", level="info", deleted=deleted)
+
+
+def _end(ctx: Ctx, key: str, message: str, level: str) -> None:
+    ctx.log(key, message, level=level)
+    ctx.drop(key)
