@@ -56,7 +56,9 @@ async def test_stale_fence_gets_real_409_conflict_and_deletes_nothing(admin, nam
         assert still is not None and still["metadata"]["uid"] == uid
         assert not still["metadata"].get("deletionTimestamp")
 
-        accepted = await d.executor.run(DeleteObject(id="t.1", uid=uid, rv=fresh_rv, **_ref(namespace, "fenced")))
+        # the current rv (kwok may have written the pod's status since the relabel: that moves it too)
+        current_rv = still["metadata"]["resourceVersion"]
+        accepted = await d.executor.run(DeleteObject(id="t.1", uid=uid, rv=current_rv, **_ref(namespace, "fenced")))
         assert (accepted.result, accepted.code) == ("ok", 200), accepted
         assert accepted.obj["metadata"]["uid"] == uid
         wait_for(lambda: _gone(admin, namespace, "fenced"), timeout=30, what="fenced pod gone")
