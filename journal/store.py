@@ -204,16 +204,6 @@ class Journal(Retaining):
             out.append(draft)
         return out
 
-    async def stage(self, drafts: Sequence[Record]) -> tuple[list[Record], "asyncio.Future[None]"]:
-        """``seal`` then ``flush``: the stamped, redacted records at once, and a future that
-        resolves once their transaction committed (or raises what it raised). A caller may
-        compute on the records meanwhile but must let nothing leave the process on their account
-        before the future resolved: journal first."""
-        records = self.seal(drafts)
-        durable = self.flush()
-        await asyncio.sleep(0)  # the transaction is handed to the store's thread first
-        return records, durable
-
     async def put_snapshot(self, seq: int, data: bytes) -> None:
         """Store a state snapshot taken after folding ``seq``. The same bytes again is a no-op;
         different bytes for a stored seq are refused (nothing is rewritten)."""

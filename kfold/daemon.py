@@ -107,7 +107,6 @@ class Daemon:
         self._ticked: Any = None           # the timers map the ticker last looked at
         self._committing: asyncio.Future | None = None
         self._sends: list[tuple[Any, int]] = []   # (effect, attempt) issued by the commit being folded
-        self._logs: list[Any] = []
         self._sending: asyncio.Future | None = None   # the last commit's ``_send_when_durable``
         self.stopping = False
         # Leadership (kfold.leader): the current term, or None = standby: nothing is issued, the
@@ -198,14 +197,14 @@ class Daemon:
             drafts = self._held_in_doubt() + list(drafts)   # (kfold sim, soak seed 50576: batched with an
             # observation, the takeover's entry was skipped and a standby's stale status patch went out)
         stamped: list[Any] = []
+        logs: list[Any] = []
         if drafts:
             stamped = self.journal.seal(drafts)   # commands were checked by submit (or are the daemon's own)
             self._commits += 1
             self._arrived = arrived if self.metrics is not None and arrived and len(arrived) == len(stamped) else None
-            self._logs.extend(e for effects in self._fold_all(stamped) for e in effects if e.type == "log")
+            logs = [e for effects in self._fold_all(stamped) for e in effects if e.type == "log"]
         self._release()
         sends, self._sends = self._sends, []
-        logs, self._logs = self._logs, []
         durable = self.journal.flush()
         if self.metrics is not None and not durable.done():
             durable.add_done_callback(partial(self._note_durable, time.perf_counter()))
@@ -489,9 +488,9 @@ class Daemon:
 
     def _raise_if_unsent(self) -> None:
         """A transaction failed: what was folded after it is not journaled, so fold nothing more."""
-        for t in (self._sending,):
-            if t is not None and t.done() and not t.cancelled() and t.exception() is not None:
-                raise t.exception()
+        t = self._sending
+        if t is not None and t.done() and not t.cancelled() and t.exception() is not None:
+            raise t.exception()
 
     def _wake_ticker(self) -> None:
         """After a commit, wake the ticker only if what it judges may have changed: the timers (a

@@ -33,6 +33,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from bisect import bisect_left
 from collections import Counter
@@ -90,7 +91,6 @@ class Metrics:
 
     def watch_gc(self) -> None:
         """Time every pass of CPython's cyclic collector (it stops the loop: a latency source)."""
-        import gc
         if self._gc_callback not in gc.callbacks:
             gc.callbacks.append(self._gc_callback)
 

@@ -347,23 +347,23 @@ async def test_a_journal_created_before_auto_vacuum_is_converted_at_its_first_cu
         assert db.execute("PRAGMA auto_vacuum").fetchone() == (2,)
 
 
-class TestStageContract:
-    async def test_staged_records_come_back_sealed_and_become_durable_in_order(self, backend):
+class TestFlushContract:
+    async def test_sealed_records_come_back_stamped_and_become_durable_once_flushed(self, backend):
         async with backend.journal() as j:
-            records, durable = await j.stage(commands(3))
+            records = j.seal(commands(3))
             assert [r.seq for r in records] == [1, 2, 3]
-            assert j.last_seq == 0 or j.last_seq == 3   # durable only once the future resolved
-            await durable
+            assert j.last_seq == 0, "sealed is not durable"
+            await j.flush()
             assert j.last_seq == 3
             assert await read_all(j) == records
 
-    async def test_a_staged_batch_whose_transaction_fails_raises_on_its_durable_future(self, backend):
+    async def test_a_sealed_batch_whose_transaction_fails_raises_on_its_flush(self, backend):
         async with backend.journal() as first, backend.journal() as second:
             await first.append(commands(1))
-            records, durable = await second.stage(commands(1))  # sealed as seq 1, which is taken
+            records = second.seal(commands(1))  # sealed as seq 1, which is taken
             assert records[0].seq == 1
             with pytest.raises(DuplicateSeq):
-                await durable
+                await second.flush()
             assert [r.name for r in await read_all(first)] == ["c0"]
 
 
