@@ -67,17 +67,53 @@ def crds(admin):
     return True
 
 
-@pytest.fixture
-def namespace(admin, crds):
-    """A fresh namespace for one test; deleted afterwards (the controller manager finishes it)."""
+def discard_namespace(admin, name: str) -> None:
+    """Delete a test's namespace for good. The daemon that held its Sessions' and Repos'
+    finalizers is gone by now, so they are stripped first: otherwise the namespace stays
+    Terminating forever and the controller manager, apiserver and etcd keep retrying it, a
+    background load that every later test and benchmark on this control plane pays."""
     from kubernetes import client
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
-    client.CoreV1Api(admin).create_namespace({"metadata": {"name": name}})
-    yield name
+    from kubernetes.client.exceptions import ApiException
+    co = client.CustomObjectsApi(admin)
+    for plural in ("sessions", "repos"):
+        try:
+            items = co.list_namespaced_custom_object("kfold.dev", "v1alpha1", name, plural)["items"]
+        except ApiException:
+            continue
+        for item in items:
+            if item["metadata"].get("finalizers"):
+                try:
+                    co.patch_namespaced_custom_object("kfold.dev", "v1alpha1", name, plural, item["metadata"]["name"],
+                                                      {"metadata": {"finalizers": None}})
+                except ApiException:
+                    pass
     try:
         client.CoreV1Api(admin).delete_namespace(name)
-    except Exception:
+    except ApiException:
         pass
+
+
+@pytest.fixture
+def namespaces(admin, crds):
+    """``namespaces(prefix)``: a fresh namespace named ``<prefix>-<random>``; every one made is
+    discarded after the test (``discard_namespace``)."""
+    from kubernetes import client
+    made: list[str] = []
+
+    def make(prefix: str = "e2e") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        client.CoreV1Api(admin).create_namespace({"metadata": {"name": name}})
+        made.append(name)
+        return name
+    yield make
+    for name in made:
+        discard_namespace(admin, name)
+
+
+@pytest.fixture
+def namespace(namespaces):
+    """A fresh namespace for one test; discarded afterwards."""
+    return namespaces("e2e")
 
 
 def install_rbac(admin, kfold_ns: str, watched: list[str]) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from kubernetes import client
 
 from tests.e2e.conftest import wait_for
-from tests.e2e.test_registered_cluster import new_namespace, register
+from tests.e2e.test_registered_cluster import register
 
 
 def pod(name: str, ns: str, labels: dict[str, str]) -> dict:
@@ -31,9 +31,9 @@ def live(core: client.CoreV1Api, ns: str, name: str) -> bool:
 
 
 def test_a_pod_of_a_gone_session_on_a_registered_cluster_is_swept_and_a_foreign_one_kept(
-        admin, cp, crds, daemon_factory, tmp_path):
+        admin, cp, crds, namespaces, daemon_factory, tmp_path):
     core = client.CoreV1Api(admin)
-    acme_ns, bound = new_namespace(core, "acme"), new_namespace(core, "edge-sb")
+    acme_ns, bound = namespaces("acme"), namespaces("edge-sb")
     register(tmp_path / "registry", cp, "acme", "edge", bound)
     kfold = {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": "gone", "kfold.dev/generation": "1",
              "kfold.dev/session-namespace": acme_ns}

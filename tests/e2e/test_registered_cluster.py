@@ -9,19 +9,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import uuid
 
 from kubernetes import client
 
 from tests.e2e.conftest import REPO, wait_for
 
 GVP = ("kfold.dev", "v1alpha1")
-
-
-def new_namespace(core, prefix):
-    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": name}})
-    return name
 
 
 def register(registry_dir, cp, tenant, name, bound):
@@ -42,9 +35,9 @@ def status(co, ns):
 
 
 def test_a_tenants_session_runs_on_its_registered_cluster_and_another_org_cannot_see_it(
-        admin, cp, crds, daemon_factory, tmp_path):
+        admin, cp, crds, namespaces, daemon_factory, tmp_path):
     core, co = client.CoreV1Api(admin), client.CustomObjectsApi(admin)
-    acme_ns, other_ns, bound = (new_namespace(core, p) for p in ("acme", "other", "edge-sb"))
+    acme_ns, other_ns, bound = (namespaces(p) for p in ("acme", "other", "edge-sb"))
     registry_dir = tmp_path / "registry"
     register(registry_dir, cp, "acme", "edge", bound)
 
@@ -84,12 +77,13 @@ def metric(daemon, name):
         return [line for line in r.read().decode().splitlines() if line.startswith(name)]
 
 
-def test_a_cluster_registered_while_kfold_runs_is_used_without_a_restart(admin, cp, crds, daemon_factory, tmp_path):
+def test_a_cluster_registered_while_kfold_runs_is_used_without_a_restart(
+        admin, cp, crds, namespaces, daemon_factory, tmp_path):
     """kfold starts with no registration; ``kfold cluster register`` while it runs: the next Session
     naming the cluster runs there, watched from a fresh list; a deregistration stops that watch.
     Both changes are journaled as session.configure, and the journal replays with --check."""
     core, co = client.CoreV1Api(admin), client.CustomObjectsApi(admin)
-    acme_ns, bound = (new_namespace(core, p) for p in ("acme", "edge-sb"))
+    acme_ns, bound = (namespaces(p) for p in ("acme", "edge-sb"))
     registry_dir = tmp_path / "registry"
     daemon = daemon_factory(cp["kubeconfig"], [acme_ns], extra={
         "registry": {"dir": str(registry_dir), "rescan_seconds": 1}, "tenants": {acme_ns: "acme"}}).start()
