@@ -51,7 +51,9 @@ out of it: the digest prefix ``redacted:hmac-sha256:`` (a value starting with it
 is set apart before the digits are zeroed, and an object with a last-applied annotation (parsed
 as JSON, where ``01`` does not parse and ``10`` does) is never remembered. The journal keys an
 observed record by its object's bytes (sliced from the record's JSON), so what the observer's
-redaction remembered also clears the journal's pass over the same object.
+redaction remembered also clears the journal's pass over the same object; and an object the
+observer's ``Redactor.redact`` returned is not scanned again at all when the journal seals the
+record built around it (``_vetted``: kfold run's observers redact with the journal's redactor).
 """
 from __future__ import annotations
 
@@ -107,6 +109,7 @@ _CLEAN_SCANS: set[Any] = set()  # shapes whose full scan was clean
 _WALKS: dict[Any, tuple[tuple[int, ...], ...]] = {}  # shape of an observed non-Secret object ->
                                                          # positions of the values its walk digested
 _SHAPES_MAX = 200_000             # per set (~30 MB at most); cleared when full
+_VETTED_MAX = 8_192               # objects ``Redactor.redact`` returned, awaiting the journal's pass
 
 
 _PREFIX_BYTES = PREFIX.encode()
@@ -234,6 +237,7 @@ class Redactor:
 
     def __init__(self, salt: bytes):
         self.salt = salt
+        self._done: dict[int, dict[str, Any]] = {}   # see ``_vetted``
 
     def digest(self, value: Any) -> Any:
         if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
@@ -256,7 +260,29 @@ class Redactor:
             out = self._redact(kind, obj)
             if payload is not None:
                 _learn(payload, obj, out)
-        return dict(out) if out is obj else out
+        out = dict(out) if out is obj else out
+        self._vetted(out)
+        return out
+
+    def _vetted(self, out: dict[str, Any]) -> None:
+        """Remember ``out`` as redacted here, so that the journal's own pass over the record the
+        observer builds around it (``sealed``) is skipped: the work is done once per event, not
+        twice. Keyed by the identity of its ``metadata`` value: the record holds a shallow copy
+        of ``out`` (pydantic copies the top-level dict) sharing its values; the reference kept
+        here stops that id from being reused while it is remembered."""
+        md = out.get("metadata")
+        if isinstance(md, dict):
+            if len(self._done) >= _VETTED_MAX:   # redacted objects whose records never came: forget
+                self._done.clear()
+            self._done[id(md)] = out
+
+    def _was_vetted(self, obj: Any) -> bool:
+        """Is ``obj`` (an observed record's object) made of exactly the values of an object
+        ``redact`` returned, each the same object under the same key in the same order? Then its
+        content is what was redacted (neither records nor what ``redact`` returns are mutated)."""
+        out = self._done.pop(id(obj.get("metadata")), None) if type(obj) is dict else None
+        return (out is not None and len(out) == len(obj)
+                and all(k1 == k2 and v1 is v2 for (k1, v1), (k2, v2) in zip(out.items(), obj.items())))
 
     def _planned(self, obj: dict[str, Any], plan: tuple[tuple[int, ...], ...]) -> dict[str, Any] | None:
         """``obj`` with the values at ``plan``'s positions digested (copied along the way), as the
@@ -298,6 +324,8 @@ class Redactor:
         """``(record, payload)`` as journaled: redacted when a rule applies, else as given (and a
         clean walk of an observed object remembered by its shape). ``dump`` serializes a record."""
         if isinstance(rec, Observed) and rec.kind not in ("Secret", ""):
+            if self._done and self._was_vetted(rec.obj):   # the observer's ``redact`` did it
+                return rec, payload
             obj_bytes = _obj_bytes(payload)
             plan = _walk_plan(obj_bytes)
             if plan == ():

@@ -279,3 +279,50 @@ def test_the_shape_memo_keeps_its_verdicts_with_either_digest(monkeypatch):
         leaked = clean | {"spec": {"volumes": [{"secret": {"secretName": "s", "token": "abcdefgh"}}]}}
         assert suspicious(orjson.dumps(leaked))
         assert redact("Pod", leaked)["spec"]["volumes"][0]["secret"]["token"].startswith(PREFIX)
+
+
+def test_an_object_the_observer_redacted_is_not_scanned_again_when_the_journal_seals_it(monkeypatch):
+    """kfold run's observers redact with the journal's own redactor; the journal's pass over the
+    record built around that object is skipped (the work is done once per event), and what it
+    stores is what the observer's redaction gave."""
+    import journal.redact as rd
+    from journal.chain import dump
+
+    r = Redactor(b"v" * 16)
+    calls = []
+    real = rd._walk_plan
+    monkeypatch.setattr(rd, "_walk_plan", lambda payload: calls.append(payload) or real(payload))
+    out = r.redact("Pod", copy.deepcopy(POD))
+    assert len(calls) == 1
+    rec = observed(out)
+    assert rec.obj is not out, "the record holds a copy of the redacted object"
+    sealed, payload = r.sealed(rec, dump(rec), dump)
+    assert len(calls) == 1, "the journal's pass was skipped"
+    assert sealed.obj == r._redact("Pod", POD) and orjson.loads(payload)["obj"] == sealed.obj
+    assert sealed.obj["spec"]["containers"][0]["env"][0]["value"].startswith(PREFIX)
+    again, _ = r.sealed(rec, dump(rec), dump)   # remembered once: a second pass scans
+    assert len(calls) == 2 and again.obj == sealed.obj
+
+
+def test_a_record_that_only_shares_parts_with_a_redacted_object_is_redacted_in_full():
+    """The skip needs every top-level value of the record's object to be the very object the
+    redaction returned: one holding the vetted metadata beside a new spec with a credential in
+    the open, or a key added, is scanned and redacted."""
+    from journal.chain import dump
+
+    r = Redactor(b"w" * 16)
+    out = r.redact("Pod", copy.deepcopy(POD))
+    leak = {"containers": [{"name": "app", "env": [{"name": "API_TOKEN", "value": "tok-LEAKED-123456"}]}]}
+    for obj in ({**out, "spec": leak}, {**out, "extra": {"password": "hunter2-LEAKED"}}):
+        r._vetted(out)   # as if the observer had just returned it again
+        sealed, payload = r.sealed(observed(obj), dump(observed(obj)), dump)
+        assert b"LEAKED" not in payload and sealed.obj == r._redact("Pod", obj)
+
+
+def test_the_redactor_forgets_objects_whose_records_never_came():
+    import journal.redact as rd
+
+    r = Redactor(b"x" * 16)
+    for i in range(rd._VETTED_MAX + 10):
+        r.redact("Pod", {"kind": "Pod", "metadata": {"name": f"p{i}"}})
+    assert 0 < len(r._done) <= rd._VETTED_MAX
