@@ -214,7 +214,7 @@ class Config(_Model):
     registry: RegistryConfig = RegistryConfig()
     tenants: dict[str, str] = Field(default_factory=dict)   # Session namespace -> tenant (org)
     namespaces: tuple[str, ...] = Field(min_length=1)
-    base_domain: str
+    base_domain: str | None = None   # None: cluster-internal endpoints only (a Service, no Ingress)
     journal: JournalConfig = JournalConfig()
     deadlines: Deadlines = Deadlines()
     sweep: SweepConfig = SweepConfig()
@@ -244,10 +244,13 @@ class Config(_Model):
 
     @field_validator("base_domain")
     @classmethod
-    def _domain(cls, v: str) -> str:
+    def _domain(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         labels = v.split(".")
         if len(labels) < 2 or not all(_DNS_LABEL.match(x) for x in labels):
-            raise ValueError(f"{v!r} is not a DNS domain; e.g. 'sessions.example.com'")
+            raise ValueError(f"{v!r} is not a DNS domain; e.g. 'sessions.example.com' (or leave base_domain "
+                             "out for cluster-internal endpoints only)")
         return v
 
 

@@ -73,7 +73,7 @@ def configure_command(cfg: Config, now_ms: int | None, clusters: dict[str, Any] 
     """``session.configure``: at boot, and again whenever the registrations change. Built as the
     model the session machine reads (``engine.seams.SessionConfigure``): one spelling, both sides."""
     home = cfg.cluster.name
-    args = SessionConfigure(clusters=(home,), base_domain=cfg.base_domain,
+    args = SessionConfigure(clusters=(home,), base_domain=cfg.base_domain or "",
                             start_seconds=cfg.deadlines.start_seconds, ready_seconds=cfg.deadlines.ready_seconds,
                             **(clusters or {}))
     return Command(at=now_ms, name="session.configure", cluster=home, args=args.model_dump(mode="json"))

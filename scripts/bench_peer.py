@@ -9,13 +9,19 @@ The bench extra (kopf, py-spy) is installed into this venv when missing:
 ``pip install -c constraints.txt -e '.[bench]'``.
 
 Contestants, each a real process under its own ServiceAccount, in a fresh namespace per run:
-- ``kfold``       ``kfold run`` with a config file, at its defaults (the home client unpaced);
-- ``kfold-50qps`` the same with ``cluster.qps: 50, burst: 100`` (client-go's pacing, kfold's
+- ``kfold``       ``kfold run`` with a config file, at its defaults (the home client unpaced) and
+                  without ``base_domain``: cluster-internal sessions, a Service and no Ingress each,
+                  the job the kopf operator and the floor do;
+- ``kfold-ingress`` the same with ``base_domain`` set: a Service and an Ingress per Session (what
+                  every run before this option measured as ``kfold``);
+- ``kfold-50qps`` ``kfold`` with ``cluster.qps: 50, burst: 100`` (client-go's pacing, kfold's
                   home default before issue 13);
 - ``kopf``        scripts/peer_kopf_operator.py under ``kopf run --standalone``;
 - ``kfold-threadsN`` (on request, ``--contestants``) kfold at its defaults but ``executor.threads: N``;
 - ``kfold-base``  (on request, with ``--baseline CHECKOUT``) kfold at its defaults, its code taken from
                   another checkout (e.g. the main branch): a before/after comparison in one run;
+                  with ``base_domain`` set (older checkouts require it), so compare it with
+                  ``kfold-ingress``;
 - ``floor``       this script's ``floor`` subcommand: one Session watch, one pod watch, and only
                   the requests the job needs (finalizer + pod create; Service + status once the pod
                   is Running and Ready; pod delete + finalizer release), 64 threads, no reconciling.
@@ -69,7 +75,7 @@ BENCH_NS = "kfold-bench"
 LEVEL = "kfold-bench"
 FINALIZER = "kfold.dev/teardown"
 MANAGED = "app.kubernetes.io/managed-by=kfold"
-CONTESTANTS = ("kfold", "kfold-50qps", "kopf", "floor")
+CONTESTANTS = ("kfold", "kfold-ingress", "kfold-50qps", "kopf", "floor")
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -371,9 +377,11 @@ class Contestant:
                 cluster.update(qps=50, burst=100)
             threads = re.fullmatch(r"kfold-threads(\d+)", self.name)
             cfg = {"executor": {"threads": int(threads.group(1))}} if threads else {}
-            cfg |= {"cluster": cluster, "namespaces": [self.ns], "base_domain": "sessions.bench",
+            cfg |= {"cluster": cluster, "namespaces": [self.ns],
                    "journal": {"path": str(self.work / "journal.db")},
                    "log": {"format": "plain", "level": "warning"}, "http": {"listen": f"127.0.0.1:{self.port}"}}
+            if self.name in ("kfold-ingress", "kfold-base"):   # endpoints with an Ingress each (kopf makes none)
+                cfg["base_domain"] = "sessions.bench"
             (self.work / "config.yaml").write_text(yaml.safe_dump(cfg))
             cmd = [sys.executable, "-m", "kfold", "run", "--config", str(self.work / "config.yaml")]
         elif self.name == "kopf":

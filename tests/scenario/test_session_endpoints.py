@@ -23,6 +23,18 @@ def test_one_service_and_one_ingress_owned_by_the_pod_route_every_port():
     assert [r["host"] for r in ingress["spec"]["rules"]] == ["8080-demo.sessions.example.test"]
 
 
+def test_without_a_base_domain_a_session_is_ready_with_its_service_alone_and_cluster_dns_endpoints():
+    """``base_domain`` left out of the config (cluster-internal sessions): no Ingress is made or
+    waited for; the status names the Service's cluster DNS name."""
+    w = World(base_domain="").to_provisioning(when=1)
+    w.run_pod(5)
+    assert w.pending("create", "Service") and not w.pending("create", "Ingress")
+    w.publish_endpoints(6)
+    assert w.phase == "Ready" and not w.effects("create", "Ingress")
+    assert w.status()["endpoints"] == [{"app": "web", "port": 8080, "host": "demo.team.svc",
+                                        "url": "tcp://demo.team.svc:8080"}]
+
+
 def test_an_existing_service_is_read_then_replaced_keeping_its_cluster_ip_and_resource_version():
     w = World().to_provisioning(when=1)
     w.run_pod(5)

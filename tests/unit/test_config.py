@@ -33,6 +33,14 @@ def test_a_minimal_file_gets_documented_defaults(tmp_path):
     assert (cfg.journal.snapshot_every, cfg.journal.retention.keep_snapshots, cfg.deadlines.watch_idle_seconds, cfg.http.host_port) == (None, 4, 70, ("0.0.0.0", 8080))
 
 
+def test_base_domain_may_be_left_out_for_cluster_internal_sessions(tmp_path):
+    from kfold.daemon_boot import configure_command
+    cfg = read_config(write(tmp_path, "namespaces: [sessions]\n"))
+    assert cfg.base_domain is None
+    assert configure_command(cfg, 0).args["base_domain"] == ""   # the session machine: no Ingress
+    assert "leave base_domain out" in error_of(write(tmp_path, "namespaces: [sessions]\nbase_domain: local\n"))
+
+
 def test_cli_overrides_win_over_the_file(tmp_path):
     cfg = read_config(write(tmp_path, MINIMAL), {"journal.path": "/tmp/j.db", "cluster.context": None})
     assert cfg.journal.path == "/tmp/j.db"
