@@ -158,3 +158,18 @@ def test_health_readiness_and_metrics_describe_the_running_daemon(admin, namespa
     assert value(r'kfold_fold_seconds_count') >= value(r'kfold_records_ingested_total\{rec="observed"\}')
     assert value(r"kfold_journal_bytes") > 0
     assert abs(value(r"kfold_server_clock_skew_seconds")) < 5  # same machine: Date vs local clock
+
+
+def test_without_a_base_domain_a_session_is_ready_on_its_service_alone(admin, cp, namespace, daemon_factory, tmp_path):
+    """``base_domain`` left out of kfold's config: cluster-internal sessions. Ready with a Service
+    and its cluster DNS name in the status; no Ingress is ever made in the namespace."""
+    install_rbac(admin, "kfold-e2e", [namespace])
+    kubeconfig = service_account_kubeconfig(admin, cp, "kfold-e2e", tmp_path / "sa.kubeconfig")
+    daemon_factory(str(kubeconfig), [namespace], extra={"base_domain": None}).start()
+    w = World(admin, namespace)
+    w.co.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, session_manifest(namespace, [WEB]))
+    st = w.phase_is("Ready", 1)
+    assert st["endpoints"] == [{"app": "web", "port": 8080, "host": f"demo.{namespace}.svc",
+                                "url": f"tcp://demo.{namespace}.svc:8080"}]
+    assert [p.port for p in w.core.read_namespaced_service("demo", namespace).spec.ports] == [8080]
+    assert w.net.list_namespaced_ingress(namespace).items == []
