@@ -14,7 +14,8 @@ clusters, clusters (old form: names every Session may use), base_domain, start_s
 ready_seconds; tenancy and placement: ``session_tenancy``), replies from the pod machine
 (``pod_created``, ``pod_create_failed``, ``pod_gone``, ``pod_delete_failed``, ``namespace_ready``,
 ``namespace_failed``) and the repo machine (``repo_ensured``, ``repo_failed``, ``repo_status``),
-outcomes of its own effects, and the ``start``/``ready`` deadlines.
+outcomes of its own effects, the ``start``/``ready`` deadlines and the ``ahead`` grace
+(``session_ahead``: pods of a newer generation than a podless record knows).
 
 Guarantees:
 - Nothing is decided before ``session.configure``: sessions are recorded and wait for it.
@@ -35,6 +36,7 @@ import json
 from typing import Any
 
 from engine.machines.base import Ctx
+from engine.machines import session_ahead as ahead
 from engine.effects.models import GetObject
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_flow as flow
@@ -117,6 +119,8 @@ class SessionMachine(Machine):
             return
         if (effect.kind, effect.type, rec.result) == ("Session", "get", "not_found"):
             return session_gone(ctx, effect.key)  # a quorum read proves the Session deleted
+        if effect.id == d.ahead_read:
+            return _ahead_answer(ctx, effect.key, d.but(ahead_read=""), rec)
         if effect.kind == "Session" and getattr(effect, "subresource", "") == "status":
             if rec.result in ("conflict", "transient"):  # written again now: no later event may come
                 save(ctx, effect.key, d.but(status_written=""))
@@ -140,6 +144,8 @@ class SessionMachine(Machine):
 
     def on_deadline(self, ctx: Ctx, key: str, name: str) -> None:
         d = ctx.get(key)
+        if isinstance(d, SessionDecision) and name == ahead.TIMER:
+            return save(ctx, key, ahead.read(ctx, key, d))
         if not isinstance(d, SessionDecision) or d.phase != "Provisioning":
             return
         now = ctx.now_on(d.target)
@@ -205,16 +211,40 @@ def save(ctx: Ctx, key: str, d: SessionDecision) -> None:
     """Decide (once configured) and store; keep the target index in step."""
     cfg = config(ctx)
     before = ctx.get(key)
-    after = d if cfg is None else flow.decide(ctx, key, d, cfg)
+    after = d if cfg is None else _judge_ahead(ctx, key, flow.decide(ctx, key, d, cfg), cfg)
     ctx.put(key, after)
     targets.update(ctx, key, before, after)
+
+
+def _judge_ahead(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
+    """Pods newer than the record knew (``session_ahead``), judged on what the decision now knows:
+    after ``decide``, which may have begun their generation (its create adopts them)."""
+    judged = ahead.judge(ctx, key, d) if d.ahead else d
+    d = d if judged is d else flow.decide(ctx, key, judged, cfg)
+    ahead.arm(ctx, key, d)
+    return d
+
+
+def _ahead_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> None:
+    """The quorum read ``session_ahead.read`` asked for: newer than the pods it was asked for, so
+    each of them is judged on it. A failed read is made again after the grace."""
+    if rec.result != "ok" or not isinstance(rec.obj, dict):
+        ctx.log(key, f"session {d.name}: could not read the Session to judge pods newer than its record: "
+                     f"{rec.result} {rec.message}".strip(), level="warning")
+        return save(ctx, key, d)
+    save(ctx, key, absorb(d, d.home, rec.obj))
+    d = ctx.get(key)
+    if isinstance(d, SessionDecision) and d.ahead:
+        save(ctx, key, ahead.judge(ctx, key, d, settled=True))
 
 
 def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> SessionDecision:
     """Fold a Session's latest state into its record (a new uid under the same name starts over)."""
     v = session_view(obj)
     if d is None or (d.uid and v.uid and d.uid != v.uid) or _overtaken(d, v):
-        d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster), v)
+        # Pods noted as ahead of the record stay noted: the fresh record judges them (session_ahead).
+        noted = d.ahead if d is not None else {}
+        d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster, ahead=noted), v)
     step = "" if d.finalizer_step == "reading" else d.finalizer_step
     # A deletionTimestamp is never taken back: an observation of the same uid without one is older
     # than what was folded (a stale list), and must not resume a Session being deleted.
@@ -284,10 +314,10 @@ def session_gone(ctx: Ctx, key: str) -> None:
     d = ctx.get(key)
     if not isinstance(d, SessionDecision):
         return
-    d = flow.release(ctx, key, d, "session deleted")
+    d = ahead.release_all(ctx, key, flow.release(ctx, key, d, "session deleted"), "session deleted")
     for r in d.repos:
         ctx.tell("repo", r.key, "release", reply_to="session", reply_key=key)
-    for name in ("start", "ready"):
+    for name in ("start", "ready", ahead.TIMER):
         ctx.cancel_timer(key, name)
     targets.update(ctx, key, ctx.get(key), None)
     ctx.drop(key)
@@ -388,6 +418,8 @@ def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: A
 
 
 def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
+    if effect.id == d.ahead_read:
+        return d.but(ahead_read="")   # read again after the grace (``session_ahead.arm``)
     match effect.kind, effect.type:
         case "Session", "patch" if effect.subresource == "status":
             return d.but(status_written="")

@@ -390,12 +390,12 @@ def unsynced(d: SessionDecision) -> list[str]:
 def arm_deadlines(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     """Start deadline while the pod is not Running, ready deadline once it is; cancelled otherwise."""
     provisioning = d.phase == "Provisioning"
-    _want_timer(ctx, key, "start", provisioning and not running(d), d.start_ms, d.target)
-    _want_timer(ctx, key, "ready", provisioning and running(d), d.ready_ms, d.target)
+    want_timer(ctx, key, "start", provisioning and not running(d), d.start_ms, d.target)
+    want_timer(ctx, key, "ready", provisioning and running(d), d.ready_ms, d.target)
     return d
 
 
-def _want_timer(ctx: Ctx, key: str, name: str, wanted: bool, after_ms: int, cluster: str) -> None:
+def want_timer(ctx: Ctx, key: str, name: str, wanted: bool, after_ms: int, cluster: str) -> None:
     """Judged on the clock of ``cluster``, where the pod runs (the deadline is about it)."""
     armed = ctx.timer_due(key, name) is not None
     if not wanted and armed:

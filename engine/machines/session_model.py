@@ -134,6 +134,8 @@ class SessionDecision(Decision):
     repos_step: str = ""
     abandoned: tuple[str, ...] = ()        # pod keys whose create was in flight when let go
     releasing: tuple[str, ...] = ()        # pod keys asked to be deleted, not yet gone
+    ahead: dict[str, int] = Field(default_factory=dict)  # pod key -> generation: newer than the record knows (session_ahead)
+    ahead_read: str = ""                   # the id of the quorum GET of the Session that settles them
     runs: tuple[Run, ...] = ()
     service: Upsert = Upsert()
     ingress: Upsert = Upsert()

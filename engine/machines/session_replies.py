@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from engine.machines.base import Ctx
 from engine.effects.models import GetObject, RecordEvent
+from engine.machines import session_ahead as ahead
 from engine.machines import session_flow as flow
 from engine.machines.base import object_key, split_key
 from engine.machines import session_targets as targets
@@ -50,9 +51,10 @@ def release_stale(ctx: Ctx, rec: Any, save: Callable[..., None]) -> None:
     """A live pod of an earlier generation than its Session's, which kfold is not already letting
     go: left by another replica (or a life that lost its journal) that created it while this
     record had moved on. It is released like any spent generation (the pod machine reads, then
-    deletes it fenced by uid). Found by kfold sim, soak seed 30281."""
+    deletes it fenced by uid). Found by kfold sim, soak seed 30281. A podless Session's pod of a
+    generation newer than the record knows waits for the record to catch up (``session_ahead``)."""
     md = rec.obj.get("metadata") if isinstance(rec.obj, dict) else None
-    if rec.event == "DELETED" or not isinstance(md, dict) or md.get("deletionTimestamp"):
+    if not isinstance(md, dict):
         return
     labels = md.get("labels") if isinstance(md.get("labels"), dict) else {}
     session, gen = labels.get(SESSION_LABEL), labels.get(GENERATION_LABEL)
@@ -62,17 +64,20 @@ def release_stale(ctx: Ctx, rec: Any, save: Callable[..., None]) -> None:
     d = ctx.get(key) if key is not None else None
     if not isinstance(d, SessionDecision):
         return
-    podless = d.phase in flow.RELEASED and not d.pod.name
-    if int(gen) >= d.generation and not podless:
-        return
     pk = object_key(rec.cluster, rec.namespace, rec.name)
-    if pk in d.releasing or pk in d.abandoned:
-        return
+    if rec.event == "DELETED" or md.get("deletionTimestamp"):
+        return save(ctx, key, ahead.forget(d, pk)) if pk in d.ahead else None
+    podless = ahead.podless(d)
+    if (int(gen) >= d.generation and not podless) or pk in d.releasing or pk in d.abandoned or pk in d.ahead:
+        return None
+    if ahead.is_ahead(d, int(gen)):   # the record may be stale, not the pod (soak seed 77898)
+        return save(ctx, key, ahead.defer(ctx, key, d, pk, int(gen)))
     # Suspended, stopped or failed, a Session has no pod: one seen under its labels (created by a
     # life or replica whose record this one never saw: generation 1's status is first written at
     # Ready) is spent too, and a resume is a later generation (found by kfold sim, seed 240).
     d = d.but(generation=max(d.generation, int(gen))) if podless else d
     save(ctx, key, flow.delete_pod(ctx, key, d, pk, f"generation {gen} is spent (the Session is at {d.generation})"))
+    return None
 
 
 def pod_observed(ctx: Ctx, key: str, rec: Any, save: Callable[..., None]) -> None:
