@@ -20,8 +20,8 @@ Contestants, each a real process under its own ServiceAccount, in a fresh namesp
 - ``kfold-threadsN`` (on request, ``--contestants``) kfold at its defaults but ``executor.threads: N``;
 - ``kfold-base``  (on request, with ``--baseline CHECKOUT``) kfold at its defaults, its code taken from
                   another checkout (e.g. the main branch): a before/after comparison in one run;
-                  with ``base_domain`` set (older checkouts require it), so compare it with
-                  ``kfold-ingress``;
+                  with ``base_domain`` set only if that checkout requires it (older ones do:
+                  then compare it with ``kfold-ingress``);
 - ``floor``       this script's ``floor`` subcommand: one Session watch, one pod watch, and only
                   the requests the job needs (finalizer + pod create; Service + status once the pod
                   is Running and Ready; pod delete + finalizer release), 64 threads, no reconciling.
@@ -212,6 +212,13 @@ def sa_kubeconfig(api, cp: dict, who: str, path: Path) -> Path:
     return path
 
 
+def baseline_needs_domain() -> bool:
+    """Does the ``--baseline`` checkout require ``base_domain`` (older than it being optional)?
+    Then its kfold runs with one, an Ingress per Session: compare it with ``kfold-ingress``."""
+    config = Path(os.environ["KFOLD_BENCH_BASELINE"]) / "kfold" / "config.py"
+    return "\n    base_domain: str\n" in config.read_text()
+
+
 def controlplane() -> dict:
     out = subprocess.run(["bash", str(REPO / "scripts" / "controlplane.sh"), "env"], check=True,
                          capture_output=True, text=True).stdout
@@ -380,8 +387,8 @@ class Contestant:
             cfg |= {"cluster": cluster, "namespaces": [self.ns],
                    "journal": {"path": str(self.work / "journal.db")},
                    "log": {"format": "plain", "level": "warning"}, "http": {"listen": f"127.0.0.1:{self.port}"}}
-            if self.name in ("kfold-ingress", "kfold-base"):   # endpoints with an Ingress each (kopf makes none)
-                cfg["base_domain"] = "sessions.bench"
+            if self.name == "kfold-ingress" or (self.name == "kfold-base" and baseline_needs_domain()):
+                cfg["base_domain"] = "sessions.bench"   # endpoints with an Ingress each (kopf makes none)
             (self.work / "config.yaml").write_text(yaml.safe_dump(cfg))
             cmd = [sys.executable, "-m", "kfold", "run", "--config", str(self.work / "config.yaml")]
         elif self.name == "kopf":
