@@ -36,7 +36,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from kubernetes import client
-    from tests.e2e.conftest import Daemon
+    from tests.e2e.conftest import Daemon, discard_namespace
     from tests.e2e.drills import Cluster, burst_kill9, drill_admin
 
     cp, admin = drill_admin()
@@ -64,7 +64,7 @@ def main() -> int:
                 for d in daemons:
                     d.stop()
                 cluster.drop_finalizers()
-                client.CoreV1Api(admin).delete_namespace(ns)
+                discard_namespace(admin, ns)   # its Leases too
     print(f"{args.seeds - failed}/{args.seeds} seeds passed")
     return 1 if failed else 0
 

@@ -38,6 +38,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from kubernetes import client
+    from tests.e2e.conftest import discard_namespace
     from tests.e2e.drills import drill_admin
     from tests.e2e.shard_drill import shard_drill
 
@@ -59,7 +60,7 @@ def main() -> int:
                 print(f"--- {log}\n{log.read_text()[-3000:]}")
             return 1
         finally:
-            client.CoreV1Api(admin).delete_namespace(ns)
+            discard_namespace(admin, ns)   # its Leases too
 
 
 if __name__ == "__main__":

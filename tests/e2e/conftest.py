@@ -71,7 +71,8 @@ def discard_namespace(admin, name: str) -> None:
     """Delete a test's namespace for good. The daemon that held its Sessions' and Repos'
     finalizers is gone by now, so they are stripped first: otherwise the namespace stays
     Terminating forever and the controller manager, apiserver and etcd keep retrying it, a
-    background load that every later test and benchmark on this control plane pays."""
+    background load that every later test and benchmark on this control plane pays. The leader
+    Leases named after it (in kfold's own namespace) go too."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
     co = client.CustomObjectsApi(admin)
@@ -89,6 +90,13 @@ def discard_namespace(admin, name: str) -> None:
                     pass
     try:
         client.CoreV1Api(admin).delete_namespace(name)
+    except ApiException:
+        pass
+    leases = client.CoordinationV1Api(admin)   # a test's leader Leases (``kfold-<namespace>[-shard-N]``)
+    try:
+        for lease in leases.list_namespaced_lease("kfold-e2e").items:
+            if lease.metadata.name == f"kfold-{name}" or lease.metadata.name.startswith(f"kfold-{name}-shard-"):
+                leases.delete_namespaced_lease(lease.metadata.name, "kfold-e2e")
     except ApiException:
         pass
 
