@@ -87,6 +87,9 @@ class SessionMachine(Machine):
             return session_gone(ctx, key)
         if _was_deleted(ctx, rec.obj):
             return ctx.log(key, "an observation of a Session deleted since (a stale list); ignored", level="debug")
+        if _older(ctx.get(key), rec.obj):
+            return ctx.log(key, "an observation older than the one folded (a stale list, or a watch "
+                                "replaying from one); ignored", level="debug")
         save(ctx, key, absorb(ctx.get(key), rec.cluster, rec.obj))
 
     def on_relist(self, ctx: Ctx, rec: Relist) -> None:
@@ -276,6 +279,18 @@ def _later(rv: str, than: str) -> bool:
     that write's own event. resourceVersions are opaque by contract; kube-apiserver's are etcd
     revisions (integers), compared as such; anything else is compared for equality only."""
     return bool(than) and rv.isdigit() and than.isdigit() and int(rv) > int(than)
+
+
+def _older(d: Any, obj: dict[str, Any]) -> bool:
+    """An observation of the Session kfold has folded with an earlier resourceVersion than the one
+    it folded: a stale list, or a watch replaying from one (``_later`` says how resourceVersions
+    are compared). Folding it would take back what the user asked since: a stale replay of a
+    suspended Session's first version (not suspended) began a generation the Session never had, so
+    this record counted the user's next resume one generation too far and released the pod another
+    replica made for it as spent (found by kfold sim, soak seed 81862)."""
+    meta = obj.get("metadata") or {}
+    return (isinstance(d, SessionDecision) and bool(d.uid) and d.uid == meta.get("uid")
+            and _later(d.rv, str(meta.get("resourceVersion") or "")))
 
 
 def _overtaken(d: SessionDecision, v: Any) -> bool:

@@ -143,3 +143,24 @@ def test_generation_1s_pod_of_a_record_that_knows_no_generation_is_released_at_o
     w.s.observe(session_obj({**SPEC, "stopped": True}, rv="500"), at(0))
     _other_replicas_pod(w, 1, gen=1)
     assert _deletes(w, "demo-g1") and w.decision().ahead == {}
+
+
+def test_a_stale_replay_of_the_sessions_first_version_does_not_spend_a_generation():
+    """Soak seed 81862: a replica's Session list came back stale (older than the Session) and its
+    watch replayed the Session's history from there. The first version (not yet suspended, no
+    status) taken as current resumed the suspended record to generation 2, then the replayed
+    suspend spent it; the user's real resume became generation 3 in this record, and the pod
+    ``demo-g2`` the other replica made for it was released as spent: its Ready Session failed
+    PodGone. An observation older than the one folded (same uid, earlier resourceVersion) is ignored."""
+    w = _suspended_at_generation_1()
+    latest = w.rv
+    w.s.observe(session_obj(SPEC, rv="1"), at(20), event="ADDED")     # the replay from the stale list
+    d = w.decision()
+    assert (d.phase, d.generation, d.rv) == ("Suspended", 1, str(latest)), "the older version decides nothing"
+    assert w.pod_creates() == ["demo-g1"]
+    w.s.observe(session_obj(SUSPENDED, rv=str(latest), finalizers=(FINALIZER,)), at(20))  # replay catches up
+    w.s.observe(_session(w, SPEC, status=("Ready", 2)), at(21))     # the user's resume, made Ready by the other replica
+    _other_replicas_pod(w, 22)
+    d = w.decision()
+    assert (d.generation, d.pod.name) == (2, "demo-g2")
+    assert not _deletes(w, "demo-g2"), "the resume's pod is this generation's, not a spent one"

@@ -187,3 +187,17 @@ def test_a_stale_suspended_record_does_not_release_a_newer_generations_pod():
     from kfold.sim.world import Options, simulate
     r = simulate(Options(seed=77898, steps=400, sessions=4))
     assert r.failure is None, str(r.failure)
+
+
+def test_a_stale_replay_of_a_session_does_not_spend_the_generation_of_its_next_resume():
+    """Found by the soak on main after seed 77898's fix (seeds 78600-): ``kfold sim --seed 81862
+    --steps 400 --sessions 4`` (every fault): daemon b's Session list came back stale (before s0
+    existed) and its watch replayed s0 from there: ADDED at its first resourceVersion (not yet
+    suspended) resumed b's Suspended record to generation 2, the replayed suspend then spent it. The
+    user's resume was generation 2 for daemon a, which made ``s0-g2`` on east, and generation 3 for
+    b, which released ``s0-g2`` as spent (``session_replies.release_stale``); a's Ready Session
+    failed PodGone. An observation of a Session older than the one folded (same uid, earlier
+    resourceVersion) is now ignored (tests/scenario/test_session_ahead.py)."""
+    from kfold.sim.world import Options, simulate
+    r = simulate(Options(seed=81862, steps=400, sessions=4))
+    assert r.failure is None, str(r.failure)
