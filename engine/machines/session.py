@@ -244,10 +244,14 @@ def _ahead_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> None:
 def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> SessionDecision:
     """Fold a Session's latest state into its record (a new uid under the same name starts over)."""
     v = session_view(obj)
-    if d is None or (d.uid and v.uid and d.uid != v.uid) or _overtaken(d, v):
+    if d is None or (d.uid and v.uid and d.uid != v.uid):
         # Pods noted as ahead of the record stay noted: the fresh record judges them (session_ahead).
         noted = d.ahead if d is not None else {}
         d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster, ahead=noted), v)
+    elif _overtaken(d, v):
+        # The same Session: the pods it is still letting go (and those noted as ahead) stay its own.
+        d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster, ahead=d.ahead,
+                                        releasing=d.releasing, abandoned=d.abandoned), v)
     step = "" if d.finalizer_step == "reading" else d.finalizer_step
     # A deletionTimestamp is never taken back: an observation of the same uid without one is older
     # than what was folded (a stale list), and must not resume a Session being deleted.
@@ -298,8 +302,15 @@ def _overtaken(d: SessionDecision, v: Any) -> bool:
     one: another replica led meanwhile and moved it on (a standby's record, decided but never
     issued, is behind). The record resumes from the status, as from a lost journal, rather than
     create generation N's pod again under a name already used and released (found by kfold sim,
-    soak seed 20035: two daemons, the standby took over and re-created ``<session>-g2``)."""
-    return d.phase in LIVE and v.generation > d.generation and bool(d.uid) and d.uid == v.uid
+    soak seed 20035: two daemons, the standby took over and re-created ``<session>-g2``).
+
+    Failed at generation N likewise: only a changed spec moves a Failed Session on, and a record
+    resumed from a Failed status (``from_status``) takes the spec it meets for the one that failed,
+    so it never sees that change; the other replica's later generation is the evidence. Kept
+    Failed, it released that generation's pod as spent and, leading, wrote Failed over it (kfold
+    sim, soak seed 82541)."""
+    behind = d.phase in LIVE or d.phase == "Failed"
+    return behind and v.generation > d.generation and bool(d.uid) and d.uid == v.uid
 
 
 def from_status(d: SessionDecision, v: Any) -> SessionDecision:

@@ -184,6 +184,27 @@ def test_a_record_overtaken_by_another_replicas_status_resumes_from_it():
     assert w.pod_creates()[-1] == "demo-g3", w.pod_creates()
 
 
+def test_a_failed_record_overtaken_by_another_replicas_status_resumes_from_it():
+    """Soak seed 82541: a second daemon's fresh record met Session s3 after the user changed its
+    spec, with the status still saying Failed (generation 1, the old spec's failure): it resumed
+    Failed, taking the changed spec for the one that failed. The leader retried the changed spec as
+    generation 2 (pod ``s3-g2``, status Provisioning); the standby's Failed record, seeing that
+    status, released ``s3-g2`` as spent and, once it took over, wrote Failed over the Ready pod. A
+    Failed record whose Session's status reports a later generation is behind, as a live one is
+    (``session._overtaken``): it resumes from the status, and the create adopts the pod."""
+    w = World()
+    w.s.observe(_with_status(SPEC, "144", "Failed", 1), at(0))   # fresh: cannot tell the spec changed
+    assert w.phase == "Failed"
+    w.s.observe(pod_obj(2, phase="Running", ip="10.0.0.9", node="n", ready=True, rv="120"), at(1), event="ADDED")
+    w.s.observe(_with_status(SPEC, "147", "Provisioning", 2), at(2))  # the leader's retry, generation 2
+    assert not [e for e in w.s.effects if getattr(e, "kind", "") == "Pod" and e.type == "delete"]
+    assert not [e for e in _status_writes(w) if (e.patch["status"]["phase"], e.patch["status"]["generation"])
+                == ("Failed", 2)], "no Failed written for the generation the leader is bringing up"
+    d = w.decision()
+    assert (d.phase, d.generation, d.pod.name) == ("Creating", 2, "demo-g2"), (d.phase, d.generation, d.pod.name)
+    assert w.pod_creates()[-1] == "demo-g2", "its create meets the pod (AlreadyExists) and adopts it"
+
+
 def test_a_pod_created_after_its_session_is_gone_is_released():
     """Soak seed 20010: the pod create was in flight (a retry after a 500) when the Session was
     deleted; the record, and its note to let the pod go once created, went with the Session; the

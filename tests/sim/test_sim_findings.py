@@ -201,3 +201,21 @@ def test_a_stale_replay_of_a_session_does_not_spend_the_generation_of_its_next_r
     from kfold.sim.world import Options, simulate
     r = simulate(Options(seed=81862, steps=400, sessions=4))
     assert r.failure is None, str(r.failure)
+
+
+SHRUNK_82541 = ("conflict,throttle,reset_before,reset_after,watch_delay,watch_drop,stale_list,compact,date_skew,"
+                "foreign_objects,user_edits,batch,second_daemon,leader_pause,cluster_skew")
+
+
+def test_a_failed_record_that_missed_a_spec_change_does_not_fail_the_retry():
+    """Found by the soak on main (seeds 81225-): ``kfold sim --seed 82541 --steps 121 --sessions 4
+    --faults <SHRUNK_82541>``: daemon b started with a fresh journal after the user changed s3's
+    spec; the status still said Failed (generation 1, the old spec's), so b's record resumed Failed
+    with the new spec taken for the failed one. Daemon a retried the new spec as generation 2
+    (``s3-g2`` on east, status Provisioning, then Ready); b's Failed record, seeing that status,
+    released ``s3-g2`` as spent and, taking over after a's pause, wrote Failed over the Ready pod.
+    A Failed record overtaken by the status now resumes from it, as a live one does
+    (tests/scenario/test_session_sim_findings.py)."""
+    from kfold.sim.world import Options, simulate
+    r = simulate(Options(seed=82541, steps=121, sessions=4, faults=tuple(SHRUNK_82541.split(","))))
+    assert r.failure is None, str(r.failure)
