@@ -240,13 +240,21 @@ class Daemon:
         if self.shards is not None:
             return self._issue(self._sharded(keys))
         term = None
-        if self.gate is not None:   # fencing: issue only under a term still valid on its clock
-            term = self.gate()
-            if term is None:
-                self._held |= keys
-                return
-            keys, self._held = keys | self._held, set()
-        self._issue([self._issued(e, term) for e in ready_to_issue(self.state, keys, self.index)])
+        if self.gate is None:
+            return self._issue([self._issued(e) for e in ready_to_issue(self.state, keys, self.index)])
+        # Fencing: issue only under a term still valid on its clock. Each ``EffectIssued.at`` is
+        # read BEFORE the term is checked, so an effect issued under a term is stamped no later
+        # than the check that allowed it: a process frozen (SIGSTOP, a GC pause) between the two
+        # wakes with effects stamped before its pause (and fenced when sent), never ones that look
+        # decided after it.
+        ready = ready_to_issue(self.state, keys | self._held, self.index)
+        at = {c: self.clock.now_ms(c) for c in {e.cluster for e in ready}}
+        term = self.gate()
+        if term is None:
+            self._held |= keys
+            return
+        self._held = set()
+        self._issue([self._issued(e, term, at=at[e.cluster]) for e in ready])
 
     def _issue(self, issued: list[EffectIssued]) -> None:
         if issued:
@@ -260,11 +268,12 @@ class Daemon:
             keys = keys | self._held_by.pop(s)
         out = []
         for e in ready_to_issue(self.state, keys, self.index):
+            at = self.clock.now_ms(e.cluster)   # read before the term is checked (see ``_release``)
             shard, term = self._stamp(e)
             if term is None:
                 self._held_by.setdefault(shard, set()).add(e.key)
             else:
-                out.append(self._issued(e, term, shard))
+                out.append(self._issued(e, term, shard, at=at))
         return out
 
     def _fold_all(self, records: list[Any]) -> Iterator[tuple[Any, ...]]:
@@ -354,8 +363,10 @@ class Daemon:
         t = self._resumed.get(shard)
         return t is not None and self.shards.term(shard) == t
 
-    def _issued(self, effect: Any, term: int | None = None, shard: int | None = None) -> EffectIssued:
-        return EffectIssued(at=self.clock.now_ms(effect.cluster), effect=effect_to_dict(effect), term=term, shard=shard)
+    def _issued(self, effect: Any, term: int | None = None, shard: int | None = None,
+                at: int | None = None) -> EffectIssued:
+        return EffectIssued(at=self.clock.now_ms(effect.cluster) if at is None else at,
+                            effect=effect_to_dict(effect), term=term, shard=shard)
 
     def resume(self, acquired: set[int | None] | None = None) -> None:
         """A leadership term began (through the committer, the only writer): every effect held

@@ -262,6 +262,31 @@ async def test_a_standby_issues_nothing_and_on_takeover_re_observes_what_it_held
     await d.stop()
 
 
+async def test_an_effect_is_stamped_no_later_than_the_term_check_that_let_it_out():
+    """A process frozen (SIGSTOP, a GC pause) right as its term is checked wakes with the effect
+    stamped from a reading taken before the check: its record never looks decided after the
+    pause (the e2e pause test judges the woken leader by these stamps), and the fence answers it
+    when it is sent."""
+    d, journal, server, term = await standby_with_a_held_create()
+    mono = [0.0]
+
+    class Clock:   # the daemon's clock reads server time as a reading plus monotonic time elapsed
+        def now_ms(self, cluster: str = "") -> int:
+            return T2030 + int(mono[0] * 1000)
+    d.clock = Clock()
+    before = d.clock.now_ms()
+
+    def frozen_at_the_check() -> int:
+        mono[0] += 40.0   # the freeze: 40 s pass between the reading and the check
+        return 7
+    d.gate = frozen_at_the_check
+    d.resume()
+    await settle(d)
+    issued = [r for r in journal.records if isinstance(r, EffectIssued)]
+    assert issued and all(r.at <= before for r in issued), [(r.at, before) for r in issued]
+    await d.stop()
+
+
 def test_an_old_effect_record_without_a_term_still_loads():
     from journal.records import parse_record
     rec = parse_record('{"rec": "effect", "seq": 4, "at": 1, "effect": {"id": "1.0"}}')
