@@ -240,21 +240,21 @@ class Daemon:
         if self.shards is not None:
             return self._issue(self._sharded(keys))
         term = None
-        if self.gate is None:
-            return self._issue([self._issued(e) for e in ready_to_issue(self.state, keys, self.index)])
-        # Fencing: issue only under a term still valid on its clock. Each ``EffectIssued.at`` is
-        # read BEFORE the term is checked, so an effect issued under a term is stamped no later
-        # than the check that allowed it: a process frozen (SIGSTOP, a GC pause) between the two
-        # wakes with effects stamped before its pause (and fenced when sent), never ones that look
-        # decided after it.
-        ready = ready_to_issue(self.state, keys | self._held, self.index)
+        if self.gate is not None:   # fencing: issue only under a term still valid on its clock
+            if self.gate() is None:   # standing by: the keys wait, nothing is decided or stamped
+                self._held |= keys
+                return
+            keys, self._held = keys | self._held, set()
+        ready = ready_to_issue(self.state, keys, self.index)
+        # Each ``EffectIssued.at`` is read BEFORE the check that lets it out, so an effect issued
+        # under a term is stamped no later than that check: a process frozen (SIGSTOP, a GC pause)
+        # between the two wakes with effects stamped before its pause (and fenced when sent), never
+        # ones that look decided after it.
         at = {c: self.clock.now_ms(c) for c in {e.cluster for e in ready}}
-        term = self.gate()
-        if term is None:
+        if self.gate is not None and (term := self.gate()) is None:   # the term ended meanwhile
             self._held |= keys
             return
-        self._held = set()
-        self._issue([self._issued(e, term, at=at[e.cluster]) for e in ready])
+        self._issue([self._issued(e, at[e.cluster], term) for e in ready])
 
     def _issue(self, issued: list[EffectIssued]) -> None:
         if issued:
@@ -273,7 +273,7 @@ class Daemon:
             if term is None:
                 self._held_by.setdefault(shard, set()).add(e.key)
             else:
-                out.append(self._issued(e, term, shard, at=at))
+                out.append(self._issued(e, at, term, shard))
         return out
 
     def _fold_all(self, records: list[Any]) -> Iterator[tuple[Any, ...]]:
@@ -363,10 +363,8 @@ class Daemon:
         t = self._resumed.get(shard)
         return t is not None and self.shards.term(shard) == t
 
-    def _issued(self, effect: Any, term: int | None = None, shard: int | None = None,
-                at: int | None = None) -> EffectIssued:
-        return EffectIssued(at=self.clock.now_ms(effect.cluster) if at is None else at,
-                            effect=effect_to_dict(effect), term=term, shard=shard)
+    def _issued(self, effect: Any, at: int | None, term: int | None = None, shard: int | None = None) -> EffectIssued:
+        return EffectIssued(at=at, effect=effect_to_dict(effect), term=term, shard=shard)
 
     def resume(self, acquired: set[int | None] | None = None) -> None:
         """A leadership term began (through the committer, the only writer): every effect held

@@ -274,16 +274,23 @@ async def test_an_effect_is_stamped_no_later_than_the_term_check_that_let_it_out
         def now_ms(self, cluster: str = "") -> int:
             return T2030 + int(mono[0] * 1000)
     d.clock = Clock()
-    before = d.clock.now_ms()
+    checks: list[int] = []   # the server time as each check of the term began
 
     def frozen_at_the_check() -> int:
-        mono[0] += 40.0   # the freeze: 40 s pass between the reading and the check
+        checks.append(d.clock.now_ms())
+        mono[0] += 40.0   # the freeze: 40 s pass inside every check
         return 7
     d.gate = frozen_at_the_check
+    let_out: list[tuple[int, int]] = []   # (stamp, start of the last check before it was sealed)
+    seal = journal.seal
+
+    def sealing(drafts):
+        let_out.extend((r.at, checks[-1]) for r in drafts if isinstance(r, EffectIssued))
+        return seal(drafts)
+    journal.seal = sealing
     d.resume()
     await settle(d)
-    issued = [r for r in journal.records if isinstance(r, EffectIssued)]
-    assert issued and all(r.at <= before for r in issued), [(r.at, before) for r in issued]
+    assert let_out and all(at <= check for at, check in let_out), let_out
     await d.stop()
 
 
