@@ -63,7 +63,6 @@ def main() -> int:
             finally:
                 for d in daemons:
                     d.stop()
-                cluster.drop_finalizers()
                 discard_namespace(admin, ns)   # its Leases too
     print(f"{args.seeds - failed}/{args.seeds} seeds passed")
     return 1 if failed else 0

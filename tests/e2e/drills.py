@@ -71,14 +71,6 @@ class Cluster:
                   self.core.list_namespaced_secret(self.ns, label_selector=MANAGED).items]
         return sorted(found)
 
-    def drop_finalizers(self) -> None:
-        for s in self.sessions():
-            try:
-                self.co.patch_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, s["metadata"]["name"],
-                                                       {"metadata": {"finalizers": None}})
-            except Exception:
-                pass
-
 
 LATE_POD_LIST = {"KFOLD_TEST_LATE_LIST": "Pod:2"}
 

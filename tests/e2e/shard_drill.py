@@ -216,4 +216,3 @@ def shard_drill(admin: Any, cp: dict, namespace: str, tmp: Path, sessions: int =
             if d.proc is not None and d.proc.poll() is None:
                 d.proc.send_signal(signal.SIGCONT)
             d.stop()
-        cluster.drop_finalizers()

@@ -51,19 +51,16 @@ def test_a_same_name_foreign_object_is_untouched_and_the_session_fails_naming_it
     cluster = Cluster(admin, namespace)
     _create_foreign(cluster, kind)
     before = _read(cluster, kind)
-    try:
-        d = daemon_factory(cp["kubeconfig"], [namespace]).start()
-        cluster.create_session(NAME, env=ENV if kind == "Secret" else None)   # a Secret is made only with env
-        wait_for(lambda: cluster.phases().get(NAME) == "Failed", timeout=60, what="the Session Failed")
-        cond = _condition(cluster)
-        shown = f"{NAME}-env" if kind == "Secret" else NAME
-        assert cond["reason"] == "NameTaken"
-        assert cond["message"].startswith(f"{kind} {namespace}/{shown} already exists and is not Session {NAME}'s")
-        assert _read(cluster, kind) == before, f"the foreign {kind} was modified"
+    d = daemon_factory(cp["kubeconfig"], [namespace]).start()
+    cluster.create_session(NAME, env=ENV if kind == "Secret" else None)   # a Secret is made only with env
+    wait_for(lambda: cluster.phases().get(NAME) == "Failed", timeout=60, what="the Session Failed")
+    cond = _condition(cluster)
+    shown = f"{NAME}-env" if kind == "Secret" else NAME
+    assert cond["reason"] == "NameTaken"
+    assert cond["message"].startswith(f"{kind} {namespace}/{shown} already exists and is not Session {NAME}'s")
+    assert _read(cluster, kind) == before, f"the foreign {kind} was modified"
 
-        cluster.patch_spec(NAME, stopped=True)
-        wait_for(lambda: cluster.phases().get(NAME) == "Stopped", timeout=60, what="the Session Stopped")
-        assert _read(cluster, kind) == before, f"the foreign {kind} was modified or deleted by the stop"
-        assert d.stop() == 0
-    finally:
-        cluster.drop_finalizers()
+    cluster.patch_spec(NAME, stopped=True)
+    wait_for(lambda: cluster.phases().get(NAME) == "Stopped", timeout=60, what="the Session Stopped")
+    assert _read(cluster, kind) == before, f"the foreign {kind} was modified or deleted by the stop"
+    assert d.stop() == 0

@@ -86,20 +86,9 @@ class World:
     def all_pods(self) -> list[str]:
         return sorted(p.metadata.name for p in self.core.list_namespaced_pod(self.ns).items)
 
-    def drop_finalizers(self) -> None:
-        """Let the namespace fixture delete the Session once the daemon is gone."""
-        try:
-            self.co.patch_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, NAME,
-                                                   {"metadata": {"finalizers": None}})
-        except Exception:
-            pass
-
-
 @pytest.fixture
 def world(admin, namespace):
-    w = World(admin, namespace)
-    yield w
-    w.drop_finalizers()
+    return World(admin, namespace)
 
 
 def crash_run(daemon_factory, cp, ns: str, spec: str):
@@ -162,12 +151,11 @@ def in_doubt_resolved(recs: list[dict], crash_seq: int, eff_type: str, kind: str
     return eff
 
 
-def finish(d, w: World, path: Path) -> None:
+def finish(d, path: Path) -> None:
     assert d.stop() == 0
     res = replay_check(path)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "divergence" not in (res.stdout + res.stderr)
-    w.drop_finalizers()
 
 
 # -- bring-up -------------------------------------------------------------------------------------
@@ -197,7 +185,7 @@ def test_crash_during_bringup(cp, world, daemon_factory, spec, eff_type, kind):
         creates = [r for r in recs if r["rec"] == "effect" and r["effect"]["type"] == "create"
                    and r["effect"].get("kind") == "Pod"]
         assert [c["effect"]["id"] for c in creates] == [eff["id"]]
-    finish(d2, world, d2.journal)
+    finish(d2, d2.journal)
     assert world.all_pods() == [f"{NAME}-g1"]
 
 
@@ -222,7 +210,7 @@ def test_sigkill_when_pod_appears(cp, world, daemon_factory):
     assert all(c["seq"] > len(before) for c in doubts)
     if creates[0]["effect"]["id"] in {c["args"]["effect_id"] for c in doubts}:
         in_doubt_resolved(recs, len(before), "create", "Pod")   # killed between create and outcome
-    finish(d2, world, d2.journal)
+    finish(d2, d2.journal)
 
 
 # -- suspend --------------------------------------------------------------------------------------
@@ -250,7 +238,7 @@ def test_crash_during_suspend(cp, world, daemon_factory, spec):
     world.patch_spec(suspended=False)   # resume: generation 2, one pod, a new name
     world.wait_phase("Ready")
     assert world.all_pods() == [f"{NAME}-g2"]
-    finish(d2, world, d2.journal)
+    finish(d2, d2.journal)
 
 
 # -- SIGTERM --------------------------------------------------------------------------------------
@@ -278,4 +266,4 @@ def test_sigterm_exits_0_and_closes_the_journal(cp, world, daemon_factory):
     assert_prefix(rows, journal_rows(d2.journal))
     assert not [r for r in after if r["rec"] == "command" and r["name"] == "effect.in_doubt"]
     assert world.all_pods() == [f"{NAME}-g1"]
-    finish(d2, world, d2.journal)
+    finish(d2, d2.journal)

@@ -100,7 +100,6 @@ def pair(cp, admin, namespace, tmp_path):
         if d.proc is not None and d.proc.poll() is None:
             d.proc.send_signal(signal.SIGCONT)
         d.stop()
-    cluster.drop_finalizers()
 
 
 def start_pair(made: list[Daemon], env: dict | None = None) -> tuple[Daemon, Daemon]:

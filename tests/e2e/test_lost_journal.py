@@ -79,39 +79,36 @@ def endpoints_settled(path: Path) -> bool:
 def test_a_fresh_journal_on_a_populated_cluster_deletes_nothing_and_shows_no_regression(
         cp, admin, namespace, daemon_factory):
     cluster = Cluster(admin, namespace)
-    try:
-        d = daemon_factory(cp["kubeconfig"], [namespace]).start()
-        for s in SESSIONS:
-            cluster.create_session(s, env=ENV if s in WITH_ENV else None)
-        wait_for(lambda: set(cluster.phases().values()) == {"Ready"} and len(cluster.phases()) == len(SESSIONS),
-                 timeout=120, interval=0.5, what="all Sessions Ready")
-        wait_for(lambda: len(uids(cluster)) == OBJECTS, timeout=30, what="pods, Services, Ingresses, Secrets")
-        before = uids(cluster)
-        assert d.stop() == 0
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(d.journal) + suffix).unlink(missing_ok=True)
+    d = daemon_factory(cp["kubeconfig"], [namespace]).start()
+    for s in SESSIONS:
+        cluster.create_session(s, env=ENV if s in WITH_ENV else None)
+    wait_for(lambda: set(cluster.phases().values()) == {"Ready"} and len(cluster.phases()) == len(SESSIONS),
+             timeout=120, interval=0.5, what="all Sessions Ready")
+    wait_for(lambda: len(uids(cluster)) == OBJECTS, timeout=30, what="pods, Services, Ingresses, Secrets")
+    before = uids(cluster)
+    assert d.stop() == 0
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(d.journal) + suffix).unlink(missing_ok=True)
 
-        watch = PhaseWatch(admin, namespace)
-        d2 = daemon_factory(cp["kubeconfig"], [namespace]).start()
-        wait_for(lambda: adopted_all(d2.journal), timeout=60, what="every pod adopted and read")
-        wait_for(lambda: endpoints_settled(d2.journal), timeout=60, what="every endpoint re-stated")
-        watch.stop()
+    watch = PhaseWatch(admin, namespace)
+    d2 = daemon_factory(cp["kubeconfig"], [namespace]).start()
+    wait_for(lambda: adopted_all(d2.journal), timeout=60, what="every pod adopted and read")
+    wait_for(lambda: endpoints_settled(d2.journal), timeout=60, what="every endpoint re-stated")
+    watch.stop()
 
-        deletes = [e for e in journal_effects(d2.journal) if e["type"] == "delete"]
-        assert deletes == [], f"kfold deleted healthy objects after a lost journal: {deletes}"
-        assert uids(cluster) == before, "an object was replaced (uid changed)"
-        regressed = {s: p for s, p in watch.seen.items() if set(p) != {"Ready"}}
-        assert not regressed, f"a Session showed a phase other than Ready: {regressed}"
-        assert set(cluster.phases().values()) == {"Ready"}
+    deletes = [e for e in journal_effects(d2.journal) if e["type"] == "delete"]
+    assert deletes == [], f"kfold deleted healthy objects after a lost journal: {deletes}"
+    assert uids(cluster) == before, "an object was replaced (uid changed)"
+    regressed = {s: p for s, p in watch.seen.items() if set(p) != {"Ready"}}
+    assert not regressed, f"a Session showed a phase other than Ready: {regressed}"
+    assert set(cluster.phases().values()) == {"Ready"}
 
-        cluster.patch_spec("s0", stopped=True)   # stop still works afterwards
-        wait_for(lambda: cluster.phases().get("s0") == "Stopped", timeout=60, what="s0 Stopped")
-        left = {k for k in uids(cluster) if k.split("/")[1] in ("s0", "s0-g1", "s0-env")}
-        wait_for(lambda: not {k for k in uids(cluster) if k.split("/")[1] in ("s0", "s0-g1", "s0-env")},
-                 timeout=60, what=f"s0's objects deleted (left: {left})")
-        assert d2.stop() == 0
-        res = replay_check(d2.journal)
-        assert res.returncode == 0 and "divergence" not in res.stdout + res.stderr, res.stdout + res.stderr
-    finally:
-        cluster.drop_finalizers()
+    cluster.patch_spec("s0", stopped=True)   # stop still works afterwards
+    wait_for(lambda: cluster.phases().get("s0") == "Stopped", timeout=60, what="s0 Stopped")
+    left = {k for k in uids(cluster) if k.split("/")[1] in ("s0", "s0-g1", "s0-env")}
+    wait_for(lambda: not {k for k in uids(cluster) if k.split("/")[1] in ("s0", "s0-g1", "s0-env")},
+             timeout=60, what=f"s0's objects deleted (left: {left})")
+    assert d2.stop() == 0
+    res = replay_check(d2.journal)
+    assert res.returncode == 0 and "divergence" not in res.stdout + res.stderr, res.stdout + res.stderr
 
