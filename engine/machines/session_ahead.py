@@ -74,10 +74,16 @@ def judge(ctx: Ctx, key: str, d: SessionDecision, settled: bool = False) -> Sess
             continue
         d = forget(d, pk)
         if verdict == "release":
-            # A spent generation: a resume is a later one, never its name again (as release_stale).
-            d = d.but(generation=max(d.generation, generation)) if podless(d) else d
-            d = flow.delete_pod(ctx, key, d, pk, f"generation {generation} is spent (the Session is at {d.generation})")
+            d = release_spent(ctx, key, d, pk, generation)
     return d
+
+
+def release_spent(ctx: Ctx, key: str, d: SessionDecision, pk: str, generation: int) -> SessionDecision:
+    """Delete pod ``pk`` of a spent ``generation`` (through the pod machine, fenced). A podless
+    Session moves its own generation up to it: a resume is a later one, never that name again
+    (found by kfold sim, seed 240)."""
+    d = d.but(generation=max(d.generation, generation)) if podless(d) else d
+    return flow.delete_pod(ctx, key, d, pk, f"generation {generation} is spent (the Session is at {d.generation})")
 
 
 def _verdict(d: SessionDecision, pk: str, generation: int, settled: bool) -> str:

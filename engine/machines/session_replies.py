@@ -75,8 +75,7 @@ def release_stale(ctx: Ctx, rec: Any, save: Callable[..., None]) -> None:
     # Suspended, stopped or failed, a Session has no pod: one seen under its labels (created by a
     # life or replica whose record this one never saw: generation 1's status is first written at
     # Ready) is spent too, and a resume is a later generation (found by kfold sim, seed 240).
-    d = d.but(generation=max(d.generation, int(gen))) if podless else d
-    save(ctx, key, flow.delete_pod(ctx, key, d, pk, f"generation {gen} is spent (the Session is at {d.generation})"))
+    save(ctx, key, ahead.release_spent(ctx, key, d, pk, int(gen)))
     return None
 
 
