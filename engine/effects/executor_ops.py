@@ -35,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from engine.effects import executor_resources as res
 from engine.effects.executor_transport import Refused, Response, Request, TransportError
 from engine.effects.kube_errors import classify
+from engine.effects.object_trim import without_managed_fields
 from engine.labels import MANAGED_LABELS
 
 Call = Callable[[Request], Awaitable[Response]]
@@ -79,7 +80,7 @@ def done(reply: Response, obj_ok: bool = True) -> Done:
     date = reply.header("Date")
     if 200 <= reply.status < 300:
         obj = reply.data if obj_ok and isinstance(reply.data, dict) else None
-        return Done("ok", code=reply.status, obj=_strip_secret(obj), date=date)
+        return Done("ok", code=reply.status, obj=_kept(obj), date=date)
     exc = ApiException(status=reply.status, reason="")
     exc.body = json.dumps(reply.data) if reply.data is not None else ""
     exc.headers = dict(reply.headers)
@@ -87,8 +88,13 @@ def done(reply: Response, obj_ok: bool = True) -> Done:
     return Done(c.result, c.status_reason, c.message, c.code, date=date, retry_after_ms=c.retry_after_ms)
 
 
-def _strip_secret(obj: dict[str, Any] | None) -> dict[str, Any] | None:
-    if obj is None or obj.get("kind") != "Secret":
+def _kept(obj: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A reply's object as kfold keeps it: no ``managedFields`` (``object_trim``); a Secret without
+    its payload."""
+    if obj is None:
+        return obj
+    obj = without_managed_fields(obj)
+    if obj.get("kind") != "Secret":
         return obj
     return {k: v for k, v in obj.items() if k not in ("data", "stringData")}
 
@@ -139,7 +145,7 @@ async def _list(e: Any, send: Any, env: Any) -> Done:
     out = done(reply, obj_ok=False)
     if out.result != "ok":
         return out
-    items = tuple(_strip_secret(_with_kind(i, e)) for i in (reply.data or {}).get("items") or ())
+    items = tuple(_kept(_with_kind(i, e)) for i in (reply.data or {}).get("items") or ())
     return Done("ok", code=reply.status, items=items, date=out.date)
 
 

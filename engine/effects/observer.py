@@ -16,7 +16,8 @@ Expected flow (``run()``, until cancelled):
 Guarantees:
 - Every response's ``Date`` feeds the ``ServerClock``; every draft is stamped
   ``at=clock.now_ms()`` (``None`` while no Date was ever seen).
-- Every object goes through ``redact(kind, obj)`` before it becomes a draft.
+- Every object loses its ``metadata.managedFields`` (``object_trim``), then goes through
+  ``redact(kind, obj)``, before it becomes a draft.
 - ``sink(drafts)`` is awaited before the resume resourceVersion moves past those events: a failed
   sink re-delivers them (the fold tolerates repeats by resourceVersion), never skips them.
 - Drafts of one list arrive in order, with the Relist last.
@@ -39,6 +40,7 @@ from typing import Any, Awaitable, Callable
 from urllib3.exceptions import ReadTimeoutError
 
 from engine.effects.clock import ServerClock
+from engine.effects.object_trim import without_managed_fields
 from engine.effects.watch_stream import (
     HttpStatusError, LinePump, Redactor, StreamEnd, decode_event, open_get, raise_for_status,
     read_json, resource_path,
@@ -284,6 +286,7 @@ class Observer:
         return read_json(self._get(query))
 
     def _observed(self, event: str, obj: dict[str, Any], at: int | None) -> Observed:
+        obj = without_managed_fields(obj)
         md = obj.get("metadata") or {}
         return Observed(at=at, cluster=self.cluster, api_version=obj.get("apiVersion", self.api_version),
                         kind=self.kind, namespace=md.get("namespace", ""), name=md.get("name", ""),

@@ -272,6 +272,28 @@ async def test_every_object_is_redacted_before_it_becomes_a_record(stub):
     assert all(d.obj == {"redacted": True} for d in h.drafts if isinstance(d, Observed))
 
 
+async def test_managed_fields_are_dropped_before_redaction_from_listed_and_watched_objects(stub):
+    managed = [{"manager": "kubelet", "operation": "Update", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:status": {"f:phase": {}}}}]
+    listed, watched = pod("a", "5"), pod("a", "11")
+    for obj in (listed, watched):
+        obj["metadata"]["managedFields"] = managed
+    stub.lists = [ListReply([listed], rv="10")]
+    stub.watches = [WatchReply([event("MODIFIED", watched)])]
+    redacted: list[dict[str, Any]] = []
+
+    def redact(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        redacted.append(obj)
+        return obj
+
+    h = Harness(stub, redact=redact)
+    await h.run_until(lambda: len(h.observed()) == 2)
+    assert [o["metadata"] for o in redacted] == [
+        {"name": "a", "namespace": "ns", "uid": "uid-a", "resourceVersion": rv, "labels": {}} for rv in ("5", "11")]
+    assert [d.obj["metadata"]["resourceVersion"] for d in h.drafts if isinstance(d, Observed)] == ["5", "11"]
+    assert all("managedFields" not in d.obj["metadata"] for d in h.drafts if isinstance(d, Observed))
+
+
 async def test_a_cancel_is_never_swallowed_by_a_batch_landing_in_the_same_instant():
     # The interleaving that hung this suite: the last batch (or the StreamEnd) lands and wakes the
     # read, and the owner cancels before the reading task resumes. asyncio.wait_for on 3.11

@@ -3,6 +3,8 @@ ServiceAccount: create -> Ready (pod, Service, Ingress), suspend, resume (new ge
 gone), set-apps (new generation), stop (everything kfold created is deleted), stop again."""
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 from kubernetes import client
 
@@ -165,7 +167,7 @@ def test_without_a_base_domain_a_session_is_ready_on_its_service_alone(admin, cp
     and its cluster DNS name in the status; no Ingress is ever made in the namespace."""
     install_rbac(admin, "kfold-e2e", [namespace])
     kubeconfig = service_account_kubeconfig(admin, cp, "kfold-e2e", tmp_path / "sa.kubeconfig")
-    daemon_factory(str(kubeconfig), [namespace], extra={"base_domain": None}).start()
+    daemon = daemon_factory(str(kubeconfig), [namespace], extra={"base_domain": None}).start()
     w = World(admin, namespace)
     w.co.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, session_manifest(namespace, [WEB]))
     st = w.phase_is("Ready", 1)
@@ -173,3 +175,9 @@ def test_without_a_base_domain_a_session_is_ready_on_its_service_alone(admin, cp
                                 "url": f"tcp://demo.{namespace}.svc:8080"}]
     assert [p.port for p in w.core.read_namespaced_service("demo", namespace).spec.ports] == [8080]
     assert w.net.list_namespaced_ingress(namespace).items == []
+    # What the apiserver keeps (managedFields) kfold does not journal: observed nor reply objects.
+    assert w.core.read_namespaced_pod("demo-g1", namespace).metadata.managed_fields
+    with sqlite3.connect(f"file:{daemon.journal}?mode=ro", uri=True) as db:
+        kinds = dict(db.execute("SELECT kind, count(*) FROM journal GROUP BY kind").fetchall())
+        (kept,) = db.execute("SELECT count(*) FROM journal WHERE instr(payload, 'managedFields') > 0").fetchone()
+    assert kinds.get("observed") and kinds.get("outcome") and kept == 0
