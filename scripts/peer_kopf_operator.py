@@ -6,7 +6,10 @@ the way a competent kopf user would write it. Not part of kfold; kopf is the ben
 
 The job (kfold's, reduced to its essentials):
 - a Session gets kfold's finalizer ``kfold.dev/teardown`` (kopf adds it: the delete handler below);
-- create: pod ``<session>-g1`` with kfold's labels, owned by the Session (``kopf.adopt``); status
+- create: pod ``<session>-g1`` with kfold's labels, owned by the Session (``kopf.adopt``), the pod
+  kfold makes of the Session's spec (a ``workspace`` container and one ``app-<name>`` container per
+  app with its ports, all mounting one ``emptyDir`` at /workspace: the same object for the
+  apiserver, etcd and kwok to store and run as kfold's); status
   ``phase: Starting`` with the pod name, written by kopf in the same patch as its own bookkeeping;
 - the pod Running with a Ready condition (one pod watch, no polling): a ClusterIP Service
   ``<session>`` owned by the pod, then status ``phase: Ready``;
@@ -64,12 +67,14 @@ def ignore(status: int, call, *args, **kwargs):
 @kopf.on.create(GROUP, VERSION, PLURAL)
 def create(name: str, namespace: str, spec: dict, body: kopf.Body, patch: kopf.Patch, **_) -> None:
     pod_name = f"{name}-g1"
-    ports = [{"containerPort": p["port"], "protocol": p.get("protocol", "TCP")}
-             for app in spec.get("apps", []) for p in app.get("ports", [])]
+    mount = [{"name": "workspace", "mountPath": "/workspace"}]
+    apps = [{"name": f"app-{app['name']}", "image": spec["image"], "volumeMounts": mount,
+             "ports": [{"containerPort": p["port"], "protocol": p.get("protocol", "TCP")} for p in app.get("ports", [])]}
+            for app in spec.get("apps", [])]
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": pod_name, "labels": labels(name, 1)},
-           "spec": {"restartPolicy": "Never",
-                    "containers": [{"name": "workspace", "image": spec["image"], "ports": ports}]}}
+           "spec": {"restartPolicy": "Never", "volumes": [{"name": "workspace", "emptyDir": {}}],
+                    "containers": [{"name": "workspace", "image": spec["image"], "volumeMounts": mount}, *apps]}}
     kopf.adopt(pod, owner=body)
     ignore(409, client.CoreV1Api(_api).create_namespaced_pod, namespace, pod)   # a retried handler
     patch.status["phase"] = "Starting"
