@@ -80,6 +80,7 @@ LEVEL = "kfold-bench"
 FINALIZER = "kfold.dev/teardown"
 MANAGED = "app.kubernetes.io/managed-by=kfold"
 CONTESTANTS = ("kfold", "kfold-ingress", "kfold-50qps", "kopf", "floor")
+PROFILE_RATE = 100   # py-spy samples per second (``--profile-rate``)
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -546,7 +547,7 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
             # --gil: only the thread holding the GIL is sampled, so the shares are of Python CPU,
             # not of threads blocked in recv/select (which py-spy does not always see as idle)
             spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(c.proc.pid),
-                                    "--rate", "100", "--gil", "--nonblocking", "--format", "raw", "--output", str(profile)],
+                                    "--rate", str(PROFILE_RATE), "--gil", "--nonblocking", "--format", "raw", "--output", str(profile)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
         names = [f"s{i:04d}" for i in range(n)]
@@ -861,10 +862,13 @@ def main() -> int:
     ap.add_argument("--baseline", default=None, help="a checkout whose kfold runs as contestant kfold-base")
     ap.add_argument("--json", default=None, help="write every run and the medians here")
     ap.add_argument("--md", default=None, help="write the Markdown table here")
+    ap.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second (--profile)")
     ap.add_argument("--profile", default=None,
                     help="py-spy (raw, collapsed stacks) of each kfold contestant's first run per N: PATH.WHO.N.txt")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
+    global PROFILE_RATE
+    PROFILE_RATE = args.profile_rate
     if args.cmd == "floor":
         return floor_main(args.namespace, args.ready_file)
     if args.baseline:
