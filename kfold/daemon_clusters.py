@@ -59,7 +59,8 @@ def open_registry(cfg: Config) -> tuple[Any, Any]:
         creds = DirectoryCredentials(root / "credentials")
     registry = Registry(index, creds, tenants=cfg.tenants, home_name=cfg.cluster.name,
                         home_limits=cfg.cluster.limits(), default_limits=cfg.registry.default_limits(),
-                        limits={h: r.limits() for h, r in cfg.registry.limits.items()})
+                        limits={h: r.limits() for h, r in cfg.registry.limits.items()},
+                        pool_size=cfg.executor.threads)
     return registry, registry.home(**home_args)
 
 

@@ -22,7 +22,7 @@
   ``NotRegistered``.
 - Every ``call_api`` takes a token from the client's ``TokenBucket`` (``Limits``: 50 QPS / burst
   100 by default; ``Limits(None)`` sends unpaced) and the urllib3 pool keeps up to ``burst``
-  connections per host.
+  connections per host, and never fewer than ``pool_size`` (the executor's threads).
 - Every request is counted by (verb, resource, HTTP status) in ``requests`` (``kfold_client_requests_total``
   on /metrics): what kfold itself sends, watches included, beside what the apiserver counts. The
   observers' raw lists and watches (engine.effects.watch_stream) report through ``note_request``.
@@ -124,8 +124,12 @@ class BoundedApiClient(ApiClient):
         label: str,
         record_source: RecordSource,
         limits: Limits = Limits(),
+        pool_size: int = 0,
     ) -> None:
-        configuration.connection_pool_maxsize = limits.burst   # the pool carries the burst
+        # The pool carries the burst, and at least ``pool_size`` (the executor's threads): a thread
+        # finding no idle connection opens one, and urllib3 discards it after the request when the
+        # pool is full, so each request beyond the pool's width would pay a TLS handshake.
+        configuration.connection_pool_maxsize = max(limits.burst, pool_size)
         super().__init__(configuration)
         self.user_agent = USER_AGENT
         self.label = label

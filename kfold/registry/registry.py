@@ -89,8 +89,10 @@ class Registry:
         home_limits: Limits = UNLIMITED,
         default_limits: Limits = Limits(),
         limits: Mapping[str, Limits] | None = None,
+        pool_size: int = 0,
     ) -> None:
         self._index = index
+        self.pool_size = pool_size   # every client's connection pool is at least this wide (the executor's threads)
         self.home_limits, self.default_limits = home_limits, default_limits
         self._limits = dict(limits or {})
         self._credentials = credentials
@@ -220,7 +222,7 @@ class Registry:
                     kubeconfig, context, allow_exec=allow_exec, allow_files=allow_files, **source
                 )
                 self._home = BoundedApiClient(config, label=self.home_name, record_source=lambda: None,
-                                              limits=self.home_limits)
+                                              limits=self.home_limits, pool_size=self.pool_size)
             return self._home
 
     def clients(self) -> list[BoundedApiClient]:
@@ -249,6 +251,7 @@ class Registry:
             label=f"{tenant}/{name}",
             record_source=lambda: self.get(tenant, name),
             limits=self.limits_for(tenant, name),
+            pool_size=self.pool_size,
         )
 
     def limits_for(self, tenant: str, name: str) -> Limits:

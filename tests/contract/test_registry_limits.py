@@ -36,7 +36,7 @@ def test_the_home_client_is_unpaced_by_default_and_registered_clusters_keep_50_1
 def test_configured_home_pacing_reaches_the_client_and_holds_requests_back(tmp_path, api_stub):
     registry, home = open_registry(config_file(tmp_path, api_stub, cluster={"qps": 2, "burst": 1}))
     assert (home.limiter.qps, home.limiter.burst) == (2.0, 1)
-    assert home.configuration.connection_pool_maxsize == 1
+    assert home.configuration.connection_pool_maxsize == 64, "the pool is as wide as the executor's threads"
     core = CoreV1Api(home)
     for _ in range(3):     # burst 1, then one token per 500 ms: ~1 s of waiting in all
         core.list_namespaced_pod("team-a")
@@ -75,3 +75,16 @@ def test_a_bad_limit_is_refused_naming_the_field(fields, message):
 def test_requests_are_named_as_the_apiserver_names_them(method, path, query, kind):
     from kfold.registry.client import request_kind
     assert request_kind(method, path, query) == kind
+
+
+def test_every_connection_pool_is_at_least_as_wide_as_the_executor_threads(tmp_path, api_stub):
+    """A thread finding no idle connection opens one that urllib3 discards after the request when
+    the pool is full: a pool narrower than the executor would pay a TLS handshake per request."""
+    cfg = config_file(tmp_path, api_stub, cluster={"burst": 4}, executor={"threads": 24},
+                      registry={"limits": {"edge@acme": {"qps": 5, "burst": 2}, "far@acme": {"qps": 5, "burst": 200}}})
+    registry, home = open_registry(cfg)
+    for name in ("edge", "far"):
+        registry.register("acme", name, api_stub.kubeconfig())
+    pools = {c.label: c.configuration.connection_pool_maxsize for c in (home, *(registry.reach("acme", n) for n in ("edge", "far")))}
+    assert pools == {"local": 24, "acme/edge": 24, "acme/far": 200}
+    assert registry.reach("acme", "edge").limiter.burst == 2, "the limiter keeps its own burst"
