@@ -4,6 +4,8 @@
     .venv/bin/python scripts/bench_peer.py                       # N=100 and N=300, 3 rounds each
     .venv/bin/python scripts/bench_peer.py --n 20 --rounds 1     # a quick check
     .venv/bin/python scripts/bench_peer.py --n 100 --profile profile   # + py-spy of kfold
+    .venv/bin/python scripts/bench_peer.py --n 300 --rounds 1 --contestants kfold --loop-profile /tmp/loop
+                                                               # kfold's loop CPU by callback (exact)
 
 The bench extra (kopf, py-spy) is installed into this venv when missing:
 ``pip install -c constraints.txt -e '.[bench]'``.
@@ -81,6 +83,7 @@ FINALIZER = "kfold.dev/teardown"
 MANAGED = "app.kubernetes.io/managed-by=kfold"
 CONTESTANTS = ("kfold", "kfold-ingress", "kfold-50qps", "kopf", "floor")
 PROFILE_RATE = 100   # py-spy samples per second (``--profile-rate``)
+LOOP_PROFILE = ""    # ``--loop-profile``: path prefix for the loop's CPU by callback
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -407,6 +410,9 @@ class Contestant:
         if self.name == "kfold-base":   # ``python -m kfold`` imports kfold from the working directory
             cwd = Path(os.environ["KFOLD_BENCH_BASELINE"])
             env["PYTHONPATH"] = str(cwd)
+        if LOOP_PROFILE and self.name.startswith("kfold"):   # scripts/loopprof/sitecustomize.py
+            env["KFOLD_LOOP_PROFILE"] = f"{LOOP_PROFILE}.{self.name}"
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "scripts" / "loopprof"), env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
         self._wait_ready()
 
@@ -863,12 +869,14 @@ def main() -> int:
     ap.add_argument("--json", default=None, help="write every run and the medians here")
     ap.add_argument("--md", default=None, help="write the Markdown table here")
     ap.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second (--profile)")
+    ap.add_argument("--loop-profile", default="",
+                    help="kfold's loop CPU by callback (scripts/loopprof): PATH.<contestant>.<pid>, rewritten every 2 s")
     ap.add_argument("--profile", default=None,
                     help="py-spy (raw, collapsed stacks) of each kfold contestant's first run per N: PATH.WHO.N.txt")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
-    global PROFILE_RATE
-    PROFILE_RATE = args.profile_rate
+    global PROFILE_RATE, LOOP_PROFILE
+    PROFILE_RATE, LOOP_PROFILE = args.profile_rate, str(Path(args.loop_profile).resolve()) if args.loop_profile else ""
     if args.cmd == "floor":
         return floor_main(args.namespace, args.ready_file)
     if args.baseline:
