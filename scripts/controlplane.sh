@@ -12,7 +12,10 @@
 #   kube-controller-manager :26257, only if built (Deployments/ReplicaSets, GC, namespace
 #                           deletion, default ServiceAccounts)
 #   kwok                    :26247, fakes the kubelet for nodes annotated
-#                           kwok.x-k8s.io/node=fake: Ready nodes (lease heartbeats) and
+#                           kwok.x-k8s.io/node=fake: Ready nodes (a node Lease renewed every
+#                           10 s, --node-lease-duration-seconds=40, as kwokctl runs it; without
+#                           it the controller manager saw no heartbeat within its 50 s grace,
+#                           marked every node NotReady and every pod on it Ready=False for good) and
 #                           Running/Ready pods with a podIP from 10.244.0.0/16; stages from
 #                           scripts/controlplane/kwok-stages.yaml
 # Two fake nodes (kfold-node-1, kfold-node-2; 32 cpu / 256Gi / 110 pods, no taints) are created.
@@ -198,7 +201,8 @@ cmd_start() {
   fi
   spawn kwok "$BIN/kwok" --kubeconfig="$KUBECONFIG_FILE" -c "$HERE/controlplane/kwok-stages.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --node-ip=10.240.0.1 --cidr=10.244.0.0/16 --server-address="127.0.0.1:$KWOK_PORT"
+    --node-ip=10.240.0.1 --cidr=10.244.0.0/16 --server-address="127.0.0.1:$KWOK_PORT" \
+    --node-lease-duration-seconds=40
   local n
   for n in "${NODES[@]}"; do
     kcurl -f "$API/api/v1/nodes/$n" >/dev/null 2>&1 ||

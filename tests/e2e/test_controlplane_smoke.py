@@ -70,6 +70,32 @@ def test_pod_scheduled_running_ready(core, namespace):
     assert FAKE_NODES <= {n.metadata.name for n in core.list_node().items}
 
 
+def test_every_fake_node_heartbeats_through_its_lease(info, core):
+    """kwok renews a Lease per fake node (``--node-lease-duration-seconds``). Without it the
+    controller manager heard no heartbeat within its grace period (~50 s after it started), marked
+    every node NotReady and every pod on them Ready=False, which kwok never undid: a pod created
+    then stayed unready for good (seen as e2e timeouts right after a control-plane start)."""
+    from kubernetes import client
+
+    fake = {n.metadata.name for n in core.list_node().items
+            if (n.metadata.annotations or {}).get("kwok.x-k8s.io/node") == "fake"}
+    leases = client.CoordinationV1Api(cp.kube_client(info))
+
+    def renewals() -> dict:
+        return {lease.metadata.name: lease.spec.renew_time
+                for lease in leases.list_namespaced_lease("kube-node-lease").items if lease.metadata.name in fake}
+
+    first = renewals()
+    assert set(first) == fake, f"fake nodes without a Lease: {sorted(fake - set(first))}"
+    deadline = time.monotonic() + 30   # renewed every 10 s (a quarter of the 40 s duration)
+    while True:
+        later = renewals()
+        if all(later[n] != first[n] for n in fake):
+            break
+        assert time.monotonic() < deadline, f"Leases not renewed within 30 s: {sorted(n for n in fake if later[n] == first[n])}"
+        time.sleep(1)
+
+
 def _first_watch_event(info, path: str, rv: str) -> tuple[int, dict | None]:
     """Start a watch from rv; return (http status, first event or None)."""
     sep = "&" if "?" in path else "?"
