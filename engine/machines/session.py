@@ -244,14 +244,14 @@ def _ahead_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> None:
 def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> SessionDecision:
     """Fold a Session's latest state into its record (a new uid under the same name starts over)."""
     v = session_view(obj)
-    if d is None or (d.uid and v.uid and d.uid != v.uid):
-        # Pods noted as ahead of the record stay noted: the fresh record judges them (session_ahead).
-        noted = d.ahead if d is not None else {}
-        d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster, ahead=noted), v)
-    elif _overtaken(d, v):
-        # The same Session: the pods it is still letting go (and those noted as ahead) stay its own.
-        d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster, ahead=d.ahead,
-                                        releasing=d.releasing, abandoned=d.abandoned), v)
+    renewed = d is None or bool(d.uid and v.uid and d.uid != v.uid)
+    if renewed or _overtaken(d, v):
+        # Rebuilt from the status. Pods noted as ahead of the record stay noted: the fresh record
+        # judges them (session_ahead). Overtaken, it is the same Session: the pods it is still
+        # letting go stay its own too.
+        kept = {} if renewed else {"releasing": d.releasing, "abandoned": d.abandoned}
+        d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster,
+                                        ahead=d.ahead if d is not None else {}, **kept), v)
     step = "" if d.finalizer_step == "reading" else d.finalizer_step
     # A deletionTimestamp is never taken back: an observation of the same uid without one is older
     # than what was folded (a stale list), and must not resume a Session being deleted.
