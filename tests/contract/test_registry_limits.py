@@ -7,7 +7,7 @@ import pytest
 import yaml
 from kubernetes.client import CoreV1Api
 
-from kfold.config import ConfigError, parse_config, read_config
+from kfold.config import ConfigError, ExecutorConfig, parse_config, read_config
 from kfold.daemon_clusters import open_registry
 from tests.contract.registry_stub import api_stub  # noqa: F401
 
@@ -30,13 +30,13 @@ def test_the_home_client_is_unpaced_by_default_and_registered_clusters_keep_50_1
     registry.register("acme", "edge", api_stub.kubeconfig())
     edge = registry.reach("acme", "edge")
     assert (edge.limiter.qps, edge.limiter.burst) == (50.0, 100)
-    assert edge.configuration.connection_pool_maxsize == 100
+    assert edge.configuration.connection_pool_maxsize == max(100, ExecutorConfig().threads)
 
 
 def test_configured_home_pacing_reaches_the_client_and_holds_requests_back(tmp_path, api_stub):
     registry, home = open_registry(config_file(tmp_path, api_stub, cluster={"qps": 2, "burst": 1}))
     assert (home.limiter.qps, home.limiter.burst) == (2.0, 1)
-    assert home.configuration.connection_pool_maxsize == 64, "the pool is as wide as the executor's threads"
+    assert home.configuration.connection_pool_maxsize == ExecutorConfig().threads, "the pool is as wide as the executor's threads"
     core = CoreV1Api(home)
     for _ in range(3):     # burst 1, then one token per 500 ms: ~1 s of waiting in all
         core.list_namespaced_pod("team-a")
