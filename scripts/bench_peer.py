@@ -275,6 +275,17 @@ def cpu_by_thread(pid: int) -> dict[str, float]:
     return out
 
 
+def loop_schedstat(pid: int) -> tuple[int, int, int]:
+    """The main thread's (kfold's and kopf's event loop) ``/proc/PID/task/PID/schedstat``: ns run
+    on a core, ns spent runnable but waiting for one (the run queue), and scheduling slices; zeros
+    where the kernel does not keep it (no CONFIG_SCHEDSTATS)."""
+    try:
+        run, wait, slices = (int(x) for x in Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[:3])
+        return run, wait, slices
+    except (OSError, ValueError):
+        return 0, 0, 0
+
+
 def component_pid(name: str) -> int | None:
     try:
         return int((CP / "run" / f"{name}.pid").read_text().strip())
@@ -548,7 +559,8 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
         apiserver, etcd = component_pid("kube-apiserver"), component_pid("etcd")
         before = dict(apf=apf_dispatched(api), op=cpu_seconds(c.proc.pid),
                       api=cpu_seconds(apiserver) if apiserver else 0.0, etcd=cpu_seconds(etcd) if etcd else 0.0,
-                      metrics=c.metrics(), load=os.getloadavg()[0], threads=cpu_by_thread(c.proc.pid))
+                      metrics=c.metrics(), load=os.getloadavg()[0], threads=cpu_by_thread(c.proc.pid),
+                      sched=loop_schedstat(c.proc.pid))
         if profile is not None and ident == "kfold" and shutil.which("py-spy", path=str(Path(sys.executable).parent)):
             # --gil: only the thread holding the GIL is sampled, so the shares are of Python CPU,
             # not of threads blocked in recv/select (which py-spy does not always see as idle)
@@ -584,13 +596,19 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
         time.sleep(1.0)   # trailing requests (last finalizer patches) land in the counters
         after = dict(apf=apf_dispatched(api), op=cpu_seconds(c.proc.pid),
                      api=cpu_seconds(apiserver) if apiserver else 0.0, etcd=cpu_seconds(etcd) if etcd else 0.0,
-                     metrics=c.metrics(), load=os.getloadavg()[0], threads=cpu_by_thread(c.proc.pid))
+                     metrics=c.metrics(), load=os.getloadavg()[0], threads=cpu_by_thread(c.proc.pid),
+                     sched=loop_schedstat(c.proc.pid))
         result["wall_s"] = time.monotonic() - t0
         result["requests_per_session"] = (after["apf"].get(flow_schema(ident), 0) - before["apf"].get(flow_schema(ident), 0)) / n
         result["operator_cpu_ms_per_session"] = 1000 * (after["op"] - before["op"]) / n
         result["apiserver_cpu_s"] = after["api"] - before["api"]
         result["etcd_cpu_s"] = after["etcd"] - before["etcd"]
         result["load1"] = (before["load"] + after["load"]) / 2
+        # How long the event loop's thread waited for a core each time it became runnable (mean):
+        # on a saturated machine, the floor under any latency measured inside the operator.
+        run, wait, slices = (a - b for a, b in zip(after["sched"], before["sched"]))
+        result["loop_runqueue_wait_ms_per_slice"] = round(wait / slices / 1e6, 3) if slices > 0 else None
+        result["loop_runqueue_wait_per_run"] = round(wait / run, 3) if run > 0 else None
         result["operator_cpu_ms_per_session_by_thread"] = {
             name: round(1000 * (v - before["threads"].get(name, 0.0)) / n, 2)
             for name, v in sorted(after["threads"].items()) if v - before["threads"].get(name, 0.0) > 0}
@@ -801,7 +819,8 @@ def summarize(runs: list[dict]) -> dict:
             s.update(rounds=len(rs), ok=all(r.get("ok") for r in rs), load1=median([r.get("load1") for r in rs]))
             for key in ("event_to_issued_p50_ms", "event_to_issued_p99_ms", "event_to_issued_unheld_p50_ms",
                         "event_to_issued_unheld_p99_ms", "event_to_fold_p99_ms", "fold_to_issued_unheld_p99_ms",
-                        "flush_to_durable_p50_ms", "flush_to_durable_p99_ms", "gc_pause_p99_ms", "limiter_wait_s"):
+                        "flush_to_durable_p50_ms", "flush_to_durable_p99_ms", "gc_pause_p99_ms", "limiter_wait_s",
+                        "loop_runqueue_wait_ms_per_slice", "loop_runqueue_wait_per_run"):
                 if any(key in r for r in rs):
                     s[key] = median([r.get(key) for r in rs])
             out[f"{who}@{n}"] = s
@@ -837,6 +856,9 @@ def markdown(summary: dict, machine: str) -> str:
                            ("  the collector: a pause p99 (ms)", "gc_pause_p99_ms")):
             extra = [fmt(s[w].get(key), 1) if w.startswith("kfold") else "—" for w in cols]
             lines.append(f"| {label} | " + " | ".join(extra) + " | | |")
+        for label, key, digits in (("event loop thread: run-queue wait per wake-up, mean (ms, /proc schedstat)", "loop_runqueue_wait_ms_per_slice", 2),
+                                   ("event loop thread: run-queue wait / time on a core", "loop_runqueue_wait_per_run", 2)):
+            lines.append(f"| {label} | " + " | ".join(fmt(s[w].get(key), digits) for w in cols) + " | | |")
         lines.append("| rounds (all correct?) | " + " | ".join(f"{s[w]['rounds']} ({'yes' if s[w]['ok'] else 'NO'})" for w in cols) + " | | |")
         lines.append("| load average (1 min, median) | " + " | ".join(fmt(s[w].get("load1"), 1) for w in cols) + " | | |")
         lines.append("")
