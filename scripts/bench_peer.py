@@ -286,6 +286,15 @@ def loop_schedstat(pid: int) -> tuple[int, int, int]:
         return 0, 0, 0
 
 
+def peak_rss_mb(pid: int) -> float | None:
+    """``pid``'s resident set high-water mark (``VmHWM`` in /proc/PID/status), in MB."""
+    try:
+        m = re.search(r"^VmHWM:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.M)
+    except OSError:
+        return None
+    return int(m.group(1)) / 1024 if m else None
+
+
 def component_pid(name: str) -> int | None:
     try:
         return int((CP / "run" / f"{name}.pid").read_text().strip())
@@ -604,6 +613,7 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
         result["apiserver_cpu_s"] = after["api"] - before["api"]
         result["etcd_cpu_s"] = after["etcd"] - before["etcd"]
         result["load1"] = (before["load"] + after["load"]) / 2
+        result["operator_peak_rss_mb"] = peak_rss_mb(c.proc.pid)
         # How long the event loop's thread waited for a core each time it became runnable (mean):
         # on a saturated machine, the floor under any latency measured inside the operator.
         run, wait, slices = (a - b for a, b in zip(after["sched"], before["sched"]))
@@ -802,6 +812,7 @@ ROWS = [
     ("teardown: Sessions gone (s)", "sessions_gone_s", 2),
     ("teardown: no pod left (s)", "no_pod_left_s", 2),
     ("operator CPU per Session (ms)", "operator_cpu_ms_per_session", 1),
+    ("operator peak resident memory (MB, VmHWM)", "operator_peak_rss_mb", 0),
     ("requests per Session (apiserver APF count, watches incl.)", "requests_per_session", 1),
     ("apiserver CPU per run (s)", "apiserver_cpu_s", 1),
     ("etcd CPU per run (s)", "etcd_cpu_s", 1),
