@@ -28,6 +28,13 @@ def test_the_shipped_example_is_valid():
     assert cfg.namespaces == ("kfold-sessions",) and cfg.repos.credentials[0].env == "KFOLD_GIT_TOKEN"
 
 
+def test_the_shipped_example_runs_the_executor_at_the_measured_default():
+    # The example is the ConfigMap `kfold manifests` installs: it pinned 8 threads while the default
+    # (measured on a 300-Session burst, docs/config.md) was 64, then 256; an install ran with 8.
+    from kfold.config import ExecutorConfig
+    assert read_config(EXAMPLE).executor.threads == ExecutorConfig().threads == 256
+
+
 def test_a_minimal_file_gets_documented_defaults(tmp_path):
     cfg = read_config(write(tmp_path, MINIMAL))
     assert (cfg.journal.snapshot_every, cfg.journal.retention.keep_snapshots, cfg.deadlines.watch_idle_seconds, cfg.http.host_port) == (None, 4, 70, ("0.0.0.0", 8080))
