@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kfold.config import ConfigError, read_config
+from kfold.config import ConfigError, ExecutorConfig, read_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "kfold" / "data" / "config.example.yaml"
 MINIMAL = "namespaces: [sessions]\nbase_domain: sessions.example.com\n"
@@ -31,7 +31,6 @@ def test_the_shipped_example_is_valid():
 def test_the_shipped_example_runs_the_executor_at_the_measured_default():
     # The example is the ConfigMap `kfold manifests` installs: it pinned 8 threads while the default
     # (measured on a 300-Session burst, docs/config.md) was 64, then 256; an install ran with 8.
-    from kfold.config import ExecutorConfig
     assert read_config(EXAMPLE).executor.threads == ExecutorConfig().threads == 256
 
 
