@@ -906,7 +906,8 @@ def main() -> int:
                     help="kfold's loop CPU by callback (scripts/loopprof): PATH.<contestant>.<pid>, rewritten every 2 s")
     ap.add_argument("--profile", default=None,
                     help="py-spy (raw, collapsed stacks) of each kfold contestant's first run per N: PATH.WHO.N.txt")
-    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--workdir", default=None,
+                    help="keep each operator's files here (kfold's journals: scripts/bench_phases.py reads them)")
     args = ap.parse_args()
     global PROFILE_RATE, LOOP_PROFILE
     PROFILE_RATE, LOOP_PROFILE = args.profile_rate, str(Path(args.loop_profile).resolve()) if args.loop_profile else ""
