@@ -105,7 +105,13 @@ class PodMachine(Machine):
         else:
             e = ctx.get(key)
             if isinstance(e, PodOp) and e.awaiting == effect.id:
-                _operation(e).in_doubt(ctx, key, e.but(awaiting=""))
+                # The doubt is resolved from now on, with the operation's whole budget (re-armed by
+                # ``save``): what came before was time this replica could not act, down or standing
+                # by while another replica acted on the same decision. Found by kfold sim (soak seed
+                # 731012): a standby held a pod create for 11 minutes while the leader made the pod;
+                # at takeover the budget, spent on standing by, fired before the confirming read
+                # answered, failed the Session and deleted its healthy pod.
+                _operation(e).in_doubt(ctx, key, e.but(awaiting="", deadline=None))
 
     def on_deadline(self, ctx: Ctx, key: str, name: str) -> None:
         if _what(key) == "namespace":

@@ -89,6 +89,29 @@ def test_a_create_in_doubt_after_a_crash_is_resolved_by_a_quorum_read(frozen_wor
     assert [e.type for e in s.effects] == ["create", "get"]
 
 
+def test_a_doubt_resolved_after_the_budget_passed_gets_the_whole_budget_for_its_read(frozen_world):
+    """A standby decides the create and holds it (never sent) while the leader makes the pod; it
+    takes over after the budget has passed: the create is in doubt and its confirming read must be
+    allowed to answer. Before: the spent budget fired first, failed the create (the Session with
+    it) and the Session then deleted its healthy pod (kfold sim, soak seed 731012)."""
+    s = Scenario(world().machines, issue_effects=False)
+    c = one(ask_create(s, T0, budget_s=600), "create")
+    read = one(s.command("effect.in_doubt", T0 + 700 * SECOND, effect_id=c.id), "get")
+    s.advance_to(T0 + 705 * SECOND)   # the old due (T0 + 600 s) is stale: nothing fails
+    assert answers(s) == [] and s.decision("pod", KEY).awaiting == read.id
+    s.outcome(read, "ok", T0 + 760 * SECOND, obj=pod("A", "2"))
+    assert answers(s) == [("pod_created", {"pod": KEY, "uid": "A", "adopted": True})]
+
+
+def test_a_doubt_still_unresolved_a_whole_budget_later_fails(frozen_world):
+    s = Scenario(world().machines, issue_effects=False)
+    c = one(ask_create(s, T0, budget_s=600), "create")
+    one(s.command("effect.in_doubt", T0 + 700 * SECOND, effect_id=c.id), "get")
+    s.advance_to(T0 + 1300 * SECOND)
+    [(message, args)] = answers(s)
+    assert message == "pod_create_failed" and "exceeded its budget of 600 s (still confirming)" in args["reason"]
+
+
 def test_a_create_over_budget_fails_and_late_answers_change_nothing(frozen_world):
     s = world()
     c = one(ask_create(s, T0, budget_s=60), "create")
