@@ -121,6 +121,20 @@ def test_an_in_doubt_delete_after_a_crash_is_resolved_by_a_quorum_read():
     run_in_all_worlds(run)
 
 
+def test_a_held_delete_in_doubt_after_its_budget_passed_is_still_resolved_by_its_read(frozen_world):
+    """A standby decides the delete and holds it (never sent) while the leader deletes the pod; it
+    takes over after the budget has passed. Before: the spent budget fired before the read
+    answered and the Session stayed blocked in Stopping with its pod gone (kfold sim, seed 731264)."""
+    s = Scenario(world().machines, issue_effects=False)
+    s.observe(pod("A", "5"), T0)
+    d = one(ask_delete(s, T0), "delete")
+    read = one(s.command("effect.in_doubt", T0 + 700 * SECOND, effect_id=d.id), "get")
+    s.advance_to(T0 + 705 * SECOND)
+    assert answers(s) == []
+    s.outcome(read, "not_found", T0 + 760 * SECOND, status_reason="NotFound")
+    assert answers(s) == [("pod_gone", {"pod": KEY})] and deletes(s) == [d]
+
+
 def test_an_in_doubt_delete_that_never_landed_is_sent_again_only_with_a_fresh_fence(frozen_world):
     s = crash_with_delete_in_flight()
     read = one(s.command("effect.in_doubt", T0 + 60 * SECOND, effect_id=s.state.in_doubt()[0].id), "get")
