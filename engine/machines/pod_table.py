@@ -14,7 +14,9 @@ Guarantees:
   exists. (The orphan-pod sweep, ``pod_orphans``, builds its own, fenced by the uid and
   resourceVersion of a quorum list, and never retries one.)
 - Every operation is armed with a budget timer on server time as soon as a record carries one;
-  with no server time yet the budget waits rather than guesses.
+  with no server time yet the budget waits rather than guesses. An operation in doubt (a restart,
+  or a takeover of what a standby held) is armed again, with its whole budget, when the doubt's
+  resolution begins (``PodMachine.on_in_doubt``).
 - Quorum reads that fail transiently are retried after a backoff on server time (never a delete).
 """
 from __future__ import annotations
