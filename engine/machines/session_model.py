@@ -75,6 +75,8 @@ class PodFacts(Decision):
     gone: bool = False
     provisioning: str = ""     # the last provisioning message reported
     reading: bool = False      # a quorum GET of the pod is in flight (after a relist missed it, or an adopt)
+    checked: str = ""          # a bring-up deadline ("start"/"ready") that passed and for which the pod
+                               # was read since (``session.on_deadline``: the failure waits for that read)
 
 
 class RepoFacts(Decision):

@@ -134,7 +134,7 @@ def pod_read(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -> S
     if rec.result != "ok" or not isinstance(rec.obj, dict):
         ctx.log(key, f"session {d.name}: could not read pod {d.pod.name}: {rec.result} {rec.message}".strip(),
                 level="warning")
-        return d
+        return d.but(pod=d.pod.but(checked=""))   # a deadline that asked for it reads again before judging
     v = pod_view(rec.obj)
     if d.pod.uid and v.uid and v.uid != d.pod.uid:
         return d.but(pod=d.pod.but(gone=True))

@@ -73,13 +73,17 @@ def test_provisioning_messages_are_reported_each_once():
 
 
 @pytest.mark.parametrize("late", [0, 30], ids=["exactly-at-due", "past-due"])
-def test_a_pod_not_running_by_the_start_deadline_fails_the_session(late):
+def test_a_pod_not_running_by_the_start_deadline_fails_the_session_once_a_read_confirms_it(late):
     w = World().to_provisioning(when=1)
     w.observe_pod(100, waiting=("ContainerCreating", ""))
     w.s.advance_to(at(1 + 180 + late))
+    assert w.phase == "Provisioning", "first a quorum read of the pod, made after the deadline"
+    w.answer("get", "Pod", when=1 + 181 + late, obj=pod_obj(1, waiting=("ContainerCreating", ""), rv="11"))
+    w.s.advance_to(at(1 + 186 + late))
     assert w.phase == "Failed"
     assert w.condition("Ready")["reason"] == "StartDeadlineExceeded"
     assert w.pending("delete", "Pod"), "the abandoned pod is released through the pod machine"
+    assert len(w.effects("get", "Pod")) == 1
 
 
 def test_a_pod_running_before_the_start_deadline_is_not_failed_by_it():
@@ -88,9 +92,36 @@ def test_a_pod_running_before_the_start_deadline_is_not_failed_by_it():
     w.s.advance_to(at(181))
     assert w.phase == "Provisioning"
     w.s.advance_to(at(181 + 120))
+    assert w.phase == "Provisioning", "first a quorum read of the pod, made after the deadline"
+    w.answer("get", "Pod", when=302, obj=pod_obj(1, phase="Running", ip="10.0.0.7", node="node-a", rv="12"))
+    w.s.advance_to(at(307))
     assert w.phase == "Failed"
     assert w.condition("Ready")["reason"] == "ReadyDeadlineExceeded"
     assert "workspace container" in w.condition("Ready")["message"]
+
+
+def test_a_start_deadline_judged_on_a_stale_picture_reads_the_pod_and_keeps_a_running_one():
+    """Soak seed 741061: a daemon resumed from two pauses (SIGSTOP) with its pod watch relisting
+    after a compaction; the start deadline fired on its last picture of the pod (Pending) and failed
+    the Session while the pod had been Running and Ready for a minute. A quorum read made after the
+    deadline now decides."""
+    w = World(start_seconds=60).to_provisioning(when=1)
+    w.s.advance_to(at(61))
+    assert w.phase == "Provisioning" and w.decision().pod.reading
+    w.answer("get", "Pod", when=62, obj=pod_obj(1, phase="Running", ip="10.0.0.7", node="node-a", ready=True, rv="30"))
+    w.s.advance_to(at(70))
+    assert w.phase != "Failed" and w.decision().pod.phase == "Running"
+
+
+def test_a_failed_read_at_the_deadline_is_made_again_before_the_session_is_judged():
+    w = World(start_seconds=60).to_provisioning(when=1)
+    w.s.advance_to(at(61))
+    w.answer("get", "Pod", "transient", when=62)
+    w.s.advance_to(at(67))
+    assert w.phase == "Provisioning" and len(w.effects("get", "Pod")) == 2, "read again, not failed unread"
+    w.answer("get", "Pod", when=68, obj=pod_obj(1, waiting=("ContainerCreating", ""), rv="31"))
+    w.s.advance_to(at(73))
+    assert w.phase == "Failed" and w.condition("Ready")["reason"] == "StartDeadlineExceeded"
 
 
 def test_deadlines_wait_for_a_server_time_rather_than_guess():

@@ -238,3 +238,16 @@ def test_a_takeover_long_after_a_held_pod_operation_does_not_spend_its_budget_on
     faults = tuple(f for f in FAULTS if f not in left_out)
     r = simulate(Options(seed=seed, steps=600, sessions=6, faults=faults))
     assert r.failure is None, str(r.failure)
+
+
+def test_a_start_deadline_after_two_pauses_does_not_fail_a_session_whose_pod_runs():
+    """Found by the soak on main (seeds 740000-, 900 steps, 8 Sessions): ``kfold sim --seed 741061
+    --steps 75 --sessions 8`` (shrunk; every fault but stale_list, watch_duplicate, date_missing):
+    daemon a, paused twice (SIGSTOP) while its pod watch had to relist after a compaction, resumed
+    past s7's start deadline with s7-g1 last seen Pending and failed s7 while the pod had been
+    Running and Ready for a minute. A bring-up deadline now fails a Session only on a quorum read of
+    its pod made after the deadline (tests/scenario/test_session_bringup.py)."""
+    from kfold.sim.world import FAULTS, Options, simulate
+    faults = tuple(f for f in FAULTS if f not in ("stale_list", "watch_duplicate", "date_missing"))
+    r = simulate(Options(seed=741061, steps=75, sessions=8, faults=faults))
+    assert r.failure is None, str(r.failure)

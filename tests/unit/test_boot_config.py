@@ -15,7 +15,7 @@ from kfold.daemon_boot import boot_drafts
 from kfold.daemon_clusters import open_registry
 from kfold.registry.index import RegistrationIndex
 from kfold.registry.records import Registration
-from tests.scenario.test_session_support import World, at
+from tests.scenario.test_session_support import World, at, pod_obj
 
 KUBECONFIG = textwrap.dedent("""\
     apiVersion: v1
@@ -70,6 +70,9 @@ def test_a_session_fails_at_the_configured_start_deadline_not_the_default(tmp_pa
     w.s.advance_to(at(1 + 29))
     assert w.phase == "Provisioning"
     w.s.advance_to(at(1 + 30))
+    assert w.phase == "Provisioning" and w.decision().pod.reading, "a read of the pod first"
+    w.answer("get", "Pod", when=1 + 31, obj=pod_obj(1, waiting=("ContainerCreating", ""), rv="12"))
+    w.s.advance_to(at(1 + 36))
     assert w.phase == "Failed"
     assert w.condition("Ready")["message"].endswith("within the start deadline (30 s)")
 

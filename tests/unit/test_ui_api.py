@@ -201,7 +201,7 @@ def test_deadlines_show_when_they_fired_and_timers_when_they_were_due(tmp_path):
     assert armed["seq"] == arms
     assert {"m": "session", "key": SESSION, "name": "start", "due": due} in armed["detail"]["timers"]
     assert (fired["kind"], fired["fired"], stale["fired"]) == ("deadline", 1, 0)
-    assert any(c["to"] == "Failed" for c in fired["detail"]["changes"])
+    assert any(c["to"] == "Provisioning" for c in fired["detail"]["changes"])   # it reads the pod first
     assert [r["seq"] for r in s.records(obj=obj_id(s, "Session", SESSION), kinds=["deadline"])["records"]] == \
         [arms + 1, arms + 2]
 
