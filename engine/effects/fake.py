@@ -256,6 +256,11 @@ class FakeApiServer:
     def _store(self, obj: dict[str, Any], key: tuple[str, str, str, str]) -> dict[str, Any]:
         self._rv += 1
         md = obj.setdefault("metadata", {})
+        before = self.objects.get(key)
+        # metadata.generation as the apiserver keeps it: 1 at create, +1 when anything but metadata
+        # and status changes (what a client sends there is ignored)
+        md["generation"] = 1 if before is None else (before["metadata"].get("generation") or 1) + (
+            _spec_part(before) != _spec_part(obj))
         if not md.get("uid"):
             self._uid += 1
             md["uid"] = f"uid-{self._uid:04d}"
@@ -267,6 +272,10 @@ class FakeApiServer:
         obj["apiVersion"], obj["kind"] = key[0], key[1]
         self.objects[key] = obj
         return obj
+
+
+def _spec_part(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
 
 
 def _verb(method: str, p: ParsedPath) -> str:

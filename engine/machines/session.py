@@ -267,7 +267,7 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
     # than what was folded (a stale list), and must not resume a Session being deleted.
     deleting = v.deleting or (d.deleting and d.uid == v.uid)
     d = _overwritten(d, v)
-    return d.but(uid=v.uid, rv=v.rv, spec_raw=v.spec, deleting=deleting, finalizers=v.finalizers,
+    return d.but(uid=v.uid, rv=v.rv, spec_raw=v.spec, spec_generation=v.spec_generation, deleting=deleting, finalizers=v.finalizers,
                  finalizer_step=step, reported_phase=v.phase, reported_generation=v.generation)
 
 
@@ -340,8 +340,14 @@ def from_status(d: SessionDecision, v: Any) -> SessionDecision:
         return d.but(generation=v.generation - 1)
     if v.phase == "Failed":
         reason, message = v.failure
+        # The Failed condition names the spec (metadata.generation) that failed; one older than the
+        # Session's spec failed before a change the fresh record never saw: the current spec is not
+        # the failed one, and it retries (soak seed 770254: a second daemon with a journal of its
+        # own took a changed spec for the failed one and wrote Failed over its Running pod). A
+        # status without it (written before kfold named it) is taken as the current spec's.
+        older = 0 < v.failed_generation < v.spec_generation
         return d.but(generation=v.generation, phase="Failed", failure=Failure(reason=reason or "Failed", message=message),
-                     failed_spec=flow._spec_text(d.but(spec_raw=v.spec)))
+                     failed_spec="(an earlier spec)" if older else flow._spec_text(d.but(spec_raw=v.spec)))
     return d.but(generation=v.generation)
 
 

@@ -116,6 +116,7 @@ class SessionDecision(Decision):
     uid: str = ""
     rv: str = ""
     spec_raw: dict[str, Any] = Field(default_factory=dict)
+    spec_generation: int = 0   # metadata.generation of ``spec_raw`` (0: not known); a Failed status names it
     deleting: bool = False
     finalizers: tuple[str, ...] = ()
     gone: bool = False                     # the Session itself was deleted

@@ -29,6 +29,8 @@ class SessionView:
     phase: str = ""                 # status.phase as last written (by kfold, possibly before a lost journal)
     generation: int = 0             # status.generation
     failure: tuple[str, str] = ("", "")   # the Ready condition's (reason, message) when phase is Failed
+    spec_generation: int = 0        # metadata.generation: the apiserver's count of spec changes
+    failed_generation: int = 0      # the Ready condition's observedGeneration: the spec that failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +72,8 @@ def session_view(obj: dict[str, Any]) -> SessionView:
         rv=str(md.get("resourceVersion", "")), spec=_d(obj.get("spec")),
         deleting=bool(md.get("deletionTimestamp")), finalizers=tuple(str(f) for f in _l(md.get("finalizers"))),
         phase=str(status.get("phase") or ""), generation=_int(status.get("generation")) or 0,
-        failure=(str(ready.get("reason") or ""), str(ready.get("message") or "")))
+        failure=(str(ready.get("reason") or ""), str(ready.get("message") or "")),
+        spec_generation=_int(md.get("generation")) or 0, failed_generation=_int(ready.get("observedGeneration")) or 0)
 
 
 def pod_view(obj: dict[str, Any]) -> PodStatus:

@@ -103,7 +103,9 @@ def _ready(d: SessionDecision) -> dict[str, str]:
     if d.phase == "Ready":
         return _cond("Ready", True, "Serving", f"pod {d.pod.name} is serving")
     if d.phase == "Failed" and d.failure is not None:
-        return _cond("Ready", False, d.failure.reason, d.failure.message)
+        cond = _cond("Ready", False, d.failure.reason, d.failure.message)
+        # which spec failed (metadata.generation), for a record rebuilt from this status (``from_status``)
+        return {**cond, "observedGeneration": d.spec_generation} if d.spec_generation else cond
     reason, text = _WAITING.get(d.phase, ("Failed", "failed"))
     return _cond("Ready", False, reason, text.format(pod=d.pod.name or pod_name(d.name, d.generation)))
 

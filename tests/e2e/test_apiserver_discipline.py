@@ -209,3 +209,30 @@ async def test_orphan_secret_sweep_on_the_real_date_header(admin, cp, namespace,
         replay_check(await d.write_journal(tmp_path / "journal.db"))  # the journal refolds to the same effects
     finally:
         await d.close()
+
+
+def test_metadata_generation_moves_with_the_spec_alone_on_the_real_apiserver_and_the_fake(admin, namespace):
+    """A Failed status names the spec that failed by ``metadata.generation`` (``session.from_status``);
+    the fakes the simulator and the unit tests run on must keep that counter as the apiserver does:
+    1 at create, +1 for a spec change, unchanged by a status or a label change. And the Session CRD
+    keeps ``observedGeneration`` in a condition (a field the CRD lacked would be pruned)."""
+    from engine.effects.fake import FakeApiServer
+    path = f"/apis/kfold.dev/v1alpha1/namespaces/{namespace}/sessions"
+    body = {"apiVersion": "kfold.dev/v1alpha1", "kind": "Session", "metadata": {"name": "gen"},
+            "spec": {"image": "registry.example/ws:1", "apps": [{"name": "web"}]}}
+    failed = {"status": {"phase": "Failed", "conditions": [
+        {"type": "Ready", "status": "False", "reason": "StartDeadlineExceeded", "message": "m", "observedGeneration": 1}]}}
+    steps = [("PATCH", "/gen/status", failed), ("PATCH", "/gen", {"metadata": {"labels": {"x": "1"}}}),
+             ("PATCH", "/gen", {"spec": {"image": "registry.example/ws:2"}}), ("PATCH", "/gen/status", {"status": {"phase": "Failed"}})]
+
+    real = [ok(admin, "POST", path, body)["metadata"]["generation"]]
+    for method, sub, patch in steps:
+        real.append(ok(admin, method, path + sub, patch)["metadata"]["generation"])
+    fake_api = FakeApiServer()
+    fake_api.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    fake = [fake_api.handle("POST", path, {}, body)[0].data["metadata"]["generation"]]
+    for method, sub, patch in steps:
+        fake.append(fake_api.handle(method, path + sub, {}, patch)[0].data["metadata"]["generation"])
+    assert real == fake == [1, 1, 1, 2, 2]
+    ready = next(c for c in get(admin, path + "/gen")["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["observedGeneration"] == 1

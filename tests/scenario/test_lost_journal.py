@@ -74,6 +74,34 @@ def test_a_failed_session_stays_failed_for_the_spec_it_failed_on():
     assert w.condition("Ready")["message"] == "boom"
 
 
+@pytest.mark.parametrize("failed_at, now, retried", [(2, 2, False), (1, 2, True), (None, 2, False)],
+                         ids=["failed-on-this-spec", "failed-on-an-earlier-spec", "status-without-it"])
+def test_a_fresh_record_retries_a_failure_only_when_the_status_names_an_earlier_spec(failed_at, now, retried):
+    """Soak seed 770254: the Failed condition names the spec that failed (its metadata.generation);
+    a second daemon with a journal of its own, seeing Failed under a spec changed since, took the
+    new spec for the failed one and wrote Failed over the Running pod the retry had made."""
+    ready = {"type": "Ready", "status": "False", "reason": "PodFailed", "message": "boom"}
+    obj = _ready_session(2, phase="Failed", conditions=[
+        {**ready, "observedGeneration": failed_at} if failed_at is not None else ready])
+    obj["metadata"]["generation"] = now
+    w = World()
+    w.s.observe(obj, at(0))
+    assert (w.phase != "Failed") == retried
+    assert w.pod_creates() == (["demo-g3"] if retried else [])
+
+
+def test_a_failed_status_names_the_spec_that_failed():
+    w = World(start_seconds=60)
+    obj = session_obj(SPEC, rv="1", finalizers=(FINALIZER,))
+    obj["metadata"]["generation"] = 4
+    w.s.observe(obj, at(0))
+    w.answer("create", "Pod", when=1, obj=pod_obj(1))
+    w.s.advance_to(at(62))
+    w.answer("get", "Pod", when=62, obj=pod_obj(1, waiting=("ContainerCreating", ""), rv="11"))
+    w.s.advance_to(at(68))
+    assert w.phase == "Failed" and w.condition("Ready")["observedGeneration"] == 4
+
+
 def test_a_suspended_session_resumes_with_a_fresh_generation():
     w = World()
     obj = _ready_session(4, phase="Suspended")

@@ -251,3 +251,18 @@ def test_a_start_deadline_after_two_pauses_does_not_fail_a_session_whose_pod_run
     faults = tuple(f for f in FAULTS if f not in ("stale_list", "watch_duplicate", "date_missing"))
     r = simulate(Options(seed=741061, steps=75, sessions=8, faults=faults))
     assert r.failure is None, str(r.failure)
+
+
+def test_a_fresh_record_does_not_take_a_changed_spec_for_the_one_that_failed():
+    """Found by the soak on main (seeds 770000-, 400 steps, 4 Sessions): ``kfold sim --seed 770254
+    --steps 90 --sessions 4`` (shrunk; every fault but reset_before, watch_duplicate, date_missing):
+    s3 failed on its first spec and the user changed its apps; daemon a retried it as generation 2.
+    A second daemon, with a journal of its own, rebuilt s3 from its status (Failed, generation 1)
+    and the changed spec, took that spec for the one that failed, and wrote Failed over ``s3-g2``
+    Running and Ready. The Failed condition now names the spec that failed (``observedGeneration``,
+    the Session's ``metadata.generation``), and a fresh record retries a failure of an earlier spec
+    (tests/scenario/test_lost_journal.py)."""
+    from kfold.sim.world import FAULTS, Options, simulate
+    faults = tuple(f for f in FAULTS if f not in ("reset_before", "watch_duplicate", "date_missing"))
+    r = simulate(Options(seed=770254, steps=90, sessions=4, faults=faults))
+    assert r.failure is None, str(r.failure)
