@@ -113,6 +113,23 @@ def test_a_start_deadline_judged_on_a_stale_picture_reads_the_pod_and_keeps_a_ru
     assert w.phase != "Failed" and w.decision().pod.phase == "Running"
 
 
+def test_a_read_already_in_flight_when_the_deadline_passes_is_not_taken_for_one_made_after_it():
+    """The ready deadline passes while a read of the pod, sent before it (a relist that lacked the
+    pod), is still unanswered: that answer may predate the deadline, so the Session is judged only
+    on a second read, sent once the first has answered."""
+    w = World().to_provisioning(when=1)
+    w.run_pod(10, ready=False)
+    w.s.relist("Pod", [], at(129))
+    assert w.decision().pod.reading and len(w.effects("get", "Pod")) == 1
+    w.s.advance_to(at(131))
+    w.answer("get", "Pod", when=132, obj=pod_obj(1, phase="Running", ip="10.0.0.7", node="node-a", rv="12"))
+    w.s.advance_to(at(137))
+    assert w.phase == "Provisioning" and len(w.effects("get", "Pod")) == 2, "read again, after the deadline"
+    w.answer("get", "Pod", when=138, obj=pod_obj(1, phase="Running", ip="10.0.0.7", node="node-a", rv="13"))
+    w.s.advance_to(at(143))
+    assert w.phase == "Failed" and w.condition("Ready")["reason"] == "ReadyDeadlineExceeded"
+
+
 def test_a_failed_read_at_the_deadline_is_made_again_before_the_session_is_judged():
     w = World(start_seconds=60).to_provisioning(when=1)
     w.s.advance_to(at(61))
