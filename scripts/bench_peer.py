@@ -295,6 +295,34 @@ def peak_rss_mb(pid: int) -> float | None:
     return int(m.group(1)) / 1024 if m else None
 
 
+def clusterip_allocations(ns: str, t0_epoch: float) -> dict[str, float | None]:
+    """When the apiserver allocated each of ``ns``'s Service ClusterIPs, in s after ``t0_epoch``
+    (its own log line ``"allocated clusterIPs" service="NS/NAME"``, klog's local time to the us).
+    kube-apiserver >= 1.33 allocates a ClusterIP under one process-wide mutex held across the
+    IPAddress create (``MetaAllocator.AllocateNextService`` in
+    pkg/registry/core/service/ipallocator/cidrallocator.go), so the Service creates of every
+    client are answered one at a time: the first and last allocation and the median gap between
+    two show how much of "time to all Ready" that queue is, for each contestant alike."""
+    log = CP / "logs" / "kube-apiserver.log"
+    pat = re.compile(r'^I(\d\d)(\d\d) (\d\d):(\d\d):(\d\d\.\d+)\s+\d+ alloc\.go:\d+\] "allocated clusterIPs" service="'
+                     + re.escape(ns) + '/')
+    year = time.localtime(t0_epoch).tm_year
+    at: list[float] = []
+    try:
+        with log.open(errors="replace") as f:
+            for line in f:
+                if ns in line and (m := pat.match(line)):
+                    mo, d, hh, mm, ss = m.groups()
+                    whole = time.mktime((year, int(mo), int(d), int(hh), int(mm), 0, 0, 0, -1))
+                    at.append(whole + float(ss) - t0_epoch)
+    except OSError:
+        return {"clusterip_first_s": None, "clusterip_last_s": None, "clusterip_gap_p50_ms": None}
+    at.sort()
+    gaps = [b - a for a, b in zip(at, at[1:])]
+    return {"clusterip_first_s": at[0] if at else None, "clusterip_last_s": at[-1] if at else None,
+            "clusterip_gap_p50_ms": 1000 * statistics.median(gaps) if gaps else None}
+
+
 def component_pid(name: str) -> int | None:
     try:
         return int((CP / "run" / f"{name}.pid").read_text().strip())
@@ -579,6 +607,7 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
             time.sleep(1.0)
         names = [f"s{i:04d}" for i in range(n)]
         t0 = time.monotonic()
+        t0_epoch = time.time()
         sent = fan_out(lambda x: co.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, session(x, ns)), names)
         deadline = t0 + 60 + 1.0 * n
         while len(watcher.ready) < n and time.monotonic() < deadline and c.proc.poll() is None:
@@ -646,6 +675,7 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
             wait_re = r'^kfold_client_limiter_wait_seconds_total\{cluster="local"\} (\S+)$'
             w0, w1 = re.search(wait_re, before["metrics"], re.M), re.search(wait_re, after["metrics"], re.M)
             result["limiter_wait_s"] = float(w1.group(1)) - float(w0.group(1)) if w0 and w1 else None
+        result.update(clusterip_allocations(ns, t0_epoch))
         result["ok"] = (result["ready"] == n and result["pods_at_ready"] == n and result["services_at_ready"] == n
                         and result["sessions_gone_s"] is not None and result["no_pod_left_s"] is not None)
         return result
@@ -814,6 +844,9 @@ ROWS = [
     ("operator CPU per Session (ms)", "operator_cpu_ms_per_session", 1),
     ("operator peak resident memory (MB, VmHWM)", "operator_peak_rss_mb", 0),
     ("requests per Session (apiserver APF count, watches incl.)", "requests_per_session", 1),
+    ("apiserver: first ClusterIP allocated (s, its log)", "clusterip_first_s", 2),
+    ("apiserver: last ClusterIP allocated (s, its log)", "clusterip_last_s", 2),
+    ("apiserver: gap between two allocations, p50 (ms)", "clusterip_gap_p50_ms", 1),
     ("apiserver CPU per run (s)", "apiserver_cpu_s", 1),
     ("etcd CPU per run (s)", "etcd_cpu_s", 1),
 ]
