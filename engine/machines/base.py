@@ -31,7 +31,22 @@ class Decision(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     def but(self, **changes: Any) -> "Decision":
-        return self.model_copy(update=changes)
+        """``self.model_copy(update=changes)``: the same record (fields, fields set, serialized
+        form; no validation, as ``model_copy``), built without pydantic's generic copy machinery
+        (``__copy__`` copies each slot through ``copy.copy``), which was the largest single cost of
+        folding a Session record: a decision is copied several times per step."""
+        new = _new(type(self))
+        fields = self.__dict__.copy()
+        fields.update(changes)
+        _set(new, "__dict__", fields)
+        _set(new, "__pydantic_fields_set__", self.__pydantic_fields_set__ | changes.keys())
+        _set(new, "__pydantic_extra__", None)     # extra="forbid": never any
+        _set(new, "__pydantic_private__", None)   # no private attributes on a decision
+        return new
+
+
+_new = object.__new__
+_set = object.__setattr__
 
 
 class Reply(Decision):
@@ -61,17 +76,30 @@ class Table:
             model=None, states=list(self.states), initial=initial, auto_transitions=False,
             transitions=[{"trigger": e, "source": s, "dest": d} for e, s, d in self.rows],
         )
+        self._next: dict[tuple[str, str], str | IllegalTransition] = {}
 
     def next(self, state: str, event: str) -> str:
-        """The state ``event`` leads to from ``state``; ``IllegalTransition`` if the table has no row."""
+        """The state ``event`` leads to from ``state``; ``IllegalTransition`` if the table has no row.
+
+        Each (state, event) pair is run through the ``transitions`` machine once and its answer kept:
+        the table has no conditions or callbacks, so the answer never changes, and a trigger costs
+        more than the rest of a small step."""
+        known = self._next.get((state, event))
+        if known is None:
+            known = self._next[(state, event)] = self._run(state, event)
+        if isinstance(known, IllegalTransition):
+            raise IllegalTransition(*known.args)
+        return known
+
+    def _run(self, state: str, event: str) -> str | IllegalTransition:
         ev = self._m.events.get(event)
         if ev is None:
-            raise IllegalTransition(f"{self.name}: unknown event {event!r}")
+            return IllegalTransition(f"{self.name}: unknown event {event!r}")
         scratch = _Scratch(state)
         try:
             ev.trigger(scratch)
         except MachineError:
-            raise IllegalTransition(f"{self.name}: event {event!r} is not allowed in state {state!r}") from None
+            return IllegalTransition(f"{self.name}: event {event!r} is not allowed in state {state!r}")
         return scratch.state
 
     def allows(self, state: str, event: str) -> bool:

@@ -38,6 +38,7 @@ from typing import Any
 from engine.machines.base import Ctx
 from engine.machines import session_ahead as ahead
 from engine.effects.models import GetObject
+from engine.canonical import same_json
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_flow as flow
 from engine.machines import session_owned as owned
@@ -270,7 +271,9 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
     # than what was folded (a stale list), and must not resume a Session being deleted.
     deleting = v.deleting or (d.deleting and d.uid == v.uid)
     d = _overwritten(d, v)
-    return d.but(uid=v.uid, rv=v.rv, spec_raw=v.spec, spec_generation=v.spec_generation, deleting=deleting, finalizers=v.finalizers,
+    # The same spec keeps the same dict: ``session_flow.spec_of`` remembers its validation by it.
+    spec = d.spec_raw if same_json(v.spec, d.spec_raw) else v.spec
+    return d.but(uid=v.uid, rv=v.rv, spec_raw=spec, spec_generation=v.spec_generation, deleting=deleting, finalizers=v.finalizers,
                  finalizer_step=step, reported_phase=v.phase, reported_generation=v.generation)
 
 

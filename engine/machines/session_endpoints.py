@@ -25,9 +25,9 @@ Caveats:
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from engine.canonical import canonical_json
 from engine.machines.base import Ctx
 from engine.effects.models import CreateObject, DeleteObject, GetObject, ReplaceObject
 from engine.machines import session_manifests as mf
@@ -41,18 +41,38 @@ KINDS = {"Service": ("service", "v1"), "Ingress": ("ingress", "networking.k8s.io
 
 
 def desired(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> dict[str, dict[str, Any] | None]:
+    return {kind: manifest for kind, (manifest, _) in _wanted(d, spec, cfg).items()}
+
+
+def _wanted(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> dict[str, tuple[dict[str, Any] | None, str]]:
+    """Each endpoint object's manifest and its digest. Remembered for the inputs they are made of
+    (the spec by identity, as ``session_flow.spec_of`` hands it out, held by the entry): a Session's
+    decision asks for them on every step, and they change only with its pod or its spec."""
+    key = (id(spec), d.name, d.target_ns, d.generation, d.pod.uid, cfg.base_domain)
+    hit = _WANTED.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
     routed = route_ports(spec.apps)[0]
     if not routed or not d.pod.uid:
-        return {"Service": None, "Ingress": None}
-    svc = mf.service(d.name, d.target_ns, d.generation, d.pod.uid, routed)
-    tcp = any(p.protocol == "TCP" for _, p in routed)
-    ing = mf.ingress(d.name, d.target_ns, d.generation, d.pod.uid, routed, cfg.base_domain) \
-        if cfg.base_domain and tcp else None
-    return {"Service": svc, "Ingress": ing}
+        svc = ing = None
+    else:
+        svc = mf.service(d.name, d.target_ns, d.generation, d.pod.uid, routed)
+        tcp = any(p.protocol == "TCP" for _, p in routed)
+        ing = mf.ingress(d.name, d.target_ns, d.generation, d.pod.uid, routed, cfg.base_domain) \
+            if cfg.base_domain and tcp else None
+    wanted = {"Service": (svc, _digest(svc)), "Ingress": (ing, _digest(ing))}
+    if len(_WANTED) >= _WANTED_MAX:
+        del _WANTED[next(iter(_WANTED))]   # the oldest entry
+    _WANTED[key] = (spec, wanted)
+    return wanted
+
+
+_WANTED: dict[tuple[Any, ...], tuple[Spec, dict[str, tuple[dict[str, Any] | None, str]]]] = {}
+_WANTED_MAX = 8192
 
 
 def _digest(manifest: dict[str, Any] | None) -> str:
-    return "" if manifest is None else json.dumps(manifest, sort_keys=True, separators=(",", ":"))
+    return "" if manifest is None else canonical_json(manifest)
 
 
 def _get(d: SessionDecision, kind: str) -> Upsert:
@@ -67,8 +87,8 @@ def settled(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> bool:
     """Nothing more to send for either object: each is what the apiserver last accepted, or its
     tries are spent (the error is on the status). The Session says Ready only then, so Ready and
     its endpoints are one status write."""
-    for kind, manifest in desired(d, spec, cfg).items():
-        u, want = _get(d, kind), _digest(manifest)
+    for kind, (_, want) in _wanted(d, spec, cfg).items():
+        u = _get(d, kind)
         given_up = u.tries >= MAX_TRIES and u.sending == want
         if u.stage != "idle" or (want != u.have and not given_up):
             return False
@@ -77,13 +97,14 @@ def settled(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> bool:
 
 def sync(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
     """Start whatever request brings each endpoint object to its desired manifest."""
-    for kind, manifest in desired(d, spec, cfg).items():
-        d = _sync_one(ctx, key, d, kind, manifest)
+    for kind, (manifest, want) in _wanted(d, spec, cfg).items():
+        d = _sync_one(ctx, key, d, kind, manifest, want)
     return d
 
 
-def _sync_one(ctx: Ctx, key: str, d: SessionDecision, kind: str, manifest: dict[str, Any] | None) -> SessionDecision:
-    u, want = _get(d, kind), _digest(manifest)
+def _sync_one(ctx: Ctx, key: str, d: SessionDecision, kind: str, manifest: dict[str, Any] | None,
+              want: str) -> SessionDecision:
+    u = _get(d, kind)
     if u.stage != "idle" or want == u.have:
         return d
     tries = u.tries if want == u.sending else 0

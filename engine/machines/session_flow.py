@@ -35,9 +35,9 @@ Caveats:
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from engine.canonical import canonical_json
 from engine.machines.base import Ctx
 from engine.effects.models import CreateObject, Log, PatchObject
 from engine.machines import session_endpoints as endpoints
@@ -55,9 +55,29 @@ from engine.machines.session_spec import Spec, SpecError, shape, validate
 
 
 def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
-    """The validated spec, placed for this Session's tenant (session_tenancy)."""
-    return validate(d.spec_raw, d.home, cfg.clusters, d.name,
+    """The validated spec, placed for this Session's tenant (session_tenancy).
+
+    Remembered per spec object: a Session's ``spec_raw`` is the dict of its last observation,
+    replaced (never changed in place) when a new one is folded, while ``decide`` asks for its spec
+    on every record that touches the Session (pod events, answers, timers). The answer depends only
+    on that dict, the Session's home, name and namespace and the configuration, all part of the
+    key (the dict and the configuration by identity, held by the entry so that neither id is
+    reused while remembered): the same value ``validate`` returns, without walking the spec again."""
+    key = id(d.spec_raw)
+    hit = _SPECS.get(key)
+    if (hit is not None and hit[0] is d.spec_raw and hit[1] is cfg
+            and hit[2] == (d.home, d.name, d.namespace)):
+        return hit[3]
+    spec = validate(d.spec_raw, d.home, cfg.clusters, d.name,
                     place=lambda wanted: tenancy.place(cfg, d.home, d.namespace, wanted))
+    if len(_SPECS) >= _SPECS_MAX:
+        del _SPECS[next(iter(_SPECS))]   # the oldest entry
+    _SPECS[key] = (d.spec_raw, cfg, (d.home, d.name, d.namespace), spec)
+    return spec
+
+
+_SPECS: dict[int, tuple[dict[str, Any], SessionConfig, tuple[str, str, str], Spec | SpecError]] = {}
+_SPECS_MAX = 8192
 
 
 def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
@@ -85,7 +105,7 @@ def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> Sessio
 
 
 def _spec_text(d: SessionDecision) -> str:
-    return json.dumps(d.spec_raw, sort_keys=True, separators=(",", ":"))
+    return canonical_json(d.spec_raw)
 
 
 # -- failing and releasing -----------------------------------------------------------------------

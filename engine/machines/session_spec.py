@@ -19,11 +19,11 @@ Caveats:
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from engine.canonical import canonical_json
 from engine.machines.repo_names import RepoUrlError, cache_key
 from engine.machines.session_tenancy import PlacementRefused
 
@@ -235,4 +235,4 @@ def shape(spec: Spec) -> str:
                         spec.cluster, list(spec.limits)]
     if spec.namespace:  # only when not the Session's own: home-cluster shapes are unchanged
         parts.append(spec.namespace)
-    return json.dumps(parts, separators=(",", ":"))
+    return canonical_json(parts, sort_keys=False)

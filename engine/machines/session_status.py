@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.canonical import canonical_json
 from engine.machines.base import Ctx
 from engine.effects.models import PatchObject
 from engine.machines.session_manifests import host, pod_name
@@ -127,7 +128,7 @@ def _on_node(r: RepoFacts, node: str) -> dict[str, Any]:
 
 
 def digest(status: dict[str, Any]) -> str:
-    return json.dumps(status, sort_keys=True, separators=(",", ":"))
+    return canonical_json(status)
 
 
 def write(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> SessionDecision:
