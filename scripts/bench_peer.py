@@ -73,7 +73,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tests.e2e.conftest import apply, free_port  # noqa: E402  (idempotent create; a free local port)
+from tests.e2e.conftest import apply, free_port, install_crds  # noqa: E402  (idempotent create; a free local port; CRDs created or updated)
 CACHE = Path(os.environ.get("KFOLD_CACHE", Path.home() / ".cache" / "kfold"))
 CP = CACHE / "cp"
 GROUP, VERSION, PLURAL = "kfold.dev", "v1alpha1", "sessions"
@@ -112,8 +112,7 @@ def admin_client(kubeconfig: str):
 def install(api) -> None:
     """CRDs, the bench namespace, one ServiceAccount per contestant, the peers' RBAC, and the
     FlowSchemas that make the apiserver count each identity's requests."""
-    from kfold.manifests import crds
-    apply(api, crds())
+    install_crds(api)   # updated too: a control plane reused from an older checkout keeps its CRDs otherwise
     apply(api, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BENCH_NS}}])
     apply(api, [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": who, "namespace": BENCH_NS}}
                 for who in ("kfold", "kopf", "floor")])

@@ -59,17 +59,21 @@ def apply(api, docs):
                 raise
 
 
-@pytest.fixture(scope="session")
-def crds(admin):
+def install_crds(api) -> None:
     """kfold's CRDs as this checkout has them: created, or updated where a reused control plane
-    holds an older version (a field the CRD lacks is pruned by the apiserver)."""
+    holds an older version (a field the CRD lacks is pruned by the apiserver). Also the bench's."""
     from kfold.manifests import crds as crd_docs
     from tests.e2e.driver import ok
     docs = crd_docs()
-    apply(admin, docs)
+    apply(api, docs)
     for doc in docs:
-        ok(admin, "PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{doc['metadata']['name']}",
+        ok(api, "PATCH", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{doc['metadata']['name']}",
            {"spec": doc["spec"]})
+
+
+@pytest.fixture(scope="session")
+def crds(admin):
+    install_crds(admin)
     time.sleep(1.0)  # CRD establishment
     return True
 
