@@ -150,6 +150,8 @@ class SessionMachine(Machine):
         d = ctx.get(key)
         if isinstance(d, SessionDecision) and name == ahead.TIMER:
             return save(ctx, key, ahead.read(ctx, key, d))
+        if isinstance(d, SessionDecision) and name == flow.POD_DELETE_RETRY:
+            return save(ctx, key, replies.retry_pod_delete(ctx, key, d))
         if not isinstance(d, SessionDecision) or d.phase != "Provisioning":
             return
         now = ctx.now_on(d.target)

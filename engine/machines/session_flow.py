@@ -412,7 +412,11 @@ def arm_deadlines(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     provisioning = d.phase == "Provisioning"
     want_timer(ctx, key, "start", provisioning and not running(d), d.start_ms, d.target)
     want_timer(ctx, key, "ready", provisioning and running(d), d.ready_ms, d.target)
+    want_timer(ctx, key, POD_DELETE_RETRY, d.phase == "Stopping" and bool(d.blocked_pod), POD_DELETE_RETRY_MS, d.target)
     return d
+
+
+POD_DELETE_RETRY, POD_DELETE_RETRY_MS = "pod-delete-retry", 60_000   # session_replies.retry_pod_delete
 
 
 def want_timer(ctx: Ctx, key: str, name: str, wanted: bool, after_ms: int, cluster: str) -> None:

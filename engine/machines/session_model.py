@@ -146,6 +146,7 @@ class SessionDecision(Decision):
     teardown_sent: bool = False
     failure: Failure | None = None
     blocked: str = ""                      # why a teardown cannot finish
+    blocked_pod: str = ""                  # the pod key whose failed delete blocks it (retried: session_replies)
     start_ms: int = DEFAULT_START_MS
     ready_ms: int = DEFAULT_READY_MS
     status_written: str = ""

@@ -210,11 +210,27 @@ def _pod_gone(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> S
 
 
 def _pod_delete_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+    """A teardown whose pod delete failed (its budget spent, refused) is blocked, with the reason on
+    the status, and asks again ``session_flow.POD_DELETE_RETRY_MS`` later (``retry_pod_delete``): an apiserver out
+    for longer than the budget, or a permission fixed meanwhile, must not leave the Session in
+    Stopping for good; a pod that went meanwhile is then found gone by the delete's read."""
     pk = args["pod"]
     reason = f"pod {split_key(pk)[2]} could not be deleted: {args.get('reason', '')}"
     ctx.log(key, reason, level="warning")
     d = d.but(releasing=tuple(k for k in d.releasing if k != pk))
-    return d.but(blocked=reason) if d.phase == "Stopping" else d
+    return d.but(blocked=reason, blocked_pod=pk) if d.phase == "Stopping" else d
+
+
+def retry_pod_delete(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
+    """The retry timer fired: delete the pod again (a fresh operation, with its own budget and its
+    own fenced read), clearing the block it caused (not one a Secret or the finalizer set since)."""
+    pk = d.blocked_pod
+    if d.phase != "Stopping" or not pk:
+        return d.but(blocked_pod="")
+    mine = d.blocked.startswith(f"pod {split_key(pk)[2]} could not be deleted:")
+    ctx.log(key, f"session {d.name}: deleting pod {split_key(pk)[2]} again (teardown was blocked)")
+    d = d.but(blocked="" if mine else d.blocked, blocked_pod="")
+    return flow.delete_pod(ctx, key, d, pk, "teardown retried after a failed delete")
 
 
 _HANDLERS = {

@@ -181,3 +181,46 @@ def test_fixing_an_invalid_spec_brings_the_session_up():
     w.submit({"apps": []})
     w.to_creating(SPEC, 5)
     assert w.pod_creates() == ["demo-g1"]
+
+
+def _blocked_by_a_refused_pod_delete(w: World) -> None:
+    w.submit(SPEC, 10, deleting=True)
+    w.tear_down(11)
+    w.answer("delete", "Pod", result="forbidden", when=12, status_reason="Forbidden",
+             message='pods "demo-g1" is forbidden: User "kfold" cannot delete')
+    assert w.phase == "Stopping" and w.has_finalizer()
+    assert w.condition("TeardownComplete")["reason"] == "TeardownBlocked"
+    assert "cannot delete" in w.condition("TeardownComplete")["message"]
+
+
+def test_a_teardown_blocked_by_a_failed_pod_delete_deletes_it_again_later_and_finishes():
+    """A pod delete that failed (refused here; a budget spent in an apiserver outage alike) blocks
+    the teardown with the reason on the status, and is asked again a minute later with a fresh
+    fenced delete: once it lands and the pod goes, the finalizer is released. Before, the Session
+    stayed in Stopping for good, even after the cause was fixed."""
+    w = World().to_ready()
+    _blocked_by_a_refused_pod_delete(w)
+    deletes = len(w.effects("delete", "Pod"))
+    assert w.s.advance_to(at(12 + 59)) == [] and len(w.effects("delete", "Pod")) == deletes
+    w.s.advance_to(at(12 + 60))
+    again = w.pending("delete", "Pod")
+    assert len(again) == 1 and (again[0].name, again[0].uid) == ("demo-g1", "pod-uid-1"), "fenced as before"
+    _pod_gone(w, 1, 75)
+    removal = w.effects("patch", "Session")[-1]
+    assert removal.patch[-1] == {"op": "remove", "path": "/metadata/finalizers/0"}
+
+
+def test_a_pod_gone_meanwhile_is_found_gone_by_the_retry_and_nothing_is_deleted():
+    """Someone else deleted the pod while the teardown was blocked: the retry's delete starts from
+    what kfold saw last (the pod's DELETED), so it reads (quorum) instead of deleting, and the 404
+    finishes the teardown."""
+    w = World().to_ready()
+    _blocked_by_a_refused_pod_delete(w)
+    w.observe_pod(30, gen=1, event="DELETED")
+    assert w.phase == "Stopping", "a blocked teardown still waits for its retry"
+    deletes = len(w.effects("delete", "Pod"))
+    w.s.advance_to(at(12 + 60))
+    assert len(w.effects("delete", "Pod")) == deletes, "nothing is deleted again"
+    w.answer("get", "Pod", result="not_found", when=73)
+    removal = w.effects("patch", "Session")[-1]
+    assert removal.patch[-1] == {"op": "remove", "path": "/metadata/finalizers/0"}
