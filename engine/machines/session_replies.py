@@ -188,7 +188,14 @@ def _pod_created(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -
         return d
     how = "adopted" if args.get("adopted") else "created"
     ctx.log(key, f"session {d.name}: pod {d.pod.name} {how}", uid=args.get("uid", ""))
-    d = d.move("created").but(pod=d.pod.but(created=True, uid=args.get("uid") or d.pod.uid))
+    uid = args.get("uid") or d.pod.uid
+    # What the record knew under this name may be another pod's: one a replica made while this
+    # record's own create was held (standing by), since deleted. Its facts (Running, gone) say nothing
+    # of the pod this create made (found by kfold sim, soak seed 830708: a takeover's held create made
+    # the pod again, and the old pod's DELETED, still on the record, failed the Session as
+    # "disappeared before serving" while it was being recreated under its next generation).
+    facts = d.pod if not d.pod.uid or uid == d.pod.uid else PodFacts(name=d.pod.name)
+    d = d.move("created").but(pod=facts.but(created=True, uid=uid))
     # An adopted pod may have run for a long time: on a quiet cluster no event will tell its state,
     # so read it now and fold the answer (never wait for a watch event that may not come).
     return read_pod(ctx, key, d) if args.get("adopted") else d

@@ -375,3 +375,23 @@ def test_a_session_stopped_while_pending_with_no_pod_seen_sends_nothing_for_it()
     assert not [e for e in s.effects if getattr(e, "kind", "") == "Pod"]
     s.observe(pod_obj(1, phase="Running", ready=True, rv="40"), at(2), cluster="east")   # shows up later
     assert [(e.type, e.name) for e in s.pending() if getattr(e, "kind", "") == "Pod"] == [("delete", "demo-g1")]
+
+
+def test_a_created_pod_is_not_judged_on_facts_about_another_pod_of_the_same_name():
+    """Soak seed 830708 (a second daemon with its own journal, takeover): while this record's pod
+    create was held, it saw another replica's pod under the same name run and then be deleted;
+    its own create then made the pod again (201, a new uid). The old pod's facts (Running, then
+    gone) stayed on the record and failed the Session as "disappeared before serving". The pod
+    the create made starts with no facts but its uid; its own events tell the rest."""
+    w = World().to_creating()
+    other = pod_obj(1, phase="Running", ip="10.0.0.9", node="node-b", ready=True)
+    other["metadata"]["uid"] = "someone-elses-uid"
+    w.s.observe(other, at(2), event="ADDED")
+    w.s.observe(other, at(3), event="DELETED")
+    w.answer("create", "Pod", when=4, obj=pod_obj(1))
+    d = w.decision()
+    assert d.phase == "Provisioning" and d.failure is None
+    assert (d.pod.uid, d.pod.gone, d.pod.phase, d.pod.ready) == ("pod-uid-1", False, "", False)
+    w.run_pod(5)
+    w.publish_endpoints(6)
+    assert w.phase == "Ready"

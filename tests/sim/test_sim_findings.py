@@ -266,3 +266,19 @@ def test_a_fresh_record_does_not_take_a_changed_spec_for_the_one_that_failed():
     faults = tuple(f for f in FAULTS if f not in ("reset_before", "watch_duplicate", "date_missing"))
     r = simulate(Options(seed=770254, steps=90, sessions=4, faults=faults))
     assert r.failure is None, str(r.failure)
+
+
+def test_a_takeovers_held_create_is_not_judged_on_another_pods_facts():
+    """Found by the soak on main (seeds 830000-, 600 steps, 6 Sessions): ``kfold sim --seed 830708
+    --steps 450 --sessions 6`` (the faults below): a second daemon with its own journal, standing
+    by, held s0's generation-3 pod create while daemon a made s0-g3, moved s0 to generation 4 and
+    deleted s0-g3; at its takeover the held create made s0-g3 again, and the old pod's facts still on
+    the record (Running, then gone) failed s0 as "disappeared before serving" while s0-g4 ran Ready.
+    A created pod of another uid now starts with fresh facts
+    (tests/scenario/test_session_sim_findings.py)."""
+    from kfold.sim.world import Options, simulate
+    faults = ("conflict", "already_exists", "throttle", "server_error", "reset_before", "reset_after",
+              "watch_delay", "watch_drop", "date_skew", "kill", "kill_lost_journal", "foreign_objects",
+              "user_edits", "user_deletes", "batch", "second_daemon", "leader_pause", "cluster_skew")
+    r = simulate(Options(seed=830708, steps=450, sessions=6, faults=faults))
+    assert r.failure is None, str(r.failure)
