@@ -49,6 +49,16 @@ _new = object.__new__
 _set = object.__setattr__
 
 
+def remember(memo: dict[Any, Any], key: Any, value: Any, limit: int) -> Any:
+    """Keep ``value`` under ``key`` in ``memo``, dropping its oldest entry once it holds ``limit``;
+    returns ``value``. For the fold's bounded memos (``session_flow.spec_of``,
+    ``session_endpoints._wanted``)."""
+    if len(memo) >= limit:
+        del memo[next(iter(memo))]
+    memo[key] = value
+    return value
+
+
 class Reply(Decision):
     """Where a machine sends its answer: ``ctx.tell(to, key, ...)`` (the pod machine's callers,
     the repo machine's waiters and subscribers). Snapshots written when the repo machine spelt

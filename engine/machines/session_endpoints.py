@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.canonical import canonical_json
-from engine.machines.base import Ctx
+from engine.machines.base import Ctx, remember
 from engine.effects.models import CreateObject, DeleteObject, GetObject, ReplaceObject
 from engine.machines import session_manifests as mf
 from engine.machines.session_model import SessionConfig, SessionDecision, Upsert
@@ -61,10 +61,7 @@ def _wanted(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> dict[str, tup
         ing = mf.ingress(d.name, d.target_ns, d.generation, d.pod.uid, routed, cfg.base_domain) \
             if cfg.base_domain and tcp else None
     wanted = {"Service": (svc, _digest(svc)), "Ingress": (ing, _digest(ing))}
-    if len(_WANTED) >= _WANTED_MAX:
-        del _WANTED[next(iter(_WANTED))]   # the oldest entry
-    _WANTED[key] = (spec, wanted)
-    return wanted
+    return remember(_WANTED, key, (spec, wanted), _WANTED_MAX)[1]
 
 
 _WANTED: dict[tuple[Any, ...], tuple[Spec, dict[str, tuple[dict[str, Any] | None, str]]]] = {}

@@ -45,7 +45,7 @@ from engine.machines import session_manifests as mf
 from engine.machines import session_status as status
 from engine.machines import session_targets as targets
 from engine.machines import session_tenancy as tenancy
-from engine.machines.base import object_key
+from engine.machines.base import object_key, remember
 from engine.machines.repo_names import cache_key
 from engine.machines.session_model import (
     FINALIZER, LIVE, Failure, PodFacts, RepoFacts, SessionConfig, SessionDecision,
@@ -70,10 +70,7 @@ def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
         return hit[3]
     spec = validate(d.spec_raw, d.home, cfg.clusters, d.name,
                     place=lambda wanted: tenancy.place(cfg, d.home, d.namespace, wanted))
-    if len(_SPECS) >= _SPECS_MAX:
-        del _SPECS[next(iter(_SPECS))]   # the oldest entry
-    _SPECS[key] = (d.spec_raw, cfg, (d.home, d.name, d.namespace), spec)
-    return spec
+    return remember(_SPECS, key, (d.spec_raw, cfg, (d.home, d.name, d.namespace), spec), _SPECS_MAX)[3]
 
 
 _SPECS: dict[int, tuple[dict[str, Any], SessionConfig, tuple[str, str, str], Spec | SpecError]] = {}

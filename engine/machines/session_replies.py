@@ -222,10 +222,15 @@ def _pod_delete_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, A
     for longer than the budget, or a permission fixed meanwhile, must not leave the Session in
     Stopping for good; a pod that went meanwhile is then found gone by the delete's read."""
     pk = args["pod"]
-    reason = f"pod {split_key(pk)[2]} could not be deleted: {args.get('reason', '')}"
+    reason = f"{_undeletable(pk)} {args.get('reason', '')}"
     ctx.log(key, reason, level="warning")
     d = d.but(releasing=tuple(k for k in d.releasing if k != pk))
     return d.but(blocked=reason, blocked_pod=pk) if d.phase == "Stopping" else d
+
+
+def _undeletable(pk: str) -> str:
+    """How a teardown blocked by pod ``pk``'s failed delete begins its reason."""
+    return f"pod {split_key(pk)[2]} could not be deleted:"
 
 
 def retry_pod_delete(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
@@ -234,7 +239,7 @@ def retry_pod_delete(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     pk = d.blocked_pod
     if d.phase != "Stopping" or not pk:
         return d.but(blocked_pod="")
-    mine = d.blocked.startswith(f"pod {split_key(pk)[2]} could not be deleted:")
+    mine = d.blocked.startswith(_undeletable(pk))
     ctx.log(key, f"session {d.name}: deleting pod {split_key(pk)[2]} again (teardown was blocked)")
     d = d.but(blocked="" if mine else d.blocked, blocked_pod="")
     return flow.delete_pod(ctx, key, d, pk, "teardown retried after a failed delete")
