@@ -33,7 +33,12 @@ both). Until 2026-12-01 the kopf operator and the floor made a one-container pod
 volume: ~0.7 s less to all Ready at N=300 for each of them on this machine (same-hour runs).
 Rounds interleave the contestants (the order rotates each round); each figure is the median of
 the rounds. Per run: N Sessions created at once by 16 threads (admin identity, not counted),
-then all deleted at once.
+then all deleted at once. After each run the bench deletes its namespace and waits until it is
+gone and the control plane is quiet again (apiserver + etcd + controller manager + kwok under 0.15
+core over a second; ``settle``) before the next contestant starts: a namespace's deletion keeps the
+control plane busy 6-10 s after the run (Services, their ClusterIPs, EndpointSlices, Endpoints,
+Events), and until 2026-12-01 the next run started 2 s later and paid for part of it, the more so
+after a contestant that left its Services to the namespace's deletion (the floor).
 
 Measured:
 - time to all Ready, Ready latency p50/p99 (create call sent -> status.phase Ready seen by a watch);
@@ -294,21 +299,33 @@ def peak_rss_mb(pid: int) -> float | None:
     return int(m.group(1)) / 1024 if m else None
 
 
-def clusterip_allocations(ns: str, t0_epoch: float) -> dict[str, float | None]:
+APISERVER_LOG = CP / "logs" / "kube-apiserver.log"
+
+
+def log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def clusterip_allocations(ns: str, t0_epoch: float, offset: int = 0) -> dict[str, float | None]:
     """When the apiserver allocated each of ``ns``'s Service ClusterIPs, in s after ``t0_epoch``
     (its own log line ``"allocated clusterIPs" service="NS/NAME"``, klog's local time to the us).
     kube-apiserver >= 1.33 allocates a ClusterIP under one process-wide mutex held across the
     IPAddress create (``MetaAllocator.AllocateNextService`` in
     pkg/registry/core/service/ipallocator/cidrallocator.go), so the Service creates of every
     client are answered one at a time: the first and last allocation and the median gap between
-    two show how much of "time to all Ready" that queue is, for each contestant alike."""
-    log = CP / "logs" / "kube-apiserver.log"
+    two show how much of "time to all Ready" that queue is, for each contestant alike. Read from
+    ``offset`` (the log's size when the round began; from the start if it has shrunk since)."""
+    log = APISERVER_LOG
     pat = re.compile(r'^I(\d\d)(\d\d) (\d\d):(\d\d):(\d\d\.\d+)\s+\d+ alloc\.go:\d+\] "allocated clusterIPs" service="'
                      + re.escape(ns) + '/')
     year = time.localtime(t0_epoch).tm_year
     at: list[float] = []
     try:
         with log.open(errors="replace") as f:
+            f.seek(offset if offset <= log_size(log) else 0)
             for line in f:
                 if ns in line and (m := pat.match(line)):
                     mo, d, hh, mm, ss = m.groups()
@@ -350,6 +367,37 @@ def idle_control_plane(api, seconds: float = 5.0) -> dict:
               f"stuck Terminating: {', '.join(stuck[:5])}{' ...' if len(stuck) > 5 else ''}; strip the "
               "finalizers of their Sessions, or `scripts/controlplane.sh stop --wipe` and start again)", file=sys.stderr)
     return out
+
+
+def settle(api, ns: str, gone_timeout: float = 240.0, quiet_timeout: float = 60.0,
+           quiet_cores: float = 0.15) -> dict[str, float]:
+    """After a round: wait until its namespace is gone and the control plane is quiet again, so the
+    next contestant's round does not pay for this one's clean-up. Deleting a namespace leaves the
+    apiserver and its controllers work to do after the bench stopped looking (Services and their
+    ClusterIPs released, EndpointSlices, Endpoints and Events deleted), and a ClusterIP is released
+    through the same allocator that the next round's Service creates wait for. Returns the seconds
+    waited for each, and the control plane's load (cores) over the last second waited."""
+    from kubernetes import client
+    core = client.CoreV1Api(api)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < gone_timeout:
+        try:
+            core.read_namespace(ns)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                break
+        time.sleep(0.25)
+    gone = time.monotonic() - t0
+    pids = [p for p in (component_pid(n) for n in ("kube-apiserver", "etcd", "kube-controller-manager", "kwok")) if p]
+    t1, cores = time.monotonic(), float("nan")
+    while time.monotonic() - t1 < quiet_timeout:
+        before, start = sum(cpu_seconds(p) for p in pids), time.monotonic()
+        time.sleep(1.0)
+        cores = (sum(cpu_seconds(p) for p in pids) - before) / (time.monotonic() - start)
+        if cores < quiet_cores:
+            break
+    return {"cleanup_namespace_s": round(gone, 2), "cleanup_quiet_s": round(time.monotonic() - t1, 2),
+            "cleanup_cores": round(cores, 2)}
 
 
 def apf_dispatched(api) -> dict[str, float]:
@@ -605,6 +653,7 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
         names = [f"s{i:04d}" for i in range(n)]
+        log_from = log_size(APISERVER_LOG)
         t0 = time.monotonic()
         t0_epoch = time.time()
         sent = fan_out(lambda x: co.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, session(x, ns)), names)
@@ -674,7 +723,7 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
             wait_re = r'^kfold_client_limiter_wait_seconds_total\{cluster="local"\} (\S+)$'
             w0, w1 = re.search(wait_re, before["metrics"], re.M), re.search(wait_re, after["metrics"], re.M)
             result["limiter_wait_s"] = float(w1.group(1)) - float(w0.group(1)) if w0 and w1 else None
-        result.update(clusterip_allocations(ns, t0_epoch))
+        result.update(clusterip_allocations(ns, t0_epoch, log_from))
         result["ok"] = (result["ready"] == n and result["pods_at_ready"] == n and result["services_at_ready"] == n
                         and result["sessions_gone_s"] is not None and result["no_pod_left_s"] is not None)
         return result
@@ -848,6 +897,7 @@ ROWS = [
     ("apiserver: gap between two allocations, p50 (ms)", "clusterip_gap_p50_ms", 1),
     ("apiserver CPU per run (s)", "apiserver_cpu_s", 1),
     ("etcd CPU per run (s)", "etcd_cpu_s", 1),
+    ("after the round: namespace gone in (s; the next round waits)", "cleanup_namespace_s", 1),
 ]
 
 
@@ -971,9 +1021,9 @@ def main() -> int:
                     profiled.add(who)
                 res = run_once(api, cp, who, n, work_root, prof)
                 res["round"] = r + 1
+                res.update(settle(api, res["namespace"]))
                 runs.append(res)
                 print(json.dumps({k: v for k, v in res.items() if k != "client_requests_per_session"}), file=sys.stderr, flush=True)
-                time.sleep(2.0)
     summary = summarize(runs)
     md = markdown(summary, machine() + f"; control plane while idle before the run: {quiet['idle_cores']:.2f} core, "
                   f"{quiet['terminating_namespaces']} namespaces Terminating")
