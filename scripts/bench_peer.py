@@ -6,6 +6,10 @@
     .venv/bin/python scripts/bench_peer.py --n 100 --profile profile   # + py-spy of kfold
     .venv/bin/python scripts/bench_peer.py --n 300 --rounds 1 --contestants kfold --loop-profile /tmp/loop
                                                                # kfold's loop CPU by callback (exact)
+    .venv/bin/python scripts/bench_peer.py --n 300 --rounds 5 --pin 0:1
+                    # the control plane (and the bench's clients) on CPU 0, each contestant on CPU 1:
+                    # an operator on a node of its own, as in production, instead of sharing the
+                    # control plane's cores (the default, and the setting the issue measured in)
 
 The bench extra (kopf, py-spy) is installed into this venv when missing:
 ``pip install -c constraints.txt -e '.[bench]'``.
@@ -400,6 +404,36 @@ def settle(api, ns: str, gone_timeout: float = 240.0, quiet_timeout: float = 60.
             "cleanup_cores": round(cores, 2)}
 
 
+CONTROL_PLANE = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok")
+PIN: dict[str, set[int]] = {}   # "control_plane" / "contestants" -> CPUs (--pin)
+
+
+def pin_control_plane(cpus: set[int] | None) -> None:
+    """Every thread of the control plane's processes onto ``cpus`` (None: every CPU again). Threads
+    made later inherit their creator's affinity, so pinning the existing ones pins the process."""
+    every = set(range(os.cpu_count() or 1))
+    for name in CONTROL_PLANE:
+        pid = component_pid(name)
+        for task in Path(f"/proc/{pid}/task").glob("*") if pid else ():
+            try:
+                os.sched_setaffinity(int(task.name), cpus or every)
+            except OSError:   # a thread that just ended
+                pass
+
+
+def parse_pin(text: str) -> dict[str, set[int]]:
+    """``--pin 0:1``: the control plane (and the bench's own Session creates and watch) on CPU 0,
+    each contestant on CPU 1; lists as ``0,1:2,3``."""
+    try:
+        plane, contestants = text.split(":")
+        out = {"control_plane": {int(c) for c in plane.split(",")}, "contestants": {int(c) for c in contestants.split(",")}}
+    except ValueError:
+        raise SystemExit(f"bench_peer: --pin {text!r}: expected CONTROL_PLANE_CPUS:CONTESTANT_CPUS, e.g. 0:1") from None
+    if out["control_plane"] & out["contestants"]:
+        raise SystemExit(f"bench_peer: --pin {text!r}: the two CPU sets overlap")
+    return out
+
+
 def apf_dispatched(api) -> dict[str, float]:
     """``flow_schema -> dispatched requests`` from the apiserver's /metrics."""
     resp = api.call_api("GET", api.configuration.host + "/metrics")
@@ -508,7 +542,9 @@ class Contestant:
         if LOOP_PROFILE and self.name.startswith("kfold"):   # scripts/loopprof/sitecustomize.py
             env["KFOLD_LOOP_PROFILE"] = f"{LOOP_PROFILE}.{self.name}"
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "scripts" / "loopprof"), env.get("PYTHONPATH")]))
-        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+        cpus = PIN.get("contestants")
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
+                                     preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
@@ -988,6 +1024,10 @@ def main() -> int:
                     help="kfold's loop CPU by callback (scripts/loopprof): PATH.<contestant>.<pid>, rewritten every 2 s")
     ap.add_argument("--profile", default=None,
                     help="py-spy (raw, collapsed stacks) of each kfold contestant's first run per N: PATH.WHO.N.txt")
+    ap.add_argument("--pin", default="",
+                    help="CONTROL_PLANE_CPUS:CONTESTANT_CPUS, e.g. 0:1: the control plane, with the bench's own "
+                         "clients, and the contestant on CPUs of their own (an operator on a node of its own); "
+                         "restored to every CPU at the end")
     ap.add_argument("--workdir", default=None,
                     help="keep each operator's files here (kfold's journals: scripts/bench_phases.py reads them)")
     args = ap.parse_args()
@@ -1002,6 +1042,20 @@ def main() -> int:
     cp = controlplane()
     api = admin_client(cp["kubeconfig"])
     install(api)
+    if args.pin:
+        PIN.update(parse_pin(args.pin))
+        pin_control_plane(PIN["control_plane"])
+        os.sched_setaffinity(0, PIN["control_plane"])   # the bench's own Session creates and watch
+        print(f"bench_peer: control plane and bench on CPUs {sorted(PIN['control_plane'])}, contestants on "
+              f"{sorted(PIN['contestants'])}", file=sys.stderr)
+    try:
+        return _run(args, api, cp)
+    finally:
+        if args.pin:
+            pin_control_plane(None)
+
+
+def _run(args, api, cp) -> int:
     quiet = idle_control_plane(api)
     work_root = Path(args.workdir or tempfile.mkdtemp(prefix="bench_peer-"))
     work_root.mkdir(parents=True, exist_ok=True)
@@ -1025,8 +1079,10 @@ def main() -> int:
                 runs.append(res)
                 print(json.dumps({k: v for k, v in res.items() if k != "client_requests_per_session"}), file=sys.stderr, flush=True)
     summary = summarize(runs)
+    pinned = (f"; pinned (--pin): control plane and the bench's clients on CPUs {sorted(PIN['control_plane'])}, each "
+              f"contestant on CPUs {sorted(PIN['contestants'])}") if PIN else ""
     md = markdown(summary, machine() + f"; control plane while idle before the run: {quiet['idle_cores']:.2f} core, "
-                  f"{quiet['terminating_namespaces']} namespaces Terminating")
+                  f"{quiet['terminating_namespaces']} namespaces Terminating" + pinned)
     print(md)
     if args.md:
         Path(args.md).write_text(md + "\n")
