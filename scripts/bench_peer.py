@@ -558,8 +558,9 @@ class Contestant:
             env["KFOLD_LOOP_PROFILE"] = f"{LOOP_PROFILE}.{self.name}"
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "scripts" / "loopprof"), env.get("PYTHONPATH")]))
         cpus = PIN.get("contestants")
-        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
-                                     preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+        if cpus:   # taskset execs the command (same pid): no preexec_fn, unsafe with the bench's threads
+            cmd = ["taskset", "-c", ",".join(map(str, sorted(cpus))), *cmd]
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
@@ -1058,6 +1059,8 @@ def main() -> int:
     api = admin_client(cp["kubeconfig"])
     install(api)
     if args.pin:
+        if not shutil.which("taskset"):
+            raise SystemExit("bench_peer: --pin needs taskset (Debian: apt-get install util-linux)")
         PIN.update(parse_pin(args.pin))
         pin_control_plane(PIN["control_plane"])
         os.sched_setaffinity(0, PIN["control_plane"])   # the bench's own Session creates and watch
