@@ -328,9 +328,10 @@ def clusterip_allocations(ns: str, t0_epoch: float, offset: int = 0) -> dict[str
     year = time.localtime(t0_epoch).tm_year
     at: list[float] = []
     try:
-        with log.open(errors="replace") as f:
+        with log.open("rb") as f:   # bytes: a text file may only seek to what its tell() gave
             f.seek(offset if offset <= log_size(log) else 0)
-            for line in f:
+            for raw in f:
+                line = raw.decode(errors="replace")
                 if ns in line and (m := pat.match(line)):
                     mo, d, hh, mm, ss = m.groups()
                     whole = time.mktime((year, int(mo), int(d), int(hh), int(mm), 0, 0, 0, -1))
