@@ -351,6 +351,15 @@ def component_pid(name: str) -> int | None:
         return None
 
 
+def cores_used(names: tuple[str, ...], seconds: float) -> float:
+    """CPU of the named control plane components (their process trees) per second of wall time,
+    measured over ``seconds``."""
+    pids = [p for p in (component_pid(n) for n in names) if p]
+    before, start = sum(cpu_seconds(p) for p in pids), time.monotonic()
+    time.sleep(seconds)
+    return (sum(cpu_seconds(p) for p in pids) - before) / (time.monotonic() - start)
+
+
 def idle_control_plane(api, seconds: float = 5.0) -> dict:
     """The control plane's own load before a run, with nothing of the bench running: CPU of
     kube-apiserver + etcd + kube-controller-manager per second of wall time, and namespaces stuck
@@ -358,11 +367,7 @@ def idle_control_plane(api, seconds: float = 5.0) -> dict:
     left by crashed tests, they once held these three at ~0.7 core while idle, a load every
     contestant then paid). Printed, kept in the JSON, and a warning when it is not quiet."""
     from kubernetes import client
-    names = ("kube-apiserver", "etcd", "kube-controller-manager")
-    pids = [p for p in (component_pid(n) for n in names) if p]
-    before, start = sum(cpu_seconds(p) for p in pids), time.monotonic()
-    time.sleep(seconds)
-    cores = (sum(cpu_seconds(p) for p in pids) - before) / (time.monotonic() - start)
+    cores = cores_used(("kube-apiserver", "etcd", "kube-controller-manager"), seconds)
     stuck = [ns.metadata.name for ns in client.CoreV1Api(api).list_namespace().items if ns.status.phase == "Terminating"]
     out = {"idle_cores": round(cores, 2), "terminating_namespaces": len(stuck)}
     print(f"bench_peer: control plane while idle: {cores:.2f} core (apiserver + etcd + controller manager), "
@@ -408,12 +413,9 @@ def settle(api, ns: str, gone_timeout: float = 240.0, quiet_timeout: float = 60.
                     pass
         time.sleep(0.25)
     gone = time.monotonic() - t0
-    pids = [p for p in (component_pid(n) for n in ("kube-apiserver", "etcd", "kube-controller-manager", "kwok")) if p]
     t1, cores = time.monotonic(), float("nan")
     while time.monotonic() - t1 < quiet_timeout:
-        before, start = sum(cpu_seconds(p) for p in pids), time.monotonic()
-        time.sleep(1.0)
-        cores = (sum(cpu_seconds(p) for p in pids) - before) / (time.monotonic() - start)
+        cores = cores_used(("kube-apiserver", "etcd", "kube-controller-manager", "kwok"), 1.0)
         if cores < quiet_cores:
             break
     return {"cleanup_namespace_s": round(gone, 2), "cleanup_quiet_s": round(time.monotonic() - t1, 2),
