@@ -123,6 +123,44 @@ _ABSENT = object()
 _PRUNERS = {kind: pruner(spec) for kind, spec in SPECS.items()}
 
 
+class Pruned(dict):
+    """An object cut down to its kind's projection (``projected``): what a prepared draft holds in
+    place of its whole object. A plain ``dict`` to every reader (and to ``orjson``); the type tells
+    the journal that this draft's payload was made at ``prepare`` and must never be made from it."""
+
+    __slots__ = ()
+
+
+def projected(rec: Any) -> tuple[Pruned, bytes] | None:
+    """``(pruned object, its JSON)`` for a record of a projected kind (``project`` plus the object
+    it serialized), or None as ``project`` gives None."""
+    if rec.rec != "observed":
+        return None
+    cut = _PRUNERS.get(rec.kind)
+    if cut is None:
+        return None
+    obj = Pruned(cut(rec.obj))
+    try:
+        return obj, orjson.dumps(obj)
+    except TypeError:  # what orjson refuses: read from the payload
+        return None
+
+
+def slim(rec: Any, obj: Pruned) -> Any:
+    """``rec`` with ``obj`` in place of its object, built as ``journal.chain.stamp`` builds (no
+    validation: ``obj`` is a pruned copy of the validated one): the record ``parse_rows`` reads
+    back from the row's payload head and projection."""
+    new = _new(type(rec))
+    _set(new, "__dict__", {**rec.__dict__, "obj": obj})
+    _set(new, "__pydantic_fields_set__", rec.__pydantic_fields_set__)
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
+
+
+_new, _set = object.__new__, object.__setattr__
+
+
 def project(rec: Any) -> bytes | None:
     """The JSON of ``rec.obj`` pruned to what the fold reads, or None when ``rec`` is not of a
     projected kind (or its projection does not serialize)."""

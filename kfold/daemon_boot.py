@@ -168,7 +168,8 @@ def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClocks
     clusters' watches are the ``Follower``'s: ``remote_observers``)."""
     from engine.effects.observer import Observer
     out = []
-    common = dict(redact=_journal_redact(daemon), idle_timeout_s=cfg.deadlines.watch_idle_seconds)
+    common = dict(redact=_journal_redact(daemon), prepare=daemon.journal.prepare_one,
+                  idle_timeout_s=cfg.deadlines.watch_idle_seconds)
     for r in observed_kinds(daemon):
         for ns in cfg.namespaces:
             selector = MANAGED_SELECTOR if r.kind in ("Pod", "Secret") else ""
@@ -221,7 +222,8 @@ def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClocks, registry:
     A Repo watch there is ``optional`` for /readyz: a cluster without the Repo CRD runs Sessions
     that name no repository."""
     from engine.effects.observer import Observer
-    common = dict(redact=_journal_redact(daemon), idle_timeout_s=cfg.deadlines.watch_idle_seconds)
+    common = dict(redact=_journal_redact(daemon), prepare=daemon.journal.prepare_one,
+                  idle_timeout_s=cfg.deadlines.watch_idle_seconds)
     repo = next(r for r in res.RESOURCES if r.kind == "Repo")
     out = []
     for handle, tenant, name, ns in remote:

@@ -7,7 +7,7 @@ A stub apiserver (``tests/contract/watch_stub.py``) runs in a child process (so 
 the GIL with the pipeline) and serves an empty LIST, then one WATCH stream of ``--events``
 realistic Pod events (``scripts/workload.py``: ~2 KB pods with containers, env, the service-account
 token volume, owner references, conditions, varied statuses; ~5% with credentials in the open).
-Each event carries, in an annotation, ``time.monotonic_ns()`` taken when the stub made its line
+Each event carries, in a label (the projection keeps labels: the fold sees it), ``time.monotonic_ns()`` taken when the stub made its line
 (CLOCK_MONOTONIC is system-wide on Linux, so the parent can compare it).
 
 The pipeline is ``kfold run``'s: the Pod ``Observer`` (redacting with the journal's redactor)
@@ -18,7 +18,7 @@ policy. The collector runs with ``kfold.gc_policy``, as in ``kfold run``.
 Measured per run:
 - events/s: events folded / (last fold - first event generated).
 - latency p50/p99: from the stub making an event's line to the committer having folded it (read
-  back from the folded record's annotation by a metrics hook on the daemon).
+  back from the folded record's label by a metrics hook on the daemon).
 - floor: ``bench_floor.ingest_floor`` (dumps + chained CRC + multi-row INSERT/COMMIT per batch)
   over the rows this run journaled, in the same run: the ratio is daemon / floor.
 With ``--rate 0`` the stub writes as fast as it can: the pipeline is saturated and latency is
@@ -63,7 +63,7 @@ class Latency(Metrics):
     def folded(self, rec: Any, seconds: float) -> None:
         super().folded(rec, seconds)
         if isinstance(rec, Observed):
-            stamp = rec.obj.get("metadata", {}).get("annotations", {}).get(SENT)
+            stamp = rec.obj.get("metadata", {}).get("labels", {}).get(SENT)
             if stamp:
                 self.sent.append(int(stamp))
                 self.lat.append(time.monotonic_ns() - self.sent[-1])

@@ -213,8 +213,8 @@ async def start_daemon(journal: Any, snapshots: Any = None, metrics: Any = None)
 
 
 def watch_lines(pool: list[bytes], n: int, rate: float = 0.0, stamp: str | None = None) -> Iterator[Any]:
-    """``n`` watch-event lines cycling ``pool`` under growing resourceVersions; ``stamp`` names an
-    annotation that carries ``time.monotonic_ns()`` at the line's making (for latency); a float
+    """``n`` watch-event lines cycling ``pool`` under growing resourceVersions; ``stamp`` names a
+    label that carries ``time.monotonic_ns()`` at the line's making (for latency); a float
     every 100 lines paces the stream at ``rate``/s (the stub sleeps that long)."""
     import time
 
@@ -224,7 +224,7 @@ def watch_lines(pool: list[bytes], n: int, rate: float = 0.0, stamp: str | None 
         md = ev["object"]["metadata"]
         md["resourceVersion"] = str(1000 + k)
         if stamp:
-            md["annotations"] = {**md.get("annotations", {}), stamp: str(time.monotonic_ns())}
+            md["labels"] = {**md.get("labels", {}), stamp: str(time.monotonic_ns())}   # projected: the fold sees it
         yield orjson.dumps(ev)
         if rate and k % 100 == 99:
             yield 100 / rate
@@ -271,4 +271,5 @@ def watch_observer(url: str, daemon: Any) -> Any:
     cfg = k8s.Configuration()
     cfg.host = url
     return Observer(lambda: k8s.ApiClient(cfg), "local", "v1", "Pod", "pods", "", daemon.submit, daemon.clock.for_cluster("local"),
-                    redact=daemon.journal.redactor.redact, idle_timeout_s=60, server_timeout_s=3600)
+                    redact=daemon.journal.redactor.redact, prepare=daemon.journal.prepare_one,
+                    idle_timeout_s=60, server_timeout_s=3600)

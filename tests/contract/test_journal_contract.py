@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from journal import projection
+from journal import projection, store
 from journal.memory import MemoryJournal, MemoryStore
 from journal.records import SCHEMA_VERSION, Command, Observed, Outcome
 from journal.redact import PREFIX
@@ -456,11 +456,14 @@ class TestPrepareContract:
         async with MemoryJournal() as plain:  # its own store: the same seqs
             expected = await plain.append(drafts)
             rows = await plain._fetch(1, plain.last_seq, views=True)
+            folded = await read_projected(plain)
         async with backend.journal() as j:
             j.redactor = plain.redactor  # one salt: equal digests
             prepared = j.prepare(drafts)
             assert all(d.seq == -1 for d in prepared) and len(j._ahead) == len(drafts)
-            assert await j.append(prepared) == expected
+            assert j.prepare(prepared) == prepared and len(j._ahead) == len(drafts)  # prepared once
+            # what the fold gets: a Pod with its projected object only, as `kfold replay` reads it back
+            assert await j.append(prepared) == folded != expected
             assert not j._ahead  # each was journaled from its prepared form
             assert await j._fetch(1, j.last_seq, views=True) == rows  # payloads and projections
             assert await read_all(j) == expected
@@ -469,7 +472,8 @@ class TestPrepareContract:
         drafts = pods_with_credentials(8)
         async with backend.journal() as j:
             prepared = j.prepare(drafts)
-            stored = await j.append(prepared)
+            await j.append(prepared)
+            stored = await read_all(j)   # the whole records (the appended ones hold projections)
             payloads = b"".join(r[3] for r in await j._fetch(1, j.last_seq))
         for i, rec in enumerate(stored):
             assert rec.seq == i + 1
@@ -479,16 +483,33 @@ class TestPrepareContract:
         assert stored[3].obj["spec"]["containers"][0]["args"][1].startswith(PREFIX)
         assert drafts[1].obj["spec"]["containers"][0]["env"][1]["value"] == "hunter1-pw"  # the caller's untouched
 
-    async def test_a_prepared_draft_appended_twice_or_elsewhere_is_prepared_again(self, backend):
-        drafts = pods_with_credentials(2)
+    async def test_a_prepared_pod_is_appended_once_and_only_where_it_was_prepared(self, backend):
+        pods, cmds = pods_with_credentials(2), commands(2)
         async with backend.journal() as j, MemoryJournal() as other:
-            prepared = j.prepare(drafts)
+            prepared = j.prepare(pods + cmds)
+            assert all(type(p.obj) is projection.Pruned for p in prepared[:2])
+            with pytest.raises(JournalError, match="holds only its projection"):
+                await other.append(prepared[:1])   # its payload lives in j: never journal the pruned object
             first = await j.append(prepared)
-            again = await j.append(prepared)  # the prepared form was used up: sealed again, as any draft
-            elsewhere = await other.append(prepared)
-        assert [r.seq for r in first + again] == [1, 2, 3, 4]
-        assert [r.obj for r in again] == [r.obj for r in first]
-        assert elsewhere[1].obj["spec"]["containers"][0]["env"][1]["value"].startswith(PREFIX)
+            with pytest.raises(JournalError, match="append it once"):
+                await j.append(prepared[1:2])
+            assert j.last_seq == 4 and other.last_seq == 0   # the refused appends sealed nothing
+            again = await j.append(prepared[2:])   # any other draft: sealed again, as any draft
+            elsewhere = await other.append(prepared[2:])
+            whole = await read_all(j)
+        assert [r.seq for r in first + again] == [1, 2, 3, 4, 5, 6]
+        assert [r.args for r in again] == [r.args for r in first[2:]] == [r.args for r in elsewhere]
+        assert whole[1].obj["spec"]["containers"][0]["env"][1]["value"].startswith(PREFIX)  # journaled whole
+
+    async def test_prepared_drafts_nobody_holds_are_forgotten_and_held_ones_kept(self, backend, monkeypatch):
+        monkeypatch.setattr(store, "_AHEAD_MAX", 3)
+        async with backend.journal() as j:
+            kept = j.prepare(pods_with_credentials(2))
+            j.prepare(pods_with_credentials(3))   # dropped by their caller (a failed submit)
+            later = j.prepare(pods_with_credentials(1))   # over the bound: the dropped ones go
+            assert len(j._ahead) == 3
+            stored = await j.append(kept + later)
+        assert [r.seq for r in stored] == [1, 2, 3]
 
 
 def flipped(data: bytes, index: int) -> bytes:

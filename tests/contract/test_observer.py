@@ -257,6 +257,80 @@ async def test_a_failed_sink_redelivers_the_events_instead_of_skipping_them(stub
     assert h.watches()[1]["resourceVersion"] == "10"
 
 
+class GatedSink:
+    """A sink whose first call with an observation waits for ``release`` (a commit in flight); it
+    then raises when ``fail`` is set. Notes which batches were handed over while it waited."""
+
+    def __init__(self, fail: bool = False):
+        self.release, self.fail = asyncio.Event(), fail
+        self.batches: list[list[str]] = []
+        self.handed_while_waiting: list[list[str]] = []
+        self.waiting = False
+        self.sunk: list[Any] = []
+
+    async def __call__(self, drafts: list[Any]) -> None:
+        names = [d.rv for d in drafts if isinstance(d, Observed)]
+        self.batches.append(names)
+        if self.waiting:
+            self.handed_while_waiting.append(names)
+        if names and len(self.batches) == 2:   # the first watch batch (the list's Relist came first)
+            self.waiting = True
+            await self.release.wait()
+            self.waiting = False
+            if self.fail:
+                raise OSError("transaction failed")
+        self.sunk.extend(drafts)
+
+
+async def test_the_next_batch_is_handed_over_while_the_one_before_commits_and_the_rv_follows_in_order(stub):
+    stub.lists = [ListReply([], rv="10")]
+    stub.watches = [WatchReply([event("MODIFIED", pod("a", "11")), 0.05, event("MODIFIED", pod("b", "12")),
+                                0.05, bookmark("13")], end="stall")]
+    sink = GatedSink()
+    h = Harness(stub, idle_timeout_s=5.0, read_timeout_s=6.0)
+    h.observer.sink = sink
+    task = asyncio.create_task(h.observer.run())
+    try:
+        for _ in range(300):
+            if sink.handed_while_waiting:
+                break
+            await asyncio.sleep(0.01)
+        assert sink.handed_while_waiting == [["12"]]   # decoded and handed over while "11" commits
+        assert h.observer.rv == "10" and h.observer.events == 0   # nothing moves past an unfinished batch
+        sink.release.set()
+        for _ in range(300):
+            if h.observer.rv == "13":
+                break
+            await asyncio.sleep(0.01)
+        assert h.observer.rv == "13" and h.observer.events == 2   # in order, then the bookmark
+        assert [b for b in sink.batches if b] == [["11"], ["12"]]   # handed over in order
+    finally:
+        await h.stop(task)
+
+
+async def test_a_batch_that_fails_under_the_next_one_rewatches_from_before_both(stub):
+    stub.lists = [ListReply([], rv="10")]
+    stub.watches = [WatchReply([event("MODIFIED", pod("a", "11")), 0.05, event("MODIFIED", pod("b", "12")),
+                                0.05], end="stall"),
+                    WatchReply([event("MODIFIED", pod("a", "11")), event("MODIFIED", pod("b", "12"))])]
+    sink = GatedSink(fail=True)
+    h = Harness(stub, idle_timeout_s=5.0, read_timeout_s=6.0)
+    h.observer.sink = sink
+
+    async def fail_once_both_were_handed() -> None:
+        while not sink.handed_while_waiting:
+            await asyncio.sleep(0.01)
+        sink.release.set()
+    gate = asyncio.create_task(fail_once_both_were_handed())
+    await h.run_until(lambda: len(h.watches()) >= 2 and h.observer.rv == "12", timeout=4.0)
+    await gate
+    assert h.watches()[1]["resourceVersion"] == "10"   # re-watched from before the failed batch
+    assert h.observer.restarts.get("error") == 1
+    # "12" was handed over once already (its batch did not fail) and comes again: the fold tolerates repeats
+    assert [rv for b in sink.batches for rv in b] == ["11", "12", "11", "12"]
+    assert sorted(d.rv for d in sink.sunk if isinstance(d, Observed)) == ["11", "12", "12"]
+
+
 async def test_every_object_is_redacted_before_it_becomes_a_record(stub):
     stub.lists = [ListReply([pod("a", "5")], rv="10")]
     stub.watches = [WatchReply([event("MODIFIED", pod("a", "11"))])]
@@ -270,6 +344,22 @@ async def test_every_object_is_redacted_before_it_becomes_a_record(stub):
     await h.run_until(lambda: len(h.observed()) == 2)
     assert seen == ["Pod", "Pod"]
     assert all(d.obj == {"redacted": True} for d in h.drafts if isinstance(d, Observed))
+
+
+async def test_each_draft_is_prepared_as_it_is_made_and_the_prepared_one_is_sunk(stub):
+    stub.lists = [ListReply([pod("a", "5")], rv="10")]
+    stub.watches = [WatchReply([event("MODIFIED", pod("a", "11")), event("MODIFIED", pod("b", "12"))])]
+    prepared: list[tuple[str, bool]] = []
+
+    def prepare(rec: Any) -> Any:
+        prepared.append((rec.rv, rec.obj == {"redacted": True}))   # after redaction
+        return rec.model_copy(update={"uid": f"prepared-{rec.rv}"})
+
+    h = Harness(stub, redact=lambda kind, obj: {"redacted": True}, prepare=prepare)
+    await h.run_until(lambda: len(h.observed()) == 3)
+    assert prepared == [("5", True), ("11", True), ("12", True)]
+    assert [d.uid for d in h.drafts if isinstance(d, Observed)] == ["prepared-5", "prepared-11", "prepared-12"]
+    assert [k.uid for k in h.relists()[0].keys] == ["prepared-5"]
 
 
 async def test_managed_fields_are_dropped_before_redaction_from_listed_and_watched_objects(stub):
