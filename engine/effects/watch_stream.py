@@ -212,7 +212,7 @@ class LinePump:
                 return
             lines = (partial + chunk).split(b"\n")
             partial = lines.pop()
-            batch = [line for line in lines if line.strip()]
+            batch = [line for line in lines if line and not line.isspace()]   # (``strip`` copied each line)
             if batch and not self._put(batch):
                 return
         if partial.strip():
