@@ -195,6 +195,31 @@ def trusted_record(data: Any) -> Record:
     return rec
 
 
+_OBSERVED_SET = frozenset({"at", "cluster", "api_version", "kind", "namespace", "name", "uid", "rv", "event", "obj"})
+_EVENTS = frozenset(("ADDED", "MODIFIED", "DELETED"))
+
+
+def observed_draft(at: int | None, cluster: str, api_version: str, kind: str, namespace: str, name: str,
+                   uid: str, rv: str, event: str, obj: dict[str, Any]) -> Observed:
+    """``Observed(at=..., ..., obj=obj)`` (a draft: seq -1), equal to it and with the same fields
+    set, without pydantic's validation when every value already has its field's type (an observer
+    builds one per watch event: ~4 us of ~10 per record saved). ``obj`` is kept, not copied (the
+    caller's, as the observer's redaction returns a fresh one); its keys are not checked, so it
+    must come from JSON. Anything else is validated, so a bad value raises as ``Observed`` does."""
+    if (type(obj) is not dict or event not in _EVENTS or not (at is None or type(at) is int)
+            or not all(type(v) is str for v in (cluster, api_version, kind, namespace, name, uid, rv))):
+        return Observed(at=at, cluster=cluster, api_version=api_version, kind=kind, namespace=namespace,
+                        name=name, uid=uid, rv=rv, event=event, obj=obj)
+    rec = _new(Observed)
+    _set(rec, "__dict__", {"seq": -1, "at": at, "rec": "observed", "cluster": cluster, "api_version": api_version,
+                           "kind": kind, "namespace": namespace, "name": name, "uid": uid, "rv": rv,
+                           "event": event, "obj": obj})
+    _set(rec, "__pydantic_fields_set__", set(_OBSERVED_SET))
+    _set(rec, "__pydantic_extra__", None)
+    _set(rec, "__pydantic_private__", None)
+    return rec
+
+
 def dump_record(record: Record) -> bytes:
     return record.__pydantic_serializer__.to_json(record, exclude_defaults=False)
 

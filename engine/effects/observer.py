@@ -49,7 +49,7 @@ from engine.effects.watch_stream import (
     HttpStatusError, LinePump, Redactor, StreamEnd, decode_event, open_get, raise_for_status,
     read_json, resource_path,
 )
-from journal.records import ListedKey, Observed, Record, Relist
+from journal.records import ListedKey, Observed, Record, Relist, observed_draft
 
 log = logging.getLogger("kfold.observer")
 
@@ -333,8 +333,7 @@ class Observer:
     def _observed(self, event: str, obj: dict[str, Any], at: int | None) -> Observed:
         obj = without_managed_fields(obj)
         md = obj.get("metadata") or {}
-        rec = Observed(at=at, cluster=self.cluster, api_version=obj.get("apiVersion", self.api_version),
-                       kind=self.kind, namespace=md.get("namespace", ""), name=md.get("name", ""),
-                       uid=md.get("uid", ""), rv=md.get("resourceVersion", ""), event=event,
-                       obj=self.redact(self.kind, obj))
+        rec = observed_draft(at, self.cluster, obj.get("apiVersion", self.api_version), self.kind,
+                             md.get("namespace", ""), md.get("name", ""), md.get("uid", ""),
+                             md.get("resourceVersion", ""), event, self.redact(self.kind, obj))
         return rec if self.prepare is None else self.prepare(rec)

@@ -3,11 +3,12 @@
 Each fast path must give exactly what the validating path gives (equal records, same fields set),
 and must still refuse what validation refuses: an unknown kind is an error, never skipped."""
 import orjson
+import pydantic
 import pytest
 
 from journal.chain import dump, parse_payloads, stamp
 from journal.records import (Command, Deadline, EffectIssued, ListedKey, Observed, Outcome, RecordAdapter,
-                             Relist, dump_record, parse_records, trusted_record)
+                             Relist, dump_record, observed_draft, parse_records, trusted_record)
 
 RECORDS = [
     Observed(seq=1, at=5, cluster="c", api_version="v1", kind="Pod", namespace="ns", name="p", uid="u",
@@ -63,3 +64,28 @@ def test_parse_records_validates_each_record_fully():
     assert parse_records([dump_record(r) for r in RECORDS]) == RECORDS
     with pytest.raises(Exception, match="surprise"):
         parse_records([b'{"rec":"command","seq":1,"name":"x","surprise":true}'])
+
+
+class TestObservedDraft:
+    """``observed_draft``: what the observer builds per watch event, without validation when the
+    values already have their fields' types, and validated (so refused the same way) otherwise."""
+
+    ARGS = dict(at=1_893_456_000_000, cluster="c1", api_version="v1", kind="Pod", namespace="ns", name="a",
+                uid="u-1", rv="11", event="MODIFIED", obj={"metadata": {"name": "a"}, "spec": {"x": [1, None]}})
+
+    @pytest.mark.parametrize("change", [{}, {"at": None}, {"namespace": ""}, {"event": "DELETED"}, {"obj": {}}])
+    def test_equals_the_validated_record_field_for_field(self, change):
+        args = self.ARGS | change
+        fast, slow = observed_draft(**args), Observed(**args)
+        assert fast == slow and fast.__pydantic_fields_set__ == slow.__pydantic_fields_set__
+        assert list(fast.__dict__) == list(slow.__dict__) and dump(fast) == dump(slow)
+        assert fast.seq == -1 and fast.rec == "observed" and fast.obj is args["obj"]
+
+    @pytest.mark.parametrize("change", [{"name": 7}, {"rv": None}, {"event": "BOOKMARK"}, {"obj": ["x"]},
+                                        {"at": "soon"}, {"namespace": 3.5}])
+    def test_a_value_of_another_type_is_refused_as_the_model_refuses_it(self, change):
+        with pytest.raises(pydantic.ValidationError) as fast:
+            observed_draft(**(self.ARGS | change))
+        with pytest.raises(pydantic.ValidationError) as slow:
+            Observed(**(self.ARGS | change))
+        assert fast.value.errors() == slow.value.errors()
