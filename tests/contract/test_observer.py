@@ -7,6 +7,7 @@ from typing import Any, Callable
 import pytest
 
 from engine.effects.clock import ServerClock
+from engine.effects import observer as observer_module
 from engine.effects.observer import WatchBackoff, Observer
 from engine.effects.watch_stream import LinePump
 from engine.machines.base import missing_after_relist, object_key
@@ -282,7 +283,9 @@ class GatedSink:
         self.sunk.extend(drafts)
 
 
-async def test_the_next_batch_is_handed_over_while_the_one_before_commits_and_the_rv_follows_in_order(stub):
+async def test_the_next_batch_is_handed_over_while_the_one_before_commits_and_the_rv_follows_in_order(
+        stub, monkeypatch):
+    monkeypatch.setattr(observer_module, "PIPELINE_FROM", 1)   # every batch counts as a backlog
     stub.lists = [ListReply([], rv="10")]
     stub.watches = [WatchReply([event("MODIFIED", pod("a", "11")), 0.05, event("MODIFIED", pod("b", "12")),
                                 0.05, bookmark("13")], end="stall")]
@@ -308,7 +311,29 @@ async def test_the_next_batch_is_handed_over_while_the_one_before_commits_and_th
         await h.stop(task)
 
 
-async def test_a_batch_that_fails_under_the_next_one_rewatches_from_before_both(stub):
+async def test_a_watch_that_keeps_up_lands_each_batch_before_reading_the_next(stub):
+    stub.lists = [ListReply([], rv="10")]
+    stub.watches = [WatchReply([event("MODIFIED", pod("a", "11")), 0.05, event("MODIFIED", pod("b", "12"))],
+                               end="stall")]
+    sink = GatedSink()
+    h = Harness(stub, idle_timeout_s=5.0, read_timeout_s=6.0)
+    h.observer.sink = sink
+    task = asyncio.create_task(h.observer.run())
+    try:
+        await asyncio.sleep(0.3)   # "12" has arrived by now, but is not read while "11" commits
+        assert sink.waiting and sink.handed_while_waiting == [] and h.observer.rv == "10"
+        sink.release.set()
+        for _ in range(300):
+            if h.observer.rv == "12":
+                break
+            await asyncio.sleep(0.01)
+        assert h.observer.rv == "12" and [b for b in sink.batches if b] == [["11"], ["12"]]
+    finally:
+        await h.stop(task)
+
+
+async def test_a_batch_that_fails_under_the_next_one_rewatches_from_before_both(stub, monkeypatch):
+    monkeypatch.setattr(observer_module, "PIPELINE_FROM", 1)
     stub.lists = [ListReply([], rv="10")]
     stub.watches = [WatchReply([event("MODIFIED", pod("a", "11")), 0.05, event("MODIFIED", pod("b", "12")),
                                 0.05], end="stall"),
