@@ -152,7 +152,7 @@ def slim(rec: Any, obj: Pruned) -> Any:
     back from the row's payload head and projection."""
     new = _new(type(rec))
     _set(new, "__dict__", {**rec.__dict__, "obj": obj})
-    _set(new, "__pydantic_fields_set__", rec.__pydantic_fields_set__)
+    _set(new, "__pydantic_fields_set__", set(rec.__pydantic_fields_set__))   # its own, as pydantic gives each
     _set(new, "__pydantic_extra__", None)
     _set(new, "__pydantic_private__", None)
     return new
