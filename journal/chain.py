@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import orjson
 from pydantic import BaseModel
 
-from journal.records import SCHEMA_VERSION, Record, RecordAdapter, dump_record, trusted_record
+from journal.records import SCHEMA_VERSION, Record, RecordAdapter, built, dump_record, trusted_record
 
 _HEADER = struct.Struct(">qq")
 _NO_AT = -(2 ** 63)
@@ -83,15 +83,10 @@ def check_schema(version: int, written_by: str, where: str) -> None:
 def stamp(rec: Record, seq: int) -> Record:
     """``rec.stamped(seq)`` without pydantic's generic copy (``copy.copy`` of three attributes):
     the same result, fields set included. Records have no extra or private attributes."""
-    new = _new(type(rec))
-    _set(new, "__dict__", {**rec.__dict__, "seq": seq})
-    _set(new, "__pydantic_fields_set__", rec.__pydantic_fields_set__ | _SEQ)
-    _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_private__", None)
-    return new
+    return built(type(rec), {**rec.__dict__, "seq": seq}, rec.__pydantic_fields_set__ | _SEQ)
 
 
-_new, _set, _SEQ = object.__new__, object.__setattr__, frozenset({"seq"})
+_SEQ = frozenset({"seq"})
 
 
 def dump(rec: Record) -> bytes:

@@ -39,7 +39,7 @@ from typing import Any, Sequence
 
 import orjson
 
-from journal.records import trusted_record
+from journal.records import built, trusted_record
 
 VERSION = 1
 KEEP = None   # a path's value is kept whole
@@ -150,29 +150,14 @@ def slim(rec: Any, obj: Pruned) -> Any:
     """``rec`` with ``obj`` in place of its object, built as ``journal.chain.stamp`` builds (no
     validation: ``obj`` is a pruned copy of the validated one): the record ``parse_rows`` reads
     back from the row's payload head and projection."""
-    new = _new(type(rec))
-    _set(new, "__dict__", {**rec.__dict__, "obj": obj})
-    _set(new, "__pydantic_fields_set__", set(rec.__pydantic_fields_set__))   # its own, as pydantic gives each
-    _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_private__", None)
-    return new
-
-
-_new, _set = object.__new__, object.__setattr__
+    return built(type(rec), {**rec.__dict__, "obj": obj}, set(rec.__pydantic_fields_set__))
 
 
 def project(rec: Any) -> bytes | None:
     """The JSON of ``rec.obj`` pruned to what the fold reads, or None when ``rec`` is not of a
     projected kind (or its projection does not serialize)."""
-    if rec.rec != "observed":
-        return None
-    cut = _PRUNERS.get(rec.kind)
-    if cut is None:
-        return None
-    try:
-        return orjson.dumps(cut(rec.obj))
-    except TypeError:  # what orjson refuses (a huge int, a non-string key): read from the payload
-        return None
+    cut = projected(rec)
+    return None if cut is None else cut[1]
 
 
 def seal(view: bytes | None, chk: int) -> bytes | None:

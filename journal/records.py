@@ -174,6 +174,19 @@ _new = object.__new__
 _set = object.__setattr__
 
 
+def built(cls: type[_Record], data: dict[str, Any], fields_set: set[str]) -> Any:
+    """A ``cls`` record holding ``data`` as its fields, without validation (what
+    ``model_construct`` does, minus its per-field loop): for values the caller knows to be
+    valid. ``fields_set`` must be a set of the record's own (pydantic gives each record one);
+    records have no extra or private attributes."""
+    rec = _new(cls)
+    _set(rec, "__dict__", data)
+    _set(rec, "__pydantic_fields_set__", fields_set)
+    _set(rec, "__pydantic_extra__", None)
+    _set(rec, "__pydantic_private__", None)
+    return rec
+
+
 def trusted_record(data: Any) -> Record:
     """A record from the decoded JSON of a payload the journal wrote and has just verified.
 
@@ -187,12 +200,7 @@ def trusted_record(data: Any) -> Record:
     spec = _TRUSTED.get(data.get("rec")) if type(data) is dict else None
     if spec is None or tuple(data) != spec[1]:
         return RecordAdapter.validate_python(data)
-    rec = _new(spec[0])
-    _set(rec, "__dict__", data)
-    _set(rec, "__pydantic_fields_set__", set(spec[2]))  # a fresh set, as pydantic gives each
-    _set(rec, "__pydantic_extra__", None)
-    _set(rec, "__pydantic_private__", None)
-    return rec
+    return built(spec[0], data, set(spec[2]))
 
 
 _OBSERVED_SET = frozenset({"at", "cluster", "api_version", "kind", "namespace", "name", "uid", "rv", "event", "obj"})
@@ -210,14 +218,9 @@ def observed_draft(at: int | None, cluster: str, api_version: str, kind: str, na
             or not all(type(v) is str for v in (cluster, api_version, kind, namespace, name, uid, rv))):
         return Observed(at=at, cluster=cluster, api_version=api_version, kind=kind, namespace=namespace,
                         name=name, uid=uid, rv=rv, event=event, obj=obj)
-    rec = _new(Observed)
-    _set(rec, "__dict__", {"seq": -1, "at": at, "rec": "observed", "cluster": cluster, "api_version": api_version,
-                           "kind": kind, "namespace": namespace, "name": name, "uid": uid, "rv": rv,
-                           "event": event, "obj": obj})
-    _set(rec, "__pydantic_fields_set__", set(_OBSERVED_SET))
-    _set(rec, "__pydantic_extra__", None)
-    _set(rec, "__pydantic_private__", None)
-    return rec
+    return built(Observed, {"seq": -1, "at": at, "rec": "observed", "cluster": cluster, "api_version": api_version,
+                            "kind": kind, "namespace": namespace, "name": name, "uid": uid, "rv": rv,
+                            "event": event, "obj": obj}, set(_OBSERVED_SET))
 
 
 def dump_record(record: Record) -> bytes:

@@ -163,13 +163,19 @@ def _journal_redact(daemon: Daemon) -> Any:
     return daemon.journal.redactor.redact
 
 
+def _observer_options(cfg: Config, daemon: Daemon) -> dict[str, Any]:
+    """What every observer of ``kfold run`` shares: the journal's redactor, each draft prepared
+    for the journal as it is made (``Journal.prepare_one``), the configured idle timeout."""
+    return dict(redact=_journal_redact(daemon), prepare=daemon.journal.prepare_one,
+                idle_timeout_s=cfg.deadlines.watch_idle_seconds)
+
+
 def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClocks) -> list[Any]:
     """Every observed kind in every watched namespace of the home cluster (the registered
     clusters' watches are the ``Follower``'s: ``remote_observers``)."""
     from engine.effects.observer import Observer
     out = []
-    common = dict(redact=_journal_redact(daemon), prepare=daemon.journal.prepare_one,
-                  idle_timeout_s=cfg.deadlines.watch_idle_seconds)
+    common = _observer_options(cfg, daemon)
     for r in observed_kinds(daemon):
         for ns in cfg.namespaces:
             selector = MANAGED_SELECTOR if r.kind in ("Pod", "Secret") else ""
@@ -222,8 +228,7 @@ def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClocks, registry:
     A Repo watch there is ``optional`` for /readyz: a cluster without the Repo CRD runs Sessions
     that name no repository."""
     from engine.effects.observer import Observer
-    common = dict(redact=_journal_redact(daemon), prepare=daemon.journal.prepare_one,
-                  idle_timeout_s=cfg.deadlines.watch_idle_seconds)
+    common = _observer_options(cfg, daemon)
     repo = next(r for r in res.RESOURCES if r.kind == "Repo")
     out = []
     for handle, tenant, name, ns in remote:
