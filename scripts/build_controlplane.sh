@@ -18,6 +18,7 @@
 # Env: KFOLD_CACHE (cache root), BUILD_P (go build -p, default 2), FORCE=1 (rebuild),
 #      KFOLD_K8S_BINS (subset of the k8s binaries to build).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/syspath.sh"
 
 # ---- pins (probe with: go mod download -json MODULE@VERSION) ----
 ETCD_VERSION=v3.6.16      # go.etcd.io/etcd/server/v3

@@ -49,8 +49,10 @@ while [ $# -gt 0 ]; do
 done
 
 [ "$(id -u)" -eq 0 ] || die "needs root (mmdebstrap's root mode and chroot): run it as root or with sudo"
-for tool in mmdebstrap umoci tar sha256sum chroot flock; do
-  command -v "$tool" >/dev/null || die "'$tool' not found: run bash scripts/setup.sh (as root it installs mmdebstrap and umoci) or apt-get install -y mmdebstrap umoci"
+# Each tool with the Debian package that has it (PATH includes the sbin dirs: scripts/venv.sh).
+for tool_pkg in mmdebstrap:mmdebstrap umoci:umoci tar:tar sha256sum:coreutils chroot:coreutils flock:util-linux; do
+  tool=${tool_pkg%%:*}
+  command -v "$tool" >/dev/null || die "'$tool' not found on PATH or in /usr/sbin, /sbin: apt-get install -y ${tool_pkg#*:} (bash scripts/setup.sh installs mmdebstrap and umoci as root)"
 done
 [ -x "$KFOLD_PY" ] || die "no project venv at $KFOLD_VENV: run bash scripts/setup.sh first"
 

@@ -37,6 +37,7 @@
 # apiserver watch cache back on: old-RV watches are then served from memory and compaction
 # does NOT cause a 410 (only RVs older than the cache's start do).
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/syspath.sh"
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${KFOLD_CACHE:-$HOME/.cache/kfold}

@@ -4,7 +4,8 @@
 #
 # Nothing is installed into the system interpreter (PEP 668 refuses that on Debian, Ubuntu and
 # Fedora, and it would mix kfold's pins with the distribution's packages). The venv is built with
-# the first python3 >= 3.11 found on PATH; versions come from constraints.txt, so a fresh machine
+# $KFOLD_PYTHON when set (CI sets /usr/bin/python3, Debian's own, the oldest supported), else the
+# first python3 >= 3.11 found on PATH; versions come from constraints.txt, so a fresh machine
 # installs what the tests last passed with. Rerunnable: an up-to-date venv is kept (a stamp of
 # pyproject.toml + constraints.txt), pip reuses its cache, and the control plane build is skipped
 # when the cached binaries under ${KFOLD_CACHE:-~/.cache/kfold} match the pinned versions.
@@ -23,9 +24,20 @@ apt_install() {
     || { echo "setup: apt-get install $* failed" >&2; exit 1; }
 }
 
-# The interpreter the venv is built from: python3 if it is >= 3.11, else python3.13/3.12/3.11.
+# The interpreter the venv is built from: $KFOLD_PYTHON if set, else python3 if it is >= 3.11,
+# else python3.13/3.12/3.11 (looked up in /usr/bin and /bin too).
 find_python() {
   local c v
+  if [ -n "${KFOLD_PYTHON:-}" ]; then
+    c="$KFOLD_PYTHON"
+    if ! v=$("$c" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); then
+      echo "setup: KFOLD_PYTHON=$c is not a working Python interpreter; unset it or point it at python3 >= 3.11" >&2
+      exit 1
+    fi
+    if "$c" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then command -v "$c"; return; fi
+    echo "setup: kfold needs Python >= 3.11; KFOLD_PYTHON=$c is $v. Point KFOLD_PYTHON at python3 >= 3.11 or unset it." >&2
+    exit 1
+  fi
   for c in python3 python3.13 python3.12 python3.11; do
     command -v "$c" >/dev/null || continue
     v=$("$c" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || continue
@@ -38,8 +50,14 @@ find_python() {
 
 # Checked first: without a usable interpreter nothing else is worth installing.
 found=""
-base=""
-[ -x "$KFOLD_PY" ] || base=$(find_python)
+base=$(find_python)
+base_id=$("$base" -c 'import sys; print(sys.executable, sys.version.split()[0])')
+# A venv built from another interpreter than the one asked for is rebuilt (CI must test the
+# interpreter it names, not whichever built the venv first).
+if [ -x "$KFOLD_PY" ] && [ "$(cat "$KFOLD_VENV/.kfold-python" 2>/dev/null)" != "$base_id" ]; then
+  echo "setup: $KFOLD_VENV was built from $(cat "$KFOLD_VENV/.kfold-python" 2>/dev/null || echo 'another interpreter'); rebuilding it with $base_id" >&2
+  rm -rf "$KFOLD_VENV"
+fi
 
 need_apt=()
 command -v openssl >/dev/null || need_apt+=(openssl)
@@ -67,8 +85,9 @@ if [ ! -x "$KFOLD_PY" ] || [ "$(cat "$KFOLD_VENV/.kfold-stamp" 2>/dev/null)" != 
       ver=$("$base" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
       apt_install "python$ver-venv"
     fi
-    echo "setup: creating $KFOLD_VENV with $("$base" -c 'import sys; print(sys.executable, sys.version.split()[0])')" >&2
+    echo "setup: creating $KFOLD_VENV with $base_id" >&2
     "$base" -m venv "$KFOLD_VENV"
+    echo "$base_id" > "$KFOLD_VENV/.kfold-python"
   fi
   "$KFOLD_PY" -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
   echo "$want_stamp" > "$KFOLD_VENV/.kfold-stamp"

@@ -6,3 +6,4 @@ KFOLD_VENV="${KFOLD_VENV:-$KFOLD_ROOT/.venv}"
 KFOLD_PY="$KFOLD_VENV/bin/python"
 export KFOLD_VENV
 export PATH="$KFOLD_VENV/bin:$PATH"
+. "$KFOLD_ROOT/scripts/syspath.sh"

@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tarfile
 import time
 import urllib.request
 from pathlib import Path
@@ -30,6 +29,7 @@ from kubernetes import client
 
 from kfold import __version__
 from kfold.manifests import DEFAULT_IMAGE, NONROOT, install
+from tests.safe_tar import extract_all
 from tests.e2e.conftest import REPO, free_port, install_rbac, service_account_token, wait_for
 from tests.e2e.test_session_lifecycle import GROUP, PLURAL, VERSION, WEB, World, session_manifest
 
@@ -53,8 +53,7 @@ class Image:
     def __init__(self, archive: Path, work: Path):
         layout = work / "layout"
         layout.mkdir()
-        with tarfile.open(archive) as tf:
-            tf.extractall(layout, filter="tar")
+        extract_all(archive, layout)
         (self.index_entry,) = json.loads((layout / "index.json").read_text())["manifests"]
         self.manifest = self._blob(layout, self.index_entry["digest"])
         self.config = self._blob(layout, self.manifest["config"]["digest"])
