@@ -323,6 +323,11 @@ def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecis
         # pod waits for the finalizer (found by kfold sim, seed 296: a pod on cluster east, its
         # Service and Ingress outlived their Session).
         return d
+    if d.releasing or d.abandoned:
+        # One live pod per Session: generation N's pod is created once every earlier pod being let
+        # go is gone (``pod_gone``) or its delete failed (``pod_delete_failed``, after the pod
+        # machine's budget): a workspace that outlives generations is never mounted by two pods.
+        return d
     return _create_pod(ctx, key, d, spec)
 
 
