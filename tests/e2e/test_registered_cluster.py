@@ -12,7 +12,9 @@ import sys
 
 from kubernetes import client
 
+from engine.machines.repo_names import rfc3339
 from tests.e2e.conftest import REPO, wait_for
+from tests.e2e.driver import server_date_ms
 
 GVP = ("kfold.dev", "v1alpha1")
 
@@ -118,3 +120,30 @@ def test_a_cluster_registered_while_kfold_runs_is_used_without_a_restart(
     assert len(configures) == 3, "boot, registered, deregistered"
     assert '"edge@acme"' in configures[1] and '"edge@acme"' not in configures[2]
     assert "every journaled effect matches" in replay_check(daemon.journal)
+
+
+def repo(ns, name, last_attached):
+    return {"apiVersion": "kfold.dev/v1alpha1", "kind": "Repo",
+            "metadata": {"name": name, "namespace": ns, "annotations": {"kfold.dev/last-attached": last_attached}},
+            "spec": {"url": f"https://github.com/org/{name}"}}
+
+
+def test_repos_on_a_registered_cluster_are_evicted_on_its_server_clock(admin, cp, crds, namespaces, daemon_factory,
+                                                                        tmp_path):
+    """Issue 33 item 6: ``repo.gc`` runs in a registered cluster's namespaces too (its first run is
+    ``repos.gc_interval_seconds`` after start, 60 s at least). An unbound Repo last attached long
+    before the TTL on that cluster's clock goes; one attached just now stays."""
+    co = client.CustomObjectsApi(admin)
+    acme_ns, bound = (namespaces(p) for p in ("acme", "edge-sb"))
+    registry_dir = tmp_path / "registry"
+    register(registry_dir, cp, "acme", "edge", bound)
+    co.create_namespaced_custom_object(*GVP, bound, "repos", repo(bound, "stale", "2000-01-01T00:00:00Z"))
+    co.create_namespaced_custom_object(*GVP, bound, "repos", repo(bound, "fresh", rfc3339(server_date_ms(cp))))
+    daemon = daemon_factory(cp["kubeconfig"], [acme_ns], extra={
+        "registry": {"dir": str(registry_dir)}, "tenants": {acme_ns: "acme"},
+        "repos": {"gc_interval_seconds": 60}}).start()
+
+    def names():
+        return sorted(r["metadata"]["name"] for r in co.list_namespaced_custom_object(*GVP, bound, "repos")["items"])
+    wait_for(lambda: names() == ["fresh"], 100, interval=1, what="the stale Repo on edge evicted, the fresh one kept")
+    assert daemon.stop() == 0
