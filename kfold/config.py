@@ -185,6 +185,7 @@ class RegistryConfig(_Model):
     credentials: Literal["directory", "secrets"] = "directory"
     secrets_namespace: str | None = None   # credentials=secrets: kfold's own namespace
     rescan_seconds: int = Field(default=30, ge=0)   # re-read registrations this often (0: only at start)
+    credential_refresh_seconds: int = Field(default=60, ge=0)   # re-read a held credential this often (and on a 401)
     qps: float | None = Field(default=DEFAULT_QPS, ge=0)
     burst: int = Field(default=DEFAULT_BURST, ge=1, le=10_000)
     limits: dict[str, RateLimit] = Field(default_factory=dict)
