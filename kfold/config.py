@@ -80,6 +80,37 @@ class Deadlines(_Model):
     watch_idle_seconds: int = Field(70, ge=5)
 
 
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+class WorkspaceConfig(_Model):
+    """Where a Session's workspace lives. With ``storage_class`` set, each Session gets a
+    PersistentVolumeClaim ``<session>-workspace`` that outlives its generations (suspend, resume,
+    set-apps keep the files) and is deleted at teardown; without it the workspace is an emptyDir
+    of each pod (its files are lost whenever the pod is recreated). ``seed_configmap`` names a
+    ConfigMap in the Session's namespace whose files are copied into a new workspace once (a
+    Session's ``spec.workspace.seedConfigMap`` overrides it)."""
+    storage_class: str | None = None
+    size: str = "1Gi"
+    access_mode: Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"] = "ReadWriteOnce"
+    seed_configmap: str | None = None
+
+    @field_validator("storage_class", "seed_configmap")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and not _DNS_SUBDOMAIN.match(v):
+            raise ValueError(f"{v!r} is not a Kubernetes object name (lower-case DNS subdomain)")
+        return v
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, v: str) -> str:
+        if not _QUANTITY.match(v):
+            raise ValueError(f"{v!r} is not a storage quantity; e.g. '1Gi' or '500Mi'")
+        return v
+
+
 class SweepConfig(_Model):
     grace_seconds: int = Field(600, ge=0)
     interval_seconds: int = Field(300, ge=10)
@@ -218,6 +249,7 @@ class Config(_Model):
     base_domain: str | None = None   # None: cluster-internal endpoints only (a Service, no Ingress)
     journal: JournalConfig = JournalConfig()
     deadlines: Deadlines = Deadlines()
+    workspace: WorkspaceConfig = WorkspaceConfig()
     sweep: SweepConfig = SweepConfig()
     repos: ReposConfig = ReposConfig()
     log: LogConfig = LogConfig()

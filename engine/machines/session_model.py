@@ -58,6 +58,10 @@ class SessionConfig(Decision):
     base_domain: str = ""
     start_ms: int = DEFAULT_START_MS
     ready_ms: int = DEFAULT_READY_MS
+    workspace_class: str = ""          # "": each pod's workspace is an emptyDir
+    workspace_size: str = "1Gi"
+    workspace_access: str = "ReadWriteOnce"
+    workspace_seed: str = ""           # ConfigMap copied into a new workspace (a Session may name its own)
 
 
 class PodFacts(Decision):
@@ -132,6 +136,8 @@ class SessionDecision(Decision):
     secret_step: str = ""
     secret_made: bool = False              # a Secret create was sent: a stop reads and deletes it
     secret_uid: str = ""                   # its uid, from the create's answer or the adopting read
+    claim_step: str = ""                   # the workspace PersistentVolumeClaim: "" | sent | reading | done
+    claim_made: bool = False               # a claim create was sent: a stop reads and deletes it
     repos: tuple[RepoFacts, ...] = ()
     pod: PodFacts = PodFacts()
     repos_step: str = ""
