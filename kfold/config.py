@@ -178,6 +178,9 @@ class ExecutorConfig(_Model):
     max_attempts: int = Field(6, ge=1)
 
 
+MIN_MARGIN_S = 2   # leader.margin_seconds: a server-clock step of up to 1 s, plus 1 s of latency
+
+
 class LeaderConfig(_Model):
     """Leader election on a Lease (kfold.leader); off: this daemon is the only writer (one replica)."""
     enabled: bool = False
@@ -186,7 +189,7 @@ class LeaderConfig(_Model):
     lease_seconds: int = Field(15, ge=3, le=3600)
     renew_seconds: int = Field(10, ge=2)
     retry_seconds: float = Field(2, gt=0)
-    margin_seconds: int = Field(2, ge=1)
+    margin_seconds: int = 2          # >= MIN_MARGIN_S (``_margin``)
     # kfold.shards: > 1 spreads Sessions over the replicas, one Lease per shard (``<lease_name>-shard-<i>``);
     # 1: one Lease (``lease_name``), one leader, the others standbys
     shards: int = Field(1, ge=1, le=256)
@@ -196,6 +199,16 @@ class LeaderConfig(_Model):
     def _dns(cls, v: str | None) -> str | None:
         if v is not None and not _DNS_LABEL.match(v):
             raise ValueError(f"{v!r} is not a DNS label (lower-case letters, digits, '-')")
+        return v
+
+    @field_validator("margin_seconds")
+    @classmethod
+    def _margin(cls, v: int) -> int:
+        """The fence holds while an apiserver clock step plus a request's latency stays under the
+        margin (README "Leadership"): a 1 s step needs 1 s, and the latency 1 s more."""
+        if v < MIN_MARGIN_S:
+            raise ValueError(f"{v} is too small: the fence needs 1 s for an apiserver clock step of up to 1 s and 1 s "
+                             f"for a request's latency; set leader.margin_seconds to {MIN_MARGIN_S} or more")
         return v
 
     @model_validator(mode="after")
