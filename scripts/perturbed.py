@@ -50,7 +50,8 @@ def main() -> int:
                 faults, what = Faults(kill_after=(kind, k)), f"crash after {kind} write {k}, fresh journal {fresh}"
             else:
                 faults = Faults(stale_reads=rng.uniform(0.2, 0.8), watch_expire=rng.uniform(0, 0.5),
-                                watch_stall=rng.uniform(0, 0.2), stall_s=12, hold_write=rng.uniform(0, 0.3),
+                                watch_stall=rng.uniform(0, 0.2), stall_s=12, watch_lag_s=rng.uniform(0, 1),
+                                hold_write=rng.uniform(0, 0.3),
                                 drop_write=rng.uniform(0, 0.1))
                 what = f"{faults}"
             t = time.monotonic()

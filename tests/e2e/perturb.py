@@ -7,8 +7,9 @@ kfold's *view* only in ways the Kubernetes API contract permits:
   ``resourceVersionMatch=NotOlderThan`` with a resourceVersion the older answer still satisfies)
   may be answered with an earlier answer to the same request path; a quorum read (no
   resourceVersion) is always fresh;
-- **watches**: a watch may be ended with ``410 Expired`` after some events, or go silent without a
-  word (the connection kept open);
+- **watches**: a watch may be ended with ``410 Expired`` after some events, go silent without a
+  word (the connection kept open), or lag (each event forwarded up to ``watch_lag_s`` late: a watch
+  is only eventually consistent, so kfold's writes may come back long after their answers);
 - **slow writes**: a mutating request's response may be held back after the apiserver applied it,
   or the connection dropped after the write was applied (the client cannot tell whether it was);
 - **a crash at an intermediate point**: on the K-th mutating request of a resource, the write is
@@ -45,6 +46,7 @@ class Faults:
     stale_reads: float = 0.0
     watch_expire: float = 0.0            # a watch ends with 410 after 1-``watch_expire_after`` events
     watch_expire_after: int = 5
+    watch_lag_s: float = 0.0             # each watch event forwarded up to this late
     watch_stall: float = 0.0             # a watch goes silent for ``stall_s`` (then ends)
     stall_s: float = 20.0
     hold_write: float = 0.0              # a write's answer held back ``hold_s`` after it was applied
@@ -210,6 +212,8 @@ class Proxy:
             async for line in up.content:
                 if not line.strip():
                     continue
+                if self.faults.watch_lag_s:
+                    await asyncio.sleep(self.rng.uniform(0, self.faults.watch_lag_s))
                 await resp.write(line if line.endswith(b"\n") else line + b"\n")
                 events += 1
                 if expire_at and events >= expire_at:

@@ -11,14 +11,13 @@ every Session at its end state within a bound, nothing left after delete, and ``
 from __future__ import annotations
 
 import base64
-import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 import yaml
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from tests.contract import tls_material
 from tests.e2e.conftest import Daemon, install_rbac, service_account_token, wait_for
@@ -166,12 +165,22 @@ def _life(r: Run, names: list[str]) -> None:
 @pytest.mark.parametrize("seed", [1, 2])
 def test_stale_reads_expired_watches_and_late_or_lost_write_answers(run_factory, seed):
     r = run_factory(Faults(stale_reads=0.5, watch_expire=0.3, watch_expire_after=4, watch_stall=0.1, stall_s=12,
-                           hold_write=0.15, hold_s=1.5, drop_write=0.05), seed)
+                           watch_lag_s=0.4, hold_write=0.15, hold_s=1.5, drop_write=0.05), seed)
     r.start()
     names = _create_all(r)
     _life(r, names)
     r.finish()
     assert r.proxy.injected, "the run was not perturbed"
+    # Every read kfold makes is a quorum read and every watch resumes from an exact resourceVersion
+    # (README "Reads"): no answer from a cache or an older snapshot can reach a decision.
+    for method, path, query in r.proxy.requests:
+        q = parse_qs(query)
+        if method != "GET":
+            continue
+        if q.get("watch", [""])[0] in ("true", "1"):
+            assert q.get("resourceVersion", [""])[0] not in ("", "0"), (path, query)
+        else:
+            assert "resourceVersion" not in q and "resourceVersionMatch" not in q, (path, query)
 
 
 @pytest.mark.parametrize("resource, k, fresh", [("pods", 2, False), ("services", 3, False), ("pods", 3, True)],
