@@ -181,6 +181,16 @@ def _rows_of(records: Iterable[Record]) -> Iterator[tuple[int, int | None, str, 
         yield rec.seq, rec.at, rec.rec, dump_record(rec)
 
 
+def input_error(exc: BaseException) -> str:
+    """The one line an offline command prints for an input it cannot read: the error, and for a
+    bad JSONL line the fix (an export's own errors already name theirs)."""
+    from journal.jsonl import FIX, JsonlError
+    text = " ".join(str(exc).split())
+    if isinstance(exc, JsonlError) and FIX not in text:
+        return f"{text} (fix that line, or {FIX})"
+    return text
+
+
 def input_error_code(exc: BaseException) -> int | None:
     """The exit code for a journal kfold cannot read as asked (3: broken checksum chain; 2: a
     malformed or truncated JSONL file, an unknown record kind, a newer schema, a fold error, an

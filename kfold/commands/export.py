@@ -24,7 +24,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from kfold.progress import counted
-    from kfold.sources import export, input_error_code
+    from kfold.sources import export, input_error, input_error_code
 
     def progress(rows, first):
         return counted(rows, args.journal, "export", args.until, from_seq=first)
@@ -37,7 +37,7 @@ def run(args) -> int:
         if code is None:
             raise
         kept = " (records before it were written, without the end line)" if code == 3 else ""
-        print(f"kfold export: {args.journal}: {exc}{kept}", file=sys.stderr)
+        print(f"kfold export: {args.journal}: {input_error(exc)}{kept}", file=sys.stderr)
         return code
     finally:
         if out is not sys.stdout.buffer:

@@ -40,7 +40,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from kfold.progress import counted
     from kfold.replay import replay
-    from kfold.sources import first_bad_seq, input_error_code, iter_records
+    from kfold.sources import first_bad_seq, input_error, input_error_code, iter_records
 
     name = f"kfold replay: {args.journal}"
     _tune_gc()
@@ -62,7 +62,7 @@ def run(args) -> int:
         code = input_error_code(exc)
         if code is None:
             raise
-        print(f"{name}: {exc}", file=sys.stderr)
+        print(f"{name}: {input_error(exc)}", file=sys.stderr)
         return code
     if bad is not None and not args.up_to_corruption:
         why = f" ({records.reason})" if records.reason else ""

@@ -36,7 +36,8 @@ def run(args: Any) -> int:
     try:
         rows = rows_from_journal(args.journal) if args.journal else rows_from_cluster(args.kubeconfig, args.namespace)
     except Exception as exc:  # the source, not the listing, failed: say which and why
-        print(f"kfold repos: {args.journal or args.kubeconfig}: {exc}", file=sys.stderr)
+        from kfold.sources import input_error
+        print(f"kfold repos: {args.journal or args.kubeconfig}: {input_error(exc)}", file=sys.stderr)
         return 1
     print(render(rows, args.output))
     return 0

@@ -28,7 +28,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from kfold.progress import counted
-    from kfold.sources import input_error_code, iter_records, start_point
+    from kfold.sources import input_error, input_error_code, iter_records, start_point
     from kfold.timeline import walk
 
     shown, seen = 0, set()
@@ -50,7 +50,7 @@ def run(args) -> int:
         code = None if isinstance(exc, BrokenPipeError) else input_error_code(exc)
         if code is None:
             raise
-        print(f"kfold trace: {args.journal}: {exc}", file=sys.stderr)
+        print(f"kfold trace: {args.journal}: {input_error(exc)}", file=sys.stderr)
         return code
     if not shown:
         print(f"kfold trace: no record touched {args.key}{_hint(args.key, seen)}", file=sys.stderr)

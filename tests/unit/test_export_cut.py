@@ -190,6 +190,7 @@ def _argv(command: str, path: Path) -> list[str]:
     ("missing", 3, "is missing"),
     ("altered", 3, "checksum mismatch"),
     ("bad-header", 2, "this kfold reads format 1"),
+    ("malformed", 2, "not JSON: unexpected end of data"),
 ])
 def test_every_offline_command_answers_a_damaged_export_in_one_line(cut, tmp_path, capsys, command, damage, code,
                                                                     says):
@@ -203,6 +204,8 @@ def test_every_offline_command_answers_a_damaged_export_in_one_line(cut, tmp_pat
         _edit(out, first + 2, lambda line: [])
     elif damage == "altered":
         _edit(out, first + 2, lambda line: [line.replace(b'"at":', b'"at": ', 1)])
+    elif damage == "malformed":
+        _edit(out, first + 2, lambda line: [b'{"seq":\n'])
     else:
         out.write_bytes(data.replace(b'{"kfold_export":1', b'{"kfold_export":2', 1))
     capsys.readouterr()
@@ -216,3 +219,4 @@ def test_every_offline_command_answers_a_damaged_export_in_one_line(cut, tmp_pat
     assert returned == (1 if command == "repos" else code), stderr   # kfold repos: 1 for any unreadable source
     said = [line for line in stderr.splitlines() if says in line and "kfold ui: " + str(out) + " at http" not in line]
     assert len(said) == 1 and str(out) in said[0], stderr
+    assert damage not in ("truncated", "malformed") or "export the journal again (kfold export JOURNAL -o FILE)" in said[0]
