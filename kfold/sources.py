@@ -109,11 +109,8 @@ def start_point(path: str, until: int | None = None) -> tuple[Any, int, str]:
     first = history_start(path)
     if first == 1:
         return None, 1, ""
-    if until is not None and until < first:
-        raise JournalError(f"--until {until} is before the kept history, which begins at seq {first} "
-                           f"(records 1..{first - 1} are not in this file; see journal.retention.archive_dir)")
     snap = latest_snapshot(path, first - 1)
-    _check_start(first, snap)
+    _check_start(first, snap, until)
     try:
         state = snapshot.load(snap[1])
     except Exception as exc:  # a snapshot this kfold cannot read (or an edited one): no fold is possible
@@ -157,7 +154,7 @@ def export(path: str, out: IO[bytes], until: int | None = None, sealed: bool = T
         with _Opened(path) as j:
             first = j.journal.first_seq
             snap = j.run(j.journal.latest_snapshot(first - 1)) if first > 1 else None
-            _check_start(first, snap)
+            _check_start(first, snap, until)
             chain = j.run(j.journal.chain_before(first)) if sealed else None
             writer = ExportWriter(out, Start(first, snap, chain))
             writer.rows(wrap((r[:4] for rows in j.rows(first, until) for r in rows), first))
@@ -169,8 +166,11 @@ def export(path: str, out: IO[bytes], until: int | None = None, sealed: bool = T
     return first, writer.end()
 
 
-def _check_start(first: int, snap: tuple[int, bytes] | None) -> None:
+def _check_start(first: int, snap: tuple[int, bytes] | None, until: int | None) -> None:
     from journal.chain import JournalError
+    if until is not None and until < first:
+        raise JournalError(f"--until {until} is before the kept history, which begins at seq {first} "
+                           f"(records 1..{first - 1} are not in this file; see journal.retention.archive_dir)")
     if first > 1 and (snap is None or snap[0] != first - 1):
         raise JournalError(f"history begins at seq {first} but the snapshot at seq {first - 1} is missing")
 

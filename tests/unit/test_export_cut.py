@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -101,6 +102,10 @@ def test_the_export_of_a_cut_journal_replays_checks_traces_and_indexes_like_the_
     exported = kfold("export", str(path), "-o", str(out))
     assert exported.returncode == 0, exported.stderr
     assert f"history begins at seq {first}" in exported.stderr
+    with sqlite3.connect(path) as db:   # sealed onto the journal's own chain: it ends on the journal's head
+        head = db.execute("SELECT value FROM meta WHERE key = 'head'").fetchone()[0]
+    end = orjson.loads(out.read_bytes().splitlines()[-1])
+    assert f"{end['kfold_end']} {end['chk']}" == (head.decode() if isinstance(head, bytes) else head)
 
     direct, replayed = kfold("replay", str(path), "--check"), kfold("replay", str(out), "--check")
     assert direct.returncode == 0, direct.stderr
@@ -138,8 +143,10 @@ def test_every_view_of_a_cut_export_holds_no_secret_value(cut, tmp_path):
 
 
 def test_the_other_offline_commands_open_a_cut_journal_and_its_export(cut, tmp_path, capsys):
-    path, _ = cut
+    path, first = cut
     out = tmp_path / "x.jsonl"
+    assert main(["export", str(path), "-o", str(out), "--until", str(first - 1)]) == 2
+    assert f"--until {first - 1} is before the kept history, which begins at seq {first}" in capsys.readouterr().err
     assert main(["export", str(path), "-o", str(out)]) == 0
     for source in (path, out):
         assert main(["repos", "--journal", str(source)]) == 0
@@ -220,3 +227,13 @@ def test_every_offline_command_answers_a_damaged_export_in_one_line(cut, tmp_pat
     said = [line for line in stderr.splitlines() if says in line and "kfold ui: " + str(out) + " at http" not in line]
     assert len(said) == 1 and str(out) in said[0], stderr
     assert damage not in ("truncated", "malformed") or "export the journal again (kfold export JOURNAL -o FILE)" in said[0]
+
+
+def test_a_simulator_journal_and_its_export_open_in_replay_check_and_the_ui(tmp_path, capsys):
+    assert main(["sim", "--seed", "3", "--steps", "40", "--out", str(tmp_path), "--journal"]) == 0
+    journal, out = tmp_path / "seed-3.sqlite", tmp_path / "seed-3.jsonl"
+    assert main(["export", str(journal), "-o", str(out)]) == 0
+    capsys.readouterr()
+    for source in (journal, out):
+        assert main(["replay", str(source), "--check"]) == 0, capsys.readouterr().err
+        assert build(str(source), tmp_path / f"{source.name}.index")["records"] > 0
