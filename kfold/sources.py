@@ -143,16 +143,21 @@ def _iter_sqlite(path: str, until: int | None, from_seq: int = 1, projected: boo
 
 
 def export(path: str, out: IO[bytes], until: int | None = None, sealed: bool = True,
-           progress: Any = None) -> tuple[int, int]:
+           progress: Any = None, since: int | None = None) -> tuple[int, int]:
     """Write ``path``'s records from ``history_start`` (up to ``until``) to ``out`` as an export
     (``journal.jsonl``), with the snapshot they continue; ``sealed`` onto the journal's chain (a
-    JSONL source is sealed afresh over its records as written). ``progress`` wraps the rows
+    JSONL source is sealed afresh over its records as written). ``since`` (SQLite): begin instead
+    after the newest snapshot before ``since``, so record ``since`` and all after it are in the
+    export (from the history's start when no snapshot is). ``progress`` wraps the rows
     (``kfold.progress.counted``). Returns (first seq, records written)."""
     from journal.jsonl import ExportWriter, Start
     wrap = progress or (lambda rows, first: rows)
     if is_sqlite(path):
         with _Opened(path) as j:
             first = j.journal.first_seq
+            if since is not None and since > first:
+                later = j.run(j.journal.latest_snapshot(since - 1))
+                first = later[0] + 1 if later is not None and later[0] >= first else first
             snap = j.run(j.journal.latest_snapshot(first - 1)) if first > 1 else None
             _check_start(first, snap, until)
             chain = j.run(j.journal.chain_before(first)) if sealed else None

@@ -56,14 +56,14 @@ def scenario() -> Scenario:
     return replay_cli_scenario((SECRET,))
 
 
-def cut_journal(path: Path, snapshots_at: tuple[int, ...] = (6, 11), archive: Path | None = None) -> int:
-    """The scenario journaled through the journal's own retention (keep 1 snapshot, snapshots of
-    the state folded from what the journal holds, as the daemon takes them); returns first_seq."""
+def cut_journal(path: Path, snapshots_at: tuple[int, ...] = (6, 11), archive: Path | None = None, keep: int = 1) -> int:
+    """The scenario journaled through the journal's own retention (keep ``keep`` snapshots, taken
+    of the state folded from what the journal holds, as the daemon takes them); returns first_seq."""
     records = scenario().records
 
     async def go() -> int:
         j = SqliteJournal(str(path))
-        j.retention = Retention(keep_snapshots=1, archive_dir=str(archive) if archive else None)
+        j.retention = Retention(keep_snapshots=keep, archive_dir=str(archive) if archive else None)
         await j.open()
         done, state = 0, initial_state()
         for at in (*snapshots_at, len(records)):
@@ -101,7 +101,7 @@ def test_the_export_of_a_cut_journal_replays_checks_traces_and_indexes_like_the_
     out = tmp_path / "x.jsonl"
     exported = kfold("export", str(path), "-o", str(out))
     assert exported.returncode == 0, exported.stderr
-    assert f"history begins at seq {first}" in exported.stderr
+    assert f"the export begins at seq {first} (retention cut the records before it)" in exported.stderr
     with sqlite3.connect(path) as db:   # sealed onto the journal's own chain: it ends on the journal's head
         head = db.execute("SELECT value FROM meta WHERE key = 'head'").fetchone()[0]
     end = orjson.loads(out.read_bytes().splitlines()[-1])
@@ -156,6 +156,20 @@ def test_the_other_offline_commands_open_a_cut_journal_and_its_export(cut, tmp_p
     assert main(["export", str(out), "-o", str(again)]) == 0
     assert read_start(again) == read_start(out)
     assert main(["replay", str(again), "--check"]) == 0
+
+
+def test_export_since_begins_at_the_newest_snapshot_before_it_and_replays_to_the_same_end(tmp_path):
+    path = tmp_path / "j.sqlite"
+    cut_journal(path, snapshots_at=(6, 11), keep=0)   # nothing cut: two snapshots to choose from
+    out = tmp_path / "since.jsonl"
+    exported = kfold("export", str(path), "-o", str(out), "--since", "11")
+    assert exported.returncode == 0, exported.stderr
+    assert "the export begins at seq 7 (--since) and carries the snapshot at seq 6" in exported.stderr
+    assert read_start(out)[0] == 7
+    direct, replayed = kfold("replay", str(path), "--check"), kfold("replay", str(out), "--check")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    ends = lambda text: [l for l in text.splitlines() if l.startswith(("machine ", "pending effects"))]  # noqa: E731
+    assert ends(replayed.stdout) == ends(direct.stdout)
 
 
 def test_a_retention_archive_after_the_first_replays_alone(tmp_path):
