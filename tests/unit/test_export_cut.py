@@ -21,7 +21,7 @@ from kfold.cli import main
 from kfold.ui.index import build
 from kfold.ui.server import Store
 from tests.harness import Scenario
-from tests.unit.test_replay_cli import scenario as replay_cli_scenario
+from tests.unit.test_replay_cli import scenario as replay_cli_scenario, session_obj
 
 
 def read_start(path: Path) -> tuple[int, bytes | None]:
@@ -51,9 +51,18 @@ def kfold(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+def leaky_session() -> dict:
+    """A Session whose spec holds a literal credential: the journal redacts it on append, and the
+    session machine keeps the (redacted) spec in its decision, so it lives in every snapshot."""
+    obj = session_obj("leaky")
+    obj["spec"]["env"] = [{"name": "API_TOKEN", "value": SECRET_VALUE}]
+    return obj
+
+
 def scenario() -> Scenario:
-    """A Secret, then two Sessions brought up as far as their answers allow (every effect answered ok)."""
-    return replay_cli_scenario((SECRET,))
+    """A Secret and a Session with a literal credential, then two Sessions brought up as far as
+    their answers allow (every effect answered ok)."""
+    return replay_cli_scenario((SECRET, leaky_session()))
 
 
 def cut_journal(path: Path, snapshots_at: tuple[int, ...] = (6, 11), archive: Path | None = None, keep: int = 1) -> int:
@@ -113,7 +122,7 @@ def test_the_export_of_a_cut_journal_replays_checks_traces_and_indexes_like_the_
     assert replayed.stdout.splitlines()[0].startswith(f"history begins at seq {first}: ")
     assert after_note(replayed.stdout) == after_note(direct.stdout)   # the same decisions
     assert "check: every journaled effect matches the current code" in replayed.stdout
-    assert "machine session: 2 objects" in replayed.stdout
+    assert "machine session: 3 objects" in replayed.stdout
 
     traced, traced_direct = kfold("trace", str(out), "local/ns/demo"), kfold("trace", str(path), "local/ns/demo")
     assert traced.returncode == 0, traced.stderr
@@ -137,7 +146,8 @@ def test_every_view_of_a_cut_export_holds_no_secret_value(cut, tmp_path):
     out = tmp_path / "x.jsonl"
     assert kfold("export", str(path), "-o", str(out)).returncode == 0
     text = out.read_text()
-    assert read_start(out)[1] is not None
+    snap = read_start(out)[1].decode()
+    assert "API_TOKEN" in snap and "redacted:hmac-sha256:" in snap, "the credential's place is in the snapshot"
     for needle in (SECRET_VALUE, base64.b64encode(SECRET_VALUE.encode()).decode()):
         assert needle not in text
 
