@@ -41,7 +41,7 @@ from typing import IO, Any, Iterable, Iterator
 
 import orjson
 
-from journal.chain import JournalCorrupt, link, snapshot_chk
+from journal.chain import JournalCorrupt, JournalError, link, snapshot_chk
 from journal.records import RECORD_KINDS, Record, RecordError, dump_record, parse_record
 
 FORMAT = 1
@@ -106,7 +106,8 @@ class ExportWriter:
     def rows(self, rows: Iterable[RowOut]) -> None:
         for seq, at, kind, payload in rows:
             if seq != self._next:
-                raise ValueError(f"record {seq} written where {self._next} is due")
+                raise JournalError(f"record {seq} cannot follow record {self._next - 1}: a gap in the source, "
+                                   f"which an export cannot hold")
             self.out.write(payload + b"\n")
             self.records, self._next = self.records + 1, seq + 1
             if self._prev is not None:

@@ -203,6 +203,8 @@ def test_an_unsealed_export_with_a_gap_is_still_refused_by_the_fold(cut, tmp_pat
     assert main(["replay", str(out), "--check"]) == 2
     err = capsys.readouterr().err
     assert f"seq {first + 4}" in err and "gap" in err
+    assert main(["export", str(out), "-o", str(tmp_path / "again.jsonl")]) == 2   # nor sealed into a new export
+    assert f"record {first + 4} cannot follow record {first + 2}" in capsys.readouterr().err
 
 
 # -- the commands' answers to a damaged export: one line, the file, the fix --------------------
