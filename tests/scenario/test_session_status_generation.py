@@ -110,3 +110,19 @@ def test_a_ports_only_change_is_ready_again_only_once_the_new_ports_are_routed()
     ready = _cond(st, "Ready")
     assert (ready["status"], ready["observedGeneration"], ready["lastTransitionTime"]) == ("True", 2, "2030-01-01T00:00:21Z")
     assert [e["port"] for e in st["endpoints"]] == [9090]
+
+
+def test_a_transition_decided_on_a_registered_clusters_clock_is_stamped_on_the_home_clock():
+    from tests.scenario.test_session_tenancy import ON_EDGE, TWorld
+    ahead = 3 * 3600   # the edge apiserver's clock runs three hours ahead of the home one
+    w = TWorld().to_creating(ON_EDGE, 1)
+    w.answer("create", "Pod", when=2 + ahead, obj=w.pod(1))
+    w.s.observe(w.pod(1, phase="Running", ip="10.1.0.7", node="edge-node", ready=True), at(4 + ahead),
+                cluster="edge@acme")
+    for kind in ("Service", "Ingress"):
+        w.answer("create", kind, when=5 + ahead, obj={})
+    assert w.phase == "Ready"
+    ready = _cond(w.status(), "Ready")
+    assert ready["status"] == "True"
+    assert ready["lastTransitionTime"] == "2030-01-01T00:00:01Z", \
+        "the latest home-clock time the Session's record knows, not the edge's clock"
