@@ -92,7 +92,7 @@ class SessionMachine(Machine):
         if _older(ctx.get(key), rec.obj):
             return ctx.log(key, "an observation older than the one folded (a stale list, or a watch "
                                 "replaying from one); ignored", level="debug")
-        save(ctx, key, absorb(ctx.get(key), rec.cluster, rec.obj))
+        save(ctx, key, status.seen_at(absorb(ctx.get(key), rec.cluster, rec.obj), ctx.now_on(rec.cluster)))
 
     def on_relist(self, ctx: Ctx, rec: Relist) -> None:
         """A relist's absences are suspects (``missing_after_relist``): each is re-read with a
@@ -277,7 +277,8 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
     # The same spec keeps the same dict: ``session_flow.spec_of`` remembers its validation by it.
     spec = d.spec_raw if same_json(v.spec, d.spec_raw) else v.spec
     return d.but(uid=v.uid, rv=v.rv, spec_raw=spec, spec_generation=v.spec_generation, deleting=deleting, finalizers=v.finalizers,
-                 finalizer_step=step, reported_phase=v.phase, reported_generation=v.generation)
+                 finalizer_step=step, reported_phase=v.phase, reported_generation=v.generation,
+                 since=d.since or {t: (st, at) for t, st, at in v.since})   # a fresh record keeps the times written
 
 
 def _overwritten(d: SessionDecision, v: Any) -> SessionDecision:

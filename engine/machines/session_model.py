@@ -160,6 +160,8 @@ class SessionDecision(Decision):
     status_echoed: bool = False            # that write has been observed since (see session.absorb)
     reported_phase: str = ""               # status.phase on the Session as last observed
     reported_generation: int = 0           # status.generation on the Session as last observed
+    since: dict[str, tuple[str, str]] = Field(default_factory=dict)  # condition type -> (status, lastTransitionTime) last written
+    home_time: str = ""                    # the latest home-clock time (RFC 3339, seconds) its record knows
 
     def move(self, event: str) -> "SessionDecision":
         return self.but(phase=TABLE.next(self.phase, event))
