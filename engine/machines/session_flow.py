@@ -133,8 +133,13 @@ def release(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> SessionDecis
     return delete_pod(ctx, key, d, pk, reason).but(pod=PodFacts())
 
 
-def delete_pod(ctx: Ctx, key: str, d: SessionDecision, pk: str, reason: str) -> SessionDecision:
-    ctx.tell("pod", pk, "delete", reply_to="session", reply_key=key, reason=reason)
+def delete_pod(ctx: Ctx, key: str, d: SessionDecision, pk: str, reason: str,
+               by_name: bool = False) -> SessionDecision:
+    """``by_name``: a pod this record never created nor adopted, known only by its name (the
+    generation the status names): the pod machine deletes it only if it carries this Session's
+    label, so a pod kfold refused to adopt (another Session's) is never deleted by name."""
+    extra = {"session": d.name} if by_name else {}
+    ctx.tell("pod", pk, "delete", reply_to="session", reply_key=key, reason=reason, **extra)
     return d.but(releasing=tuple(dict.fromkeys(d.releasing + (pk,))))
 
 
@@ -182,7 +187,7 @@ def _release_unmade(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> Sess
         # released when it is observed (``session_replies.release_stale``: a stopped Session has no
         # pod), so a stop costs no read on the normal path.
         return d
-    return delete_pod(ctx, key, d, pk, reason)
+    return delete_pod(ctx, key, d, pk, reason, by_name=True)
 
 
 def _release_resumed(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
@@ -200,7 +205,7 @@ def _release_resumed(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     pk = object_key(d.target or d.home, d.target_ns, mf.pod_name(d.name, generation))
     # That generation is spent: a resume is the next one, never its name again (the pod released
     # may still be terminating; found by kfold sim, soak seed 20337).
-    return delete_pod(ctx, key, d.but(generation=max(d.generation, generation)), pk, "session stopped")
+    return delete_pod(ctx, key, d.but(generation=max(d.generation, generation)), pk, "session stopped", by_name=True)
 
 
 def reported(d: SessionDecision) -> tuple[str, int]:
