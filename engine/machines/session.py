@@ -42,6 +42,7 @@ from engine.canonical import same_json
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_flow as flow
 from engine.machines import session_owned as owned
+from engine.machines import session_secret as secret
 from engine.machines import session_replies as replies
 from engine.machines import session_status as status
 from engine.machines.base import Machine, missing_after_relist, object_key
@@ -397,10 +398,14 @@ def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
             return _finalizer_answer(ctx, key, d, rec)
         case _, ("delete" | "get") if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
             return owned.teardown_answer(ctx, key, d, rec, effect)
+        case "Secret", ("get" | "delete") if d.secret_step == "dropping":
+            return secret.on_dropping(ctx, key, d, rec, effect)
         case "Secret", "create":
             return _secret_answer(ctx, key, d, rec)
         case "Secret", "get":
             return _secret_read(ctx, key, d, rec, effect)
+        case "Secret", "replace":
+            return secret.on_replaced(d, rec)
         case ("Service" | "Ingress"), _:
             cfg = config(ctx) or SessionConfig()
             spec = flow.spec_of(d, cfg)
@@ -456,10 +461,14 @@ def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sess
 
 
 def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
-    """The Secret's create met AlreadyExists: adopt it only when it is this Session's."""
+    """The Secret's create met AlreadyExists: adopt it only when it is this Session's, mended to
+    what the current spec implies (``session_secret.adopt``)."""
     if d.secret_step != "reading":
         return d
-    if rec.result == "ok" and owned.owned(rec.obj, d.name):
+    spec = flow.spec_of(d, config(ctx) or SessionConfig())
+    if rec.result == "ok" and owned.owned(rec.obj, d.name) and not isinstance(spec, SpecError):
+        return secret.adopt(ctx, key, d, rec.obj, spec)
+    if rec.result == "ok" and owned.owned(rec.obj, d.name):   # an invalid spec fails before its pod
         return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj))
     if rec.result == "ok":
         return flow.fail(ctx, key, d.but(secret_step=""), "NameTaken",
@@ -481,8 +490,11 @@ def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDeci
         case _, ("delete" | "get") if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
             owned.repeat(ctx, key, effect)
             return d
-        case "Secret", ("create" | "get"):
-            return d.but(secret_step="") if d.secret_step in ("sent", "reading") else d
+        case "Secret", ("get" | "delete") if d.secret_step == "dropping":
+            owned.repeat(ctx, key, effect)   # a read, or a delete fenced by uid: harmless to repeat
+            return d
+        case "Secret", ("create" | "get" | "replace"):
+            return d.but(secret_step="") if d.secret_step in ("sent", "reading", "replacing") else d
         case ("Service" | "Ingress"), _:
             field = "service" if effect.kind == "Service" else "ingress"
             u = getattr(d, field)

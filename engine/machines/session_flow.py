@@ -9,8 +9,8 @@ finalizer patch (sent first, not waited for: the pod names the Session as its ow
 and a Session deleted before the finalizer landed is seen going and its pod released):
 namespace (pod machine; skipped on a namespace-bounded registration, where namespaces are
 cluster-scoped and refused, and where the pod runs beside its Session: that namespace exists)
--> repositories (repo machine) -> session Secret (only with env
-references) -> pod ``<session>-g<N>`` (pod machine ``create``) -> Running with a pod IP within the
+-> repositories (repo machine) -> session Secret (made or mended with env
+references, dropped without: ``session_secret``) -> pod ``<session>-g<N>`` (pod machine ``create``) -> Running with a pod IP within the
 start deadline -> the workspace container ready (and every repository synced on the pod's node)
 within the ready deadline, and its Service and Ingress published -> Ready. Endpoints are upserted
 as soon as the pod's create answered (they name the pod as owner), while it starts.
@@ -39,9 +39,10 @@ from typing import Any
 
 from engine.canonical import canonical_json
 from engine.machines.base import Ctx
-from engine.effects.models import CreateObject, Log, PatchObject
+from engine.effects.models import Log, PatchObject
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_manifests as mf
+from engine.machines import session_secret as secret
 from engine.machines import session_status as status
 from engine.machines import session_targets as targets
 from engine.machines import session_tenancy as tenancy
@@ -314,13 +315,8 @@ def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecis
             d = d.but(repos_step="sent")
         return d
     if d.secret_step != "done":
-        if not spec.env:  # the Secret records env references only: with none there is nothing to keep
-            d = d.but(secret_step="done")
-        elif d.secret_step == "":
-            ctx.emit(CreateObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1", kind="Secret",
-                     namespace=d.target_ns, name=mf.secret_name(d.name), manifest=mf.secret(d.name, d.target_ns, spec))
-            return d.but(secret_step="sent", secret_made=True)
-        else:
+        d = secret.step(ctx, key, d, spec)   # made, mended or dropped as the spec's env implies
+        if d.secret_step != "done":
             return d
     if FINALIZER not in d.finalizers and not _ownable(d):
         # Nothing would take a pod elsewhere with the Session if it were deleted before its

@@ -79,14 +79,8 @@ def _foreign_pod(cluster: Cluster) -> str:
 
 
 def _pod_uid(cluster: Cluster) -> str | None:
-    from kubernetes.client.exceptions import ApiException
-    try:
-        pod = cluster.core.read_namespaced_pod(f"{NAME}-g1", cluster.ns)
-    except ApiException as e:
-        if e.status == 404:
-            return None
-        raise
-    return None if pod.metadata.deletion_timestamp else pod.metadata.uid
+    pod = cluster.read_or_none(cluster.core.read_namespaced_pod, f"{NAME}-g1")
+    return None if pod is None or pod.metadata.deletion_timestamp else pod.metadata.uid
 
 
 @pytest.mark.parametrize("how", ["stopped", "deleted"])
