@@ -156,7 +156,7 @@ class SessionMachine(Machine):
         if not isinstance(d, SessionDecision) or d.phase != "Provisioning":
             return
         now = ctx.now_on(d.target)
-        if now is not None and _judge_later(d, name):
+        if now is not None and _judge_later(ctx, key, d, name):
             ctx.set_timer(key, name, now + READ_GRACE_MS, d.target)
         elif (name == "start" and not flow.running(d)) or (name == "ready" and flow.running(d)):
             if now is not None and d.pod.name and d.pod.checked != name:
@@ -179,16 +179,19 @@ class SessionMachine(Machine):
         save(ctx, key, d)
 
 
-def _judge_later(d: SessionDecision, name: str) -> str:
+def _judge_later(ctx: Ctx, key: str, d: SessionDecision, name: str) -> str:
     """Why a bring-up deadline that fired is judged again ``READ_GRACE_MS`` later instead of failing
     the Session ("" = judge now): what kfold sees is known to be stale or incomplete, or what is
-    missing is kfold's own doing, not the Session's. Each reason was found by kfold sim."""
+    missing is kfold's own doing, not the Session's. Each reason was found by kfold sim; each lasts
+    only while something kfold waits for is outstanding, so the deadlines bound every bring-up."""
     running = flow.running(d)
-    if _reported_ready(d) and not (name == "ready" and not running):
+    if _reported_ready(d) and not (name == "ready" and not running) and _requests_in_flight(ctx, key):
         # The Session's status (written only by kfold) already says this generation is Ready:
         # another replica brought it up while this record, a standby's, fell behind; judged once the
         # takeover's re-reads and requests have answered (soak seed 70039: a takeover failed a Ready
         # Session at its ready deadline while its in-doubt Service/Ingress creates were in flight).
+        # Not beyond them: a status resumed from (a fresh journal or replica) over a pod that is
+        # gone and never comes back up is judged as a fresh bring-up (issue 33, item 2).
         return "the status already reports this generation Ready"
     if name == "start" and not running and d.pod.reading:
         # Its pod's state is being read (an adopted pod, a relist without it): judged after the
@@ -201,6 +204,13 @@ def _judge_later(d: SessionDecision, name: str) -> str:
         # a healthy pod under a long run of 500s and resets).
         return "only kfold's own Service/Ingress requests are outstanding"
     return ""
+
+
+def _requests_in_flight(ctx: Ctx, key: str) -> bool:
+    """The Session's own requests still unanswered, besides reads of its pod (the judgement's own)
+    and status writes (what the judgement decides, not what it waits for)."""
+    return any(not (e.type == "get" and e.kind == "Pod") and getattr(e, "subresource", "") != "status"
+               for e in ctx.pending_for(key))
 
 
 def _reported_ready(d: SessionDecision) -> bool:
