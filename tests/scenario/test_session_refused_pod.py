@@ -95,3 +95,21 @@ def test_a_pod_of_this_session_under_another_generation_is_refused_then_reaped_b
     w.s.observe(_stop(_with_status(w, SPEC), "stopped"), at(4))
     _answer_pod_reads(w, _held(OWN_OTHER_GEN), 5)
     assert _pod_deletes(w) == ["held-uid"], "its own (by labels): reaped by the stop, fenced by its uid"
+
+
+def test_a_stop_queued_behind_the_refused_create_does_not_delete_the_pod():
+    """A fresh journal meets the Session's status (Ready, generation 1) and re-creates ``demo-g1``;
+    the user stops it while that create is in flight: the release of the pod the status names
+    waits for the create, which then refuses the pod holding the name."""
+    w = World()
+    w.s.observe(_held(OTHER), at(0), event="ADDED")
+    obj = session_obj(SPEC, rv="500", finalizers=(FINALIZER,))
+    obj["status"] = {"phase": "Ready", "generation": 1, "podName": "demo-g1"}
+    w.s.observe(obj, at(1))
+    assert w.pod_creates() == ["demo-g1"]
+    w.s.observe(_stop({**obj, "metadata": {**obj["metadata"], "resourceVersion": "501"}}, "stopped"), at(2))
+    w.answer("create", "Pod", "already_exists", when=3, status_reason="AlreadyExists")
+    for when in (4, 5, 6):
+        _answer_pod_reads(w, _held(OTHER), when)
+    assert not _pod_deletes(w)
+    assert w.phase == "Stopped"
