@@ -414,6 +414,9 @@ def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
             return _secret_answer(ctx, key, d, rec)
         case "Secret", "get":
             return _secret_read(ctx, key, d, rec, effect)
+        case "Secret", "replace" if d.secret_step == "replacing" and rec.result not in secret.REREAD:
+            return flow.fail(ctx, key, d.but(secret_step=""), "SecretFailed",
+                             f"cannot replace Secret {effect.name}: {rec.result} {rec.message}".strip())
         case "Secret", "replace":
             return secret.on_replaced(d, rec)
         case ("Service" | "Ingress"), _:

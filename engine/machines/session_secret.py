@@ -69,6 +69,9 @@ def _stale(obj: Any, want: dict[str, Any]) -> bool:
             or bool(obj.get("data") or obj.get("stringData")) or obj.get("type", "Opaque") != want["type"])
 
 
+REREAD = ("ok", "conflict", "not_found", "transient")   # other answers to a replace fail the Session
+
+
 def on_replaced(d: SessionDecision, rec: Any) -> SessionDecision:
     if d.secret_step != "replacing":
         return d

@@ -121,3 +121,13 @@ def test_a_stop_after_env_went_sends_nothing_for_the_secret():
     w.answer("delete", "Secret", when=11)
     w.submit({**SPEC, "stopped": True}, 20)
     assert len(w.effects("delete", "Secret")) == 1 and not w.effects("get", "Secret")
+
+
+def test_a_replace_refused_fails_the_session_instead_of_asking_again():
+    w = _ready_with(TWO)
+    w.submit(ENV_SPEC, 10)
+    w.answer("create", "Secret", "already_exists", when=11, status_reason="AlreadyExists")
+    w.answer("get", "Secret", when=11, obj=_secret(TWO))
+    w.answer("replace", "Secret", "forbidden", when=12)
+    assert w.phase == "Failed" and w.condition("Ready")["reason"] == "SecretFailed"
+    assert len(w.effects("replace", "Secret")) == 1 and not w.pending("create", "Secret")
