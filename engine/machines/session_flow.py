@@ -9,11 +9,12 @@ finalizer patch (sent first, not waited for: the pod names the Session as its ow
 and a Session deleted before the finalizer landed is seen going and its pod released):
 namespace (pod machine; skipped on a namespace-bounded registration, where namespaces are
 cluster-scoped and refused, and where the pod runs beside its Session: that namespace exists)
--> repositories (repo machine) -> session Secret (made or mended with env
-references, dropped without: ``session_secret``) -> pod ``<session>-g<N>`` (pod machine ``create``) -> Running with a pod IP within the
-start deadline -> the workspace container ready (and every repository synced on the pod's node)
-within the ready deadline, and its Service and Ingress published -> Ready. Endpoints are upserted
-as soon as the pod's create answered (they name the pod as owner), while it starts.
+-> repositories (repo machine) -> session Secret (made or mended with env references, dropped
+without: ``session_secret``) -> pod ``<session>-g<N>`` (pod machine ``create``) -> Running with a
+pod IP within the start deadline -> the workspace container ready (and every repository synced on
+the pod's node) within the ready deadline, and its Service and Ingress published -> Ready.
+Endpoints are upserted as soon as the pod's create answered (they name the pod as owner), while it
+starts.
 
 Guarantees:
 - Idempotent: calling ``decide`` again with the same record emits nothing new (steps are marked
