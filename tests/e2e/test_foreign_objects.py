@@ -1,6 +1,8 @@
 """Issue 12 item 3 on the real control plane: a same-name Service, Ingress or Secret that kfold did
 not create is never taken over or deleted. The Session fails with a message naming it; the object
-keeps its uid, labels, spec/data and resourceVersion, through the failure and through a stop."""
+keeps its uid, labels, spec/data and resourceVersion, through the failure and through a stop.
+Issue 33 item 1: the same for a pod ``<session>-g1`` of another Session, through a stop and
+through the Session's deletion."""
 from __future__ import annotations
 
 import pytest
