@@ -46,6 +46,12 @@ def _ready_with(spec: dict) -> World:
     return w
 
 
+def _old_pod_gone(w: World, gen: int, when: float) -> None:
+    """Generation ``gen``'s pod, released by the change, is gone: the next one may be made (seed 002)."""
+    w.answer("delete", "Pod", when=when)
+    w.observe_pod(when, gen=gen, event="DELETED")
+
+
 def _pod_refs_session_secret(w: World) -> bool:
     manifest = [e for e in w.effects("create", "Pod")][-1].manifest
     return "demo-env" in json.dumps(manifest)
@@ -56,6 +62,7 @@ def _pod_refs_session_secret(w: World) -> bool:
 def test_env_refs_that_change_replace_the_secret_with_the_new_ones(after):
     w = _ready_with(TWO)
     w.submit(after, 10)
+    _old_pod_gone(w, 1, 10)
     assert w.decision().generation == 2
     w.answer("create", "Secret", "already_exists", when=11, status_reason="AlreadyExists")
     w.answer("get", "Secret", when=11, obj=_secret(TWO))
@@ -71,6 +78,7 @@ def test_env_refs_that_change_replace_the_secret_with_the_new_ones(after):
 def test_a_secret_that_already_says_the_spec_is_adopted_as_it_is():
     w = _ready_with(TWO)
     w.submit({**TWO, "image": "registry.example/ws:2"}, 10)   # a new generation, the same env
+    _old_pod_gone(w, 1, 10)
     w.answer("create", "Secret", "already_exists", when=11, status_reason="AlreadyExists")
     w.answer("get", "Secret", when=11, obj=_secret(TWO))
     assert not w.effects("replace", "Secret") and w.pod_creates() == ["demo-g1", "demo-g2"]
@@ -79,6 +87,7 @@ def test_a_secret_that_already_says_the_spec_is_adopted_as_it_is():
 def test_a_replace_that_conflicts_reads_and_decides_again():
     w = _ready_with(TWO)
     w.submit(ENV_SPEC, 10)
+    _old_pod_gone(w, 1, 10)
     w.answer("create", "Secret", "already_exists", when=11, status_reason="AlreadyExists")
     w.answer("get", "Secret", when=11, obj=_secret(TWO))
     w.answer("replace", "Secret", "conflict", when=12, status_reason="Conflict")
@@ -90,13 +99,16 @@ def test_a_replace_that_conflicts_reads_and_decides_again():
 def test_env_that_goes_deletes_the_secret_by_its_uid_before_the_next_pod():
     w = _ready_with(ENV_SPEC)
     w.submit(SPEC, 10)
+    _old_pod_gone(w, 1, 10)
     [delete] = w.pending("delete", "Secret")
     assert delete.uid == "secret-uid" and delete.name == "demo-env"
     assert w.pod_creates() == ["demo-g1"], "the pod waits for the Secret to go"
     w.answer("delete", "Secret", when=11)
     assert w.pod_creates() == ["demo-g1", "demo-g2"]
     assert not _pod_refs_session_secret(w)
+    w.answer("create", "Pod", when=19, obj=pod_obj(2))
     w.submit({**SPEC, "image": "registry.example/ws:2"}, 20)   # a later generation: nothing more to drop
+    _old_pod_gone(w, 2, 20)
     assert len(w.effects("delete", "Secret")) == 1 and not w.effects("get", "Secret")
     assert w.pod_creates()[-1] == "demo-g3"
 
@@ -106,6 +118,7 @@ def test_env_that_goes_with_the_uid_unknown_reads_and_deletes_only_its_own(ours)
     """The Secret's create answered without the object (no uid kept): read first."""
     w = World().to_ready(ENV_SPEC)
     w.submit(SPEC, 10)
+    _old_pod_gone(w, 1, 10)
     assert not w.pending("delete", "Secret")
     w.answer("get", "Secret", when=12, obj=_secret(ENV_SPEC, labels=None if ours else OTHER_APP))
     assert [e.uid for e in w.effects("delete", "Secret")] == (["secret-uid"] if ours else [])
@@ -118,6 +131,7 @@ def test_env_that_goes_with_the_uid_unknown_reads_and_deletes_only_its_own(ours)
 def test_a_stop_after_env_went_sends_nothing_for_the_secret():
     w = _ready_with(ENV_SPEC)
     w.submit(SPEC, 10)
+    _old_pod_gone(w, 1, 10)
     w.answer("delete", "Secret", when=11)
     w.submit({**SPEC, "stopped": True}, 20)
     assert len(w.effects("delete", "Secret")) == 1 and not w.effects("get", "Secret")
@@ -126,6 +140,7 @@ def test_a_stop_after_env_went_sends_nothing_for_the_secret():
 def test_a_replace_refused_fails_the_session_instead_of_asking_again():
     w = _ready_with(TWO)
     w.submit(ENV_SPEC, 10)
+    _old_pod_gone(w, 1, 10)
     w.answer("create", "Secret", "already_exists", when=11, status_reason="AlreadyExists")
     w.answer("get", "Secret", when=11, obj=_secret(TWO))
     w.answer("replace", "Secret", "forbidden", when=12)
