@@ -48,7 +48,8 @@ class RegisteredCluster(_Seam):
 
 
 class SessionConfigure(_Seam):
-    """``session.configure``: placement, base domain and the bring-up deadlines (seconds).
+    """``session.configure``: placement, base domain, the bring-up deadlines (seconds), the default
+    image and the container resource ceilings (config ``sessions``).
 
     Journals written before this model spelt the deadlines ``defaults: {start_seconds,
     ready_seconds}`` (plus ``start_ms``/``ready_ms``), which the session machine never read: they
@@ -61,6 +62,8 @@ class SessionConfigure(_Seam):
     base_domain: str = ""
     start_seconds: StrictInt = Field(180, ge=1)
     ready_seconds: StrictInt = Field(120, ge=1)
+    default_image: str = ""                              # "" = none: a Session must name its image
+    limits: dict[str, str] = Field(default_factory=dict)   # resource -> ceiling (quantity) of every container
     # The workspace volume (kfold.config.WorkspaceConfig): no class = an emptyDir per pod.
     workspace_class: str = ""
     workspace_size: str = "1Gi"

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
+
+from engine.machines.session_limits import RESOURCE_NAME, quantity
 
 from kfold.registry.limiter import DEFAULT_BURST, DEFAULT_QPS, Limits
 
@@ -220,6 +223,35 @@ class LeaderConfig(_Model):
         return self
 
 
+def _ceiling(v: Any) -> str:
+    ok = not isinstance(v, bool) and isinstance(v, (str, int, float)) and (quantity(v) or 0) > 0
+    if not ok:
+        raise ValueError(f"{v!r} is not a positive Kubernetes quantity; e.g. '2', '500m' or '4Gi'")
+    return str(v).strip()
+
+
+class SessionsConfig(_Model):
+    """What every Session gets from the operator (seed 002: ``config.defaultImage``,
+    ``clampLimits(config.appLimits, ...)``)."""
+    default_image: str | None = None     # the image of a Session whose spec names none
+    limits: dict[str, Annotated[str, BeforeValidator(_ceiling)]] = Field(default_factory=dict)
+
+    @field_validator("default_image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        if v is not None and (v.strip() == "" or any(c.isspace() for c in v.strip())):
+            raise ValueError(f"{v!r} is not an image reference; e.g. 'registry.example/sandbox:1' (or null)")
+        return v.strip() if v is not None else v
+
+    @field_validator("limits")
+    @classmethod
+    def _names(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if not RESOURCE_NAME.match(name):
+                raise ValueError(f"key {name!r} is not a resource name; e.g. 'cpu', 'memory', 'nvidia.com/gpu'")
+        return v
+
+
 class RegistryConfig(_Model):
     """Where registered clusters live: the same layout as ``kfold cluster --registry-dir``; how
     fast kfold may talk to them (``qps``/``burst``: every registered cluster, seed 004's 50/100;
@@ -269,6 +301,7 @@ class Config(_Model):
     http: HttpConfig = HttpConfig()
     executor: ExecutorConfig = ExecutorConfig()
     leader: LeaderConfig = LeaderConfig()
+    sessions: SessionsConfig = SessionsConfig()
 
     @field_validator("namespaces")
     @classmethod

@@ -75,6 +75,7 @@ def configure_command(cfg: Config, now_ms: int | None, clusters: dict[str, Any] 
     home = cfg.cluster.name
     args = SessionConfigure(clusters=(home,), base_domain=cfg.base_domain or "",
                             start_seconds=cfg.deadlines.start_seconds, ready_seconds=cfg.deadlines.ready_seconds,
+                            default_image=cfg.sessions.default_image or "", limits=dict(cfg.sessions.limits),
                             workspace_class=cfg.workspace.storage_class or "", workspace_size=cfg.workspace.size,
                             workspace_access=cfg.workspace.access_mode,
                             workspace_seed=cfg.workspace.seed_configmap or "", **(clusters or {}))

@@ -51,6 +51,7 @@ from engine.machines.session_model import (CONFIG_KEY, FINALIZER, GONE_KEY, LIVE
                                           SessionEntry)
 from engine.machines import session_targets as targets
 from engine.machines import session_tenancy as tenancy
+from engine.machines.session_limits import ceilings
 from engine.machines.session_observe import session_view
 from engine.machines.session_spec import SpecError
 from engine.machines.session_status import API_VERSION
@@ -72,7 +73,8 @@ class SessionMachine(Machine):
         cmd = SessionConfigure.model_validate(rec.args)  # the model daemon_boot builds it from
         ctx.put(CONFIG_KEY, SessionConfig(
             clusters=cmd.clusters, base_domain=cmd.base_domain, start_ms=cmd.start_seconds * 1000,
-            ready_ms=cmd.ready_seconds * 1000, workspace_class=cmd.workspace_class, workspace_size=cmd.workspace_size,
+            ready_ms=cmd.ready_seconds * 1000, default_image=cmd.default_image.strip(),
+            ceilings=ceilings(cmd.limits), workspace_class=cmd.workspace_class, workspace_size=cmd.workspace_size,
             workspace_access=cmd.workspace_access, workspace_seed=cmd.workspace_seed, **tenancy.configure(cmd)))
         for key, d in list(sessions(ctx)):
             save(ctx, key, d)

@@ -71,7 +71,8 @@ def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
             and hit[2] == (d.home, d.name, d.namespace)):
         return hit[3]
     spec = validate(d.spec_raw, d.home, cfg.clusters, d.name,
-                    place=lambda wanted: tenancy.place(cfg, d.home, d.namespace, wanted))
+                    place=lambda wanted: tenancy.place(cfg, d.home, d.namespace, wanted),
+                    default_image=cfg.default_image, ceilings=cfg.ceilings)
     return remember(_SPECS, key, (d.spec_raw, cfg, (d.home, d.name, d.namespace), spec), _SPECS_MAX)[3]
 
 

@@ -10,6 +10,9 @@ Guarantees:
   generation re-points them through the endpoints upsert. The pod is owner-referenced to its
   Session when it runs in the Session's namespace on the Session's cluster.
 - The Service selects the pod by session AND generation, never a terminating predecessor.
+- Every container (workspace and apps) gets the same ``resources``: the spec's limits and requests
+  clamped to the configured ceilings (``session_limits``). App containers with ``io`` tty, pipe
+  or streams have ``stdin`` (tty also ``tty``), so ``kubectl attach -i[t]`` reaches them.
 """
 from __future__ import annotations
 
@@ -99,18 +102,31 @@ def _pod_spec(spec: Spec, containers: list[dict[str, Any]], claim: str, seed: st
     return out
 
 
+def _resources(spec: Spec) -> dict[str, Any]:
+    """Every container's ``resources``: the spec's, already clamped to the configured ceilings."""
+    out: dict[str, Any] = {}
+    if spec.limits:
+        out["limits"] = dict(spec.limits)
+    if spec.requests:
+        out["requests"] = dict(spec.requests)
+    return out
+
+
 def _workspace(spec: Spec) -> dict[str, Any]:
-    return {"name": WORKSPACE, "image": spec.image, "env": _env(spec),
-            "resources": {"limits": dict(spec.limits)} if spec.limits else {},
+    return {"name": WORKSPACE, "image": spec.image, "env": _env(spec), "resources": _resources(spec),
             "volumeMounts": [{"name": WORKSPACE, "mountPath": "/workspace"}]}
 
 
 def _app(app: App, spec: Spec) -> dict[str, Any]:
     interactive = app.io in ("tty", "pipe", "streams")
-    return {"name": f"app-{app.name}", "image": spec.image, "env": _env(spec),
-            "ports": [{"containerPort": p.port, "protocol": p.protocol} for p in app.ports],
-            "stdin": interactive, "tty": app.io == "tty",
-            "volumeMounts": [{"name": WORKSPACE, "mountPath": "/workspace"}]}
+    out = {"name": f"app-{app.name}", "image": spec.image, "env": _env(spec),
+           "ports": [{"containerPort": p.port, "protocol": p.protocol} for p in app.ports],
+           "stdin": interactive, "tty": app.io == "tty",
+           "volumeMounts": [{"name": WORKSPACE, "mountPath": "/workspace"}]}
+    resources = _resources(spec)
+    if resources:  # left out when empty, as before ceilings applied to app containers
+        out["resources"] = resources
+    return out
 
 
 def _env(spec: Spec) -> list[dict[str, Any]]:

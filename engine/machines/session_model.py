@@ -58,6 +58,8 @@ class SessionConfig(Decision):
     base_domain: str = ""
     start_ms: int = DEFAULT_START_MS
     ready_ms: int = DEFAULT_READY_MS
+    default_image: str = ""                        # the image of a Session that names none ("" = none)
+    ceilings: tuple[tuple[str, str], ...] = ()     # resource -> the most any container gets (sorted)
     workspace_class: str = ""          # "": each pod's workspace is an emptyDir
     workspace_size: str = "1Gi"
     workspace_access: str = "ReadWriteOnce"

@@ -14,6 +14,12 @@ Guarantees:
   handle and ``tenant``/``namespace``/``bounded`` say where on it; a refusal is a ``spec.cluster``
   error. Without it, ``cluster`` is checked against the plain ``clusters`` names.
 
+- ``image``: ``spec.image``, else (absent, null, blank) the configured default image (seed 002:
+  ``spec.image || config.defaultImage``); with neither, a ``spec.image`` error naming both fixes.
+- ``limits``/``requests``: ``spec.resources`` clamped to the configured ceilings
+  (``session_limits.clamp``); a value that is not a Kubernetes quantity is a spec error.
+- ``spec.cluster`` is trimmed of surrounding whitespace before it is looked up; blank = home.
+
 Caveats:
 - ``cluster`` defaults to the cluster the Session lives on; that cluster is always known.
 """
@@ -25,6 +31,7 @@ from typing import Any, Callable
 
 from engine.canonical import canonical_json
 from engine.machines.repo_names import RepoUrlError, cache_key
+from engine.machines.session_limits import RESOURCE_NAME, Pairs, clamp, quantity
 from engine.machines.session_tenancy import PlacementRefused
 
 IO_MODES = ("tty", "pipe", "streams", "none")
@@ -67,6 +74,7 @@ class Spec:
     tenant: str = ""           # the target cluster's tenant ("" = home or an old-form cluster)
     namespace: str = ""        # the target namespace when it is not the Session's own
     bounded: bool = False      # the target registration is namespace-bounded
+    requests: tuple[tuple[str, str], ...] = ()   # container requests, clamped like ``limits``
     seed: str = ""             # spec.workspace.seedConfigMap ("" = the config's, if any)
 
 
@@ -87,29 +95,44 @@ class _Bad(Exception):
 
 
 def validate(raw: Any, home: str, clusters: tuple[str, ...], name: str = "",
-             place: Callable[[Any], Any] | None = None) -> Spec | SpecError:
+             place: Callable[[Any], Any] | None = None, default_image: str = "",
+             ceilings: Pairs = ()) -> Spec | SpecError:
     """``raw`` is the Session's ``spec``; ``home`` the cluster it lives on; ``clusters`` known names;
-    ``place(spec.cluster)`` (optional) resolves the target or raises ``session_tenancy.PlacementRefused``."""
+    ``place(spec.cluster)`` (optional) resolves the target or raises ``session_tenancy.PlacementRefused``.
+    ``default_image`` (config ``sessions.default_image``) is the image of a spec that names none
+    (seed 002: ``spec.image || config.defaultImage``); ``ceilings`` (config ``sessions.limits``)
+    bound every container's resources (``session_limits.clamp``)."""
     try:
-        return _spec(raw if raw is not None else {}, home, clusters, name, place)
+        return _spec(raw if raw is not None else {}, home, clusters, name, place, default_image, ceilings)
     except _Bad as bad:
         return bad.error
 
 
-def _spec(raw: Any, home: str, clusters: tuple[str, ...], name: str, place: Callable[[Any], Any] | None) -> Spec:
+def _spec(raw: Any, home: str, clusters: tuple[str, ...], name: str, place: Callable[[Any], Any] | None,
+          default_image: str, ceilings: Pairs) -> Spec:
     _need(isinstance(raw, dict), "spec", "must be an object")
     _need(len(name) <= MAX_SESSION_NAME, "metadata.name",
           f"at most {MAX_SESSION_NAME} characters (pods are named <session>-g<N>)")
-    image = raw.get("image")
-    _need(isinstance(image, str) and image.strip() != "", "spec.image", "required: the image to run")
+    image = _image(raw.get("image"), default_image)
     apps, env, repos = _apps(raw.get("apps", [])), _env(raw.get("env", [])), _repos(raw.get("repositories", []))
     where = _placed(raw.get("cluster"), place) if place is not None else None
     cluster = where.handle if where is not None else _cluster(raw.get("cluster"), home, clusters)
+    resources = _resources(raw.get("resources", {}))
+    limits, requests = clamp(ceilings, resources.get("limits", ()), resources.get("requests", ()))
     return Spec(
         image=image, apps=apps, env=env, repositories=repos, cluster=cluster,
-        limits=_limits(raw.get("resources", {})), suspended=_flag(raw, "suspended"), stopped=_flag(raw, "stopped"),
+        limits=limits, suspended=_flag(raw, "suspended"), stopped=_flag(raw, "stopped"),
         tenant=where.tenant if where else "", namespace=where.namespace if where else "",
-        bounded=where.bounded if where else False, seed=_seed(raw.get("workspace", {})))
+        bounded=where.bounded if where else False, requests=requests, seed=_seed(raw.get("workspace", {})))
+
+
+def _image(raw: Any, default_image: str) -> str:
+    """The spec's image; absent, null or blank: the configured default image."""
+    _need(raw is None or isinstance(raw, str), "spec.image", "must be a string")
+    image = (raw or "").strip() or default_image
+    _need(image != "", "spec.image", "required: the image to run; set spec.image, or configure a default "
+          "image for every Session (sessions.default_image in kfold's config)")
+    return image
 
 
 def _placed(raw: Any, place: Callable[[Any], Any]) -> Any:
@@ -184,6 +207,7 @@ def _repos(raw: Any) -> tuple[str, ...]:
 
 
 def _cluster(raw: Any, home: str, clusters: tuple[str, ...]) -> str:
+    raw = raw.strip() if isinstance(raw, str) else raw  # as session_tenancy.place: blank = home
     if raw in (None, ""):
         return home
     _need(isinstance(raw, str) and (raw == home or raw in clusters), "spec.cluster",
@@ -192,11 +216,19 @@ def _cluster(raw: Any, home: str, clusters: tuple[str, ...]) -> str:
     return raw
 
 
-def _limits(raw: Any) -> tuple[tuple[str, str], ...]:
+def _resources(raw: Any) -> dict[str, Pairs]:
+    """``spec.resources.limits`` and ``.requests``: resource name -> a Kubernetes quantity."""
     _need(isinstance(raw, dict), "spec.resources", "must be an object")
-    limits = raw.get("limits", {})
-    _need(isinstance(limits, dict), "spec.resources.limits", "must be an object")
-    return tuple(sorted((str(k), str(v)) for k, v in limits.items()))
+    out = {}
+    for part in ("limits", "requests"):
+        given = raw.get(part, {})
+        _need(isinstance(given, dict), f"spec.resources.{part}", "must be an object")
+        for k, v in given.items():
+            _need(bool(RESOURCE_NAME.match(str(k))), f"spec.resources.{part}", f"{k!r} is not a resource name")
+            _need(quantity(v) is not None and quantity(v) >= 0, f"spec.resources.{part}.{k}",  # type: ignore[operator]
+                  f"{v!r} is not a Kubernetes quantity; e.g. '500m', '2' or '1Gi'")
+        out[part] = tuple(sorted((str(k), str(v).strip()) for k, v in given.items()))
+    return out
 
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -245,6 +277,8 @@ def shape(spec: Spec) -> str:
     parts: list[Any] = [spec.image, [(a.name, a.io) for a in spec.apps],
                         [(e.name, e.secret, e.key) for e in spec.env], list(spec.repositories),
                         spec.cluster, list(spec.limits)]
+    if spec.requests:  # only when asked: shapes without requests are unchanged
+        parts.append(["requests", list(spec.requests)])
     if spec.namespace:  # only when not the Session's own: home-cluster shapes are unchanged
         parts.append(spec.namespace)
     if spec.seed:       # likewise: only a Session that names a seed has it in its shape

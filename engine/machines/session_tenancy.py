@@ -5,7 +5,7 @@ Contract (shared with the daemon, see kfold/daemon_clusters.py):
   registered cluster is its handle ``"<name>@<tenant>"`` in keys and effects.
 - A Session's tenant is ``tenants[<its namespace>]``; an unmapped namespace has no tenant and may
   use only the home cluster (and old-form ``clusters``, usable by every Session).
-- ``spec.cluster`` empty or the home name -> home. Otherwise the registration with that name AND
+- ``spec.cluster`` is trimmed of surrounding whitespace; empty (or blank) or the home name -> home. Otherwise the registration with that name AND
   the Session's tenant; anything else is refused with one message, byte-identical for a name
   another tenant registered and a name nobody registered (the refusal is not an oracle).
 - Placement namespace: home and unbounded -> the Session's namespace. Bounded -> the Session's
@@ -51,7 +51,9 @@ def tenant_of(cfg: SessionConfig, namespace: str) -> str | None:
 
 
 def place(cfg: SessionConfig, home: str, namespace: str, wanted: Any) -> Placement:
-    """The target of a Session in ``namespace`` on cluster ``home`` asking for ``wanted``."""
+    """The target of a Session in ``namespace`` on cluster ``home`` asking for ``wanted``
+    (trimmed of surrounding whitespace first, as seed 004 trims every name it reaches)."""
+    wanted = wanted.strip() if isinstance(wanted, str) else wanted
     if wanted in (None, "") or wanted == home or (cfg.home != "" and wanted == cfg.home):
         return Placement(home, "", "", False)
     if not isinstance(wanted, str):
@@ -81,5 +83,5 @@ def configure(cmd: SessionConfigure | dict[str, Any]) -> dict[str, Any]:
         cmd = SessionConfigure.model_validate(cmd)
     registered = tuple(RegisteredCluster(
         handle=r.handle or f"{r.name}@{r.tenant}", name=r.name, tenant=r.tenant,
-        namespaces=tuple(dict.fromkeys(n for n in r.namespaces if n.strip()))) for r in cmd.registered)
+        namespaces=tuple(dict.fromkeys(n.strip() for n in r.namespaces if n.strip()))) for r in cmd.registered)
     return {"home": cmd.home, "tenants": dict(cmd.tenants), "registered": registered}

@@ -13,6 +13,8 @@ Guarantees:
   a name replaces the credential and refreshes the inventory; the next ``reach`` sees the new
   credential's digest and builds a new client (the same credential keeps its cached client).
 - Deregister removes the record and destroys the credential.
+- Names are trimmed of surrounding whitespace by register, get, reach and deregister (seed 004's
+  ``Register``/``Reach``); a name blank after trimming is not registered.
 - Reach reuses one client per (tenant, name, credential digest), but that client reads the FRESH
   record on every request: a tightened bound or a deregistration applies to the next request.
 - Reach does not read the credential store per call (with ``SecretCredentials`` that would be a
@@ -155,7 +157,9 @@ class Registry:
         return tuple(r for t in self._index.tenants() for r in self._index.read(t))
 
     def get(self, tenant: str | None, name: str) -> Registration:
-        """The tenant's record named ``name``, or ``NotRegistered``."""
+        """The tenant's record named ``name`` (trimmed of surrounding whitespace, seed 004's
+        ``Reach``; blank is no name), or ``NotRegistered``."""
+        name = name.strip()
         if tenant is None or name_problem(name) is not None:
             raise NotRegistered(name)
         for record in self._index.read(tenant):
@@ -181,7 +185,9 @@ class Registry:
         allow_exec: bool = False,
         allow_files: bool = False,
     ) -> Registration:
-        """Validate, probe, store the credential, write the record (see module contract)."""
+        """Validate, probe, store the credential, write the record (see module contract). The name
+        is trimmed of surrounding whitespace first (seed 004's ``Register``)."""
+        name = name.strip()
         draft = Registration(
             name=check_name(name), tenant=check_name(tenant, "tenant"), provider=provider or "byo",
             namespaces=clean_namespaces(namespaces), default=default, allow_exec=allow_exec,
@@ -215,6 +221,7 @@ class Registry:
     def deregister(self, tenant: str, name: str) -> Registration:
         """Remove the record and destroy the credential; ``NotRegistered`` if there is none."""
         record = self.get(tenant, name)
+        name = record.name
         self._index.update(tenant, lambda records: tuple(r for r in records if r.name != name))
         self._credentials.destroy(credential_ref(tenant, name))
         self._forget(tenant, name)
@@ -224,7 +231,9 @@ class Registry:
     # -- clients -------------------------------------------------------------------------------
 
     def reach(self, tenant: str | None, name: str) -> BoundedApiClient:
-        """The client for the tenant's cluster ``name`` (``tenant=None``: the home entry only)."""
+        """The client for the tenant's cluster ``name`` (``tenant=None``: the home entry only); the
+        name is trimmed of surrounding whitespace, as ``get`` does."""
+        name = name.strip()
         if tenant is None:
             return self._reach_home(name)
         record = self.get(tenant, name)

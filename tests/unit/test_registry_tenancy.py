@@ -96,3 +96,27 @@ def test_reach_reuses_the_client_until_the_credential_changes(registry):
 def test_list_all_spans_tenants_and_list_is_one_tenants_view(registry):
     assert [r.name for r in registry.list("acme")] == ["own"]
     assert sorted(r.name for r in registry.list_all()) == ["gpu-east", "own"]
+
+
+# -- seed 004: names are trimmed of surrounding whitespace (Register and Reach) ----------------------
+
+@pytest.mark.parametrize("padded", [" own", "own ", "\town\n"])
+def test_reach_and_get_trim_the_name(registry, padded):
+    assert registry.reach("acme", padded) is registry.reach("acme", "own")
+    assert registry.get("acme", padded).name == "own"
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\t"])
+def test_a_blank_name_after_trimming_is_not_registered(registry, blank):
+    refusal(lambda: registry.reach("acme", blank))
+
+
+def test_register_trims_the_name_and_deregister_finds_it_padded(registry, monkeypatch):
+    monkeypatch.setattr(registry, "_probed", lambda draft, _kubeconfig: draft)  # no network
+    record = registry.register("acme", "  edge \n", KUBECONFIG)
+    assert record.name == "edge"
+    assert [r.name for r in registry.list("acme")] == ["own", "edge"]
+    assert isinstance(registry.reach("acme", "edge"), BoundedApiClient)
+    assert registry.deregister("acme", " edge ").name == "edge"
+    assert [r.name for r in registry.list("acme")] == ["own"]
+    refusal(lambda: registry.reach("acme", "edge"))

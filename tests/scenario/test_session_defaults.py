@@ -1,0 +1,37 @@
+"""The config's default image and resource ceilings, through the full engine from session.configure
+(seed 002: ``spec.image || config.defaultImage``, ``clampLimits(config.appLimits, ...)``)."""
+from __future__ import annotations
+
+import pytest
+
+from tests.scenario.test_session_support import SPEC, World
+
+pytestmark = pytest.mark.usefixtures("frozen_world")
+
+CEILING = {"cpu": "1", "memory": "1Gi"}
+NO_IMAGE = {k: v for k, v in SPEC.items() if k != "image"}
+
+
+def test_a_session_without_an_image_runs_the_default_image_with_the_ceilings_on_every_container():
+    w = World(default_image="registry.example/default:3", limits=CEILING)
+    w.to_creating(NO_IMAGE)
+    containers = w.pending("create", "Pod")[0].manifest["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["workspace", "app-web"]
+    assert {c["image"] for c in containers} == {"registry.example/default:3"}
+    assert [c["resources"] for c in containers] == [{"limits": CEILING}] * 2
+
+
+def test_limits_above_the_ceilings_are_clamped_and_below_them_kept():
+    w = World(limits=CEILING)
+    w.to_creating({**SPEC, "resources": {"limits": {"cpu": "4", "memory": "256Mi"}, "requests": {"cpu": "2"}}})
+    for c in w.pending("create", "Pod")[0].manifest["spec"]["containers"]:
+        assert c["resources"] == {"limits": {"cpu": "1", "memory": "256Mi"}, "requests": {"cpu": "1"}}, c["name"]
+
+
+def test_no_image_and_no_default_fails_the_session_with_the_fix():
+    w = World()
+    w.submit(NO_IMAGE)
+    assert w.phase == "Failed"
+    cond = w.condition("SpecValid")
+    assert cond["status"] == "False" and "sessions.default_image" in cond["message"]
+    assert not w.effects("create", "Pod")
