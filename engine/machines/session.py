@@ -43,6 +43,7 @@ from engine.machines import session_endpoints as endpoints
 from engine.machines import session_flow as flow
 from engine.machines import session_owned as owned
 from engine.machines import session_replies as replies
+from engine.machines import session_retry as retry
 from engine.machines import session_status as status
 from engine.machines.base import Machine, missing_after_relist, object_key
 from engine.machines.session_model import (CONFIG_KEY, FINALIZER, GONE_KEY, LIVE, MAX_GONE, DeletedSessions,
@@ -150,6 +151,8 @@ class SessionMachine(Machine):
         d = ctx.get(key)
         if isinstance(d, SessionDecision) and name == ahead.TIMER:
             return save(ctx, key, ahead.read(ctx, key, d))
+        if isinstance(d, SessionDecision) and name in retry.TIMERS:
+            return save(ctx, key, retry.on_deadline(ctx, key, d, name))
         if isinstance(d, SessionDecision) and name == flow.POD_DELETE_RETRY:
             return save(ctx, key, replies.retry_pod_delete(ctx, key, d))
         if not isinstance(d, SessionDecision) or d.phase != "Provisioning":
@@ -367,7 +370,7 @@ def session_gone(ctx: Ctx, key: str) -> None:
     d = ahead.release_all(ctx, key, flow.release(ctx, key, d, "session deleted"), "session deleted")
     for r in d.repos:
         ctx.tell("repo", r.key, "release", reply_to="session", reply_key=key)
-    for name in ("start", "ready", ahead.TIMER):
+    for name in ("start", "ready", ahead.TIMER, *retry.TIMERS):
         ctx.cancel_timer(key, name)
     targets.update(ctx, key, ctx.get(key), None)
     ctx.drop(key)
@@ -392,7 +395,7 @@ def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
         case "Pod", "get":
             return replies.pod_read(ctx, key, d, rec, effect)
         case "Session", "get":
-            return absorb(d, d.home, rec.obj) if rec.result == "ok" and rec.obj else _reobserve(ctx, key, d)
+            return retry.reread(ctx, key, d, rec, absorb)
         case "Session", "patch":
             return _finalizer_answer(ctx, key, d, rec)
         case _, ("delete" | "get") if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
@@ -415,12 +418,6 @@ def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
     return d
 
 
-def _reobserve(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
-    ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
-             namespace=d.namespace, name=d.name)
-    return d.but(finalizer_step="reading")
-
-
 def _finalizer_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
     if rec.result == "ok":
         d = absorb(d, d.home, rec.obj) if rec.obj else d
@@ -428,7 +425,7 @@ def _finalizer_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> S
     if rec.result == "not_found":
         return d.but(gone=True)
     if rec.result in ("conflict", "transient") or (rec.result == "invalid" and d.finalizer_step == "removing"):
-        return _reobserve(ctx, key, d)   # "invalid": the removal's test op found the list changed
+        return retry.reobserve(ctx, key, d)   # "invalid": the removal's test op found the list changed
     if d.finalizer_step == "removing":
         return d.but(blocked=f"cannot remove finalizer {FINALIZER}: {rec.result} {rec.message}".strip())
     return flow.fail(ctx, key, d, "FinalizerFailed", f"cannot add finalizer {FINALIZER}: {rec.result} {rec.message}".strip())
@@ -445,13 +442,13 @@ def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sess
     if d.secret_step != "sent":
         return d
     if rec.result == "ok":
-        return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj))
+        return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj), secret_tries=0)
     if rec.result == "already_exists":  # ours (an earlier attempt, a lost journal) or someone else's: read
         ctx.emit(GetObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1", kind="Secret",
                  namespace=d.target_ns, name=owned.object_name(d, "Secret"))
         return d.but(secret_step="reading")
     if rec.result == "transient":
-        return d.but(secret_step="")  # a create is safe to repeat: AlreadyExists is fine
+        return retry.secret_later(ctx, key, d, rec)  # a create is safe to repeat: AlreadyExists is fine
     return flow.fail(ctx, key, d, "SecretFailed", f"cannot create Secret {d.name}-env: {rec.result} {rec.message}".strip())
 
 
@@ -460,11 +457,13 @@ def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: A
     if d.secret_step != "reading":
         return d
     if rec.result == "ok" and owned.owned(rec.obj, d.name):
-        return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj))
+        return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj), secret_tries=0)
     if rec.result == "ok":
         return flow.fail(ctx, key, d.but(secret_step=""), "NameTaken",
                          owned.conflict("Secret", effect.namespace, effect.name, rec.obj, d.name))
-    return d.but(secret_step="")  # absent since, or unknown: create again (AlreadyExists reads again)
+    if rec.result == "not_found":
+        return d.but(secret_step="")  # absent since: create again (AlreadyExists reads again)
+    return retry.secret_later(ctx, key, d, rec)
 
 
 def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
@@ -477,7 +476,7 @@ def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDeci
             ctx.emit(GetObject, key, **effect.model_dump(exclude={"id", "machine", "key", "type"}))
             return d
         case "Session", _:
-            return _reobserve(ctx, key, d)
+            return retry.reobserve(ctx, key, d)
         case _, ("delete" | "get") if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
             owned.repeat(ctx, key, effect)
             return d

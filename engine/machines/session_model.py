@@ -127,9 +127,11 @@ class SessionDecision(Decision):
     target_namespace: str = ""             # where the pod runs when not the Session's namespace
     shape: str = ""                        # session_spec.shape of the current generation
     failed_spec: str = ""                  # the spec that failed; a different one retries
-    finalizer_step: str = ""               # "" | "sent" | "done"
+    finalizer_step: str = ""               # "" | "sent" | "done" | "removing" | "reading"
+    reread_tries: int = 0                  # Session re-reads refused in a row (backoff.delay_ms)
     namespace_step: str = ""
-    secret_step: str = ""
+    secret_step: str = ""                  # "" | "sent" | "reading" | "waiting" | "done"
+    secret_tries: int = 0                  # Secret requests failed in a row (backoff.delay_ms)
     secret_made: bool = False              # a Secret create was sent: a stop reads and deletes it
     secret_uid: str = ""                   # its uid, from the create's answer or the adopting read
     repos: tuple[RepoFacts, ...] = ()

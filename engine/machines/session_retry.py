@@ -1,0 +1,89 @@
+"""A Session's own requests repeated after a failed answer: the Session re-read and the Secret.
+
+Why: a refusal that lasts (403 after an RBAC change, 401 after a token expired, a 400) answers
+every repeat the same; repeated at once, one Session sent 70-90 requests a second and grew the
+journal accordingly until the refusal cleared (issue 33).
+
+Guarantees:
+- A failed re-read of the Session (any answer but 200 and 404) is sent again on the one backoff
+  (``engine.machines.backoff``), on the home cluster's server time; a failed Secret create (a
+  transient answer) or a failed read of the Secret after AlreadyExists is created again on it,
+  on the target cluster's server time. A 404 of the Secret's read is progress: created again at once.
+- Each run of failures is reported once: one warning naming the answer on the first (and, for the
+  re-read, one line when it succeeds again); the count starts over after a success.
+- Without server time there is nothing to wait on: at most ``backoff.MAX_UNTIMED`` repeats at
+  once, then the Session waits for its next observation (re-read) or fails ``SecretFailed``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from engine.effects.models import GetObject
+from engine.machines import backoff
+from engine.machines import session_flow as flow
+from engine.machines.base import Ctx
+from engine.machines.base import describe
+from engine.machines.session_model import SessionDecision
+from engine.machines.session_status import API_VERSION
+
+REREAD = "reread"
+SECRET = "secret-retry"
+TIMERS = (REREAD, SECRET)
+
+
+def reobserve(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
+    """Quorum-read the Session; the finalizer steps wait for the answer."""
+    ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
+             namespace=d.namespace, name=d.name)
+    return d.but(finalizer_step="reading")
+
+
+def reread(ctx: Ctx, key: str, d: SessionDecision, rec: Any,
+           absorb: Callable[[SessionDecision, str, dict[str, Any]], SessionDecision]) -> SessionDecision:
+    """The answer to ``reobserve`` (a 404 lets go of the Session before this: ``session``)."""
+    if rec.result != "ok" or not rec.obj:
+        return _reread_later(ctx, key, d, rec)
+    if d.reread_tries:
+        ctx.log(key, f"session {d.name}: the Session is readable again after {d.reread_tries} failed read(s)")
+        d = d.but(reread_tries=0)
+    return absorb(d, d.home, rec.obj)
+
+
+def _reread_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDecision:
+    tries = d.reread_tries + 1
+    if tries == 1:
+        ctx.log(key, f"session {d.name}: could not read Session {d.namespace}/{d.name}: {describe(rec)}; "
+                     f"read again on a backoff (at most {backoff.CAP_MS // 1000} s apart) until it answers",
+                level="warning", result=rec.result)
+    d = d.but(reread_tries=tries)
+    now = ctx.now_on(d.home)
+    if now is not None:
+        ctx.set_timer(key, REREAD, now + backoff.delay_ms(tries - 1, rec.retry_after_ms), d.home)
+    elif tries <= backoff.MAX_UNTIMED:
+        return reobserve(ctx, key, d)
+    return d
+
+
+def secret_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDecision:
+    """The Secret's create, or its read after AlreadyExists, failed: create it again after the backoff."""
+    tries = d.secret_tries + 1
+    what = f"Secret {d.target_ns}/{d.name}-env"
+    if tries == 1:
+        ctx.log(key, f"session {d.name}: could not create {what}: {describe(rec)}; tried again on a backoff "
+                     f"(at most {backoff.CAP_MS // 1000} s apart)", level="warning", result=rec.result)
+    d = d.but(secret_step="waiting", secret_tries=tries)
+    now = ctx.now_on(d.target)
+    if now is not None:
+        ctx.set_timer(key, SECRET, now + backoff.delay_ms(tries - 1, rec.retry_after_ms), d.target)
+        return d
+    if tries <= backoff.MAX_UNTIMED:
+        return d.but(secret_step="")
+    return flow.fail(ctx, key, d.but(secret_step=""), "SecretFailed",
+                     f"cannot create {what} after {tries} attempts and there is no server time to back off on: "
+                     f"{describe(rec)}")
+
+
+def on_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> SessionDecision:
+    if name == REREAD:
+        return reobserve(ctx, key, d)
+    return d.but(secret_step="") if d.secret_step == "waiting" else d
