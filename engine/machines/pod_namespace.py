@@ -21,7 +21,7 @@ from engine.effects.models import EnsureNamespace
 from engine.machines.base import split_key
 from engine.labels import MANAGED_LABELS
 from engine.machines.pod_records import NamespaceOp, Reply, reply_list
-from engine.machines import backoff
+from engine import backoff
 from engine.machines.base import describe
 
 MAX_ATTEMPTS = 5

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.machines import backoff
+from engine import backoff
 from engine.machines.base import Ctx
 from engine.effects.models import CreateObject, DeleteObject, GetObject
 from engine.machines.base import Table, split_key

@@ -25,6 +25,8 @@ Guarantees:
   is harmless (Secret create, endpoint upsert, teardown reads and uid-fenced deletes, pod reads).
 - A relist's absences are suspects: a missing Session or pod is re-read (quorum GET) and only a
   404 lets it go (``base.missing_after_relist``).
+- A re-read of the Session, or its Secret's create, that fails is repeated on the one backoff
+  (``engine.backoff``) and reported once (``session_retry``), never at once.
 - A Session kfold has no record of resumes from the status it wrote on it (``from_status``): a
   lost journal costs history, never a healthy object, and no status write moves a phase backwards
   (``session_status.regresses``). Service, Ingress and Secret are adopted or deleted only when they

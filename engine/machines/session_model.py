@@ -128,10 +128,10 @@ class SessionDecision(Decision):
     shape: str = ""                        # session_spec.shape of the current generation
     failed_spec: str = ""                  # the spec that failed; a different one retries
     finalizer_step: str = ""               # "" | "sent" | "done" | "removing" | "reading"
-    reread_tries: int = 0                  # Session re-reads refused in a row (backoff.delay_ms)
+    reread_tries: int = 0                  # Session re-reads refused in a row (engine.backoff)
     namespace_step: str = ""
     secret_step: str = ""                  # "" | "sent" | "reading" | "waiting" | "done"
-    secret_tries: int = 0                  # Secret requests failed in a row (backoff.delay_ms)
+    secret_tries: int = 0                  # Secret requests failed in a row (engine.backoff)
     secret_made: bool = False              # a Secret create was sent: a stop reads and deletes it
     secret_uid: str = ""                   # its uid, from the create's answer or the adopting read
     repos: tuple[RepoFacts, ...] = ()

@@ -6,7 +6,7 @@ journal accordingly until the refusal cleared (issue 33).
 
 Guarantees:
 - A failed re-read of the Session (any answer but 200 and 404) is sent again on the one backoff
-  (``engine.machines.backoff``), on the home cluster's server time; a failed Secret create (a
+  (``engine.backoff``), on the home cluster's server time; a failed Secret create (a
   transient answer) or a failed read of the Secret after AlreadyExists is created again on it,
   on the target cluster's server time. A 404 of the Secret's read is progress: created again at once.
 - Each run of failures is reported once: one warning naming the answer on the first (and, for the
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from engine.effects.models import GetObject
-from engine.machines import backoff
+from engine import backoff
 from engine.machines import session_flow as flow
 from engine.machines.base import Ctx
 from engine.machines.base import describe
