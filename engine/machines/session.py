@@ -124,6 +124,11 @@ class SessionMachine(Machine):
         d = ctx.get(effect.key)
         if not isinstance(d, SessionDecision):
             return
+        if effect.type == "event":   # a report (it names no object kind): its answer decides nothing
+            if rec.result not in ("ok", "already_exists"):
+                ctx.log(effect.key, f"event {effect.event_name} not recorded: {rec.result} {rec.message}".strip(),
+                        level="debug")
+            return None
         if (effect.kind, effect.type, rec.result) == ("Session", "get", "not_found"):
             return session_gone(ctx, effect.key)  # a quorum read proves the Session deleted
         if effect.id == d.ahead_read:
