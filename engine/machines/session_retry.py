@@ -9,8 +9,9 @@ Guarantees:
   (``engine.backoff``), on the home cluster's server time; a failed Secret create (a
   transient answer) or a failed read of the Secret after AlreadyExists is created again on it,
   on the target cluster's server time. A 404 of the Secret's read is progress: created again at once.
-- Each run of failures is reported once: one warning naming the answer on the first (and, for the
-  re-read, one line when it succeeds again); the count starts over after a success.
+- Each run of failures is reported once: on the first, one warning naming the answer in the log and
+  one Warning Event on the Session (reason ``ReadFailed`` or ``SecretRetrying``); for the re-read,
+  one line when it succeeds again. The count starts over after a success.
 - Without server time there is nothing to wait on: at most ``backoff.MAX_UNTIMED`` repeats at
   once, then the Session waits for its next observation (re-read) or fails ``SecretFailed``.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.effects.models import GetObject
+from engine.effects.models import GetObject, RecordEvent
 from engine import backoff
 from engine.machines import session_flow as flow
 from engine.machines.base import Ctx
@@ -52,9 +53,8 @@ def reread(ctx: Ctx, key: str, d: SessionDecision, rec: Any,
 def _reread_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDecision:
     tries = d.reread_tries + 1
     if tries == 1:
-        ctx.log(key, f"session {d.name}: could not read Session {d.namespace}/{d.name}: {describe(rec)}; "
-                     f"read again on a backoff (at most {backoff.CAP_MS // 1000} s apart) until it answers",
-                level="warning", result=rec.result)
+        _report(ctx, key, d, rec, "ReadFailed", f"could not read Session {d.namespace}/{d.name}: {describe(rec)}; "
+                f"read again on a backoff (at most {backoff.CAP_MS // 1000} s apart) until it answers")
     d = d.but(reread_tries=tries)
     now = ctx.now_on(d.home)
     if now is not None:
@@ -69,8 +69,8 @@ def secret_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDec
     tries = d.secret_tries + 1
     what = f"Secret {d.target_ns}/{d.name}-env"
     if tries == 1:
-        ctx.log(key, f"session {d.name}: could not create {what}: {describe(rec)}; tried again on a backoff "
-                     f"(at most {backoff.CAP_MS // 1000} s apart)", level="warning", result=rec.result)
+        _report(ctx, key, d, rec, "SecretRetrying", f"could not create {what}: {describe(rec)}; tried again on a "
+                f"backoff (at most {backoff.CAP_MS // 1000} s apart)")
     d = d.but(secret_step="waiting", secret_tries=tries)
     now = ctx.now_on(d.target)
     if now is not None:
@@ -81,6 +81,16 @@ def secret_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDec
     return flow.fail(ctx, key, d.but(secret_step=""), "SecretFailed",
                      f"cannot create {what} after {tries} attempts and there is no server time to back off on: "
                      f"{describe(rec)}")
+
+
+def _report(ctx: Ctx, key: str, d: SessionDecision, rec: Any, reason: str, message: str) -> None:
+    """The first failure of a run: one warning in the log and one Warning Event on the Session
+    (``kubectl describe session``), named by the failure's server time."""
+    ctx.log(key, f"session {d.name}: {message}", level="warning", result=rec.result)
+    ctx.emit(RecordEvent, key, cluster=d.home, namespace=d.namespace, reason=reason, message=message,
+             involved={"apiVersion": API_VERSION, "kind": "Session", "name": d.name, "uid": d.uid,
+                       "namespace": d.namespace},
+             event_type="Warning", event_name=f"{d.name}.{reason.lower()}.{rec.at or 0}")
 
 
 def on_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> SessionDecision:

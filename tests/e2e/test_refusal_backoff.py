@@ -1,6 +1,7 @@
 """``kfold run`` as its ServiceAccount on the real apiserver (issue 33, item 10): a Session re-read
 refused for good (its Role no longer grants ``get`` on sessions) is repeated on a backoff, not at
-once, and reported once; with the permission back, the Session converges.
+once, and reported once (a log line, a Warning Event on the Session); with the permission back,
+the Session converges.
 
 The re-read is brought about as a user would: the Session's finalizer is taken off and the Session
 changed again while kfold is paused (SIGSTOP), so kfold's re-add, fenced by the resourceVersion it
@@ -56,6 +57,8 @@ def test_a_lasting_refusal_of_a_session_read_backs_off_and_clears(admin, cp, nam
     assert refused <= MAX_GETS, f"{refused:.0f} refused Session reads in {WINDOW_S:.0f} s: no backoff"
     log = daemon.log.read_text()
     assert log.count("could not read Session") == 1, "a lasting refusal is reported once"
+    events = [e for e in client.CoreV1Api(admin).list_namespaced_event(namespace).items if e.reason == "ReadFailed"]
+    assert len(events) == 1 and events[0].involved_object.kind == "Session" and "forbidden" in events[0].message
 
     _role(admin, namespace, verbs)
     wait_for(lambda: _gets(daemon, "200") >= 1, 60, what="the Session read again once allowed")

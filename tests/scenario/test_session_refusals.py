@@ -39,6 +39,8 @@ def test_a_refused_session_read_is_repeated_on_the_backoff_not_at_once(result):
         assert len(w.pending("get", "Session")) == 1, f"read again {wait} s after the last refusal"
         w.answer("get", "Session", result, when=t, status_reason=result.capitalize())
     assert len(_warnings(w, "could not read Session")) == 1, "a lasting refusal is reported once"
+    (event,) = w.effects("event")
+    assert (event.reason, event.event_type, event.involved["kind"]) == ("ReadFailed", "Warning", "Session")
 
 
 def test_once_the_refusal_clears_the_session_carries_on():
@@ -90,5 +92,6 @@ def test_a_secret_that_cannot_be_made_is_tried_again_on_the_backoff(first):
         w.s.advance_to(at(t))
         assert len(w.pending("create", "Secret")) == 1
     assert len(_warnings(w, "could not create Secret")) == 1
+    assert [e.reason for e in w.effects("event")] == ["SecretRetrying"]
     w.answer("create", "Secret", when=t)
     assert w.pod_creates() == ["demo-g1"], "the bring-up carries on once the Secret is made"
