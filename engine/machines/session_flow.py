@@ -279,7 +279,7 @@ def begin(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig
     return d.move("begin").but(
         generation=d.generation + 1, target=spec.cluster, target_tenant=spec.tenant,
         target_namespace=spec.namespace, shape=shape(spec), failure=None, failed_spec="",
-        namespace_step="", repos_step="", secret_step="", secret_tries=0, repos=repos, pod=PodFacts(),
+        namespace_step="", repos_step="", secret_step="", repos=repos, pod=PodFacts(),
         start_ms=cfg.start_ms, ready_ms=cfg.ready_ms, teardown=(), blocked="")
 
 

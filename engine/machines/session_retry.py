@@ -11,7 +11,8 @@ Guarantees:
   on the target cluster's server time. A 404 of the Secret's read is progress: created again at once.
 - Each run of failures is reported once: on the first, one warning naming the answer in the log and
   one Warning Event on the Session (reason ``ReadFailed`` or ``SecretRetrying``); for the re-read,
-  one line when it succeeds again. The count starts over after a success.
+  one line when it succeeds again. The count starts over after a success only (a new generation
+  whose Secret still fails goes on with the same backoff, unreported again).
 - Without server time there is nothing to wait on: at most ``backoff.MAX_UNTIMED`` repeats at
   once, then the Session waits for its next observation (re-read) or fails ``SecretFailed``.
 """
