@@ -94,7 +94,7 @@ class SessionMachine(Machine):
         if _older(ctx.get(key), rec.obj):
             return ctx.log(key, "an observation older than the one folded (a stale list, or a watch "
                                 "replaying from one); ignored", level="debug")
-        save(ctx, key, absorb(ctx.get(key), rec.cluster, rec.obj))
+        save(ctx, key, absorb(retry.observed(ctx, key, ctx.get(key)), rec.cluster, rec.obj))
 
     def on_relist(self, ctx: Ctx, rec: Relist) -> None:
         """A relist's absences are suspects (``missing_after_relist``): each is re-read with a

@@ -9,6 +9,7 @@ Guarantees:
   (``engine.backoff``), on the home cluster's server time; a failed Secret create (a
   transient answer) or a failed read of the Secret after AlreadyExists is created again on it,
   on the target cluster's server time. A 404 of the Secret's read is progress: created again at once.
+- A watch or list that brings the Session meanwhile drops the waiting read: it is fresher.
 - Each run of failures is reported once: on the first, one warning naming the answer in the log and
   one Warning Event on the Session (reason ``ReadFailed`` or ``SecretRetrying``); for the re-read,
   one line when it succeeds again. The count starts over after a success only (a new generation
@@ -94,7 +95,20 @@ def _report(ctx: Ctx, key: str, d: SessionDecision, rec: Any, reason: str, messa
              event_type="Warning", event_name=f"{d.name}.{reason.lower()}.{rec.at or 0}")
 
 
+def observed(ctx: Ctx, key: str, d: Any) -> Any:
+    """A watch or list brought the Session: fresher than the read that waits, which is dropped
+    (the finalizer steps start again from what it shows); the run of failed reads is over."""
+    if not isinstance(d, SessionDecision) or not d.reread_tries:
+        return d
+    ctx.cancel_timer(key, REREAD)
+    return d.but(reread_tries=0)
+
+
 def on_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> SessionDecision:
+    if name == REREAD and d.finalizer_step in ("sent", "removing"):   # a patch in flight answers first
+        ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
+                 namespace=d.namespace, name=d.name)
+        return d
     if name == REREAD:
         return reobserve(ctx, key, d)
     return d.but(secret_step="") if d.secret_step == "waiting" else d

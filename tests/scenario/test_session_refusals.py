@@ -95,3 +95,13 @@ def test_a_secret_that_cannot_be_made_is_tried_again_on_the_backoff(first):
     assert [e.reason for e in w.effects("event")] == ["SecretRetrying"]
     w.answer("create", "Secret", when=t)
     assert w.pod_creates() == ["demo-g1"], "the bring-up carries on once the Secret is made"
+
+
+def test_an_observation_of_the_session_drops_the_waiting_read():
+    """The watch brought the Session while a refused read waited: what it shows is fresher, so the
+    read is not sent; the finalizer is added again from it."""
+    w = _session_read_refused("forbidden")
+    w.submit(SPEC, when=0.5)
+    assert len(w.pending("patch", "Session")) == 1, "the finalizer is added again from the observation"
+    w.s.advance_to(at(60))
+    assert not w.pending("get", "Session"), "the waiting read was dropped"
