@@ -21,6 +21,12 @@ def to_text(ms: int) -> str:
     return f"{dt:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
 
 
+def to_seconds_text(ms: int) -> str:
+    """Epoch milliseconds -> ``2030-01-01T00:00:00Z``, truncated to the second (``metav1.Time``'s
+    form, e.g. a condition's ``lastTransitionTime``)."""
+    return to_text(ms - ms % 1000)[:-5] + "Z"
+
+
 def to_ms(text: Any) -> int | None:
     """RFC 3339 -> epoch milliseconds; ``None`` when absent or unparsable."""
     m = _RFC3339.match(text) if isinstance(text, str) else None

@@ -61,6 +61,11 @@ class SessionConfigure(_Seam):
     base_domain: str = ""
     start_seconds: StrictInt = Field(180, ge=1)
     ready_seconds: StrictInt = Field(120, ge=1)
+    # The workspace volume (kfold.config.WorkspaceConfig): no class = an emptyDir per pod.
+    workspace_class: str = ""
+    workspace_size: str = "1Gi"
+    workspace_access: str = "ReadWriteOnce"
+    workspace_seed: str = ""
 
     @model_validator(mode="before")
     @classmethod

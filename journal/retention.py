@@ -8,7 +8,8 @@ the snapshot cadence.
 Retention (``Retention(keep_snapshots, archive_dir)``): after each new snapshot the journal keeps
 the newest ``keep_snapshots`` snapshots and the records after the OLDEST kept one; everything
 older is cut (optionally written first, verified, to ``archive_dir/journal-<first>-<last>.jsonl``,
-one record per line, the format ``kfold replay`` and ``kfold export`` read). History then begins
+in ``kfold export``'s format, ``journal.jsonl``: sealed, with the snapshot it continues, so it
+replays alone). History then begins
 at ``oldest kept snapshot + 1``: a replay starts from that snapshot (``kfold replay`` does so by
 itself and says so). ``keep_snapshots=0`` keeps everything (no cut).
 
@@ -30,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from journal.chain import JournalCorrupt, JournalError, check_rows
+from journal.chain import JournalCorrupt, JournalError, Row, check_rows
+from journal.jsonl import ExportWriter, Start
 
 ARCHIVE_PATTERN = "journal-{first:012d}-{last:012d}.jsonl"
 
@@ -80,20 +82,28 @@ class JournalStats:
 
 
 class Archive:
-    """A JSONL archive being written: verified record payloads (one JSON record each), one a line.
-    ``close()`` fsyncs and renames, so a crash never leaves a partial archive under its final name;
-    ``discard()`` removes the partial file (the cut did not happen)."""
+    """A JSONL archive being written, in the export format (``journal.jsonl``): sealed onto the
+    chain before ``first``, carrying the snapshot at ``first - 1`` when ``first`` > 1, so an
+    archive replays alone. ``close()`` writes the end line, fsyncs and renames, so a crash never
+    leaves a partial archive under its final name; ``discard()`` removes the partial file (the cut
+    did not happen)."""
 
-    def __init__(self, archive_dir: str, first: int, last: int):
+    def __init__(self, archive_dir: str, first: int, last: int, anchor: int, snapshot: tuple[int, bytes] | None):
         os.makedirs(archive_dir, exist_ok=True)
         self.path = Path(archive_dir) / ARCHIVE_PATTERN.format(first=first, last=last)
         self._tmp = self.path.with_suffix(".jsonl.part")
         self._out = open(self._tmp, "wb")
+        try:
+            self._writer = ExportWriter(self._out, Start(first, snapshot, anchor))
+        except BaseException:
+            self.discard()
+            raise
 
-    def write(self, payloads: Iterable[bytes]) -> None:
-        self._out.write(b"".join(p + b"\n" for p in payloads))
+    def write(self, rows: Iterable[Row]) -> None:
+        self._writer.rows(r[:4] for r in rows)
 
     def close(self) -> str:
+        self._writer.end()
         self._out.flush()
         os.fsync(self._out.fileno())
         self._out.close()
@@ -144,7 +154,7 @@ class Retaining:
         if upto is None or upto <= self._base[0]:
             return None
         first, before = self.first_seq, self.size_bytes()
-        archive = Archive(self.retention.archive_dir, first, upto) if self.retention.archive_dir else None
+        archive = await self._archive(first, upto) if self.retention.archive_dir else None
         try:
             chk = await self._copy_out(first, upto, archive)
             await self._cut(upto, chk)
@@ -159,6 +169,13 @@ class Retaining:
         return {"first_seq": upto + 1, "records_cut": upto - first + 1, "archive": archived,
                 "bytes_before": before, "bytes_after": self.size_bytes()}
 
+    async def _archive(self, first: int, upto: int) -> Archive:
+        """The archive of ``first..upto``, with the snapshot at ``first - 1`` (the oldest kept)."""
+        snapshot = await self.latest_snapshot(first - 1) if first > 1 else None
+        if first > 1 and (snapshot is None or snapshot[0] != first - 1):
+            raise JournalCorrupt(first - 1, "the snapshot the kept history starts from is missing")
+        return Archive(self.retention.archive_dir, first, upto, self._base[1], snapshot)
+
     async def _copy_out(self, first: int, upto: int, archive: Archive | None) -> int:
         """The chk of record ``upto``; with an archive, every record ``first..upto`` verified and
         written to it (``JournalCorrupt`` at a broken link: nothing is cut)."""
@@ -172,9 +189,15 @@ class Retaining:
                 error = JournalCorrupt(expect, f"record {expect} is missing")
             if error is not None:
                 raise error
-            archive.write(r[3] for r in rows)
+            archive.write(rows[:good])
             expect += good
         return prev
+
+    async def chain_before(self, seq: int) -> int:
+        """The chk the chain continues from at ``seq`` (the stored chk of record ``seq - 1``, 0
+        before seq 1): what an export starting at ``seq`` is sealed onto. ``JournalCut`` when
+        ``seq`` was cut."""
+        return await self._anchor(seq)
 
     async def _anchor(self, seq: int) -> int:
         """The chk the chain continues from at ``seq``; ``JournalCut`` when ``seq`` was cut."""

@@ -80,6 +80,37 @@ class Deadlines(_Model):
     watch_idle_seconds: int = Field(70, ge=5)
 
 
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+class WorkspaceConfig(_Model):
+    """Where a Session's workspace lives. With ``storage_class`` set, each Session gets a
+    PersistentVolumeClaim ``<session>-workspace`` that outlives its generations (suspend, resume,
+    set-apps keep the files) and is deleted at teardown; without it the workspace is an emptyDir
+    of each pod (its files are lost whenever the pod is recreated). ``seed_configmap`` names a
+    ConfigMap in the Session's namespace whose files are copied into a new workspace once (a
+    Session's ``spec.workspace.seedConfigMap`` overrides it)."""
+    storage_class: str | None = None
+    size: str = "1Gi"
+    access_mode: Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"] = "ReadWriteOnce"
+    seed_configmap: str | None = None
+
+    @field_validator("storage_class", "seed_configmap")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and not _DNS_SUBDOMAIN.match(v):
+            raise ValueError(f"{v!r} is not a Kubernetes object name (lower-case DNS subdomain)")
+        return v
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, v: str) -> str:
+        if not _QUANTITY.match(v):
+            raise ValueError(f"{v!r} is not a storage quantity; e.g. '1Gi' or '500Mi'")
+        return v
+
+
 class SweepConfig(_Model):
     grace_seconds: int = Field(600, ge=0)
     interval_seconds: int = Field(300, ge=10)
@@ -147,6 +178,9 @@ class ExecutorConfig(_Model):
     max_attempts: int = Field(6, ge=1)
 
 
+MIN_MARGIN_S = 2   # leader.margin_seconds: a server-clock step of up to 1 s, plus 1 s of latency
+
+
 class LeaderConfig(_Model):
     """Leader election on a Lease (kfold.leader); off: this daemon is the only writer (one replica)."""
     enabled: bool = False
@@ -155,7 +189,7 @@ class LeaderConfig(_Model):
     lease_seconds: int = Field(15, ge=3, le=3600)
     renew_seconds: int = Field(10, ge=2)
     retry_seconds: float = Field(2, gt=0)
-    margin_seconds: int = Field(2, ge=1)
+    margin_seconds: int = 2          # >= MIN_MARGIN_S (``_margin``)
     # kfold.shards: > 1 spreads Sessions over the replicas, one Lease per shard (``<lease_name>-shard-<i>``);
     # 1: one Lease (``lease_name``), one leader, the others standbys
     shards: int = Field(1, ge=1, le=256)
@@ -165,6 +199,16 @@ class LeaderConfig(_Model):
     def _dns(cls, v: str | None) -> str | None:
         if v is not None and not _DNS_LABEL.match(v):
             raise ValueError(f"{v!r} is not a DNS label (lower-case letters, digits, '-')")
+        return v
+
+    @field_validator("margin_seconds")
+    @classmethod
+    def _margin(cls, v: int) -> int:
+        """The fence holds while an apiserver clock step plus a request's latency stays under the
+        margin (README "Leadership"): a 1 s step needs 1 s, and the latency 1 s more."""
+        if v < MIN_MARGIN_S:
+            raise ValueError(f"{v} is too small: the fence needs 1 s for an apiserver clock step of up to 1 s and 1 s "
+                             f"for a request's latency; set leader.margin_seconds to {MIN_MARGIN_S} or more")
         return v
 
     @model_validator(mode="after")
@@ -185,6 +229,7 @@ class RegistryConfig(_Model):
     credentials: Literal["directory", "secrets"] = "directory"
     secrets_namespace: str | None = None   # credentials=secrets: kfold's own namespace
     rescan_seconds: int = Field(default=30, ge=0)   # re-read registrations this often (0: only at start)
+    credential_refresh_seconds: int = Field(default=60, ge=0)   # re-read a held credential this often (and on a 401)
     qps: float | None = Field(default=DEFAULT_QPS, ge=0)
     burst: int = Field(default=DEFAULT_BURST, ge=1, le=10_000)
     limits: dict[str, RateLimit] = Field(default_factory=dict)
@@ -217,6 +262,7 @@ class Config(_Model):
     base_domain: str | None = None   # None: cluster-internal endpoints only (a Service, no Ingress)
     journal: JournalConfig = JournalConfig()
     deadlines: Deadlines = Deadlines()
+    workspace: WorkspaceConfig = WorkspaceConfig()
     sweep: SweepConfig = SweepConfig()
     repos: ReposConfig = ReposConfig()
     log: LogConfig = LogConfig()

@@ -7,7 +7,7 @@ commands, HTTP -> wait for SIGTERM/SIGINT -> ``Daemon.stop`` -> exit 0.
 Guarantees:
 - Boot commands: ``session.configure``; per watched namespace ``repo.bind`` (with the NAMES of
   the credential variables that are set, never values) and ``repo.reconcile_bound``; then every
-  ``repos.gc_interval_seconds`` ``repo.gc`` and every ``sweep.interval_seconds``
+  ``repos.gc_interval_seconds`` ``repo.gc`` (home and registered targets alike) and every ``sweep.interval_seconds``
   ``pod.sweep_secrets`` and, on each registered target, ``pod.sweep_orphans`` (also once at boot
   with a fresh journal, once the observers have listed). Intervals are monotonic waits: they choose when to ask, the fold decides
   with server time.
@@ -75,7 +75,9 @@ def configure_command(cfg: Config, now_ms: int | None, clusters: dict[str, Any] 
     home = cfg.cluster.name
     args = SessionConfigure(clusters=(home,), base_domain=cfg.base_domain or "",
                             start_seconds=cfg.deadlines.start_seconds, ready_seconds=cfg.deadlines.ready_seconds,
-                            **(clusters or {}))
+                            workspace_class=cfg.workspace.storage_class or "", workspace_size=cfg.workspace.size,
+                            workspace_access=cfg.workspace.access_mode,
+                            workspace_seed=cfg.workspace.seed_configmap or "", **(clusters or {}))
     return Command(at=now_ms, name="session.configure", cluster=home, args=args.model_dump(mode="json"))
 
 
@@ -100,16 +102,19 @@ def _bind_args(cfg: Config, env: Mapping[str, str], cluster: str, ns: str) -> di
 
 def periodic_commands(cfg: Config, remote: Callable[[], list[tuple[str, str, str, str]]] = lambda: []
                       ) -> list[tuple[int, str, Callable[[], list[dict[str, Any]]]]]:
-    """``(interval_s, command, args per namespace at each run)``; sweeps run on the registered
-    clusters too, the ones registered at that run (see ``kfold.daemon_follow``)."""
+    """``(interval_s, command, args per namespace at each run)``; the Repo gc and the sweeps run
+    on the registered clusters too, the ones registered at that run (see ``kfold.daemon_follow``).
+    Each is decided on its own cluster's server clock (a gc on its list response's Date)."""
     home = cfg.cluster.name
 
+    def where() -> list[tuple[str, str]]:
+        return [(home, ns) for ns in cfg.namespaces] + [(h, ns) for h, _t, _n, ns in remote()]
+
     def gc_args() -> list[dict[str, Any]]:
-        return [{"cluster": home, "namespace": ns, "ttl_seconds": cfg.repos.gc_ttl_seconds} for ns in cfg.namespaces]
+        return [{"cluster": c, "namespace": ns, "ttl_seconds": cfg.repos.gc_ttl_seconds} for c, ns in where()]
 
     def sweep_args() -> list[dict[str, Any]]:
-        where = [(home, ns) for ns in cfg.namespaces] + [(h, ns) for h, _t, _n, ns in remote()]
-        return [{"cluster": c, "namespace": ns, "grace_seconds": cfg.sweep.grace_seconds} for c, ns in where]
+        return [{"cluster": c, "namespace": ns, "grace_seconds": cfg.sweep.grace_seconds} for c, ns in where()]
 
     return [(cfg.repos.gc_interval_seconds, "repo.gc", gc_args),
             (cfg.sweep.interval_seconds, "pod.sweep_secrets", sweep_args),

@@ -38,30 +38,32 @@ def registry_dir(cfg: Config) -> Path:
 
 def open_registry(cfg: Config) -> tuple[Any, Any]:
     """``(registry, home client)``. With ``registry.credentials: secrets`` the kubeconfigs are
-    Secrets in kfold's own namespace, read through the home client."""
+    Secrets in kfold's own namespace, read through the home client (the one client kfold has for
+    its cluster: its Secret reads are on /metrics with the rest). A held credential is read again
+    every ``registry.credential_refresh_seconds`` and after a 401 (``kfold.registry.registry``)."""
     from kfold.registry import DirectoryCredentials, MemoryCredentials, RegistrationIndex, Registry
     root = registry_dir(cfg)
-    index = RegistrationIndex(root / "index")
     home_args = dict(kubeconfig=cfg.cluster.kubeconfig, context=cfg.cluster.context,
                      service_account_dir=cfg.cluster.service_account_dir)
-    if cfg.registry.credentials == "secrets":
+    secrets = cfg.registry.credentials == "secrets"
+    registry = Registry(RegistrationIndex(root / "index"),
+                        MemoryCredentials() if secrets else DirectoryCredentials(root / "credentials"),
+                        tenants=cfg.tenants, home_name=cfg.cluster.name,
+                        home_limits=cfg.cluster.limits(), default_limits=cfg.registry.default_limits(),
+                        limits={h: r.limits() for h, r in cfg.registry.limits.items()},
+                        pool_size=cfg.executor.threads,
+                        credential_refresh_s=float(cfg.registry.credential_refresh_seconds))
+    home = registry.home(**home_args)
+    if secrets:
         from kubernetes.client import CoreV1Api
         from kfold.registry import SecretCredentials
-        boot = Registry(index, MemoryCredentials(), home_name=cfg.cluster.name, home_limits=cfg.cluster.limits())
-        home = boot.home(**home_args)
-        namespace = cfg.registry.secrets_namespace or (boot.home_source.namespace if boot.home_source else None)
+        namespace = cfg.registry.secrets_namespace or (registry.home_source.namespace if registry.home_source else None)
         if not namespace:
             from kfold.registry import RegistryError
             raise RegistryError("registry.credentials is 'secrets' but no namespace is known: "
                                 "set registry.secrets_namespace")
-        creds = SecretCredentials(CoreV1Api(home), namespace)
-    else:
-        creds = DirectoryCredentials(root / "credentials")
-    registry = Registry(index, creds, tenants=cfg.tenants, home_name=cfg.cluster.name,
-                        home_limits=cfg.cluster.limits(), default_limits=cfg.registry.default_limits(),
-                        limits={h: r.limits() for h, r in cfg.registry.limits.items()},
-                        pool_size=cfg.executor.threads)
-    return registry, registry.home(**home_args)
+        registry.set_credentials(SecretCredentials(CoreV1Api(home), namespace))
+    return registry, home
 
 
 def client_for(registry: Any, home: str) -> Callable[[str, str], Any]:

@@ -37,6 +37,8 @@ RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": WATCH + ["create", "delete", "patch"]},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": WATCH + ["create", "update", "delete"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "create", "update", "patch", "delete"]},
+    # The workspace claim (config workspace.storage_class): made at bring-up, read to adopt, deleted at teardown.
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "create", "delete"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["get", "list", "create", "update", "patch", "delete"]},
     {"apiGroups": ["kfold.dev"], "resources": ["sessions", "repos"], "verbs": WATCH + ["create", "update", "patch", "delete"]},

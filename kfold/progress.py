@@ -31,6 +31,7 @@ def enabled(stream: IO[str] | None = None) -> bool:
 
 def journal_size(path: str, until: int | None = None) -> int | None:
     """How many records ``path`` holds (up to ``until``), or None if that cannot be told cheaply."""
+    from journal.chain import JournalError
     from kfold.sources import is_sqlite
     try:
         if is_sqlite(path):
@@ -38,9 +39,10 @@ def journal_size(path: str, until: int | None = None) -> int | None:
             with sqlite3.connect(uri, uri=True) as db:
                 head = db.execute("SELECT value FROM meta WHERE key='head'").fetchone()
             total = int((head[0].decode() if isinstance(head[0], bytes) else head[0]).split()[0])
-        else:
-            total = _count_lines(path)
-    except (OSError, sqlite3.Error, ValueError, TypeError, IndexError):
+        else:  # an export's lines from its first seq (its few header and chain lines counted too)
+            from journal.jsonl import read_start
+            total = _count_lines(path) + read_start(path).first_seq - 1
+    except (OSError, sqlite3.Error, ValueError, TypeError, IndexError, JournalError):
         return None
     return min(total, until) if until is not None else total
 

@@ -25,7 +25,7 @@ apt_install() {
 }
 
 # The interpreter the venv is built from: $KFOLD_PYTHON if set, else python3 if it is >= 3.11,
-# else python3.13/3.12/3.11 (looked up in /usr/bin and /bin too).
+# else python3.13/3.12/3.11 on PATH (outside the project venv).
 find_python() {
   local c v
   if [ -n "${KFOLD_PYTHON:-}" ]; then
@@ -38,8 +38,11 @@ find_python() {
     echo "setup: kfold needs Python >= 3.11; KFOLD_PYTHON=$c is $v. Point KFOLD_PYTHON at python3 >= 3.11 or unset it." >&2
     exit 1
   fi
+  # The project's own venv (first on PATH once venv.sh is sourced) is never its own base.
+  local path_no_venv=":$PATH:"
+  path_no_venv=${path_no_venv//":$KFOLD_VENV/bin:"/:}
   for c in python3 python3.13 python3.12 python3.11; do
-    command -v "$c" >/dev/null || continue
+    c=$(PATH=$path_no_venv command -v "$c") || continue
     v=$("$c" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || continue
     if "$c" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then echo "$c"; return; fi
     found="$c $v"

@@ -7,6 +7,7 @@ bash scripts/setup.sh
 . scripts/venv.sh
 bash scripts/controlplane.sh start
 trap 'bash scripts/controlplane.sh stop || true' EXIT
+echo "test.sh: pytest on $("$KFOLD_PY" -c 'import sys; print(sys.version.split()[0], "from", sys.base_prefix)')" >&2
 set +e
 "$KFOLD_PY" -m pytest -q "$@"
 rc=$?

@@ -2,7 +2,7 @@
 
 Guarantees:
 - ``path(api_version, kind, namespace, name, subresource)`` builds the apiserver path for every kind
-  kfold touches (core/v1 Pod, Secret, Service, Event, Namespace, ConfigMap; networking.k8s.io/v1
+  kfold touches (core/v1 Pod, Secret, Service, Event, Namespace, ConfigMap, PersistentVolumeClaim; networking.k8s.io/v1
   Ingress; kfold.dev/v1alpha1 Repo and Session) and raises ``UnknownKind`` for anything else, so
   an effect on an unlisted kind is refused before any request is sent.
 - Every part of a path is validated before the path exists (``k8s_names``): a namespace is a
@@ -52,6 +52,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("v1", "Service", "services", True, DNS1123_LABEL),
     Resource("v1", "Event", "events", True),
     Resource("v1", "ConfigMap", "configmaps", True),
+    Resource("v1", "PersistentVolumeClaim", "persistentvolumeclaims", True),
     Resource("v1", "Namespace", "namespaces", False, DNS1123_LABEL),
     Resource("networking.k8s.io/v1", "Ingress", "ingresses", True),
     Resource("kfold.dev/v1alpha1", "Repo", "repos", True),

@@ -10,8 +10,11 @@ Expected flow (one operation at a time per Repo; later ones queue, ensures join)
   AlreadyExists one merge patch restating url, ``secretRef`` (``None`` clears), identity and label.
   Never touches ``last-attached``. A missing token variable is logged once here.
 - ``ensure`` (message from the session machine): create with ``last-attached`` = the attach's
-  server time; on AlreadyExists move the clock only. If neither the slot nor the label binds it,
-  read it (quorum) and restate the ``secretRef`` resolved against the url that STANDS.
+  server time ON THE REPO'S CLUSTER; on AlreadyExists move the clock only. If neither the slot nor
+  the label binds it, read it (quorum) and restate the ``secretRef`` resolved against the url that
+  STANDS. An attach folded from a record another cluster's clock stamped (a Session observed on
+  the home cluster, placed on a registered one) has no time on the Repo's clock: the Repo is read
+  first and the read's outcome, stamped on that cluster's clock, gives ``last-attached``.
 - ``repo.reconcile_bound``: quorum-list bound Repos, unlabel those the config no longer binds.
   A 404 for the list (no Repo CRD) is "nothing to do"; any other refusal is logged as an error.
 - ``repo.gc``: quorum-list Repos, delete (fenced by uid + resourceVersion) every unbound one whose
@@ -158,7 +161,8 @@ def ensure(ctx: Ctx, key: str, args: dict[str, Any]) -> None:
             f"cache key {name!r} already names repository {entry.identity!r}, not {ident!r}"))
     cfg = config_of(ctx, cluster, ns)
     resolved = resolve(url, ident, cfg.credentials, cfg.env_present)
-    stamp = rfc3339(ctx.now) if ctx.now is not None else None
+    now = ctx.now_on(cluster)   # the target's clock only: registered clusters' clocks may be hours apart
+    stamp = rfc3339(now) if now is not None else None
     start(ctx, entry, Op(kind="ensure", url=url, identity=ident, slot_bound=key in cfg.bound_keys,
                          stamp=stamp, waiters=(target,), ref=resolved.ref, token_env=resolved.token_env,
                          configured=cfg.configured))

@@ -3,8 +3,8 @@
 Expected flow: ``start`` runs an ``Op`` when the Repo is idle and queues it otherwise (an ensure
 joins the ensure in flight or queued; an evict decided on a busy Repo is dropped, the next gc
 decides again). One request is in flight per Repo: the token Secret first when the statement names
-one (``secure``), then create or merge patch; a quorum read when an ensure must learn what stands;
-a delete fenced by uid + resourceVersion for an evict. ``answer`` acts on the outcome by the phase
+one (``secure``), then create or merge patch; a quorum read when an ensure must learn what stands
+(or the time on the Repo's cluster, see ``repo``); a delete fenced by uid + resourceVersion for an evict. ``answer`` acts on the outcome by the phase
 it answers; ``succeed`` / ``fail`` tell the waiters, and ``finish`` starts the next queued op.
 
 Guarantees:
@@ -52,7 +52,7 @@ def start(ctx: Ctx, entry: RepoEntry, op: Op) -> None:
     """Run ``op`` now if the Repo is idle; otherwise queue it (an ensure joins one in flight)."""
     if entry.phase != "idle":
         return ctx.put(entry.key, _enqueue(entry, op))
-    if op.kind == "ensure" and entry.exists:
+    if op.kind == "ensure" and (entry.exists or op.stamp is None):
         return after_exists(ctx, entry, op, None)
     if op.kind in ("bind", "ensure"):
         return secure_or(ctx, entry, op, "patch" if entry.exists else "create")
@@ -150,25 +150,28 @@ def on_created(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
 
 def after_exists(ctx: Ctx, entry: RepoEntry, op: Op, at: int | None) -> None:
     """It exists (known, AlreadyExists, or found after a create in doubt): bind restates; ensure
-    moves the clock (stamped from the response's server time ``at`` when the attach had none)."""
+    moves the clock (stamped from the response's server time ``at`` when the attach had none; with
+    neither, a quorum read first: its outcome's time is on the Repo's cluster's clock)."""
     if op.kind == "bind":
         return secure_or(ctx, entry, op, "patch")
     if op.stamp is None and at is not None:
         op = op.but(stamp=rfc3339(at))
-    if op.kind == "ensure" and not op.slot_bound:
+    if op.kind == "ensure" and (not op.slot_bound or op.stamp is None):
         return go(ctx, entry, op, "read", GetObject, **ref_fields(entry))
     patch_now(ctx, entry, op)
 
 
 def on_read(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
     op = entry.op
+    if op.stamp is None and rec.at is not None:   # the read's server time is the Repo's cluster's
+        op = op.but(stamp=rfc3339(rec.at))
     if rec.result == "not_found":
         return secure_or(ctx, entry, op.but(attempts=op.attempts + 1), "create")
     if rec.result != "ok":
         return fail(ctx, entry, f"reading Repo {entry.name!r}: {why(rec)}")
     if entry.identity and entry.identity != op.identity:
         return fail(ctx, entry, f"cache key {entry.name!r} already names repository {entry.identity!r}")
-    if entry.bound or not op.configured:
+    if entry.bound or op.slot_bound or not op.configured:
         return patch_now(ctx, entry, op)
     cfg = config_of(ctx, entry.cluster, entry.namespace)
     resolved = resolve(entry.url or op.url, op.identity, cfg.credentials, cfg.env_present)

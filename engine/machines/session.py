@@ -74,7 +74,8 @@ class SessionMachine(Machine):
         cmd = SessionConfigure.model_validate(rec.args)  # the model daemon_boot builds it from
         ctx.put(CONFIG_KEY, SessionConfig(
             clusters=cmd.clusters, base_domain=cmd.base_domain, start_ms=cmd.start_seconds * 1000,
-            ready_ms=cmd.ready_seconds * 1000, **tenancy.configure(cmd)))
+            ready_ms=cmd.ready_seconds * 1000, workspace_class=cmd.workspace_class, workspace_size=cmd.workspace_size,
+            workspace_access=cmd.workspace_access, workspace_seed=cmd.workspace_seed, **tenancy.configure(cmd)))
         for key, d in list(sessions(ctx)):
             save(ctx, key, d)
 
@@ -94,7 +95,8 @@ class SessionMachine(Machine):
         if _older(ctx.get(key), rec.obj):
             return ctx.log(key, "an observation older than the one folded (a stale list, or a watch "
                                 "replaying from one); ignored", level="debug")
-        save(ctx, key, absorb(retry.observed(ctx, key, ctx.get(key)), rec.cluster, rec.obj))
+        d = retry.observed(ctx, key, ctx.get(key))
+        save(ctx, key, status.seen_at(absorb(d, rec.cluster, rec.obj), ctx.now_on(rec.cluster)))
 
     def on_relist(self, ctx: Ctx, rec: Relist) -> None:
         """A relist's absences are suspects (``missing_after_relist``): each is re-read with a
@@ -286,7 +288,8 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
     # The same spec keeps the same dict: ``session_flow.spec_of`` remembers its validation by it.
     spec = d.spec_raw if same_json(v.spec, d.spec_raw) else v.spec
     return d.but(uid=v.uid, rv=v.rv, spec_raw=spec, spec_generation=v.spec_generation, deleting=deleting, finalizers=v.finalizers,
-                 finalizer_step=step, reported_phase=v.phase, reported_generation=v.generation)
+                 finalizer_step=step, reported_phase=v.phase, reported_generation=v.generation,
+                 since=d.since or {t: (st, at) for t, st, at in v.since})   # a fresh record keeps the times written
 
 
 def _overwritten(d: SessionDecision, v: Any) -> SessionDecision:
@@ -411,6 +414,10 @@ def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
             return _secret_answer(ctx, key, d, rec)
         case "Secret", "get":
             return _secret_read(ctx, key, d, rec, effect)
+        case "PersistentVolumeClaim", "create":
+            return _claim_answer(ctx, key, d, rec)
+        case "PersistentVolumeClaim", "get":
+            return _claim_read(ctx, key, d, rec, effect)
         case ("Service" | "Ingress"), _:
             cfg = config(ctx) or SessionConfig()
             spec = flow.spec_of(d, cfg)
@@ -473,6 +480,35 @@ def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: A
     return retry.secret_later(ctx, key, d, rec)
 
 
+def _claim_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
+    """The workspace claim's create: made, or met AlreadyExists (an earlier generation's: read it)."""
+    if d.claim_step != "sent":
+        return d
+    if rec.result == "ok":
+        return d.but(claim_step="done")
+    if rec.result == "already_exists":
+        ctx.emit(GetObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1",
+                 kind="PersistentVolumeClaim", namespace=d.target_ns, name=owned.object_name(d, "PersistentVolumeClaim"))
+        return d.but(claim_step="reading")
+    if rec.result == "transient":
+        return d.but(claim_step="")   # a create is safe to repeat
+    return flow.fail(ctx, key, d, "WorkspaceFailed",
+                     f"cannot create PersistentVolumeClaim {owned.object_name(d, 'PersistentVolumeClaim')}: "
+                     f"{rec.result} {rec.message}".strip())
+
+
+def _claim_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
+    """Adopt the existing claim only when it is this Session's (the workspace of its earlier generations)."""
+    if d.claim_step != "reading":
+        return d
+    if rec.result == "ok" and owned.owned(rec.obj, d.name):
+        return d.but(claim_step="done")
+    if rec.result == "ok":
+        return flow.fail(ctx, key, d.but(claim_step=""), "NameTaken",
+                         owned.conflict("PersistentVolumeClaim", effect.namespace, effect.name, rec.obj, d.name))
+    return d.but(claim_step="")
+
+
 def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
     if effect.id == d.ahead_read:
         return d.but(ahead_read="")   # read again after the grace (``session_ahead.arm``)
@@ -489,6 +525,8 @@ def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDeci
             return d
         case "Secret", ("create" | "get"):
             return d.but(secret_step="") if d.secret_step in ("sent", "reading") else d
+        case "PersistentVolumeClaim", ("create" | "get"):
+            return d.but(claim_step="") if d.claim_step in ("sent", "reading") else d
         case ("Service" | "Ingress"), _:
             field = "service" if effect.kind == "Service" else "ingress"
             u = getattr(d, field)

@@ -88,7 +88,7 @@ def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> Sessio
     if d.deleting or d.spec_raw.get("stopped") is True or d.phase == "Stopping":
         # A teardown under way finishes even when the spec stops asking for it (un-stopped while
         # Stopping): only from Stopped does the Session start, suspend or fail again.
-        d = teardown(ctx, key, d)
+        d = teardown(ctx, key, d, claimed=bool(cfg.workspace_class))
     if d.deleting or d.spec_raw.get("stopped") is True or d.phase == "Stopping":
         pass
     elif isinstance(spec, SpecError):
@@ -147,14 +147,15 @@ def suspend(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     return _release_resumed(ctx, key, release(ctx, key, d.move("suspend").but(failure=None), "session suspended"))
 
 
-def teardown(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
-    """Stop: release the pod, delete Service, Ingress and Secret (each read first and deleted only
-    when it is this Session's, fenced by its uid: ``session_owned``); then, if the Session is being
-    deleted, remove the finalizer. Repeated requests change nothing."""
+def teardown(ctx: Ctx, key: str, d: SessionDecision, claimed: bool = False) -> SessionDecision:
+    """Stop: release the pod, delete Service, Ingress, Secret and the workspace claim (each read first and
+    deleted only when it is this Session's, fenced by its uid: ``session_owned``); then, if the
+    Session is being deleted, remove the finalizer. Repeated requests change nothing. ``claimed``:
+    the config gives Sessions a workspace claim (one may exist even if this record never made it)."""
     if d.phase not in ("Stopping", "Stopped"):
         d = _release_unmade(ctx, key, d, "session stopped")
         d = _release_resumed(ctx, key, release(ctx, key, d.move("stop"), "session stopped"))
-        d = start_teardown(ctx, key, d).but(secret_step="")
+        d = start_teardown(ctx, key, d, claimed=claimed).but(secret_step="", claim_step="")
     if d.phase == "Stopping" and not (d.teardown or d.releasing or d.abandoned or d.blocked):
         d = d.move("stopped")
     if d.phase == "Stopped" and d.deleting and not any(e.type == "create" for e in ctx.pending_for(key)):
@@ -244,7 +245,7 @@ def run(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) 
         d = _ensure_finalizer(ctx, key, d)
     match d.phase:
         case "Pending":
-            return bring_up(ctx, key, d, spec)
+            return bring_up(ctx, key, d, spec, cfg)
         case "Creating" | "Failed":
             return d
         case "Provisioning" | "Ready":
@@ -279,7 +280,7 @@ def begin(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig
     return d.move("begin").but(
         generation=d.generation + 1, target=spec.cluster, target_tenant=spec.tenant,
         target_namespace=spec.namespace, shape=shape(spec), failure=None, failed_spec="",
-        namespace_step="", repos_step="", secret_step="", repos=repos, pod=PodFacts(),
+        namespace_step="", repos_step="", secret_step="", claim_step="", repos=repos, pod=PodFacts(),
         start_ms=cfg.start_ms, ready_ms=cfg.ready_ms, teardown=(), blocked="")
 
 
@@ -291,7 +292,7 @@ def _ensure_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision
     return d.but(finalizer_step="sent")
 
 
-def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
+def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
     if d.namespace_step != "done" and spec.bounded:
         d = d.but(namespace_step="done")  # namespaces are cluster-scoped: refused on a bounded registration
     if d.namespace_step != "done" and (d.target, d.target_ns) == (d.home, d.namespace):
@@ -317,13 +318,30 @@ def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecis
             return d.but(secret_step="sent", secret_made=True)
         else:
             return d
+    if d.claim_step != "done":
+        if not cfg.workspace_class:   # each pod's workspace is an emptyDir: no claim to make
+            d = d.but(claim_step="done")
+        elif d.claim_step == "":
+            owner = d.uid if _ownable(d) else ""
+            ctx.emit(CreateObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1",
+                     kind="PersistentVolumeClaim", namespace=d.target_ns, name=mf.claim_name(d.name),
+                     manifest=mf.workspace_claim(d.name, d.target_ns, cfg.workspace_class, cfg.workspace_size,
+                                                 cfg.workspace_access, owner))
+            return d.but(claim_step="sent", claim_made=True)
+        else:
+            return d
     if FINALIZER not in d.finalizers and not _ownable(d):
         # Nothing would take a pod elsewhere with the Session if it were deleted before its
         # finalizer landed and this record were lost meanwhile (a takeover, a lost journal): that
         # pod waits for the finalizer (found by kfold sim, seed 296: a pod on cluster east, its
         # Service and Ingress outlived their Session).
         return d
-    return _create_pod(ctx, key, d, spec)
+    if d.releasing or d.abandoned:
+        # One live pod per Session: generation N's pod is created once every earlier pod being let
+        # go is gone (``pod_gone``) or its delete failed (``pod_delete_failed``, after the pod
+        # machine's budget): a workspace that outlives generations is never mounted by two pods.
+        return d
+    return _create_pod(ctx, key, d, spec, cfg)
 
 
 def _ownable(d: SessionDecision) -> bool:
@@ -331,14 +349,16 @@ def _ownable(d: SessionDecision) -> bool:
     return (d.target, d.target_ns) == (d.home, d.namespace)
 
 
-def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
+def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
     name = mf.pod_name(d.name, d.generation)
     d = d.move("create").but(pod=PodFacts(name=name))
     # Owned by the Session where an ownerReference can reach it (same cluster and namespace): a
     # Session deleted before its finalizer landed still takes its pod with it, journal or not.
     # Elsewhere the pod names the Session's namespace, for the orphan-pod sweep (``pod_orphans``).
     owner, away = (d.uid, "") if _ownable(d) else ("", d.namespace)
-    ctx.tell("pod", pod_key(d), "create", manifest=mf.pod(d.name, d.target_ns, d.generation, spec, owner, away),
+    claim = mf.claim_name(d.name) if cfg.workspace_class else ""
+    manifest = mf.pod(d.name, d.target_ns, d.generation, spec, owner, away, claim=claim, seed=spec.seed or cfg.workspace_seed)
+    ctx.tell("pod", pod_key(d), "create", manifest=manifest,
              reply_to="session", reply_key=key, session=d.name, generation=d.generation)
     return d
 

@@ -41,12 +41,36 @@ def host(port: Port, session: str, base_domain: str) -> str:
     return f"{port.port}-{session}.{base_domain}"
 
 
+def claim_name(session: str) -> str:
+    return f"{session}-workspace"
+
+
+SEED_MARKER = ".kfold-workspace-root"   # at the workspace root: seeded once, never again
+_SEED_SCRIPT = (f'test -e /workspace/{SEED_MARKER} || {{ cp -R /seed/. /workspace/ '
+                f'&& touch /workspace/{SEED_MARKER}; }}')
+
+
+def workspace_claim(session: str, namespace: str, storage_class: str, size: str, access: str,
+                    session_uid: str = "") -> dict[str, Any]:
+    """The PersistentVolumeClaim that holds a Session's workspace across its generations; owned by
+    the Session where an ownerReference reaches it (deleted with it by the garbage collector too)."""
+    md: dict[str, Any] = {"name": claim_name(session), "namespace": namespace, "labels": labels(session)}
+    if session_uid:
+        md["ownerReferences"] = [{"apiVersion": "kfold.dev/v1alpha1", "kind": "Session", "name": session,
+                                  "uid": session_uid}]
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": md,
+            "spec": {"accessModes": [access], "storageClassName": storage_class,
+                     "resources": {"requests": {"storage": size}}}}
+
+
 def pod(session: str, namespace: str, generation: int, spec: Spec, session_uid: str = "",
-        session_namespace: str = "") -> dict[str, Any]:
+        session_namespace: str = "", claim: str = "", seed: str = "") -> dict[str, Any]:
     """``session_uid``: the Session's, when the pod runs beside it (an ownerReference cannot cross
     namespaces or clusters): the garbage collector then takes the pod with the Session.
     ``session_namespace``: the Session's, when the pod runs away from it: labelled, so the
-    orphan-pod sweep (``pod_orphans``) knows which Session to read."""
+    orphan-pod sweep (``pod_orphans``) knows which Session to read.
+    ``claim``: the workspace's PersistentVolumeClaim ("" = an emptyDir of this pod). ``seed``: a
+    ConfigMap whose files an init container copies into a workspace that has no ``SEED_MARKER``."""
     containers = [_workspace(spec)] + [_app(app, spec) for app in spec.apps]
     md: dict[str, Any] = {"name": pod_name(session, generation), "namespace": namespace,
                           "labels": labels(session, generation)}
@@ -58,9 +82,21 @@ def pod(session: str, namespace: str, generation: int, spec: Spec, session_uid: 
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": md,
-        "spec": {"restartPolicy": "Never", "containers": containers,
-                 "volumes": [{"name": WORKSPACE, "emptyDir": {}}]},
+        "spec": _pod_spec(spec, containers, claim, seed),
     }
+
+
+def _pod_spec(spec: Spec, containers: list[dict[str, Any]], claim: str, seed: str) -> dict[str, Any]:
+    volume: dict[str, Any] = {"persistentVolumeClaim": {"claimName": claim}} if claim else {"emptyDir": {}}
+    out: dict[str, Any] = {"restartPolicy": "Never", "containers": containers,
+                           "volumes": [{"name": WORKSPACE, **volume}]}
+    if seed:
+        out["volumes"].append({"name": "workspace-seed", "configMap": {"name": seed}})
+        out["initContainers"] = [{
+            "name": "seed-workspace", "image": spec.image, "command": ["sh", "-c", _SEED_SCRIPT],
+            "volumeMounts": [{"name": WORKSPACE, "mountPath": "/workspace"},
+                             {"name": "workspace-seed", "mountPath": "/seed", "readOnly": True}]}]
+    return out
 
 
 def _workspace(spec: Spec) -> dict[str, Any]:

@@ -58,6 +58,10 @@ class SessionConfig(Decision):
     base_domain: str = ""
     start_ms: int = DEFAULT_START_MS
     ready_ms: int = DEFAULT_READY_MS
+    workspace_class: str = ""          # "": each pod's workspace is an emptyDir
+    workspace_size: str = "1Gi"
+    workspace_access: str = "ReadWriteOnce"
+    workspace_seed: str = ""           # ConfigMap copied into a new workspace (a Session may name its own)
 
 
 class PodFacts(Decision):
@@ -134,6 +138,8 @@ class SessionDecision(Decision):
     secret_tries: int = 0                  # Secret requests failed in a row (engine.backoff)
     secret_made: bool = False              # a Secret create was sent: a stop reads and deletes it
     secret_uid: str = ""                   # its uid, from the create's answer or the adopting read
+    claim_step: str = ""                   # the workspace PersistentVolumeClaim: "" | sent | reading | done
+    claim_made: bool = False               # a claim create was sent: a stop reads and deletes it
     repos: tuple[RepoFacts, ...] = ()
     pod: PodFacts = PodFacts()
     repos_step: str = ""
@@ -156,6 +162,8 @@ class SessionDecision(Decision):
     status_echoed: bool = False            # that write has been observed since (see session.absorb)
     reported_phase: str = ""               # status.phase on the Session as last observed
     reported_generation: int = 0           # status.generation on the Session as last observed
+    since: dict[str, tuple[str, str]] = Field(default_factory=dict)  # condition type -> (status, lastTransitionTime) last written
+    home_time: str = ""                    # the latest home-clock time (RFC 3339, seconds) its record knows
 
     def move(self, event: str) -> "SessionDecision":
         return self.but(phase=TABLE.next(self.phase, event))

@@ -31,6 +31,7 @@ class SessionView:
     failure: tuple[str, str] = ("", "")   # the Ready condition's (reason, message) when phase is Failed
     spec_generation: int = 0        # metadata.generation: the apiserver's count of spec changes
     failed_generation: int = 0      # the Ready condition's observedGeneration: the spec that failed
+    since: tuple[tuple[str, str, str], ...] = ()   # (type, status, lastTransitionTime) of each condition
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +74,17 @@ def session_view(obj: dict[str, Any]) -> SessionView:
         deleting=bool(md.get("deletionTimestamp")), finalizers=tuple(str(f) for f in _l(md.get("finalizers"))),
         phase=str(status.get("phase") or ""), generation=_int(status.get("generation")) or 0,
         failure=(str(ready.get("reason") or ""), str(ready.get("message") or "")),
-        spec_generation=_int(md.get("generation")) or 0, failed_generation=_int(ready.get("observedGeneration")) or 0)
+        spec_generation=_int(md.get("generation")) or 0, failed_generation=_int(ready.get("observedGeneration")) or 0,
+        since=_since(status))
+
+
+def _since(status: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    out = []
+    for c in map(_d, _l(status.get("conditions"))):
+        kind, state, at = c.get("type"), c.get("status"), c.get("lastTransitionTime")
+        if isinstance(kind, str) and isinstance(state, str) and isinstance(at, str):
+            out.append((kind, state, at))
+    return tuple(out)
 
 
 def pod_view(obj: dict[str, Any]) -> PodStatus:

@@ -26,12 +26,13 @@ from typing import Any
 
 from engine.effects.models import DeleteObject, GetObject
 from engine.labels import MANAGED_BY, MANAGER, SESSION_LABEL
-from engine.machines.session_manifests import secret_name
+from engine.machines.session_manifests import claim_name, secret_name
 from engine.machines.session_model import SessionDecision
 from engine.machines.base import Ctx
 
-TEARDOWN_KINDS = (("Secret", "v1"),)   # Service and Ingress go with the pod (ownerReference)
-_API = {"Service": "v1", "Ingress": "networking.k8s.io/v1", "Secret": "v1"}
+# Service and Ingress go with the pod (ownerReference); the workspace claim outlives pods.
+TEARDOWN_KINDS = (("Secret", "v1"), ("PersistentVolumeClaim", "v1"))
+_API = {"Service": "v1", "Ingress": "networking.k8s.io/v1", "Secret": "v1", "PersistentVolumeClaim": "v1"}
 
 
 def _labels(obj: Any) -> dict[str, Any]:
@@ -59,6 +60,8 @@ def conflict(kind: str, namespace: str, name: str, obj: Any, session: str) -> st
 
 
 def object_name(d: SessionDecision, kind: str) -> str:
+    if kind == "PersistentVolumeClaim":
+        return claim_name(d.name)
     return secret_name(d.name) if kind == "Secret" else d.name
 
 
@@ -75,8 +78,10 @@ def may_have_secret(d: SessionDecision) -> bool:
     return d.secret_made or bool(d.spec_raw.get("env"))
 
 
-def start_teardown(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
-    kinds = tuple(k for k, _ in TEARDOWN_KINDS if k != "Secret" or may_have_secret(d))
+def start_teardown(ctx: Ctx, key: str, d: SessionDecision, claimed: bool = False) -> SessionDecision:
+    """``claimed``: the config gives Sessions a workspace claim, so one may exist."""
+    wanted = {"Secret": may_have_secret(d), "PersistentVolumeClaim": claimed or d.claim_made}
+    kinds = tuple(k for k, _ in TEARDOWN_KINDS if wanted[k])
     for kind in kinds:
         if kind == "Secret" and d.secret_uid:   # known from its create: fenced by it, no read first
             ctx.emit(DeleteObject, key, uid=d.secret_uid, safe_to_retry=True, **_ref(d, kind))
@@ -116,6 +121,8 @@ def teardown_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: An
     if rec.result in ("ok", "not_found"):
         if effect.kind == "Secret":
             return d.but(teardown=rest, secret_made=False, secret_uid="")
+        if effect.kind == "PersistentVolumeClaim":
+            return d.but(teardown=rest, claim_made=False)
         return d.but(teardown=rest)
     verb = "read" if effect.type == "get" else "delete"
     return d.but(teardown=rest, blocked=f"cannot {verb} {effect.kind} {effect.name}: {rec.result} {rec.message}".strip())

@@ -67,6 +67,7 @@ class Spec:
     tenant: str = ""           # the target cluster's tenant ("" = home or an old-form cluster)
     namespace: str = ""        # the target namespace when it is not the Session's own
     bounded: bool = False      # the target registration is namespace-bounded
+    seed: str = ""             # spec.workspace.seedConfigMap ("" = the config's, if any)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +109,7 @@ def _spec(raw: Any, home: str, clusters: tuple[str, ...], name: str, place: Call
         image=image, apps=apps, env=env, repositories=repos, cluster=cluster,
         limits=_limits(raw.get("resources", {})), suspended=_flag(raw, "suspended"), stopped=_flag(raw, "stopped"),
         tenant=where.tenant if where else "", namespace=where.namespace if where else "",
-        bounded=where.bounded if where else False)
+        bounded=where.bounded if where else False, seed=_seed(raw.get("workspace", {})))
 
 
 def _placed(raw: Any, place: Callable[[Any], Any]) -> Any:
@@ -198,6 +199,17 @@ def _limits(raw: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), str(v)) for k, v in limits.items()))
 
 
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+def _seed(raw: Any) -> str:
+    _need(isinstance(raw, dict), "spec.workspace", "must be an object")
+    seed = raw.get("seedConfigMap", "")
+    _need(isinstance(seed, str) and (seed == "" or bool(_SUBDOMAIN.match(seed))), "spec.workspace.seedConfigMap",
+          f"{seed!r} is not a ConfigMap name (lower-case DNS subdomain)")
+    return seed
+
+
 def _flag(raw: dict[str, Any], name: str) -> bool:
     value = raw.get(name, False)
     _need(isinstance(value, bool), f"spec.{name}", "must be true or false")
@@ -235,4 +247,6 @@ def shape(spec: Spec) -> str:
                         spec.cluster, list(spec.limits)]
     if spec.namespace:  # only when not the Session's own: home-cluster shapes are unchanged
         parts.append(spec.namespace)
+    if spec.seed:       # likewise: only a Session that names a seed has it in its shape
+        parts.append(["seed", spec.seed])
     return canonical_json(parts, sort_keys=False)

@@ -22,6 +22,19 @@ Guarantees:
   and restates its own.
 - Every field the CRD declares is present (``None`` clears a field under a JSON merge patch), so a
   stale provisioning message or pod name never lingers.
+- Says which spec it is about (DESIGN invariant 13; docs/session-status.md): ``observedGeneration``
+  on the status and on every condition is the ``metadata.generation`` of the spec the decision
+  folded. A spec change that starts a bring-up moves the phase to Pending in the step that folds
+  it, and that Pending is written (Ready False at the new generation); a ports-only change while
+  Ready writes Ready False (``Routing``) until the Service and Ingress route the new ports. So a
+  client waiting for Ready never takes the previous spec's Ready for the new one's; a
+  metadata-only edit keeps the generation and writes nothing. ``status.generation`` is kfold's
+  pod generation (``-g<N>``), another count.
+- Conditions follow ``metav1.Condition``: ``lastTransitionTime`` (``stamp``) is kept while a
+  condition's status stays and moves when it changes, on the home apiserver's clock as the record
+  carries it (a record stamped on another cluster's clock uses the latest home-clock time this
+  Session's record knows: its last status write or observation; never the local clock). The
+  digest a write is compared on leaves the times out, so a time alone never causes a write.
 """
 from __future__ import annotations
 
@@ -29,11 +42,13 @@ import json
 from typing import Any
 
 from engine.canonical import canonical_json
+from engine.machines import session_endpoints as endpoints
 from engine.machines.base import Ctx
 from engine.effects.models import PatchObject
 from engine.machines.session_manifests import host, pod_name
 from engine.machines.session_model import RepoFacts, SessionConfig, SessionDecision
 from engine.machines.session_spec import Spec, SpecError, route_ports
+from engine.rfc3339 import to_seconds_text
 
 API_VERSION = "kfold.dev/v1alpha1"
 
@@ -47,8 +62,14 @@ def compute(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> d
         "endpoints": _endpoints(d, spec, cfg) if d.phase == "Ready" and live and d.service.have else [],
         "provisioningMessage": d.pod.provisioning or None if d.phase == "Provisioning" and d.pod.phase != "Running" else None,
         "runs": [r.model_dump() for r in d.runs],
-        "conditions": _conditions(d, spec),
+        "observedGeneration": d.spec_generation or None,
+        "conditions": [_observed(d, c) for c in _conditions(d, spec, cfg)],
     }
+
+
+def _observed(d: SessionDecision, cond: dict[str, Any]) -> dict[str, Any]:
+    """``cond`` about the spec of ``metadata.generation`` ``d.spec_generation`` (0: not known)."""
+    return {**cond, "observedGeneration": d.spec_generation} if d.spec_generation else cond
 
 
 def _endpoints(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> list[dict[str, Any]]:
@@ -65,14 +86,22 @@ def _endpoints(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -
     return out
 
 
-def _cond(type_: str, ok: bool, reason: str, message: str) -> dict[str, str]:
-    return {"type": type_, "status": "True" if ok else "False", "reason": reason, "message": message}
+MAX_MESSAGE = 32768   # metav1.Condition's message bound (the CRD's maxLength: a longer one is refused)
 
 
-def _conditions(d: SessionDecision, spec: Spec | SpecError) -> list[dict[str, str]]:
+def _cond(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
+    return {"type": type_, "status": "True" if ok else "False", "reason": reason, "message": message[:MAX_MESSAGE]}
+
+
+def _conditions(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> list[dict[str, Any]]:
     if isinstance(spec, SpecError):
         return [_cond("SpecValid", False, "InvalidSpec", spec.message), _ready(d)]
-    out = [_cond("SpecValid", True, "Valid", "spec accepted"), _ready(d)]
+    if d.phase == "Ready" and not endpoints.settled(d, spec, cfg):
+        # the ports changed while serving: Ready again once the Service and Ingress route them
+        ready = _cond("Ready", False, "Routing", f"routing the declared ports to pod {d.pod.name}")
+    else:
+        ready = _ready(d)
+    out = [_cond("SpecValid", True, "Valid", "spec accepted"), ready]
     rejected = route_ports(spec.apps)[1]
     if rejected:
         text = "; ".join(f"app {r.app!r} {r.port.protocol} port {r.port.port} rejected: {r.reason}" for r in rejected)
@@ -100,13 +129,13 @@ _WAITING = {
 }
 
 
-def _ready(d: SessionDecision) -> dict[str, str]:
+def _ready(d: SessionDecision) -> dict[str, Any]:
     if d.phase == "Ready":
         return _cond("Ready", True, "Serving", f"pod {d.pod.name} is serving")
     if d.phase == "Failed" and d.failure is not None:
-        cond = _cond("Ready", False, d.failure.reason, d.failure.message)
-        # which spec failed (metadata.generation), for a record rebuilt from this status (``from_status``)
-        return {**cond, "observedGeneration": d.spec_generation} if d.spec_generation else cond
+        # its observedGeneration names the spec that failed, for a record rebuilt from this status
+        # (``from_status``)
+        return _cond("Ready", False, d.failure.reason, d.failure.message)
     reason, text = _WAITING.get(d.phase, ("Failed", "failed"))
     return _cond("Ready", False, reason, text.format(pod=d.pod.name or pod_name(d.name, d.generation)))
 
@@ -139,9 +168,48 @@ def write(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: S
     text = digest(status)
     if text == d.status_written or regresses(d) or _in_passing(d, status):
         return d
+    d = seen_at(d, ctx.now_on(d.home))
+    conditions, since = stamp(status["conditions"], d.since, _transition_time(d))
     ctx.emit(PatchObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
-             namespace=d.namespace, name=d.name, patch={"status": status}, subresource="status")
-    return d.but(status_written=text, status_rv="", status_echoed=False)   # its echo is awaited anew
+             namespace=d.namespace, name=d.name, patch={"status": {**status, "conditions": conditions}},
+             subresource="status")
+    return d.but(status_written=text, status_rv="", status_echoed=False,   # its echo is awaited anew
+                 since=since)
+
+
+def stamp(conditions: list[dict[str, Any]], since: dict[str, tuple[str, str]],
+          now: str | None) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]]]:
+    """``conditions`` with their ``lastTransitionTime``, and what the next write keeps them from.
+
+    A condition whose status is the one ``since`` holds for its type keeps that time; one whose
+    status changed, or that is new, gets ``now`` (none while no time is known: the next write
+    stamps it). A type absent from ``conditions`` is dropped: when it comes back, it transitions."""
+    out, kept = [], {}
+    for cond in conditions:
+        prev = since.get(cond["type"])
+        at = prev[1] if prev is not None and prev[0] == cond["status"] else now
+        if at is None:
+            out.append(cond)
+            continue
+        out.append({**cond, "lastTransitionTime": at})
+        kept[cond["type"]] = (cond["status"], at)
+    return out, kept
+
+
+def seen_at(d: SessionDecision, now: int | None) -> SessionDecision:
+    """``d`` knowing ``now``, a time on its home cluster's clock (``None``: not known this step).
+    Kept as ``metav1.Time`` text (one form, so later is greater), changed at most once a second."""
+    if now is None:
+        return d
+    text = to_seconds_text(now)
+    return d.but(home_time=text) if text > d.home_time else d
+
+
+def _transition_time(d: SessionDecision) -> str | None:
+    """Now on the home apiserver's clock: the step's record's time when that clock stamped it,
+    else the latest one this Session's record knows (``seen_at``: its last status write or
+    observation of the Session, both on that clock)."""
+    return d.home_time or None
 
 
 _STEPS = ("Creating", "Provisioning")
@@ -196,8 +264,9 @@ def quarantined(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, 
     if d.gone or (d.deleting and finalizer_released(d)):
         return
     st = compute(d, spec, cfg)
-    st["conditions"] = [_cond("Ready", False, "Quarantined", f"kfold stopped deciding about this Session: {error}")
-                        if c["type"] == "Ready" else c for c in st["conditions"]]
+    at = _transition_time(seen_at(d, ctx.now_on(d.home)))
+    st["conditions"] = stamp([_observed(d, _cond("Ready", False, "Quarantined", f"kfold stopped deciding about this Session: {error}"))
+                              if c["type"] == "Ready" else c for c in st["conditions"]], d.since, at)[0]
     ctx.emit(PatchObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
              namespace=d.namespace, name=d.name, patch={"status": st}, subresource="status")
 

@@ -1,4 +1,11 @@
-"""``kfold export JOURNAL [-o FILE]``: the journal as JSONL (one record per line), editable.
+"""``kfold export JOURNAL [-o FILE] [--since SEQ] [--until SEQ] [--unsealed]``: the journal as JSONL.
+
+The export (format: ``journal.jsonl``, docs/journal.md) holds the kept history: from seq 1, or,
+when retention cut the journal's head, from the oldest kept snapshot, which it carries, so
+``kfold replay``, ``replay --check``, ``trace``, ``ui`` and ``repos`` read it as they read the
+journal. ``--since SEQ`` begins later, at the newest snapshot before SEQ (a smaller file for a
+long journal; record SEQ and all after it are in it). It is sealed onto the journal's checksum chain, so a reader finds a record altered,
+missing or cut off; ``--unsealed`` leaves the seal out, for a file meant to be edited by hand.
 
 On a terminal, stderr shows progress while it writes (``kfold.progress``)."""
 from __future__ import annotations
@@ -11,31 +18,37 @@ def register(sub) -> None:
     p.add_argument("journal")
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     p.add_argument("--until", type=int, default=None, metavar="SEQ")
+    p.add_argument("--since", type=int, default=None, metavar="SEQ",
+                   help="begin at the newest snapshot before SEQ (SQLite journals): record SEQ and every one after "
+                        "it are in the export, which carries that snapshot")
+    p.add_argument("--unsealed", action="store_true",
+                   help="no checksum chain: readers trust the file as written (for hand edits)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from journal.jsonl import export_jsonl
     from kfold.progress import counted
-    from kfold.sources import history_start, input_error_code, iter_records
+    from kfold.sources import export, input_error, input_error_code
+
+    def progress(rows, first):
+        return counted(rows, args.journal, "export", args.until, from_seq=first)
 
     out = sys.stdout.buffer if args.output == "-" else open(args.output, "wb")
     try:
-        first = history_start(args.journal)
-        if first > 1:
-            print(f"kfold export: history begins at seq {first} (records before it were cut by retention)",
-                  file=sys.stderr)
-        n = export_jsonl(counted(iter_records(args.journal, args.until, first), args.journal, "export", args.until,
-                                 from_seq=first), out)
+        first, n = export(args.journal, out, args.until, sealed=not args.unsealed, progress=progress, since=args.since)
     except Exception as exc:
         code = input_error_code(exc)
         if code is None:
             raise
-        kept = " (records before it were written)" if code == 3 else ""
-        print(f"kfold export: {args.journal}: {exc}{kept}", file=sys.stderr)
+        kept = " (records before it were written, without the end line)" if code == 3 else ""
+        print(f"kfold export: {args.journal}: {input_error(exc)}{kept}", file=sys.stderr)
         return code
     finally:
         if out is not sys.stdout.buffer:
             out.close()
+    if first > 1:
+        why = "--since" if args.since is not None and args.since >= first else "retention cut the records before it"
+        print(f"kfold export: the export begins at seq {first} ({why}) and carries the snapshot at seq {first - 1}",
+              file=sys.stderr)
     print(f"kfold export: {n} records", file=sys.stderr)
     return 0

@@ -1,12 +1,13 @@
 """``kfold replay JOURNAL [--until SEQ] [--check] [--up-to-corruption] [--from-snapshot]``.
 
-A journal whose oldest records were cut by retention (``journal.retention``) is replayed from its
-oldest kept snapshot, and the output says where its history begins; ``--check`` then compares
-every effect journaled after that snapshot (those emitted before it are in the snapshot's
-pending effects).
+A journal whose oldest records were cut by retention (``journal.retention``), and an export of
+it, is replayed from the snapshot its kept history continues (``kfold.sources.start_point``), and
+the output says where its history begins; ``--check`` then compares every effect journaled after
+that snapshot (those emitted before it are in the snapshot's pending effects).
 
-``--from-snapshot`` starts from the newest snapshot at or before ``--until`` (SQLite journals: the
-daemon writes one as ``journal.snapshot_ratio`` and friends say) and refolds only the records after it:
+``--from-snapshot`` starts from the newest snapshot at or before ``--until`` (the daemon writes one
+as ``journal.snapshot_ratio`` and friends say; an export carries the one it starts from) and
+refolds only the records after it:
 the same state as a full replay (tested), in the time of the tail. The records before the snapshot
 are not read, so their chain is not verified either; a full replay does both.
 
@@ -14,7 +15,8 @@ On a terminal, stderr shows progress (records done / total, rate, time left); se
 ``kfold.progress``.
 
 Exit codes: 0 folded (and, with --check, no divergence); 1 divergence; 2 unreadable input (a
-malformed JSONL line, a newer schema, a fold error); 3 a broken checksum chain.
+malformed or truncated JSONL file, a newer schema, a fold error); 3 a broken checksum chain (in a
+journal, or in a sealed export: a record altered or missing).
 """
 from __future__ import annotations
 
@@ -31,14 +33,14 @@ def register(sub) -> None:
                    help="on a broken checksum chain, fold the records before the first bad one (still exits 3)")
     p.add_argument("--from-snapshot", action="store_true",
                    help="start from the newest snapshot at or before --until and refold only the records after it "
-                        "(SQLite journals; the records before it are neither read nor verified)")
+                        "(the records before it are neither read nor verified)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from kfold.progress import counted
     from kfold.replay import replay
-    from kfold.sources import first_bad_seq, input_error_code, iter_records
+    from kfold.sources import first_bad_seq, input_error, input_error_code, iter_records
 
     name = f"kfold replay: {args.journal}"
     _tune_gc()
@@ -57,13 +59,14 @@ def run(args) -> int:
             bad = first_bad_seq(args.journal, result.divergence.at_seq)
             bad = bad if bad is not None and (args.until is None or bad <= args.until) else None
     except Exception as exc:
-        code = 2 if isinstance(exc, _Refused) else input_error_code(exc)
+        code = input_error_code(exc)
         if code is None:
             raise
-        print(f"{name}: {exc}", file=sys.stderr)
+        print(f"{name}: {input_error(exc)}", file=sys.stderr)
         return code
     if bad is not None and not args.up_to_corruption:
-        print(f"{name}: checksum chain broken at seq {bad}; refusing to fold past it "
+        why = f" ({records.reason})" if records.reason else ""
+        print(f"{name}: checksum chain broken at seq {bad}{why}; refusing to fold past it "
               f"(--up-to-corruption folds records {from_seq}..{bad - 1})", file=sys.stderr)
         return 3
     if note:
@@ -81,55 +84,40 @@ def run(args) -> int:
 
 
 class _UpToCorruption:
-    """The records of ``it`` until it raises ``JournalCorrupt``; ``bad`` is then its seq."""
+    """The records of ``it`` until it raises ``JournalCorrupt``; ``bad`` is then its seq, ``reason`` its reason."""
 
     def __init__(self, it):
-        self.it, self.bad = it, None
+        self.it, self.bad, self.reason = it, None, ""
 
     def __iter__(self):
         from journal.store import JournalCorrupt
         try:
             yield from self.it
         except JournalCorrupt as exc:
-            self.bad = exc.seq
+            self.bad, self.reason = exc.seq, exc.reason
 
 
 def _history_start(args) -> tuple:
-    """(None, "") for a whole journal; else the oldest kept snapshot's state and a line saying so."""
-    from engine import snapshot
-    from kfold.sources import history_start, latest_snapshot
-    first = history_start(args.journal)
-    if first == 1:
-        return None, ""
-    if args.until is not None and args.until < first:
-        raise _Refused(f"--until {args.until} is before the kept history, which begins at seq {first} "
-                       f"(records 1..{first - 1} were cut by retention; see journal.retention.archive_dir)")
-    snap = latest_snapshot(args.journal, first - 1)
-    if snap is None or snap[0] != first - 1:
-        raise _Refused(f"history begins at seq {first} but the snapshot at seq {first - 1} is missing")
-    return snapshot.load(snap[1]), (f"history begins at seq {first}: records 1..{first - 1} were cut by "
-                                    f"retention; started from the oldest kept snapshot, at seq {first - 1}")
+    """(None, "") for a whole journal; else the state its kept history continues and a line saying so."""
+    from kfold.sources import start_point
+    state, _, note = start_point(args.journal, args.until)
+    return state, note
 
 
 def _starting_point(args) -> tuple:
     """(state to start from or None, a line saying where replay started)."""
     from engine import snapshot
-    from kfold.sources import is_sqlite, latest_snapshot
-    if not is_sqlite(args.journal):
-        raise _Refused("a JSONL export carries no snapshots: replay it whole (drop --from-snapshot)")
+    from kfold.sources import latest_snapshot
     snap = latest_snapshot(args.journal, args.until)
     if snap is None:
-        return None, f"no snapshot at or before seq {args.until or 'the end'}: folded from seq 1"
+        state, note = _history_start(args)
+        return state, note or f"no snapshot at or before seq {args.until or 'the end'}: folded from seq 1"
     try:
         state = snapshot.load(snap[1])
     except ValueError as exc:  # a snapshot this kfold cannot read: the records can
         return None, f"snapshot at seq {snap[0]} not used ({exc}): folded from seq 1"
     return state, (f"started from the snapshot at seq {snap[0]}; records 1..{snap[0]} were neither "
                    f"read nor verified (a full replay does both)")
-
-
-class _Refused(ValueError):
-    """Bad arguments for this input: exit 2 with the message."""
 
 
 def _tune_gc() -> None:

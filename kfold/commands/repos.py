@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from engine.machines.repo_records import RepoEntry, absorb, listing
 from engine.machines.repo_names import GROUP
@@ -36,7 +36,8 @@ def run(args: Any) -> int:
     try:
         rows = rows_from_journal(args.journal) if args.journal else rows_from_cluster(args.kubeconfig, args.namespace)
     except Exception as exc:  # the source, not the listing, failed: say which and why
-        print(f"kfold repos: {args.journal or args.kubeconfig}: {exc}", file=sys.stderr)
+        from kfold.sources import input_error
+        print(f"kfold repos: {args.journal or args.kubeconfig}: {input_error(exc)}", file=sys.stderr)
         return 1
     print(render(rows, args.output))
     return 0
@@ -44,7 +45,9 @@ def run(args: Any) -> int:
 
 def rows_from_journal(path: str) -> list[dict[str, Any]]:
     from engine import fold_all, initial_state
-    state = fold_all(initial_state(), _records(path)).state
+    from kfold.sources import iter_records, start_point
+    start, first, _ = start_point(path)   # a cut journal or its export: from the snapshot it continues
+    state = fold_all(start or initial_state(), iter_records(path, from_seq=first)).state
     entries = [e for _, e in sorted(state.table("repo").items()) if isinstance(e, RepoEntry) and e.exists]
     return [listing(e) for e in entries]
 
@@ -80,20 +83,6 @@ def _row_of(obj: dict[str, Any]) -> dict[str, Any]:
     row = listing(absorb(blank, obj))
     row.pop("cluster")
     return row
-
-
-def _records(path: str) -> Iterator[Any]:
-    try:
-        from kfold.sources import iter_records
-        yield from iter_records(path)
-        return
-    except ImportError:
-        pass
-    from journal.records import parse_record
-    with open(path, "rb") as fh:
-        for n, line in enumerate(fh, 1):
-            if line.strip():
-                yield parse_record(line, where=f"{path}:{n}")
 
 
 def render(rows: list[dict[str, Any]], output: str) -> str:

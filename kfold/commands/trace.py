@@ -5,7 +5,9 @@ per changed field of each decision record it changed (``phase: Pending -> Creati
 effect on KEY (``effect 9.1 create Service ns/demo``), timers set or cancelled, and, for an outcome,
 the effect it answers. With leader election on, each effect on KEY journaled as issued is shown
 with the leadership term that issued it (``issued 9.1 create Service ns/demo [term 3]``). A record that concerned KEY but changed nothing is left out. When KEY matches
-nothing, the closest keys that exist are named (exit 1).
+nothing, the closest keys that exist are named (exit 1). A journal whose head retention cut, or an
+export of it, is traced from the snapshot its history continues (stderr says so): what KEY's
+decision record held there is the "before" of its first change.
 """
 from __future__ import annotations
 
@@ -26,13 +28,17 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from kfold.progress import counted
-    from kfold.sources import input_error_code, iter_records
+    from kfold.sources import input_error, input_error_code, iter_records, start_point
     from kfold.timeline import walk
 
     shown, seen = 0, set()
     try:
-        records = counted(iter_records(args.journal, args.until), args.journal, "trace", args.until)
-        for step in walk(records):
+        state, first, note = start_point(args.journal, args.until)
+        if note:
+            print(f"kfold trace: {note}", file=sys.stderr)
+        records = counted(iter_records(args.journal, args.until, first), args.journal, "trace", args.until,
+                          from_seq=first)
+        for step in walk(records, state):
             keys = step.keys()
             seen |= keys
             if args.key not in keys:
@@ -44,7 +50,7 @@ def run(args) -> int:
         code = None if isinstance(exc, BrokenPipeError) else input_error_code(exc)
         if code is None:
             raise
-        print(f"kfold trace: {args.journal}: {exc}", file=sys.stderr)
+        print(f"kfold trace: {args.journal}: {input_error(exc)}", file=sys.stderr)
         return code
     if not shown:
         print(f"kfold trace: no record touched {args.key}{_hint(args.key, seen)}", file=sys.stderr)

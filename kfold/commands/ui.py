@@ -110,11 +110,11 @@ def _index(args, serving, index: Path, server, failed: list) -> None:
 
 
 def _failure(args, exc: BaseException) -> int:
-    from kfold.sources import input_error_code
+    from kfold.sources import input_error, input_error_code
     code = input_error_code(exc)
     if code is None:
         raise exc
-    print(f"kfold ui: {args.journal}: {exc}", file=sys.stderr)
+    print(f"kfold ui: {args.journal}: {input_error(exc)}", file=sys.stderr)
     return code
 
 

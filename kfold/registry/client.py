@@ -23,6 +23,8 @@
 - Every ``call_api`` takes a token from the client's ``TokenBucket`` (``Limits``: 50 QPS / burst
   100 by default; ``Limits(None)`` sends unpaced) and the urllib3 pool keeps up to ``burst``
   connections per host, and never fewer than ``pool_size`` (the executor's threads).
+- A 401 answer to any request (watches included) calls ``on_unauthorized`` (the registry then
+  re-reads the credential: ``kfold.registry.registry``).
 - Every request is counted by (verb, resource, HTTP status) in ``requests`` (``kfold_client_requests_total``
   on /metrics): what kfold itself sends, watches included, beside what the apiserver counts. The
   observers' raw lists and watches (engine.effects.watch_stream) report through ``note_request``.
@@ -125,6 +127,7 @@ class BoundedApiClient(ApiClient):
         record_source: RecordSource,
         limits: Limits = Limits(),
         pool_size: int = 0,
+        on_unauthorized: Callable[[], None] | None = None,
     ) -> None:
         # The pool carries the burst, and at least ``pool_size`` (the executor's threads): a thread
         # finding no idle connection opens one, and urllib3 discards it after the request when the
@@ -136,6 +139,7 @@ class BoundedApiClient(ApiClient):
         self.limits = limits
         self.limiter = limits.bucket()   # None: unlimited
         self._record_source = record_source
+        self._on_unauthorized = on_unauthorized
         self._origin = configuration.host.rstrip("/")
         self._prefix = urlsplit(self._origin).path
         check_on_the_wire(self.rest_client.pool_manager, self._admit_sent)
@@ -202,6 +206,8 @@ class BoundedApiClient(ApiClient):
         key = (*request_kind(method, self._path(url), urlsplit(url).query), str(code))
         with self._count_lock:
             self.requests[key] += 1
+        if code == 401 and self._on_unauthorized is not None:
+            self._on_unauthorized()
 
     def _path(self, url: str) -> str:
         path = urlsplit(url).path

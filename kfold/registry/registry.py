@@ -15,6 +15,21 @@ Guarantees:
 - Deregister removes the record and destroys the credential.
 - Reach reuses one client per (tenant, name, credential digest), but that client reads the FRESH
   record on every request: a tightened bound or a deregistration applies to the next request.
+- Reach does not read the credential store per call (with ``SecretCredentials`` that would be a
+  Secret GET on the home apiserver per request to a registered cluster). The credential read is
+  held and read again, on the next reach, only when (1) ``credential_refresh_s`` (config
+  ``registry.credential_refresh_seconds``) have passed since it was read, (2) the cluster answered
+  401 since, and ``UNAUTHORIZED_REREAD_S`` have passed since the read (so a lasting 401 costs one
+  read per that interval, never one per request), or (3) the record was re-registered
+  (``registered_at`` moved; ``register`` in this process drops it at once). Concurrent reaches that
+  find the read due make one read between them. A new digest builds a new client and closes the
+  old one; the same digest keeps the client. So a rotation (the Secret or file replaced) is used
+  within ``credential_refresh_s``, and at once (after ``UNAUTHORIZED_REREAD_S``) when the old
+  credential was revoked first. Why not a watch on the Secrets: it needs ``list``/``watch`` on
+  Secrets in kfold's namespace, which RBAC cannot narrow to kfold's own Secrets, where ``get``
+  (what ``kfold manifests`` grants) is all a bounded re-read needs; and the 401 is the moment a
+  rotation matters. A deregistration is read from the index on every reach, so it applies at once.
+  Nothing of the credential is logged; the digest is not either.
 - Records hold no credential; ``repr`` of the registry and its clients shows none.
 - Checked is sent (DESIGN invariant 11). A bound check and the request that goes out cannot
   disagree, by construction, in two ways that each suffice on their own:
@@ -38,15 +53,16 @@ Guarantees:
 - Pacing (``Limits``): the home client uses ``home_limits`` (unlimited unless configured: see
   docs/config.md), a registered cluster ``limits[handle]`` if given, else ``default_limits``
   (seed 004: 50 QPS / burst 100). Handles are ``"<name>@<tenant>"``.
-Caveats: ``reach`` reads the credential store each call (to compare digests); with
-``SecretCredentials`` that is one GET, so hold the client for a batch rather than per request.
+Caveats: ``credential_refresh_s=0`` reads the store on every reach (what tests of a store want).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Mapping
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping
 
 from kfold.registry import bounds
 from kfold.registry.client import BoundedApiClient, configuration_for
@@ -67,6 +83,19 @@ from kfold.registry.records import (
 
 CacheKey = tuple[str, str, str]
 log = logging.getLogger("kfold.registry")
+CREDENTIAL_REFRESH_S = 60.0     # a held credential is read again after this long (module contract)
+UNAUTHORIZED_REREAD_S = 5.0     # after a 401, read again once this long after the last read
+
+
+@dataclass
+class _Held:
+    """The last credential read for one (tenant, name): which client it made, when (monotonic),
+    for which registration, and whether the cluster has answered 401 since."""
+
+    key: CacheKey
+    read_at: float
+    registered_at: int | None
+    unauthorized: bool = False
 
 
 def _upsert(records: Records, new: Registration) -> Records:
@@ -90,8 +119,11 @@ class Registry:
         default_limits: Limits = Limits(),
         limits: Mapping[str, Limits] | None = None,
         pool_size: int = 0,
+        credential_refresh_s: float = CREDENTIAL_REFRESH_S,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._index = index
+        self.credential_refresh_s, self.monotonic = credential_refresh_s, monotonic
         self.pool_size = pool_size   # every client's connection pool is at least this wide (the executor's threads)
         self.home_limits, self.default_limits = home_limits, default_limits
         self._limits = dict(limits or {})
@@ -99,6 +131,8 @@ class Registry:
         self._tenants = dict(tenants or {})
         self.home_name = check_name(home_name)
         self._clients: dict[CacheKey, BoundedApiClient] = {}
+        self._held: dict[tuple[str, str], _Held] = {}
+        self._readers: dict[tuple[str, str], threading.Lock] = {}
         self._home: BoundedApiClient | None = None
         self.home_source: HomeSource | None = None
         self._lock = threading.Lock()
@@ -157,6 +191,8 @@ class Registry:
         record = self._probed(draft, kubeconfig)
         self._credentials.put(credential_ref(tenant, name), kubeconfig)
         self._index.update(tenant, lambda records: _upsert(records, record))
+        with self._lock:
+            self._held.pop((tenant, name), None)   # the next reach reads the new credential
         log.info("registered cluster %s/%s at %s (bound: %s, inventory: %s)", tenant, name,
                  record.endpoint, ",".join(record.namespaces) or "whole cluster", record.inventory)
         return record
@@ -192,8 +228,35 @@ class Registry:
         if tenant is None:
             return self._reach_home(name)
         record = self.get(tenant, name)
+        held = self._held_client(record)
+        if held is not None:
+            return held
+        with self._reader(tenant, name):   # one store read for every reach that found it due
+            return self._held_client(record) or self._read_and_hold(record)
+
+    def set_credentials(self, credentials: CredentialStore) -> None:
+        """Use ``credentials`` from now on (e.g. Secrets read through this registry's home client)."""
+        with self._lock:
+            self._credentials = credentials
+            self._held.clear()
+
+    def _held_client(self, record: Registration) -> BoundedApiClient | None:
+        """The client of the held credential read, unless a read is due (module contract)."""
+        with self._lock:
+            held = self._held.get((record.tenant, record.name))
+            if held is None or held.registered_at != record.registered_at:
+                return None
+            age = self.monotonic() - held.read_at
+            if age >= self.credential_refresh_s or (held.unauthorized and age >= UNAUTHORIZED_REREAD_S):
+                return None
+            return self._clients.get(held.key)
+
+    def _read_and_hold(self, record: Registration) -> BoundedApiClient:
+        tenant, name = record.tenant, record.name
+        read_at = self.monotonic()
         kubeconfig = self._credentials.get(credential_ref(tenant, name))
         if kubeconfig is None:
+            self._forget(tenant, name)
             raise CredentialMissing(name)
         key = (tenant, name, kubeconfig.digest)
         with self._lock:
@@ -202,7 +265,19 @@ class Registry:
                 client = self._build(record, kubeconfig)
                 self._forget_locked(tenant, name)
                 self._clients[key] = client
+            self._held[(tenant, name)] = _Held(key, read_at, record.registered_at)
             return client
+
+    def _reader(self, tenant: str, name: str) -> threading.Lock:
+        with self._lock:
+            return self._readers.setdefault((tenant, name), threading.Lock())
+
+    def _unauthorized(self, tenant: str, name: str) -> None:
+        """The cluster answered 401: the held credential may have been rotated (module contract)."""
+        with self._lock:
+            held = self._held.get((tenant, name))
+            if held is not None:
+                held.unauthorized = True
 
     def home(
         self,
@@ -236,6 +311,7 @@ class Registry:
             for client in self._clients.values():
                 client.close()
             self._clients.clear()
+            self._held.clear()
 
     def _reach_home(self, name: str) -> BoundedApiClient:
         if name != self.home_name or self._home is None:
@@ -252,6 +328,7 @@ class Registry:
             record_source=lambda: self.get(tenant, name),
             limits=self.limits_for(tenant, name),
             pool_size=self.pool_size,
+            on_unauthorized=lambda: self._unauthorized(tenant, name),
         )
 
     def limits_for(self, tenant: str, name: str) -> Limits:
@@ -263,5 +340,6 @@ class Registry:
             self._forget_locked(tenant, name)
 
     def _forget_locked(self, tenant: str, name: str) -> None:
+        self._held.pop((tenant, name), None)
         for key in [k for k in self._clients if k[:2] == (tenant, name)]:
             self._clients.pop(key).close()

@@ -14,7 +14,9 @@ Layout (all rows inserted once, by ``build``; the server only reads):
   (primary keys, so a page of one object is an index range scan).
 - ``effects(id, cause, issued, outcome, result, attempts, line, obj)``: each effect, the record that
   emitted it, the one that journaled it as issued, and its (last) outcome.
-- ``meta``: source path, record count, time span, the first divergence.
+- ``meta``: source path, record count, time span, the first divergence; ``first_seq`` and
+  ``history`` (a line, or "") say where the indexed history begins: a journal whose head retention
+  cut, or its export, is walked from the snapshot it continues, whose objects are listed too.
 
 Guarantee: what the index says a record changed is what ``kfold trace`` prints for it (same walk).
 """
@@ -82,6 +84,13 @@ class Builder:
         elif machine and o.machine is None:  # observed before its machine decided anything about it
             o.machine = machine
         return o
+
+    def known(self, state: Any) -> None:
+        """The objects of the snapshot a walk starts from (a journal whose head was cut), with
+        their state there: listed even when no kept record touches them."""
+        for machine, table in sorted(state.tables.items()):
+            for key, decision in sorted(table.items()):
+                self.machine_obj(machine, key).state = state_of(decision)
 
     def machine_obj(self, machine: str, key: str) -> _Obj:
         kind = MACHINE_KIND.get(machine, machine) if is_object_key(key) else f"{machine} bookkeeping"
@@ -233,24 +242,20 @@ def _clip(value: Any) -> Any:
     return value
 
 
-def positioned(path: str, until: int | None = None) -> Iterator[tuple[Record, int | None]]:
-    """``(record, byte offset)`` of a JSONL export (validated as ``kfold replay`` does), or
-    ``(record, None)`` from a SQLite journal (chain verified as it is read)."""
-    from journal.jsonl import parse_line
+def positioned(path: str, until: int | None = None, from_seq: int = 1) -> Iterator[tuple[Record, int | None]]:
+    """``(record, byte offset)`` of a JSONL export (validated, and verified when sealed, as ``kfold
+    replay`` does), or ``(record, None)`` from a SQLite journal (chain verified as it is read)."""
+    from journal import jsonl
     from kfold.sources import is_sqlite, iter_records
     if is_sqlite(path):
-        for rec in iter_records(path, until):
+        for rec in iter_records(path, until, from_seq):
             yield rec, None
         return
-    pos = 0
-    with open(path, "rb") as f:
-        for number, line in enumerate(f, start=1):
-            if line.strip():
-                rec = parse_line(line, number)
-                if until is not None and rec.seq > until:
-                    return
-                yield rec, pos
-            pos += len(line)
+    for rec, pos in jsonl.positioned(path):
+        if until is not None and rec.seq > until:
+            return
+        if rec.seq >= from_seq:
+            yield rec, pos
 
 
 def build(source: str, index: str | Path, until: int | None = None,
@@ -258,23 +263,28 @@ def build(source: str, index: str | Path, until: int | None = None,
     """Walk ``source`` and write its index to ``index`` (a new file); returns the meta. ``watch``
     is handed the builder first (its ``count`` is the progress ``kfold ui`` shows while indexing)."""
     from kfold.progress import counted
+    from kfold.sources import start_point
     started = time.monotonic()
+    state, first, note = start_point(source, until)   # a cut journal or its export: from its snapshot
     db = sqlite3.connect(str(index))
     try:
         db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + SCHEMA)
         builder = Builder(db)
+        if state is not None:
+            builder.known(state)
         if watch is not None:
             watch(builder)
-        items = counted(positioned(source, until), source, "ui: indexing", until)
+        items = counted(positioned(source, until, first), source, "ui: indexing", until, from_seq=first)
         offsets: dict[int, int | None] = {}
 
         def records() -> Iterator[Record]:
             for rec, pos in items:
                 offsets[rec.seq] = pos
                 yield rec
-        for step in walk(records()):
+        for step in walk(records(), state):
             builder.add(step, offsets.pop(step.record.seq, None))
-        builder.finish({**source_identity(source), "until": until}, time.monotonic() - started)
+        builder.finish({**source_identity(source), "until": until, "first_seq": first, "history": note},
+                       time.monotonic() - started)
     finally:
         db.close()
     return read_meta(index)

@@ -117,3 +117,18 @@ def test_a_journal_with_an_edited_effect_shows_its_first_divergence(browser, ui,
     assert f"DIVERGENCE: effect {service.id} caused by #{service.cause}" in text
     assert f"manifest.spec.ports[0].port\n9999\n{port}" in text or f"manifest.spec.ports[0].port\t9999\t{port}" in text
     shot(browser, tmp_path, "4-divergence")
+
+
+def test_the_export_of_a_journal_retention_cut_opens_from_the_snapshot_it_carries(browser, ui, tmp_path):
+    from tests.unit.test_export_cut import cut_journal, scenario
+    journal, export = tmp_path / "j.sqlite", tmp_path / "cut.jsonl"
+    first = cut_journal(journal)
+    assert first > 1
+    subprocess.run([sys.executable, "-m", "kfold", "export", str(journal), "-o", str(export)], check=True,
+                   capture_output=True)
+    browser.open(ui(export))
+    browser.wait("document.querySelectorAll('#objects li').length > 0", "the object list")
+    kept = len(scenario().records) - first + 1
+    assert f"{kept} records from #{first} (the snapshot at #{first - 1} before it)" in browser.text("#journal")
+    assert browser.eval("[...document.querySelectorAll('#objects li')].some(li => li.innerText.includes('local/ns/demo') "
+                        "&& li.querySelector('.kind').innerText === 'Session')")

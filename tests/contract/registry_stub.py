@@ -3,7 +3,8 @@
 It records every request that ARRIVES (method, path, the raw request-target exactly as it came
 off the wire, Authorization), so a test can prove that a
 refused request never left the process. It answers: node list (with allocatable GPUs), namespaced
-lists (empty), ``/version``; 401 for an unknown bearer token; 404 Status for anything else; a
+lists (empty), ``/version``, a Secret GET from ``secrets``; 401 for an unknown bearer token; 404
+Status for anything else; a
 fixed ``Date`` header so registration time is server time, not the test's clock.
 """
 
@@ -59,6 +60,7 @@ class ApiStub:
     nodes: list[dict] = field(default_factory=list)
     date: str = FIXED_DATE
     arrived: list[Arrived] = field(default_factory=list)
+    secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)   # (ns, name) -> data
     server: ThreadingHTTPServer | None = None
     tls: ssl.SSLContext | None = None   # set by ``start(stub, tls=...)``: serve HTTPS
 
@@ -81,6 +83,12 @@ class ApiStub:
             return 401, status(401, "Unauthorized", "Unauthorized")
         if path == "/api/v1/nodes":
             return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": self.nodes}
+        if path.startswith("/api/v1/namespaces/") and "/secrets/" in path:
+            ns, name = path.split("/")[4], path.split("/")[6]
+            if (ns, name) in self.secrets:
+                return 200, {"kind": "Secret", "apiVersion": "v1", "metadata": {"name": name, "namespace": ns},
+                             "data": self.secrets[(ns, name)]}
+            return 404, status(404, "NotFound", f'secrets "{name}" not found')
         if path == "/version":
             return 200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0-stub"}
         if path.startswith("/api/v1/namespaces/") and path.count("/") == 5:

@@ -1,7 +1,7 @@
 """Helpers for kfold's end-to-end tests: a real local Kubernetes control plane.
 
 Wraps scripts/build_controlplane.sh (builds etcd, kube-apiserver, kube-scheduler,
-kube-controller-manager and kwok from Go modules into $KFOLD_CACHE/bin, cached by version
+kube-controller-manager, kubectl and kwok from Go modules into $KFOLD_CACHE/bin, cached by version
 stamp) and scripts/controlplane.sh (runs them on 127.0.0.1). Stdlib only; the
 `kubernetes` client is imported lazily by kube_client().
 

@@ -12,7 +12,9 @@ import sys
 
 from kubernetes import client
 
+from engine.machines.repo_names import rfc3339
 from tests.e2e.conftest import REPO, wait_for
+from tests.e2e.driver import server_date_ms
 
 GVP = ("kfold.dev", "v1alpha1")
 
@@ -118,3 +120,64 @@ def test_a_cluster_registered_while_kfold_runs_is_used_without_a_restart(
     assert len(configures) == 3, "boot, registered, deregistered"
     assert '"edge@acme"' in configures[1] and '"edge@acme"' not in configures[2]
     assert "every journaled effect matches" in replay_check(daemon.journal)
+
+
+def repo(ns, name, last_attached):
+    return {"apiVersion": "kfold.dev/v1alpha1", "kind": "Repo",
+            "metadata": {"name": name, "namespace": ns, "annotations": {"kfold.dev/last-attached": last_attached}},
+            "spec": {"url": f"https://github.com/org/{name}"}}
+
+
+def test_repos_on_a_registered_cluster_are_evicted_on_its_server_clock(admin, cp, crds, namespaces, daemon_factory,
+                                                                        tmp_path):
+    """Issue 33 item 6: ``repo.gc`` runs in a registered cluster's namespaces too (its first run is
+    ``repos.gc_interval_seconds`` after start, 60 s at least). An unbound Repo last attached long
+    before the TTL on that cluster's clock goes; one attached just now stays."""
+    co = client.CustomObjectsApi(admin)
+    acme_ns, bound = (namespaces(p) for p in ("acme", "edge-sb"))
+    registry_dir = tmp_path / "registry"
+    register(registry_dir, cp, "acme", "edge", bound)
+    co.create_namespaced_custom_object(*GVP, bound, "repos", repo(bound, "stale", "2000-01-01T00:00:00Z"))
+    co.create_namespaced_custom_object(*GVP, bound, "repos", repo(bound, "fresh", rfc3339(server_date_ms(cp))))
+    daemon = daemon_factory(cp["kubeconfig"], [acme_ns], extra={
+        "registry": {"dir": str(registry_dir)}, "tenants": {acme_ns: "acme"},
+        "repos": {"gc_interval_seconds": 60}}).start()
+
+    def names():
+        return sorted(r["metadata"]["name"] for r in co.list_namespaced_custom_object(*GVP, bound, "repos")["items"])
+    wait_for(lambda: names() == ["fresh"], 100, interval=1, what="the stale Repo on edge evicted, the fresh one kept")
+    assert daemon.stop() == 0
+
+
+def counter(daemon, cluster, verb="", resource=""):
+    """The sum of ``kfold_client_requests_total`` for ``cluster`` (and ``verb``/``resource`` if given)."""
+    want = [f'cluster="{cluster}"'] + ([f'verb="{verb}"'] if verb else []) + ([f'resource="{resource}"'] if resource else [])
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metric(daemon, "kfold_client_requests_total")
+               if all(w in line for w in want))
+
+
+def test_with_secret_credentials_requests_to_a_registered_cluster_do_not_each_read_the_secret(
+        admin, cp, crds, namespaces, daemon_factory, tmp_path):
+    """Issue 33 item 7, through ``kfold run``: the kubeconfig of ``edge`` is a Secret in kfold's
+    namespace (``registry.credentials: secrets``). A Session brought up and stopped on edge sends
+    many requests there; the Secret is read once (``registry.credential_refresh_seconds``: 60 s),
+    through the home client, as /metrics counts it."""
+    import base64
+    core, co = client.CoreV1Api(admin), client.CustomObjectsApi(admin)
+    acme_ns, bound, creds_ns = (namespaces(p) for p in ("acme", "edge-sb", "kfold-creds"))
+    registry_dir = tmp_path / "registry"
+    register(registry_dir, cp, "acme", "edge", bound)   # the record; the credential kfold reads is the Secret
+    kubeconfig = open(cp["kubeconfig"]).read()
+    core.create_namespaced_secret(creds_ns, {"metadata": {"name": "kfold-cluster.acme.edge"},
+                                             "data": {"kubeconfig": base64.b64encode(kubeconfig.encode()).decode()}})
+    daemon = daemon_factory(cp["kubeconfig"], [acme_ns], extra={
+        "registry": {"dir": str(registry_dir), "credentials": "secrets", "secrets_namespace": creds_ns},
+        "tenants": {acme_ns: "acme"}}).start()
+    co.create_namespaced_custom_object(*GVP, acme_ns, "sessions", session(acme_ns, "edge"))
+    wait_for(lambda: status(co, acme_ns).get("phase") == "Ready", 45, what="session Ready on edge")
+    co.patch_namespaced_custom_object(*GVP, acme_ns, "sessions", "demo", {"spec": {"stopped": True}})
+    wait_for(lambda: status(co, acme_ns).get("phase") == "Stopped", 45, what="session Stopped")
+    sent, reads = counter(daemon, "acme/edge"), counter(daemon, "local", "get", "secrets")
+    assert sent >= 5, f"requests to edge: {sent}"
+    assert 1 <= reads <= 2, f"{reads} Secret GETs for {sent} requests to edge"
+    assert daemon.stop() == 0

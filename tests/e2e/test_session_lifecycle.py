@@ -181,3 +181,36 @@ def test_without_a_base_domain_a_session_is_ready_on_its_service_alone(admin, cp
         kinds = dict(db.execute("SELECT kind, count(*) FROM journal GROUP BY kind").fetchall())
         (kept,) = db.execute("SELECT count(*) FROM journal WHERE instr(payload, 'managedFields') > 0").fetchone()
     assert kinds.get("observed") and kinds.get("outcome") and kept == 0
+
+
+def test_a_new_generation_pod_is_created_only_after_the_old_one_is_gone(admin, namespace, sa_daemon):
+    """Seed 002 (setApps, resume): the old pod is torn down before the next generation is brought
+    up, so one Session never has two pods at once. The oracle is the apiserver's own pod watch,
+    read by the test from before the change: generation 2's ADDED follows generation 1's DELETED."""
+    import threading
+
+    from kubernetes import watch
+
+    w = World(admin, namespace)
+    w.co.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, session_manifest(namespace, [WEB]))
+    w.phase_is("Ready", 1)
+    rv = w.core.list_namespaced_pod(namespace).metadata.resource_version
+    events: list[tuple[str, str]] = []
+    watcher = watch.Watch()
+
+    def follow():
+        for ev in watcher.stream(w.core.list_namespaced_pod, namespace, resource_version=rv, timeout_seconds=60,
+                                 _request_timeout=70):
+            events.append((ev["type"], ev["object"].metadata.name))
+            if ev["type"] == "ADDED" and ev["object"].metadata.name == "demo-g2":
+                return
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    w.patch_spec(apps=[WEB, API])
+    w.phase_is("Ready", 2)
+    reader.join(30)
+    watcher.stop()
+    assert ("ADDED", "demo-g2") in events, events
+    assert ("DELETED", "demo-g1") in events, events
+    assert events.index(("DELETED", "demo-g1")) < events.index(("ADDED", "demo-g2")), events

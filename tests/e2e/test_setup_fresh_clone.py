@@ -3,7 +3,9 @@
 `scripts/setup.sh` must build the project's own venv with the system interpreter (never pip into
 it: PEP 668 refuses that on Debian), install the pinned versions from constraints.txt, and leave
 `kfold --help` working through the venv. The control plane step runs too; it is a stamp check when
-the binaries are cached (as they are whenever the e2e suite runs).
+the binaries are cached (as they are whenever the e2e suite runs). In the same environment (as
+root) `scripts/build_image.sh` must build the image, whose tools (chroot) live in /usr/sbin, and
+one of the image's tests must pass with the clone's own venv.
 """
 from __future__ import annotations
 
@@ -27,24 +29,35 @@ def _pins() -> dict[str, str]:
     return pins
 
 
-@pytest.mark.timeout(900)
-def test_setup_from_fresh_clone_with_system_python(tmp_path):
+MINIMAL_ENV = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
+if "KFOLD_CACHE" in os.environ:
+    MINIMAL_ENV["KFOLD_CACHE"] = os.environ["KFOLD_CACHE"]
+
+
+@pytest.fixture(scope="module")
+def fresh_clone(tmp_path_factory):
+    """A clone set up by scripts/setup.sh with PATH=/usr/bin:/bin: (clone, setup's output,
+    the system site-packages listing before)."""
     if not os.access(SYSTEM_PY, os.X_OK):
         pytest.skip("no system /usr/bin/python3 on this machine")
-    clone = tmp_path / "kfold"
+    clone = tmp_path_factory.mktemp("fresh") / "kfold"
     # A clone of what is committed plus the working tree's setup files (the test runs before commit
     # in development; on CI the clone *is* main).
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
-    for rel in ("scripts/setup.sh", "scripts/venv.sh", "constraints.txt", "pyproject.toml"):
+    for rel in ("scripts/setup.sh", "scripts/venv.sh", "scripts/syspath.sh", "constraints.txt", "pyproject.toml"):
         shutil.copy(REPO / rel, clone / rel)
     sys_site = subprocess.run([SYSTEM_PY, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               capture_output=True, text=True, check=True).stdout.strip()
     before = sorted(os.listdir(sys_site)) if os.path.isdir(sys_site) else []
+    out = subprocess.run(["bash", "scripts/setup.sh"], cwd=clone, env=MINIMAL_ENV, capture_output=True, text=True)
+    yield clone, out, sys_site, before
+    shutil.rmtree(clone, ignore_errors=True)
 
-    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
-    if "KFOLD_CACHE" in os.environ:
-        env["KFOLD_CACHE"] = os.environ["KFOLD_CACHE"]
-    out = subprocess.run(["bash", "scripts/setup.sh"], cwd=clone, env=env, capture_output=True, text=True)
+
+@pytest.mark.timeout(900)
+def test_setup_from_fresh_clone_with_system_python(fresh_clone):
+    clone, out, sys_site, before = fresh_clone
+    env = MINIMAL_ENV
     assert out.returncode == 0, out.stdout + out.stderr
     assert "creating" in out.stderr and "/usr/bin/python3" in out.stderr, out.stderr
 
@@ -74,6 +87,21 @@ def test_setup_from_fresh_clone_with_system_python(tmp_path):
     # A second run keeps the venv (the stamp matches) and is quick.
     again = subprocess.run(["bash", "scripts/setup.sh"], cwd=clone, env=env, capture_output=True, text=True)
     assert again.returncode == 0 and "creating" not in again.stderr, again.stderr
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(os.geteuid() != 0, reason="the image build and chroot need root")
+def test_image_build_and_an_image_test_from_the_fresh_clone(fresh_clone):
+    clone, out, _, _ = fresh_clone
+    assert out.returncode == 0, out.stdout + out.stderr
+    built = subprocess.run(["bash", "scripts/build_image.sh"], cwd=clone, env=MINIMAL_ENV, capture_output=True,
+                           text=True, timeout=840)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert built.stdout.strip().splitlines()[-1].endswith(".oci.tar"), built.stdout
+    ran = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "tests/e2e/test_image.py::test_kfold_version_and_a_golden_replay_inside_the_image"],
+                         cwd=clone, env=MINIMAL_ENV, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0 and "1 passed" in ran.stdout, ran.stdout[-3000:] + ran.stderr[-2000:]
 
 
 def test_setup_refuses_an_old_python_with_one_clear_line(tmp_path):

@@ -39,6 +39,12 @@ def _other_replicas_pod(w: World, when: float, gen: int = 2) -> None:
                 event="ADDED")
 
 
+def _gone(w: World, name: str, when: float) -> None:
+    """The released pod's read (or delete) is answered: the pod machine finds it gone."""
+    (op,) = [e for e in w.s.pending() if getattr(e, "kind", "") == "Pod" and e.name == name]
+    w.s.outcome(op, "not_found", at(when))
+
+
 def _deletes(w: World, name: str) -> list[Any]:
     return [e for e in w.s.effects if getattr(e, "kind", "") == "Pod" and e.name == name and e.type in ("delete", "get")]
 
@@ -72,6 +78,8 @@ def test_a_newer_generations_pod_is_released_once_the_status_reports_that_genera
     assert _deletes(w, "demo-g2"), "released (read, then deleted fenced by uid) by the existing path"
     assert w.decision().ahead == {} and w.decision().generation == 2
     w.submit(SPEC, 30)
+    assert w.pod_creates()[-1] == "demo-g1", "generation 3 waits for demo-g2 to be gone"
+    _gone(w, "demo-g2", 31)
     assert w.pod_creates()[-1] == "demo-g3", "a resume is the next generation, never a released name"
 
 
@@ -95,6 +103,7 @@ def test_a_pod_the_record_never_hears_of_is_settled_by_a_quorum_read_after_the_g
     if then == "suspended":
         assert _deletes(w, "demo-g2")
         w.submit(SPEC, 80)
+        _gone(w, "demo-g2", 81)
         assert w.pod_creates()[-1] == "demo-g3"
     else:
         assert not _deletes(w, "demo-g2") and w.pod_creates()[-1] == "demo-g2"

@@ -154,7 +154,8 @@ def test_a_pod_gone_before_running_fails_with_that_reason_not_a_timeout():
     w.observe_pod(2, event="DELETED")
     assert w.phase == "Failed"
     assert w.condition("Ready") == {"type": "Ready", "status": "False", "reason": "PodGone",
-                                    "message": "pod demo-g1 disappeared before reaching Running"}
+                                    "message": "pod demo-g1 disappeared before reaching Running",
+                                    "lastTransitionTime": "2030-01-01T00:00:02Z"}   # the pod's DELETED, on its clock
     assert not [t for t in w.s.state.timers.values() if t.machine == "session"]
 
 

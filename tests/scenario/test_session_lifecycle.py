@@ -48,6 +48,7 @@ def test_suspend_twice_changes_nothing():
 def test_set_apps_while_suspended_creates_nothing_until_resume_then_uses_the_new_apps():
     w = World().to_ready()
     w.submit({**SPEC, "suspended": True}, 10)
+    _pod_gone(w, 1, 11)
     w.submit({**TWO_APPS, "suspended": True}, 12)
     assert w.pod_creates() == ["demo-g1"]
     w.submit(TWO_APPS, 20)
@@ -60,6 +61,28 @@ def test_set_apps_on_a_ready_session_recreates_as_the_next_generation():
     w = World().to_ready()
     w.submit(TWO_APPS, 10)
     assert w.pending("delete", "Pod")[0].name == "demo-g1"
+    assert w.pod_creates() == ["demo-g1"], "seed 002 setApps: the old pod is torn down before the next is made"
+    w.answer("delete", "Pod", when=11)
+    assert w.pod_creates() == ["demo-g1"], "accepted is not gone: the old pod is still terminating"
+    w.observe_pod(12, gen=1, event="DELETED")
+    assert w.pod_creates() == ["demo-g1", "demo-g2"]
+
+
+def test_resume_waits_for_the_suspended_pod_to_be_gone():
+    w = World().to_ready()
+    w.submit({**SPEC, "suspended": True}, 10)
+    w.submit(SPEC, 11)
+    assert w.pod_creates() == ["demo-g1"] and w.phase == "Pending"
+    _pod_gone(w, 1, 12)
+    assert w.pod_creates() == ["demo-g1", "demo-g2"]
+
+
+def test_a_predecessor_that_cannot_be_deleted_holds_the_next_generation_only_for_the_delete_budget():
+    """The pod machine's delete budget bounds the wait: once it answers ``pod_delete_failed`` the
+    bring-up goes on (the failed delete is logged), it is not held for ever."""
+    w = World().to_ready()
+    w.submit(TWO_APPS, 10)
+    w.answer("delete", "Pod", "forbidden", when=11)
     assert w.pod_creates() == ["demo-g1", "demo-g2"]
 
 

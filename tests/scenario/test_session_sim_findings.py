@@ -243,6 +243,8 @@ def test_a_generation_released_after_a_lost_journal_is_not_reused_on_resume():
     assert w.phase == "Suspended"
     w.rv = 600
     w.submit(SPEC, 5)
+    assert w.pod_creates() == [], "generation 3 waits for demo-g2 to be gone"
+    _gone(w, "demo-g2", 6)
     assert w.pod_creates() == ["demo-g3"], w.pod_creates()
 
 
@@ -285,6 +287,12 @@ def test_a_start_deadline_met_while_the_pod_is_being_read_waits_for_the_answer()
 
 # -- generation 1 without a status (its status is first written at Ready), seeds 153, 240, 296 ----
 
+def _gone(w: World, name: str, when: float) -> None:
+    """The released pod's read or delete is answered: the pod machine finds it gone."""
+    (op,) = [e for e in w.s.pending() if getattr(e, "kind", "") == "Pod" and e.name == name]
+    w.s.outcome(op, "not_found", at(when))
+
+
 def _pod_effects(s: Scenario, name: str) -> list[tuple[str, str]]:
     return [(e.type, e.cluster) for e in s.pending() if getattr(e, "kind", "") == "Pod" and e.name == name]
 
@@ -300,6 +308,7 @@ def test_a_fresh_record_of_a_suspended_session_with_the_finalizer_releases_gener
     assert _pod_effects(w.s, "demo-g1"), "generation 1's pod is read and released (fenced by uid)"
     w.rv = 600
     w.submit(SPEC, 5)
+    _gone(w, "demo-g1", 6)
     assert w.pod_creates() == ["demo-g2"], "a resume is the next generation, never a released name"
 
 
@@ -315,6 +324,7 @@ def test_a_live_pod_seen_under_a_stopped_sessions_labels_is_released():
     assert ("delete", "local") in _pod_effects(w.s, "demo-g1"), _pod_effects(w.s, "demo-g1")
     w.rv = 600
     w.submit(SPEC, 5)
+    _gone(w, "demo-g1", 6)
     assert w.pod_creates() == ["demo-g2"]
 
 

@@ -23,11 +23,14 @@ def at(seconds: float) -> int:
 
 
 def session_obj(spec: dict[str, Any], rv: str = "1", finalizers: tuple[str, ...] = (), deleting: bool = False,
-                name: str = NAME) -> dict[str, Any]:
+                name: str = NAME, generation: int = 0) -> dict[str, Any]:
+    """``generation``: its ``metadata.generation`` (0: none, as most scenarios leave it)."""
     md: dict[str, Any] = {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": rv,
                           "finalizers": list(finalizers)}
     if deleting:
         md["deletionTimestamp"] = "2030-01-01T00:10:00Z"
+    if generation:
+        md["generation"] = generation
     return {"apiVersion": "kfold.dev/v1alpha1", "kind": "Session", "metadata": md, "spec": spec}
 
 
@@ -57,13 +60,15 @@ class World:
         self.s = Scenario()
         self.s.command("session.configure", at(0), clusters=["local"], base_domain=base_domain, **deadlines)
         self.rv = 1
+        self.meta_generation = 0   # metadata.generation the Session is observed with (0: none)
 
     # -- the Session ----------------------------------------------------------------------------
     def submit(self, spec: dict[str, Any], when: float = 0, deleting: bool = False) -> tuple[Any, ...]:
         self.rv += 1
         self.spec = spec
         fins = (FINALIZER,) if self.has_finalizer() else ()
-        return self.s.observe(session_obj(spec, rv=str(self.rv), finalizers=fins, deleting=deleting), at(when))
+        return self.s.observe(session_obj(spec, rv=str(self.rv), finalizers=fins, deleting=deleting,
+                                          generation=self.meta_generation), at(when))
 
     def has_finalizer(self) -> bool:
         d = self.decision()
@@ -110,7 +115,7 @@ class World:
         self.submit(spec, when)
         self.rv += 1
         self.answer("patch", "Session", when=when,
-                    obj=session_obj(spec, rv=str(self.rv), finalizers=(FINALIZER,)))
+                    obj=session_obj(spec, rv=str(self.rv), finalizers=(FINALIZER,), generation=self.meta_generation))
         if self.pending("create", "Secret"):
             self.answer("create", "Secret", when=when)
         return self

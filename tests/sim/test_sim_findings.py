@@ -107,6 +107,10 @@ def test_a_remote_pod_created_across_a_lost_journal_is_not_left_behind():
     assert r.failure is None, str(r.failure)
 
 
+def _kfold(session: str) -> dict[str, str]:
+    return {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": session}
+
+
 def _pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
     from kfold.sim.world import NS
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels},
@@ -118,10 +122,12 @@ def test_a_pod_on_east_whose_session_is_gone_is_swept_and_a_foreign_one_is_kept(
     """A create answered after its Session was gone (its record with it: nothing of kfold's knows
     the pod) leaves a pod on east that no ownerReference can reach. kfold's periodic orphan-pod
     sweep (``pod.sweep_orphans``) lists kfold's pods there, reads the Session (404) and deletes the
-    pod fenced by uid; a pod of a similar name without kfold's labels is never touched. Without the
-    sweep the run breaks ``no_leak``: the test shows the sweep is what removes it."""
+    pod fenced by uid; its Service and Ingress (owner-referenced to it) go with it, and its env
+    Secret, podless then, goes at the orphan Secret sweep; a pod of a similar name without kfold's
+    labels is never touched. Without the sweep the run breaks ``no_leak``: the test shows the sweep
+    is what removes them."""
     import asyncio
-    from kfold.sim.world import EAST, NS, Options, Simulation
+    from kfold.sim.world import EAST, NS, T0, Options, Simulation
     if not sweep:
         from journal.records import Command
         real_commit = Simulation.commit
@@ -132,14 +138,25 @@ def test_a_pod_on_east_whose_session_is_gone_is_swept_and_a_foreign_one_is_kept(
         monkeypatch.setattr(Simulation, "commit", commit)
     sim = Simulation(Options(seed=1, steps=40, sessions=2, faults=("cluster_skew",)))
     east = sim.apis[EAST]
-    east.seed(_pod("ghost-g1", {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": "ghost",
-                                "kfold.dev/generation": "1", "kfold.dev/session-namespace": NS}))
+    east.set_time(T0)   # on east's own clock, so the objects' creationTimestamps are east's
+    labels = _kfold("ghost")
+    ghost = east.seed(_pod("ghost-g1", {**labels, "kfold.dev/generation": "1", "kfold.dev/session-namespace": NS}))
     east.seed(_pod("ghost-g1x", {"kfold.dev/session": "ghost", "kfold.dev/session-namespace": NS}))
+    # what kfold makes beside such a pod: its Service and Ingress (owner-referenced to it), its env Secret
+    owner = [{"apiVersion": "v1", "kind": "Pod", "name": "ghost-g1", "uid": ghost["metadata"]["uid"]}]
+    for api_version, kind in (("v1", "Service"), ("networking.k8s.io/v1", "Ingress")):
+        east.seed({"apiVersion": api_version, "kind": kind,
+                   "metadata": {"name": "ghost", "namespace": NS, "labels": labels, "ownerReferences": owner}})
+    east.seed({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "ghost-env", "namespace": NS, "labels": labels}})
     failure = asyncio.run(sim.run())
     assert east.get("v1", "Pod", NS, "ghost-g1x") is not None, "a pod without kfold's labels is never touched"
     if sweep:
         assert failure is None, str(failure)
-        assert east.get("v1", "Pod", NS, "ghost-g1") is None
+        left = [(k, n) for v, k, n in (("v1", "Pod", "ghost-g1"), ("v1", "Service", "ghost"),
+                                      ("networking.k8s.io/v1", "Ingress", "ghost"), ("v1", "Secret", "ghost-env"))
+                if east.get(v, k, NS, n) is not None]
+        assert left == [], "the pod is swept, its Service and Ingress go with it, its env Secret is swept after it"
     else:
         assert failure is not None and failure.invariant == "no_leak" and "ghost-g1" in failure.detail
 

@@ -140,6 +140,22 @@ def test_orphan_pods_are_swept_on_each_registered_target_only(tmp_path):
     assert orphans == [{"cluster": "edge@acme", "namespace": "sb-acme", "home": "local"}]
 
 
+def test_the_repo_gc_runs_in_every_watched_namespace_of_every_cluster_registered_targets_included(tmp_path):
+    """Issue 33 item 6: Repos on a registered cluster are evicted too. Each gc decides on its own
+    list response's server time (engine.machines.repo_list), so each cluster is judged on its clock."""
+    from kfold.daemon_boot import periodic_commands
+    from kfold.daemon_clusters import remote_targets
+    cfg = read_config(config_file(tmp_path))
+    registry, _client = open_registry(cfg)
+    remote = remote_targets(cfg, registry)
+    registry.close()
+    commands = {name: args for _interval, name, args in periodic_commands(cfg, lambda: remote)}
+    ttl = cfg.repos.gc_ttl_seconds
+    assert commands["repo.gc"]() == [{"cluster": "local", "namespace": "team-acme", "ttl_seconds": ttl},
+                                     {"cluster": "local", "namespace": "free", "ttl_seconds": ttl},
+                                     {"cluster": "edge@acme", "namespace": "sb-acme", "ttl_seconds": ttl}]
+
+
 async def test_the_boot_sweep_after_a_fresh_journal_waits_for_the_first_lists_then_asks_once():
     import asyncio
     from kfold.daemon_boot import sweep_after_fresh_journal

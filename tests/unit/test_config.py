@@ -61,7 +61,11 @@ def test_cli_overrides_win_over_the_file(tmp_path):
     (MINIMAL + "http:\n  listen: eighty\n", "field http.listen", "HOST:PORT"),
     (MINIMAL + "journal:\n  snapshot_every: 0\n", "field journal.snapshot_every", "greater than or equal to 1"),
     ("namespaces: [Bad_NS]\nbase_domain: x.example.com\n", "field namespaces", "DNS label"),
-], ids=["missing-namespaces", "bad-url", "password-in-url", "typo", "log-format", "listen", "snapshot", "namespace-name"])
+    (MINIMAL + "workspace:\n  storage_class: fast\n  size: lots\n", "field workspace.size", "'1Gi'"),
+    (MINIMAL + "workspace:\n  storage_class: Fast SSD\n", "field workspace.storage_class", "DNS subdomain"),
+    (MINIMAL + "workspace:\n  access_mode: RWO\n", "field workspace.access_mode", "ReadWriteOnce"),
+], ids=["missing-namespaces", "bad-url", "password-in-url", "typo", "log-format", "listen", "snapshot", "namespace-name",
+        "workspace-size", "workspace-class", "workspace-access"])
 def test_a_bad_field_is_named_with_its_file_and_a_fix(tmp_path, text, field, hint):
     path = write(tmp_path, text)
     msg = error_of(path)

@@ -10,7 +10,11 @@ import asyncio
 import copy
 import datetime
 import logging
+import os
+import subprocess
+import sys
 from email.utils import formatdate
+from pathlib import Path
 from typing import Any
 
 import freezegun
@@ -21,13 +25,14 @@ from engine.effects.executor import Executor
 from engine.effects.executor_transport import Request, Response, TransportError
 from engine.effects.fake import T2030, FakeTransport
 from journal.records import Command, EffectIssued
-from kfold.config import ConfigError, parse_config
+from kfold.config import MIN_MARGIN_S, ConfigError, parse_config
 from kfold.daemon import Daemon
 from engine.rfc3339 import to_ms
 from kfold.leader import Elector, Fence, FencedTransport, micro_time
 from tests.journals import TestJournal as MemoryJournal
 from tests.unit.test_daemon_recovery import MACHINES, fresh_server, settle
 
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Mono:
@@ -159,6 +164,42 @@ async def test_the_lease_never_expires_on_the_server_before_the_fence_ends(serve
         fence_ends = (a._term.valid_until - mono.t) * 1000 + server.now_ms()
         assert renewed + 15_000 - fence_ends >= 2_000 - 1, "the whole margin is left for clock steps and latency"
         mono.t += 2.0
+
+
+@pytest.mark.parametrize("margin", [MIN_MARGIN_S - 1, MIN_MARGIN_S])
+async def test_the_smallest_margin_the_config_takes_holds_a_term_through_a_one_second_clock_step(server, mono, margin):
+    """Invariant 12: a request reaches the apiserver only while its term is unexpired there
+    (renewTime + leaseDurationSeconds on the server's clock). Worst case for the fence: the Date
+    read at the acquire lags the server by 999 ms, the server's clock then steps 1 s forward, and
+    the last request the fence lets out takes 900 ms to arrive. The smallest margin the config
+    accepts holds; one second less does not, and the config refuses it."""
+    server.start = mono.t - 0.999
+    a = elector(server, mono, "a", margin_seconds=margin)
+    assert await a.step() == 1
+    expiry = to_ms(server.lease["spec"]["renewTime"]) + 15_000
+    server.start -= 1.0                          # the apiserver's clock steps 1 s forward
+    mono.t = a._term.valid_until - 0.001         # the fence still lets a request out...
+    assert a.term() == 1
+    mono.t += 0.9                                # ... which arrives 900 ms later
+    assert (server.now_ms() <= expiry) is (margin >= MIN_MARGIN_S)
+    cfg = {"namespaces": ["a"], "base_domain": "s.example.com", "leader": {"enabled": True, "margin_seconds": margin}}
+    if margin >= MIN_MARGIN_S:
+        assert parse_config(cfg).leader.margin_seconds == margin
+    else:
+        with pytest.raises(ConfigError, match="leader.margin_seconds"):
+            parse_config(cfg)
+
+
+def test_kfold_run_refuses_a_margin_below_a_one_second_step_in_one_line(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("namespaces: [a]\nbase_domain: s.example.com\nleader:\n  enabled: true\n  margin_seconds: 1\n")
+    proc = subprocess.run([sys.executable, "-m", "kfold", "run", "--config", str(path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"})
+    assert proc.returncode == 2
+    err = proc.stderr.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"{path}: field leader.margin_seconds: 1 is too small" in err
+    assert "set leader.margin_seconds to 2 or more" in err
 
 
 @pytest.mark.parametrize("days", [1, -1])

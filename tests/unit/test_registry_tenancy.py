@@ -84,6 +84,8 @@ def test_a_record_whose_credential_is_gone_says_to_re_register(tmp_path):
 
 
 def test_reach_reuses_the_client_until_the_credential_changes(registry):
+    """Once the held read is due (tests/unit/test_registry_held_credentials.py says when)."""
+    registry.credential_refresh_s = 0
     registry._credentials.put("acme.own", Kubeconfig(KUBECONFIG))
     first = registry.reach("acme", "own")
     assert registry.reach("acme", "own") is first

@@ -83,7 +83,9 @@ async function waitForIndex() {
 async function start() {
   summary = await waitForIndex();
   const span = summary.first_at ? ` · ${iso(summary.first_at)} … ${iso(summary.last_at)}` : "";
-  $("journal").textContent = `${summary.source} · ${summary.records.toLocaleString()} records${span}`;
+  const from = summary.first_seq > 1 ? ` from #${summary.first_seq} (the snapshot at #${summary.first_seq - 1} before it)` : "";
+  $("journal").textContent = `${summary.source} · ${summary.records.toLocaleString()} records${from}${span}`;
+  if (summary.history) $("journal").title = summary.history;
   const d = summary.divergence;
   if (d) {
     const banner = $("divergence");
