@@ -485,13 +485,13 @@ def _claim_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sessi
     if d.claim_step != "sent":
         return d
     if rec.result == "ok":
-        return d.but(claim_step="done")
+        return d.but(claim_step="done", claim_tries=0)
     if rec.result == "already_exists":
         ctx.emit(GetObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1",
                  kind="PersistentVolumeClaim", namespace=d.target_ns, name=owned.object_name(d, "PersistentVolumeClaim"))
         return d.but(claim_step="reading")
-    if rec.result == "transient":
-        return d.but(claim_step="")   # a create is safe to repeat
+    if rec.result == "transient":   # a create is safe to repeat
+        return retry.claim_later(ctx, key, d, rec, owned.object_name(d, "PersistentVolumeClaim"))
     return flow.fail(ctx, key, d, "WorkspaceFailed",
                      f"cannot create PersistentVolumeClaim {owned.object_name(d, 'PersistentVolumeClaim')}: "
                      f"{rec.result} {rec.message}".strip())
@@ -502,11 +502,13 @@ def _claim_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: An
     if d.claim_step != "reading":
         return d
     if rec.result == "ok" and owned.owned(rec.obj, d.name):
-        return d.but(claim_step="done")
+        return d.but(claim_step="done", claim_tries=0)
     if rec.result == "ok":
         return flow.fail(ctx, key, d.but(claim_step=""), "NameTaken",
                          owned.conflict("PersistentVolumeClaim", effect.namespace, effect.name, rec.obj, d.name))
-    return d.but(claim_step="")
+    if rec.result == "not_found":
+        return d.but(claim_step="")   # absent since: create again (AlreadyExists reads again)
+    return retry.claim_later(ctx, key, d, rec, effect.name)
 
 
 def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDecision:

@@ -138,7 +138,8 @@ class SessionDecision(Decision):
     secret_tries: int = 0                  # Secret requests failed in a row (engine.backoff)
     secret_made: bool = False              # a Secret create was sent: a stop reads and deletes it
     secret_uid: str = ""                   # its uid, from the create's answer or the adopting read
-    claim_step: str = ""                   # the workspace PersistentVolumeClaim: "" | sent | reading | done
+    claim_step: str = ""                   # the workspace PersistentVolumeClaim: "" | sent | reading | waiting | done
+    claim_tries: int = 0                   # its requests failed in a row (engine.backoff)
     claim_made: bool = False               # a claim create was sent: a stop reads and deletes it
     repos: tuple[RepoFacts, ...] = ()
     pod: PodFacts = PodFacts()

@@ -1,4 +1,5 @@
-"""A Session's own requests repeated after a failed answer: the Session re-read and the Secret.
+"""A Session's own requests repeated after a failed answer: the Session re-read, its Secret and
+its workspace claim.
 
 Why: a refusal that lasts (403 after an RBAC change, 401 after a token expired, a 400) answers
 every repeat the same; repeated at once, one Session sent 70-90 requests a second and grew the
@@ -6,16 +7,17 @@ journal accordingly until the refusal cleared (issue 33).
 
 Guarantees:
 - A failed re-read of the Session (any answer but 200 and 404) is sent again on the one backoff
-  (``engine.backoff``), on the home cluster's server time; a failed Secret create (a
-  transient answer) or a failed read of the Secret after AlreadyExists is created again on it,
-  on the target cluster's server time. A 404 of the Secret's read is progress: created again at once.
+  (``engine.backoff``), on the home cluster's server time; a failed Secret or workspace claim
+  create (a transient answer) or a failed read of it after AlreadyExists is created again on it,
+  on the target cluster's server time. A 404 of that read is progress: created again at once.
 - A watch or list that brings the Session meanwhile drops the waiting read: it is fresher.
 - Each run of failures is reported once: on the first, one warning naming the answer in the log and
-  one Warning Event on the Session (reason ``ReadFailed`` or ``SecretRetrying``); for the re-read,
-  one line when it succeeds again. The count starts over after a success only (a new generation
-  whose Secret still fails goes on with the same backoff, unreported again).
+  one Warning Event on the Session (reason ``ReadFailed``, ``SecretRetrying``, ``ClaimRetrying``);
+  for the re-read, one line when it succeeds again. The count starts over after a success only (a
+  new generation whose Secret still fails goes on with the same backoff, unreported again).
 - Without server time there is nothing to wait on: at most ``backoff.MAX_UNTIMED`` repeats at
-  once, then the Session waits for its next observation (re-read) or fails ``SecretFailed``.
+  once, then the Session waits for its next observation (re-read) or fails (``SecretFailed``,
+  ``WorkspaceFailed``).
 """
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ from engine.machines.session_status import API_VERSION
 
 REREAD = "reread"
 SECRET = "secret-retry"
-TIMERS = (REREAD, SECRET)
+CLAIM = "claim-retry"
+TIMERS = (REREAD, SECRET, CLAIM)
 
 
 def reobserve(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
@@ -68,19 +71,33 @@ def _reread_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDe
 
 def secret_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDecision:
     """The Secret's create, or its read after AlreadyExists, failed: create it again after the backoff."""
-    tries = d.secret_tries + 1
-    what = f"Secret {d.target_ns}/{d.name}-env"
+    return _create_later(ctx, key, d, rec, "secret", f"Secret {d.target_ns}/{d.name}-env")
+
+
+def claim_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any, name: str) -> SessionDecision:
+    """The workspace claim's create, or its read after AlreadyExists, failed: likewise."""
+    return _create_later(ctx, key, d, rec, "claim", f"PersistentVolumeClaim {d.target_ns}/{name}")
+
+
+# which -> (its step field, its count field, its timer, the Event's reason, the failure's reason)
+_CREATES = {"secret": ("secret_step", "secret_tries", SECRET, "SecretRetrying", "SecretFailed"),
+            "claim": ("claim_step", "claim_tries", CLAIM, "ClaimRetrying", "WorkspaceFailed")}
+
+
+def _create_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any, which: str, what: str) -> SessionDecision:
+    step, count, timer, retrying, failed = _CREATES[which]
+    tries = getattr(d, count) + 1
     if tries == 1:
-        _report(ctx, key, d, rec, "SecretRetrying", f"could not create {what}: {describe(rec)}; tried again on a "
+        _report(ctx, key, d, rec, retrying, f"could not create {what}: {describe(rec)}; tried again on a "
                 f"backoff (at most {backoff.CAP_MS // 1000} s apart)")
-    d = d.but(secret_step="waiting", secret_tries=tries)
+    d = d.but(**{step: "waiting", count: tries})
     now = ctx.now_on(d.target)
     if now is not None:
-        ctx.set_timer(key, SECRET, now + backoff.delay_ms(tries - 1, rec.retry_after_ms), d.target)
+        ctx.set_timer(key, timer, now + backoff.delay_ms(tries - 1, rec.retry_after_ms), d.target)
         return d
     if tries <= backoff.MAX_UNTIMED:
-        return d.but(secret_step="")
-    return flow.fail(ctx, key, d.but(secret_step=""), "SecretFailed",
+        return d.but(**{step: ""})
+    return flow.fail(ctx, key, d.but(**{step: ""}), failed,
                      f"cannot create {what} after {tries} attempts and there is no server time to back off on: "
                      f"{describe(rec)}")
 
@@ -111,4 +128,5 @@ def on_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> SessionDec
         return d
     if name == REREAD:
         return reobserve(ctx, key, d)
-    return d.but(secret_step="") if d.secret_step == "waiting" else d
+    step = next(fields[0] for fields in _CREATES.values() if fields[2] == name)
+    return d.but(**{step: ""}) if getattr(d, step) == "waiting" else d

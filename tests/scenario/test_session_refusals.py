@@ -105,3 +105,27 @@ def test_an_observation_of_the_session_drops_the_waiting_read():
     assert len(w.pending("patch", "Session")) == 1, "the finalizer is added again from the observation"
     w.s.advance_to(at(60))
     assert not w.pending("get", "Session"), "the waiting read was dropped"
+
+
+@pytest.mark.parametrize("first", ["already_exists", "transient"])
+def test_a_workspace_claim_that_cannot_be_made_is_tried_again_on_the_backoff(first):
+    """The same for the workspace PersistentVolumeClaim (config ``workspace.storage_class``)."""
+    w = World(workspace_class="fast-ssd", workspace_size="5Gi")
+    w.submit(SPEC)
+    w.rv += 1
+    w.answer("patch", "Session", obj=session_obj(SPEC, rv=str(w.rv), finalizers=("kfold.dev/teardown",)))
+    t = 0.0
+    for wait in SCHEDULE_S[:5]:
+        w.answer("create", "PersistentVolumeClaim", first, when=t,
+                 status_reason="AlreadyExists" if first == "already_exists" else "")
+        if first == "already_exists":
+            w.answer("get", "PersistentVolumeClaim", "forbidden", when=t, status_reason="Forbidden")
+        assert not w.pending("create", "PersistentVolumeClaim") and not w.pending("get", "PersistentVolumeClaim")
+        w.s.advance_to(at(t + wait) - 1)
+        assert not w.pending("create", "PersistentVolumeClaim"), f"created again before {wait} s had passed"
+        t += wait
+        w.s.advance_to(at(t))
+        assert len(w.pending("create", "PersistentVolumeClaim")) == 1
+    assert [e.reason for e in w.effects("event")] == ["ClaimRetrying"]
+    w.answer("create", "PersistentVolumeClaim", when=t)
+    assert w.pod_creates() == ["demo-g1"], "the bring-up carries on once the claim is made"
