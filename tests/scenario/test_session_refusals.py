@@ -72,29 +72,37 @@ def test_without_server_time_a_few_reads_then_the_next_observation():
     assert sent <= 7
 
 
+# kind -> (the World's configuration, the spec, the Event's reason)
+CREATES = {"Secret": ({}, ENV_SPEC, "SecretRetrying"),
+           "PersistentVolumeClaim": ({"workspace_class": "fast-ssd", "workspace_size": "5Gi"}, SPEC, "ClaimRetrying")}
+
+
+@pytest.mark.parametrize("kind", sorted(CREATES))
 @pytest.mark.parametrize("first", ["already_exists", "transient"])
-def test_a_secret_that_cannot_be_made_is_tried_again_on_the_backoff(first):
-    """The Secret's create answered AlreadyExists and its read is refused (or the create itself
-    failed transiently): created again after 1 s, 2 s, 4 s..., not at once."""
-    w = World()
-    w.submit(ENV_SPEC)
+def test_an_object_that_cannot_be_made_is_tried_again_on_the_backoff(first, kind):
+    """The Session's Secret (with env references) or its workspace claim (with a storage class):
+    the create answered AlreadyExists and its read is refused, or the create failed transiently.
+    Created again after 1 s, 2 s, 4 s..., not at once."""
+    config, spec, reason = CREATES[kind]
+    w = World(**config)
+    w.submit(spec)
     w.rv += 1
-    w.answer("patch", "Session", obj=session_obj(ENV_SPEC, rv=str(w.rv), finalizers=("kfold.dev/teardown",)))
+    w.answer("patch", "Session", obj=session_obj(spec, rv=str(w.rv), finalizers=("kfold.dev/teardown",)))
     t = 0.0
     for wait in SCHEDULE_S[:5]:
-        w.answer("create", "Secret", first, when=t, status_reason="AlreadyExists" if first == "already_exists" else "")
+        w.answer("create", kind, first, when=t, status_reason="AlreadyExists" if first == "already_exists" else "")
         if first == "already_exists":
-            w.answer("get", "Secret", "forbidden", when=t, status_reason="Forbidden")
-        assert not w.pending("create", "Secret") and not w.pending("get", "Secret")
+            w.answer("get", kind, "forbidden", when=t, status_reason="Forbidden")
+        assert not w.pending("create", kind) and not w.pending("get", kind)
         w.s.advance_to(at(t + wait) - 1)
-        assert not w.pending("create", "Secret"), f"created again before {wait} s had passed"
+        assert not w.pending("create", kind), f"created again before {wait} s had passed"
         t += wait
         w.s.advance_to(at(t))
-        assert len(w.pending("create", "Secret")) == 1
-    assert len(_warnings(w, "could not create Secret")) == 1
-    assert [e.reason for e in w.effects("event")] == ["SecretRetrying"]
-    w.answer("create", "Secret", when=t)
-    assert w.pod_creates() == ["demo-g1"], "the bring-up carries on once the Secret is made"
+        assert len(w.pending("create", kind)) == 1
+    assert len(_warnings(w, f"could not create {kind}")) == 1
+    assert [e.reason for e in w.effects("event")] == [reason]
+    w.answer("create", kind, when=t)
+    assert w.pod_creates() == ["demo-g1"], "the bring-up carries on once it is made"
 
 
 def test_an_observation_of_the_session_drops_the_waiting_read():
@@ -105,27 +113,3 @@ def test_an_observation_of_the_session_drops_the_waiting_read():
     assert len(w.pending("patch", "Session")) == 1, "the finalizer is added again from the observation"
     w.s.advance_to(at(60))
     assert not w.pending("get", "Session"), "the waiting read was dropped"
-
-
-@pytest.mark.parametrize("first", ["already_exists", "transient"])
-def test_a_workspace_claim_that_cannot_be_made_is_tried_again_on_the_backoff(first):
-    """The same for the workspace PersistentVolumeClaim (config ``workspace.storage_class``)."""
-    w = World(workspace_class="fast-ssd", workspace_size="5Gi")
-    w.submit(SPEC)
-    w.rv += 1
-    w.answer("patch", "Session", obj=session_obj(SPEC, rv=str(w.rv), finalizers=("kfold.dev/teardown",)))
-    t = 0.0
-    for wait in SCHEDULE_S[:5]:
-        w.answer("create", "PersistentVolumeClaim", first, when=t,
-                 status_reason="AlreadyExists" if first == "already_exists" else "")
-        if first == "already_exists":
-            w.answer("get", "PersistentVolumeClaim", "forbidden", when=t, status_reason="Forbidden")
-        assert not w.pending("create", "PersistentVolumeClaim") and not w.pending("get", "PersistentVolumeClaim")
-        w.s.advance_to(at(t + wait) - 1)
-        assert not w.pending("create", "PersistentVolumeClaim"), f"created again before {wait} s had passed"
-        t += wait
-        w.s.advance_to(at(t))
-        assert len(w.pending("create", "PersistentVolumeClaim")) == 1
-    assert [e.reason for e in w.effects("event")] == ["ClaimRetrying"]
-    w.answer("create", "PersistentVolumeClaim", when=t)
-    assert w.pod_creates() == ["demo-g1"], "the bring-up carries on once the claim is made"
