@@ -159,6 +159,7 @@ class CreatePod(_Request):
 class DeletePod(_Request):
     reason: str = ""
     budget_s: int | None = Field(None, ge=1)
+    session: str = ""   # set: only a pod labelled for this Session (kfold.dev/session) is deleted
 
 
 class EnsureNamespaceRequest(_Request):
@@ -184,6 +185,7 @@ class PodCreated(_Seam):
 class PodCreateFailed(_Seam):
     pod: str
     reason: str
+    taken: bool = False   # the name is held by a pod kfold refused to adopt (not this session generation's)
 
 
 class PodGone(_Seam):

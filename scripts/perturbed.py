@@ -9,12 +9,14 @@ four Sessions through bring-up, suspend, set-apps, resume, stop and delete, with
 reads, expired and stalled watches, late and lost write answers drawn from the seed (--crash:
 instead, a SIGKILL right after the K-th write of pods or services, K and the kind from the seed,
 restarted on its journal or, every third seed, on a fresh one). Prints one line per seed and a
-summary; exits 1 if any seed failed.
+summary (a failure: the seed, the faults, the oracle's finding, the journals and logs kept under
+--keep); exits 1 if any seed failed.
 """
 from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -30,6 +32,8 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=10, help="how many seeds (default 10)")
     ap.add_argument("--first", type=int, default=100, help="the first seed (default 100)")
     ap.add_argument("--crash", action="store_true", help="crash after a write instead of perturbing the view")
+    ap.add_argument("--keep", type=Path, default=Path(tempfile.gettempdir()) / "kfold-perturbed",
+                    help="where a failed seed's journals and logs are kept")
     args = ap.parse_args()
 
     from kubernetes import client
@@ -70,7 +74,13 @@ def main() -> int:
                       flush=True)
             except AssertionError as exc:
                 failed += 1
-                print(f"seed {seed}: FAILED {what}\n  {exc}\n  logs: {[str(d.log) for d in r.daemons]}", flush=True)
+                keep = args.keep / f"seed-{seed}"
+                keep.mkdir(parents=True, exist_ok=True)
+                for i, d in enumerate(r.daemons):
+                    for f in (d.journal, d.log):
+                        if f.exists():
+                            shutil.copy(f, keep / f"life{i}-{f.name}")
+                print(f"seed {seed}: FAILED {what}\n  {exc}\n  journals and logs: {keep}", flush=True)
             finally:
                 r.close()
                 discard_namespace(admin, ns)

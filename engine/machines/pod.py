@@ -70,7 +70,7 @@ class PodMachine(Machine):
         if message == "create":
             _create(ctx, key, reply, args, budget_ms)
         elif message == "delete":
-            _delete(ctx, key, reply, str(args.get("reason", "")), budget_ms)
+            _delete(ctx, key, reply, str(args.get("reason", "")), budget_ms, str(args.get("session") or ""))
         else:
             raise IllegalTransition(f"pod: unknown message {message!r}")
 
@@ -149,11 +149,11 @@ def _create(ctx: Ctx, key: str, reply: Reply, args: dict[str, Any], budget_ms: i
                  reason=f"pod {split_key(key)[1]}/{split_key(key)[2]} is {busy}; refusing a second create")
 
 
-def _delete(ctx: Ctx, key: str, reply: Reply, reason: str, budget_ms: int) -> None:
+def _delete(ctx: Ctx, key: str, reply: Reply, reason: str, budget_ms: int, session: str) -> None:
     e = ctx.get(key)
     op = e.op if isinstance(e, PodOp) else ""
     if op == "":
-        pod_delete.start(ctx, key, (reply,), reason, budget_ms)
+        pod_delete.start(ctx, key, (reply,), reason, budget_ms, session)
     elif op == "delete":
         save(ctx, key, e.but(replies=reply_list(e.replies, reply.to, reply.key)))
     else:

@@ -5,7 +5,8 @@ Expected flow: ``create`` -> ``CreateObject`` -> ``ok``: ``pod_created`` (adopte
 doubt) -> quorum read -> the pod carries this session's managed-by, session and generation labels
 and is not terminating: ``pod_created`` (adopted True); absent: create again (same name, so
 repeating is safe) unless a delete was asked for meanwhile (then ``pod_create_failed`` and the
-delete runs, finding nothing); anything else: ``pod_create_failed`` naming the pod and what holds it.
+delete runs, finding nothing); anything else: ``pod_create_failed`` naming the pod and what holds it
+(``taken`` when a pod kfold refused to adopt holds the name).
 
 Guarantees:
 - The manifest sent always carries the key's name and namespace and the three kfold labels; a
@@ -94,7 +95,7 @@ def _adopt_or_refuse(ctx: Ctx, key: str, e: PodOp, view: PodView) -> None:
         fail(ctx, key, e, f"pod {name_of(key)} already exists and is not session {e.session} "
                           f"generation {e.generation}'s (labels: managed-by={'kfold' if view.managed else 'other'}, "
                           f"session={view.session or '-'}, generation={view.generation or '-'}); "
-                          "refusing to adopt it")
+                          "refusing to adopt it", taken=True)
 
 
 def in_doubt(ctx: Ctx, key: str, e: PodOp) -> None:
@@ -103,18 +104,22 @@ def in_doubt(ctx: Ctx, key: str, e: PodOp) -> None:
 
 
 def finish(ctx: Ctx, key: str, e: PodOp, message: str, view: PodView | None = None, **args: Any) -> None:
-    """Answer every caller, keep the fence, then run a delete that queued behind the create."""
+    """Answer every caller, keep the fence, then run a delete that queued behind the create: after
+    a refusal (``taken``) that delete means this session's pod, so it deletes only a pod labelled
+    for it (``pod_delete``: a quorum read first), never the one that holds the name."""
     tell_all(ctx, e.replies, message, pod=key, **args)
     fence = {"uid": view.uid, "rv": view.rv, "terminating": view.terminating} if view else {}
     done = settled(ctx, key, e, session="", generation=0, then_delete=(), **fence)
     if e.then_delete:
         ctx.put(key, done)
-        pod_delete.start(ctx, key, e.then_delete, "requested during create", e.budget_ms)
+        guard = e.session if args.get("taken") else ""
+        pod_delete.start(ctx, key, e.then_delete, "requested during create", e.budget_ms, guard)
     elif done.uid:
         ctx.put(key, done)
     else:
         ctx.drop(key)
 
 
-def fail(ctx: Ctx, key: str, e: PodOp, reason: str, view: PodView | None = None) -> None:
-    finish(ctx, key, e, "pod_create_failed", view, reason=reason)
+def fail(ctx: Ctx, key: str, e: PodOp, reason: str, view: PodView | None = None, taken: bool = False) -> None:
+    extra = {"taken": True} if taken else {}
+    finish(ctx, key, e, "pod_create_failed", view, reason=reason, **extra)

@@ -11,6 +11,9 @@ Guarantees:
   blindly: a quorum read decides. Same uid, not terminating -> delete again with the new fence;
   another uid or absence -> the pod we meant is gone and the new one is left alone.
 - A pod read without kfold's managed-by label is never deleted: the pod meant is not there.
+- A delete that names a Session (``session``: a release by name, e.g. the pod a Session's status
+  names) starts from a quorum read and deletes only a pod labelled for that Session; a pod under
+  the name labelled for another one (or none) is left alone and the pod meant is reported gone.
 - Watch events about another uid never move the fence. While terminating, such an event only
   triggers a quorum read (a lagging watch cannot fake a replacement).
 - Exceeding the budget answers ``pod_delete_failed`` and sends nothing more.
@@ -26,11 +29,13 @@ from engine.machines.pod_table import (
 )
 
 
-def start(ctx: Ctx, key: str, replies: tuple[Reply, ...], reason: str, budget_ms: int) -> None:
-    """Begin a delete from idle, deciding on the latest observation of the pod."""
+def start(ctx: Ctx, key: str, replies: tuple[Reply, ...], reason: str, budget_ms: int,
+          session: str = "") -> None:
+    """Begin a delete from idle, deciding on the latest observation of the pod (on a quorum read
+    when the delete names a Session: the fence kept from observations holds no labels)."""
     e = (ctx.get(key) or PodOp()).but(op="delete", replies=replies, reason=reason, attempts=0,
-                                     budget_ms=budget_ms, deadline=None, target="")
-    if not e.uid:
+                                     budget_ms=budget_ms, deadline=None, target="", session=session)
+    if not e.uid or session:
         send_read(ctx, key, step(e, "read"))
     elif e.terminating:
         save(ctx, key, step(e, "wait", target=e.uid))
@@ -78,6 +83,11 @@ def decide(ctx: Ctx, key: str, e: PodOp, view: PodView) -> None:
         ctx.log(key, f"pod {name_of(key)} is not kfold's (no managed-by label); left alone", level="warning")
         gone(ctx, key, e)
         return
+    if e.session and view.session != e.session:
+        ctx.log(key, f"pod {name_of(key)} is not session {e.session}'s (session={view.session or '-'}); "
+                     "left alone", level="warning")
+        gone(ctx, key, e)
+        return
     e = e.but(target=view.uid, uid=view.uid, rv=view.rv, terminating=view.terminating)
     if view.terminating:
         save(ctx, key, step(e, "wait"))
@@ -113,4 +123,4 @@ def gone(ctx: Ctx, key: str, e: PodOp) -> None:
 
 def fail(ctx: Ctx, key: str, e: PodOp, reason: str) -> None:
     tell_all(ctx, e.replies, "pod_delete_failed", pod=key, reason=reason)
-    ctx.put(key, settled(ctx, key, e))
+    ctx.put(key, settled(ctx, key, e, session=""))

@@ -59,7 +59,7 @@ class PodOp(Decision):
     replies: tuple[Reply, ...] = ()
     then_delete: tuple[Reply, ...] = ()
     reason: str = ""
-    session: str = ""
+    session: str = ""          # create: the session it is for; delete: only a pod labelled for it is deleted
     generation: int = 0
     manifest: dict[str, Any] | None = None
     awaiting: str = ""

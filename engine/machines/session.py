@@ -44,6 +44,7 @@ from engine.canonical import same_json
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_flow as flow
 from engine.machines import session_owned as owned
+from engine.machines import session_secret as secret
 from engine.machines import session_replies as replies
 from engine.machines import session_retry as retry
 from engine.machines import session_status as status
@@ -167,7 +168,7 @@ class SessionMachine(Machine):
         if not isinstance(d, SessionDecision) or d.phase != "Provisioning":
             return
         now = ctx.now_on(d.target)
-        if now is not None and _judge_later(d, name):
+        if now is not None and _judge_later(ctx, key, d, name):
             ctx.set_timer(key, name, now + READ_GRACE_MS, d.target)
         elif (name == "start" and not flow.running(d)) or (name == "ready" and flow.running(d)):
             if now is not None and d.pod.name and d.pod.checked != name:
@@ -190,16 +191,19 @@ class SessionMachine(Machine):
         save(ctx, key, d)
 
 
-def _judge_later(d: SessionDecision, name: str) -> str:
+def _judge_later(ctx: Ctx, key: str, d: SessionDecision, name: str) -> str:
     """Why a bring-up deadline that fired is judged again ``READ_GRACE_MS`` later instead of failing
     the Session ("" = judge now): what kfold sees is known to be stale or incomplete, or what is
-    missing is kfold's own doing, not the Session's. Each reason was found by kfold sim."""
+    missing is kfold's own doing, not the Session's. Each reason was found by kfold sim; each lasts
+    only while something kfold waits for is outstanding, so the deadlines bound every bring-up."""
     running = flow.running(d)
-    if _reported_ready(d) and not (name == "ready" and not running):
+    if _reported_ready(d) and not (name == "ready" and not running) and _requests_in_flight(ctx, key):
         # The Session's status (written only by kfold) already says this generation is Ready:
         # another replica brought it up while this record, a standby's, fell behind; judged once the
         # takeover's re-reads and requests have answered (soak seed 70039: a takeover failed a Ready
         # Session at its ready deadline while its in-doubt Service/Ingress creates were in flight).
+        # Not beyond them: a status resumed from (a fresh journal or replica) over a pod that is
+        # gone and never comes back up is judged as a fresh bring-up (issue 33, item 2).
         return "the status already reports this generation Ready"
     if name == "start" and not running and d.pod.reading:
         # Its pod's state is being read (an adopted pod, a relist without it): judged after the
@@ -212,6 +216,13 @@ def _judge_later(d: SessionDecision, name: str) -> str:
         # a healthy pod under a long run of 500s and resets).
         return "only kfold's own Service/Ingress requests are outstanding"
     return ""
+
+
+def _requests_in_flight(ctx: Ctx, key: str) -> bool:
+    """The Session's own requests still unanswered, besides reads of its pod (the judgement's own)
+    and status writes (what the judgement decides, not what it waits for)."""
+    return any(not (e.type == "get" and e.kind == "Pod") and getattr(e, "subresource", "") != "status"
+               for e in ctx.pending_for(key))
 
 
 def _reported_ready(d: SessionDecision) -> bool:
@@ -410,6 +421,8 @@ def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
             return _finalizer_answer(ctx, key, d, rec)
         case _, ("delete" | "get") if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
             return owned.teardown_answer(ctx, key, d, rec, effect)
+        case "Secret", ("get" | "delete") if d.secret_step == "dropping":
+            return secret.on_dropping(ctx, key, d, rec, effect)
         case "Secret", "create":
             return _secret_answer(ctx, key, d, rec)
         case "Secret", "get":
@@ -418,6 +431,11 @@ def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
             return _claim_answer(ctx, key, d, rec)
         case "PersistentVolumeClaim", "get":
             return _claim_read(ctx, key, d, rec, effect)
+        case "Secret", "replace" if d.secret_step == "replacing" and rec.result not in secret.REREAD:
+            return flow.fail(ctx, key, d.but(secret_step=""), "SecretFailed",
+                             f"cannot replace Secret {effect.name}: {rec.result} {rec.message}".strip())
+        case "Secret", "replace":
+            return secret.on_replaced(d, rec)
         case ("Service" | "Ingress"), _:
             cfg = config(ctx) or SessionConfig()
             spec = flow.spec_of(d, cfg)
@@ -467,10 +485,14 @@ def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sess
 
 
 def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
-    """The Secret's create met AlreadyExists: adopt it only when it is this Session's."""
+    """The Secret's create met AlreadyExists: adopt it only when it is this Session's, mended to
+    what the current spec implies (``session_secret.adopt``)."""
     if d.secret_step != "reading":
         return d
-    if rec.result == "ok" and owned.owned(rec.obj, d.name):
+    spec = flow.spec_of(d, config(ctx) or SessionConfig())
+    if rec.result == "ok" and owned.owned(rec.obj, d.name) and not isinstance(spec, SpecError):
+        return secret.adopt(ctx, key, d.but(secret_tries=0), rec.obj, spec)
+    if rec.result == "ok" and owned.owned(rec.obj, d.name):   # an invalid spec fails before its pod
         return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj), secret_tries=0)
     if rec.result == "ok":
         return flow.fail(ctx, key, d.but(secret_step=""), "NameTaken",
@@ -525,8 +547,11 @@ def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDeci
         case _, ("delete" | "get") if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
             owned.repeat(ctx, key, effect)
             return d
-        case "Secret", ("create" | "get"):
-            return d.but(secret_step="") if d.secret_step in ("sent", "reading") else d
+        case "Secret", ("get" | "delete") if d.secret_step == "dropping":
+            owned.repeat(ctx, key, effect)   # a read, or a delete fenced by uid: harmless to repeat
+            return d
+        case "Secret", ("create" | "get" | "replace"):
+            return d.but(secret_step="") if d.secret_step in ("sent", "reading", "replacing") else d
         case "PersistentVolumeClaim", ("create" | "get"):
             return d.but(claim_step="") if d.claim_step in ("sent", "reading") else d
         case ("Service" | "Ingress"), _:

@@ -9,11 +9,12 @@ finalizer patch (sent first, not waited for: the pod names the Session as its ow
 and a Session deleted before the finalizer landed is seen going and its pod released):
 namespace (pod machine; skipped on a namespace-bounded registration, where namespaces are
 cluster-scoped and refused, and where the pod runs beside its Session: that namespace exists)
--> repositories (repo machine) -> session Secret (only with env
-references) -> pod ``<session>-g<N>`` (pod machine ``create``) -> Running with a pod IP within the
-start deadline -> the workspace container ready (and every repository synced on the pod's node)
-within the ready deadline, and its Service and Ingress published -> Ready. Endpoints are upserted
-as soon as the pod's create answered (they name the pod as owner), while it starts.
+-> repositories (repo machine) -> session Secret (made or mended with env references, dropped
+without: ``session_secret``) -> pod ``<session>-g<N>`` (pod machine ``create``) -> Running with a
+pod IP within the start deadline -> the workspace container ready (and every repository synced on
+the pod's node) within the ready deadline, and its Service and Ingress published -> Ready.
+Endpoints are upserted as soon as the pod's create answered (they name the pod as owner), while it
+starts.
 
 Guarantees:
 - Idempotent: calling ``decide`` again with the same record emits nothing new (steps are marked
@@ -42,6 +43,7 @@ from engine.machines.base import Ctx
 from engine.effects.models import CreateObject, Log, PatchObject
 from engine.machines import session_endpoints as endpoints
 from engine.machines import session_manifests as mf
+from engine.machines import session_secret as secret
 from engine.machines import session_status as status
 from engine.machines import session_targets as targets
 from engine.machines import session_tenancy as tenancy
@@ -133,8 +135,13 @@ def release(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> SessionDecis
     return delete_pod(ctx, key, d, pk, reason).but(pod=PodFacts())
 
 
-def delete_pod(ctx: Ctx, key: str, d: SessionDecision, pk: str, reason: str) -> SessionDecision:
-    ctx.tell("pod", pk, "delete", reply_to="session", reply_key=key, reason=reason)
+def delete_pod(ctx: Ctx, key: str, d: SessionDecision, pk: str, reason: str,
+               by_name: bool = False) -> SessionDecision:
+    """``by_name``: a pod this record never created nor adopted, known only by its name (the
+    generation the status names): the pod machine deletes it only if it carries this Session's
+    label, so a pod kfold refused to adopt (another Session's) is never deleted by name."""
+    extra = {"session": d.name} if by_name else {}
+    ctx.tell("pod", pk, "delete", reply_to="session", reply_key=key, reason=reason, **extra)
     return d.but(releasing=tuple(dict.fromkeys(d.releasing + (pk,))))
 
 
@@ -183,7 +190,7 @@ def _release_unmade(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> Sess
         # released when it is observed (``session_replies.release_stale``: a stopped Session has no
         # pod), so a stop costs no read on the normal path.
         return d
-    return delete_pod(ctx, key, d, pk, reason)
+    return delete_pod(ctx, key, d, pk, reason, by_name=True)
 
 
 def _release_resumed(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
@@ -201,7 +208,7 @@ def _release_resumed(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     pk = object_key(d.target or d.home, d.target_ns, mf.pod_name(d.name, generation))
     # That generation is spent: a resume is the next one, never its name again (the pod released
     # may still be terminating; found by kfold sim, soak seed 20337).
-    return delete_pod(ctx, key, d.but(generation=max(d.generation, generation)), pk, "session stopped")
+    return delete_pod(ctx, key, d.but(generation=max(d.generation, generation)), pk, "session stopped", by_name=True)
 
 
 def reported(d: SessionDecision) -> tuple[str, int]:
@@ -310,13 +317,8 @@ def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionCon
             d = d.but(repos_step="sent")
         return d
     if d.secret_step != "done":
-        if not spec.env:  # the Secret records env references only: with none there is nothing to keep
-            d = d.but(secret_step="done")
-        elif d.secret_step == "":
-            ctx.emit(CreateObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1", kind="Secret",
-                     namespace=d.target_ns, name=mf.secret_name(d.name), manifest=mf.secret(d.name, d.target_ns, spec))
-            return d.but(secret_step="sent", secret_made=True)
-        else:
+        d = secret.step(ctx, key, d, spec)   # made, mended or dropped as the spec's env implies
+        if d.secret_step != "done":
             return d
     if d.claim_step != "done":
         if not cfg.workspace_class:   # each pod's workspace is an emptyDir: no claim to make

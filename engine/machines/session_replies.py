@@ -207,7 +207,8 @@ def _pod_create_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, A
         return d.but(abandoned=tuple(k for k in d.abandoned if k != pk))
     if d.phase != "Creating" or pk != flow.pod_key(d):
         return d
-    return flow.fail(ctx, key, d.but(pod=PodFacts()), "PodCreateFailed", str(args.get("reason", "")))
+    why = "NameTaken" if args.get("taken") else "PodCreateFailed"   # a pod kfold refused to adopt holds the name
+    return flow.fail(ctx, key, d.but(pod=PodFacts()), why, str(args.get("reason", "")))
 
 
 def _pod_gone(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:

@@ -251,7 +251,9 @@ def regresses(d: SessionDecision) -> bool:
     """Writing ``d.phase`` now would move the Session's visible phase backwards within the same
     generation (e.g. Ready -> Pending while a fresh journal re-adopts what is running): held back
     until the decision catches up. Within one generation the table never moves a phase backwards,
-    so this only ever holds while kfold re-learns a cluster it lost its journal for."""
+    so this only ever holds while kfold re-learns a cluster it lost its journal for, and never past
+    the bring-up deadlines: one that passes fails the Session (``session._judge_later``), and Failed
+    is written."""
     mine, seen = _BRING_UP_RANK.get(d.phase), _BRING_UP_RANK.get(d.reported_phase)
     return (mine is not None and seen is not None and d.reported_generation == d.generation
             and mine < seen)

@@ -51,6 +51,16 @@ class Cluster:
     def patch_spec(self, name: str, **spec: Any) -> None:
         self.co.patch_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name, {"spec": spec})
 
+    def read_or_none(self, read: Callable[[str, str], Any], name: str) -> Any:
+        """``read(name, namespace)`` (a client's ``read_namespaced_*``), or None on a 404."""
+        from kubernetes.client.exceptions import ApiException
+        try:
+            return read(name, self.ns)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
     def pods(self) -> list[Any]:
         return self.core.list_namespaced_pod(self.ns).items
 

@@ -32,7 +32,8 @@ def _adopt_everything(w: World, gen: int) -> None:
     if w.pending("get", "Secret"):
         secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {
             "name": "demo-env", "namespace": "team", "uid": "secret-uid", "resourceVersion": "300",
-            "labels": {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": "demo"}}}
+            "labels": {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": "demo"},
+            "annotations": {"kfold.dev/env-refs": "TOKEN=creds/token"}}}   # ENV_SPEC's references
         w.answer("get", "Secret", when=1, obj=secret)
     w.answer("create", "Pod", result="already_exists", when=2, status_reason="AlreadyExists")
     w.answer("get", "Pod", when=2, obj=_running(gen))      # the pod machine's read: adopt

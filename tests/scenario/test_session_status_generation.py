@@ -67,6 +67,8 @@ def test_back_to_ready_the_time_moves_again():
     w.rv += 1
     gen = w.decision().generation
     assert gen == 2
+    w.answer("delete", "Pod", when=20)                         # generation 1's pod goes first (seed 002)
+    w.observe_pod(20, gen=1, event="DELETED")
     w.answer("create", "Pod", when=21, obj=pod_obj(gen))
     w.run_pod(25)
     for kind in ("Service", "Ingress"):   # re-pointed at the new pod: read, then replaced

@@ -159,5 +159,7 @@ def owned_obj(kind: str, name: str = NAME, session: str = NAME, labels: dict[str
     if labels is None:
         labels = {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": session}
     obj_name = f"{name}-env" if kind == "Secret" else name
-    return {"kind": kind, "metadata": {"name": obj_name, "namespace": NS, "uid": f"{kind.lower()}-uid",
-                                       "resourceVersion": "77", "labels": labels}}
+    md = {"name": obj_name, "namespace": NS, "uid": f"{kind.lower()}-uid", "resourceVersion": "77", "labels": labels}
+    if kind == "Secret":   # as kfold makes it for ENV_SPEC: its env references, no data
+        md["annotations"] = {"kfold.dev/env-refs": "TOKEN=creds/token"}
+    return {"kind": kind, "metadata": md}

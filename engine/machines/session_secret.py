@@ -1,0 +1,107 @@
+"""The session Secret (``<session>-env``) of the current spec: what bring-up makes, mends or drops.
+
+The Secret records the spec's env references (annotation ``kfold.dev/env-refs``) and holds no data
+(``session_manifests.secret``). The pod never references it.
+
+Guarantees (each generation's bring-up, before its pod is created):
+- With env references: created; an existing one that is this Session's (``session_owned.owned``) is
+  adopted when it says what the spec implies, else replaced with exactly that (a PUT carrying the
+  uid and resourceVersion read: it never lands on another object); someone else's fails the
+  Session ``NameTaken`` (``session._secret_read``).
+- Without env references: one this record made or adopted is deleted (fenced by uid; read first
+  when the uid is unknown, and deleted only when it is this Session's): the Secret never outlives
+  the env that made it.
+Caveat: a record rebuilt from the status (a lost journal) does not know of a Secret an earlier spec
+made; one left so is deleted by the Session's teardown only while its spec has env references, and
+by the orphan Secret sweep once the Session is gone.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.effects.models import CreateObject, DeleteObject, GetObject, ReplaceObject
+from engine.machines import session_manifests as mf
+from engine.machines import session_owned as owned
+from engine.machines.base import Ctx
+from engine.machines.session_model import SessionDecision
+from engine.machines.session_spec import Spec
+
+ENV_REFS = "kfold.dev/env-refs"
+
+
+def step(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
+    """Advance the Secret step ("" -> sent/dropping -> ... -> done); the pod waits for "done"."""
+    if d.secret_step != "":
+        return d
+    if spec.env:
+        ctx.emit(CreateObject, key, manifest=wanted(d, spec), **_ref(d))
+        return d.but(secret_step="sent", secret_made=True)
+    if not d.secret_made:   # the Secret records env references only: with none there is nothing to keep
+        return d.but(secret_step="done")
+    if d.secret_uid:
+        ctx.emit(DeleteObject, key, uid=d.secret_uid, safe_to_retry=True, **_ref(d))
+    else:
+        ctx.emit(GetObject, key, **_ref(d))
+    return d.but(secret_step="dropping")
+
+
+def wanted(d: SessionDecision, spec: Spec) -> dict[str, Any]:
+    return mf.secret(d.name, d.target_ns, spec)
+
+
+def adopt(ctx: Ctx, key: str, d: SessionDecision, obj: Any, spec: Spec) -> SessionDecision:
+    """This Session's Secret, met by the create: kept when it says what the spec implies, else
+    replaced (fenced by the uid and resourceVersion read)."""
+    want = wanted(d, spec)
+    if not _stale(obj, want):
+        return d.but(secret_step="done", secret_uid=owned.uid_of(obj))
+    md = obj.get("metadata") or {}
+    body = {**want, "metadata": {**want["metadata"], "uid": md.get("uid"), "resourceVersion": md.get("resourceVersion")}}
+    ctx.emit(ReplaceObject, key, manifest=body, **_ref(d))
+    return d.but(secret_step="replacing", secret_uid=owned.uid_of(obj))
+
+
+def _stale(obj: Any, want: dict[str, Any]) -> bool:
+    """The Secret says something else than ``want``: other env references, or any data."""
+    md = obj.get("metadata") if isinstance(obj, dict) else None
+    annotations = (md or {}).get("annotations") or {}
+    return (annotations.get(ENV_REFS) != want["metadata"]["annotations"][ENV_REFS]
+            or bool(obj.get("data") or obj.get("stringData")) or obj.get("type", "Opaque") != want["type"])
+
+
+REREAD = ("ok", "conflict", "not_found", "transient")   # other answers to a replace fail the Session
+
+
+def on_replaced(d: SessionDecision, rec: Any) -> SessionDecision:
+    if d.secret_step != "replacing":
+        return d
+    if rec.result == "ok":
+        return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj) or d.secret_uid)
+    # changed or gone since the read, or in doubt: create again (AlreadyExists reads and decides again)
+    return d.but(secret_step="")
+
+
+def on_dropping(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -> SessionDecision:
+    """The answer to the read or the fenced delete of a Secret the current spec no longer wants."""
+    if rec.result == "transient":
+        owned.repeat(ctx, key, effect)
+        return d
+    if effect.type == "get" and rec.result == "ok" and owned.owned(rec.obj, d.name) and owned.uid_of(rec.obj):
+        ctx.emit(DeleteObject, key, uid=owned.uid_of(rec.obj), safe_to_retry=True, **_ref(d))
+        return d
+    if effect.type == "delete" and rec.result == "conflict":   # replaced since: read and decide again
+        ctx.emit(GetObject, key, **_ref(d))
+        return d
+    if rec.result not in ("ok", "not_found"):
+        ctx.log(key, f"session {d.name}: cannot drop Secret {effect.name}: {rec.result} {rec.message}".strip(),
+                level="warning")
+        return d.but(secret_step="done")   # kept known (``secret_made``): the next bring-up or the stop tries again
+    if effect.type == "get" and rec.result == "ok":   # not this Session's: left untouched
+        ctx.log(key, f"session {d.name}: {owned.conflict('Secret', effect.namespace, effect.name, rec.obj, d.name)}",
+                level="warning")
+    return d.but(secret_step="done", secret_made=False, secret_uid="")
+
+
+def _ref(d: SessionDecision) -> dict[str, str]:
+    return {"cluster": d.target, "tenant": d.target_tenant, "api_version": "v1", "kind": "Secret",
+            "namespace": d.target_ns, "name": mf.secret_name(d.name)}

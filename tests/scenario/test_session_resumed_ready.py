@@ -1,0 +1,79 @@
+"""A Session resumed from a Ready status is bound by the bring-up deadlines (issue 33, item 2).
+
+On a fresh journal a Session whose status says Ready at generation N is brought up as N again
+(``session.from_status``). When its pod is gone and the pod re-created under that name never runs
+(or never becomes ready), the status a fresh bring-up would write must follow: while the pod comes
+up kfold may hold back a status that moves the phase backwards, but at the deadline (plus the
+quorum read of the pod it is judged on) the Session is Failed, exactly as the same pod without that
+status fails. Time is frozen: the deadlines are measured on the records' server time.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.scenario.test_lost_journal import _ready_session
+from tests.scenario.test_session_support import World, at, pod_obj
+
+pytestmark = pytest.mark.usefixtures("frozen_world")
+
+START, READY, GRACE = 30, 20, 5   # seconds; GRACE: the read the judgement waits for (READ_GRACE_MS)
+
+
+def _resumed_with_its_pod_gone(status: bool) -> World:
+    """Generation 3's pod was deleted while kfold had no journal; its re-creation is answered 201."""
+    w = World(start_seconds=START, ready_seconds=READY)
+    obj = _ready_session(3)
+    if not status:
+        obj.pop("status")
+        obj["metadata"]["finalizers"] = []
+    w.s.observe(obj, at(0))
+    if w.pending("patch", "Session"):
+        w.rv += 1
+        w.answer("patch", "Session", when=0, obj={**obj, "metadata": {**obj["metadata"], "finalizers": ["kfold.dev/teardown"]}})
+    gen = w.decision().generation
+    w.answer("create", "Pod", when=1, obj=pod_obj(gen, unscheduled="0/2 nodes are available: 2 Insufficient cpu."))
+    for kind in ("Service", "Ingress"):
+        if w.pending("create", kind):
+            w.answer("create", kind, when=1, obj={})
+    return w
+
+
+def _answer_reads(w: World, when: float, obj: dict) -> None:
+    for read in [e for e in w.pending("get", "Pod") if e.machine == "session"]:
+        w.s.outcome(read, "ok", at(when), obj=obj)
+
+
+def _phases_written(w: World) -> list[str]:
+    return [e.patch["status"]["phase"] for e in w.effects("patch", "Session") if e.subresource == "status"]
+
+
+@pytest.mark.parametrize("status", [True, False], ids=["resumed-from-ready", "fresh"])
+def test_a_pod_that_never_runs_fails_the_session_at_the_start_deadline(status):
+    w = _resumed_with_its_pod_gone(status)
+    gen = w.decision().generation
+    pending = pod_obj(gen, unscheduled="0/2 nodes are available: 2 Insufficient cpu.", rv="11")
+    w.s.advance_to(at(1 + START))
+    _answer_reads(w, 1 + START + 1, pending)
+    w.s.advance_to(at(1 + START + GRACE + 1))
+    assert w.phase == "Failed", "bound by the start deadline, whatever the status said before"
+    assert w.condition("Ready")["reason"] == "StartDeadlineExceeded"
+    assert _phases_written(w)[-1] == "Failed"
+    w.s.advance_to(at(3600))
+    assert _phases_written(w)[-1] == "Failed"
+
+
+def test_a_pod_that_runs_but_never_gets_ready_fails_the_session_at_the_ready_deadline():
+    w = _resumed_with_its_pod_gone(True)
+    running = pod_obj(3, phase="Running", ip="10.0.0.8", node="node-a", ready=False, rv="12")
+    w.s.observe(running, at(2))
+    w.s.advance_to(at(2 + READY))
+    _answer_reads(w, 2 + READY + 1, running)
+    w.s.advance_to(at(2 + READY + GRACE + 1))
+    assert w.phase == "Failed" and w.condition("Ready")["reason"] == "ReadyDeadlineExceeded"
+    assert _phases_written(w)[-1] == "Failed"
+
+
+def test_until_the_deadline_the_ready_status_is_held_while_the_pod_comes_up():
+    w = _resumed_with_its_pod_gone(True)
+    w.s.advance_to(at(START - 1))
+    assert w.phase == "Provisioning" and "Provisioning" not in _phases_written(w)

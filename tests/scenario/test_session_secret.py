@@ -1,0 +1,133 @@
+"""The session Secret says what the current spec's env implies (issue 33, item 5).
+
+``<session>-env`` records the env references of the spec (annotation ``kfold.dev/env-refs``,
+``NAME=secret/key`` joined by commas) and holds no data. When the env references change, the next
+generation's Secret says the new ones; when the spec has none, the Secret is deleted (fenced by
+its uid, only if it is this Session's) before the next pod, and no pod references it.
+The expected annotation is derived here from the spec, not from kfold's manifest code.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.machines.session_model import FINALIZER
+from tests.scenario.test_session_support import ENV_SPEC, SPEC, World, owned_obj, pod_obj, session_obj
+
+pytestmark = pytest.mark.usefixtures("frozen_world")
+
+TWO = {**SPEC, "env": [{"name": "TOKEN", "secretRef": {"name": "creds", "key": "token"}},
+                       {"name": "DB", "secretRef": {"name": "db", "key": "url"}}]}
+OTHER_APP = {"app": "billing"}
+
+
+def _refs(spec: dict) -> str:
+    return ",".join(f"{e['name']}={e['secretRef']['name']}/{e['secretRef']['key']}" for e in spec.get("env") or ())
+
+
+def _secret(spec: dict, labels: dict | None = None, rv: str = "77") -> dict:
+    obj = owned_obj("Secret", labels=labels)
+    obj["metadata"].update(resourceVersion=rv, annotations={"kfold.dev/env-refs": _refs(spec)})
+    return {**obj, "apiVersion": "v1", "type": "Opaque"}
+
+
+def _ready_with(spec: dict) -> World:
+    """Ready at generation 1; the Secret's create answered with the Secret (its uid known)."""
+    w = World()
+    w.submit(spec)
+    w.rv += 1
+    w.answer("patch", "Session", obj=session_obj(spec, rv=str(w.rv), finalizers=(FINALIZER,)))
+    w.answer("create", "Secret", obj=_secret(spec))
+    w.answer("create", "Pod", when=1, obj=pod_obj(1))
+    w.run_pod(5)
+    w.publish_endpoints(6)
+    assert w.phase == "Ready" and w.decision().generation == 1
+    return w
+
+
+def _pod_refs_session_secret(w: World) -> bool:
+    manifest = [e for e in w.effects("create", "Pod")][-1].manifest
+    return "demo-env" in json.dumps(manifest)
+
+
+@pytest.mark.parametrize("after", [ENV_SPEC, {**SPEC, "env": [{"name": "DB", "secretRef": {"name": "db2", "key": "url"}}]}],
+                         ids=["shrunk", "changed"])
+def test_env_refs_that_change_replace_the_secret_with_the_new_ones(after):
+    w = _ready_with(TWO)
+    w.submit(after, 10)
+    assert w.decision().generation == 2
+    w.answer("create", "Secret", "already_exists", when=11, status_reason="AlreadyExists")
+    w.answer("get", "Secret", when=11, obj=_secret(TWO))
+    [put] = w.pending("replace", "Secret")
+    assert put.manifest["metadata"]["annotations"] == {"kfold.dev/env-refs": _refs(after)}
+    assert (put.manifest["metadata"]["uid"], put.manifest["metadata"]["resourceVersion"]) == ("secret-uid", "77")
+    assert "data" not in put.manifest and "stringData" not in put.manifest
+    assert w.pod_creates() == ["demo-g1"], "the pod waits for the Secret"
+    w.answer("replace", "Secret", when=12, obj=_secret(after, rv="78"))
+    assert w.pod_creates() == ["demo-g1", "demo-g2"]
+
+
+def test_a_secret_that_already_says_the_spec_is_adopted_as_it_is():
+    w = _ready_with(TWO)
+    w.submit({**TWO, "image": "registry.example/ws:2"}, 10)   # a new generation, the same env
+    w.answer("create", "Secret", "already_exists", when=11, status_reason="AlreadyExists")
+    w.answer("get", "Secret", when=11, obj=_secret(TWO))
+    assert not w.effects("replace", "Secret") and w.pod_creates() == ["demo-g1", "demo-g2"]
+
+
+def test_a_replace_that_conflicts_reads_and_decides_again():
+    w = _ready_with(TWO)
+    w.submit(ENV_SPEC, 10)
+    w.answer("create", "Secret", "already_exists", when=11, status_reason="AlreadyExists")
+    w.answer("get", "Secret", when=11, obj=_secret(TWO))
+    w.answer("replace", "Secret", "conflict", when=12, status_reason="Conflict")
+    w.answer("create", "Secret", "already_exists", when=13, status_reason="AlreadyExists")
+    w.answer("get", "Secret", when=13, obj=_secret(ENV_SPEC, rv="90"))
+    assert len(w.effects("replace", "Secret")) == 1 and w.pod_creates() == ["demo-g1", "demo-g2"]
+
+
+def test_env_that_goes_deletes_the_secret_by_its_uid_before_the_next_pod():
+    w = _ready_with(ENV_SPEC)
+    w.submit(SPEC, 10)
+    [delete] = w.pending("delete", "Secret")
+    assert delete.uid == "secret-uid" and delete.name == "demo-env"
+    assert w.pod_creates() == ["demo-g1"], "the pod waits for the Secret to go"
+    w.answer("delete", "Secret", when=11)
+    assert w.pod_creates() == ["demo-g1", "demo-g2"]
+    assert not _pod_refs_session_secret(w)
+    w.submit({**SPEC, "image": "registry.example/ws:2"}, 20)   # a later generation: nothing more to drop
+    assert len(w.effects("delete", "Secret")) == 1 and not w.effects("get", "Secret")
+    assert w.pod_creates()[-1] == "demo-g3"
+
+
+@pytest.mark.parametrize("ours", [True, False], ids=["ours", "foreign"])
+def test_env_that_goes_with_the_uid_unknown_reads_and_deletes_only_its_own(ours):
+    """The Secret's create answered without the object (no uid kept): read first."""
+    w = World().to_ready(ENV_SPEC)
+    w.submit(SPEC, 10)
+    assert not w.pending("delete", "Secret")
+    w.answer("get", "Secret", when=12, obj=_secret(ENV_SPEC, labels=None if ours else OTHER_APP))
+    assert [e.uid for e in w.effects("delete", "Secret")] == (["secret-uid"] if ours else [])
+    if ours:
+        w.answer("delete", "Secret", when=13)
+    assert w.pod_creates() == ["demo-g1", "demo-g2"]
+    assert w.decision().secret_made is False
+
+
+def test_a_stop_after_env_went_sends_nothing_for_the_secret():
+    w = _ready_with(ENV_SPEC)
+    w.submit(SPEC, 10)
+    w.answer("delete", "Secret", when=11)
+    w.submit({**SPEC, "stopped": True}, 20)
+    assert len(w.effects("delete", "Secret")) == 1 and not w.effects("get", "Secret")
+
+
+def test_a_replace_refused_fails_the_session_instead_of_asking_again():
+    w = _ready_with(TWO)
+    w.submit(ENV_SPEC, 10)
+    w.answer("create", "Secret", "already_exists", when=11, status_reason="AlreadyExists")
+    w.answer("get", "Secret", when=11, obj=_secret(TWO))
+    w.answer("replace", "Secret", "forbidden", when=12)
+    assert w.phase == "Failed" and w.condition("Ready")["reason"] == "SecretFailed"
+    assert len(w.effects("replace", "Secret")) == 1 and not w.pending("create", "Secret")
