@@ -279,9 +279,7 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     backoff = Backoff(max_attempts=cfg.executor.max_attempts)
     journal = journal or _sqlite_journal(cfg)
     await journal.open()
-    executor = partial(ShardedExecutor, fence=shards.fence) if shards is not None else Executor
-    daemon = Daemon(journal, lambda sink: executor(transport, clock.for_cluster, sink, env=env, backoff=backoff,
-                                                   metrics=metrics),
+    daemon = Daemon(journal, executor_factory(transport, clock, env, backoff, metrics, shards),
                     clock, metrics=metrics, snapshots=cfg.journal.snapshot_policy())
     if elector is not None:
         daemon.gate = elector.term
@@ -345,6 +343,14 @@ def _lease_home(cfg: Config, registry: Any, threads: int = 1) -> tuple[str, Kube
     namespace = lc.namespace or getattr(source, "namespace", None) or cfg.namespaces[0]
     return namespace, KubeTransport(client_for(registry, cfg.cluster.name), max_threads=threads,
                                     timeout=(2.0, float(max(1, lc.lease_seconds - lc.renew_seconds))))
+
+
+def executor_factory(transport: Any, clock: ServerClocks, env: Mapping[str, str], backoff: Backoff, metrics: Any,
+                     shards: Any = None) -> Any:
+    """``sink -> executor`` for the daemon: every reply's Date feeds the server clock of the
+    cluster the request went to, and its outcome is stamped on that clock (one clock per cluster)."""
+    make = partial(ShardedExecutor, fence=shards.fence) if shards is not None else Executor
+    return lambda sink: make(transport, clock.for_cluster, sink, env=env, backoff=backoff, metrics=metrics)
 
 
 def make_shards(cfg: Config, registry: Any, clock: ServerClocks) -> ShardSet:

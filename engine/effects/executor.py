@@ -39,6 +39,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
 
+from engine.backoff import BASE_MS, CAP_MS
 from engine.effects.clock import ServerClock, parse_http_date
 from engine.effects.executor_ops import Done, perform
 from engine.effects.executor_transport import Response, Request, Transport
@@ -50,10 +51,11 @@ Sink = Callable[[Outcome], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """Exponential backoff with jitter: ``base * 2**attempt`` capped, times 0.8..1.2."""
+    """Exponential backoff with jitter: ``base * 2**attempt`` capped, times 0.8..1.2; the base and
+    the cap are the one schedule's (``engine.backoff``) that the machines' own repeats follow."""
 
-    base_ms: int = 800
-    cap_ms: int = 30_000
+    base_ms: int = BASE_MS
+    cap_ms: int = CAP_MS
     max_attempts: int = 6
 
     def delay_ms(self, attempt: int, hint_ms: int | None, jitter: float) -> int:

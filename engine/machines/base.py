@@ -212,3 +212,9 @@ def missing_after_relist(tracked: Iterable[str], rec: Relist) -> list[str]:
     present = {object_key(rec.cluster, k.namespace, k.name) for k in rec.keys}
     prefix = f"{rec.cluster}/{rec.scope + '/' if rec.scope else ''}"
     return sorted(k for k in tracked if k.startswith(prefix) and k not in present)
+
+
+def describe(rec: Any) -> str:
+    """An outcome in words, for a failure reason."""
+    detail = f" ({rec.status_reason})" if rec.status_reason else ""
+    return f"{rec.result}{detail}: {rec.message}" if rec.message else f"{rec.result}{detail}"

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.machines.base import Ctx
+from engine.machines.base import Ctx, describe
 from engine.machines.pod_records import PodOp, PodView, Reply, view_of
 from engine.machines.pod_table import (
-    describe, name_of, retry_read, save, send_delete, send_read, settled, step, tell_all,
+    name_of, retry_read, save, send_delete, send_read, settled, step, tell_all,
 )
 
 

@@ -21,7 +21,8 @@ from engine.effects.models import EnsureNamespace
 from engine.machines.base import split_key
 from engine.labels import MANAGED_LABELS
 from engine.machines.pod_records import NamespaceOp, Reply, reply_list
-from engine.machines.pod_table import MAX_BACKOFF_MS, describe
+from engine import backoff
+from engine.machines.base import describe
 
 MAX_ATTEMPTS = 5
 
@@ -73,7 +74,7 @@ def _retry(ctx: Ctx, key: str, e: NamespaceOp, rec: Any) -> None:
     elif ctx.now is None:
         _send(ctx, key, e)
     else:
-        ctx.set_timer(key, "retry", ctx.now + (rec.retry_after_ms or min(1000 * 2 ** e.attempts, MAX_BACKOFF_MS)))
+        ctx.set_timer(key, "retry", ctx.now + backoff.delay_ms(e.attempts, rec.retry_after_ms))
         ctx.put(key, e)
 
 

@@ -37,7 +37,7 @@ from engine.effects.models import DeleteObject, GetObject, ListObjects
 from engine.labels import MANAGED_BY, MANAGER, MANAGED_SELECTOR, SESSION_API_VERSION, SESSION_NAMESPACE_LABEL
 from engine.machines.base import Ctx, object_key, split_key
 from engine.machines.pod_records import ORPHANS_NAME, SESSION, OrphanPod, OrphanSweep, PodOp, labels_of
-from engine.machines.pod_table import describe
+from engine.machines.base import describe
 
 MAX_READS = 32          # Sessions read per sweep: the next sweep takes the rest
 TARGETS_KEY = "#targets"  # the session machine's target index (``session_targets``), read only

@@ -23,7 +23,7 @@ from engine.effects.models import DeleteObject, ListObjects
 from engine.machines.base import object_key
 from engine.labels import MANAGED_SELECTOR
 from engine.machines.pod_records import SESSION, SWEEP_NAME, SecretRef, SweepOp, labels_of, secret_ref
-from engine.machines.pod_table import describe
+from engine.machines.base import describe
 
 DEFAULT_GRACE_S = 600
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine import backoff
 from engine.machines.base import Ctx
 from engine.effects.models import CreateObject, DeleteObject, GetObject
 from engine.machines.base import Table, split_key
@@ -41,9 +42,6 @@ TABLE = Table("pod", PHASES, [
     ("wait", ["idle", "reading"], "terminating"),
     ("settle", BUSY, "idle"),
 ], initial="idle")
-
-MAX_UNTIMED_RETRIES = 5
-MAX_BACKOFF_MS = 30_000
 
 
 def step(e: PodOp, event: str, **changes: Any) -> PodOp:
@@ -92,13 +90,12 @@ def retry_read(ctx: Ctx, key: str, e: PodOp, retry_after_ms: int | None, fail: A
     With no server time there is nothing to back off on; a few immediate retries, then ``fail``."""
     e = e.but(attempts=e.attempts + 1, awaiting="")
     if ctx.now is None:
-        if e.attempts > MAX_UNTIMED_RETRIES:
+        if e.attempts > backoff.MAX_UNTIMED:
             return fail(ctx, key, e, f"could not read pod {name_of(key)} after {e.attempts - 1} "
                                      "attempts and there is no server time to back off on")
         send_read(ctx, key, e)
         return None
-    delay = retry_after_ms or min(1000 * 2 ** (e.attempts - 1), MAX_BACKOFF_MS)
-    ctx.set_timer(key, "retry", ctx.now + delay)
+    ctx.set_timer(key, "retry", ctx.now + backoff.delay_ms(e.attempts - 1, retry_after_ms))
     save(ctx, key, e)
     return None
 
@@ -119,9 +116,3 @@ def tell_all(ctx: Ctx, replies: tuple[Reply, ...], message: str, **args: Any) ->
 def name_of(key: str) -> str:
     cluster, namespace, name = split_key(key)
     return f"{namespace}/{name}"
-
-
-def describe(rec: Any) -> str:
-    """An outcome in words, for a failure reason."""
-    detail = f" ({rec.status_reason})" if rec.status_reason else ""
-    return f"{rec.result}{detail}: {rec.message}" if rec.message else f"{rec.result}{detail}"

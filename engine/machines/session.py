@@ -25,6 +25,8 @@ Guarantees:
   is harmless (Secret create, endpoint upsert, teardown reads and uid-fenced deletes, pod reads).
 - A relist's absences are suspects: a missing Session or pod is re-read (quorum GET) and only a
   404 lets it go (``base.missing_after_relist``).
+- A re-read of the Session, or its Secret's create, that fails is repeated on the one backoff
+  (``engine.backoff``) and reported once (``session_retry``), never at once.
 - A Session kfold has no record of resumes from the status it wrote on it (``from_status``): a
   lost journal costs history, never a healthy object, and no status write moves a phase backwards
   (``session_status.regresses``). Service, Ingress and Secret are adopted or deleted only when they
@@ -44,6 +46,7 @@ from engine.machines import session_flow as flow
 from engine.machines import session_owned as owned
 from engine.machines import session_secret as secret
 from engine.machines import session_replies as replies
+from engine.machines import session_retry as retry
 from engine.machines import session_status as status
 from engine.machines.base import Machine, missing_after_relist, object_key
 from engine.machines.session_model import (CONFIG_KEY, FINALIZER, GONE_KEY, LIVE, MAX_GONE, DeletedSessions,
@@ -95,7 +98,8 @@ class SessionMachine(Machine):
         if _older(ctx.get(key), rec.obj):
             return ctx.log(key, "an observation older than the one folded (a stale list, or a watch "
                                 "replaying from one); ignored", level="debug")
-        save(ctx, key, status.seen_at(absorb(ctx.get(key), rec.cluster, rec.obj), ctx.now_on(rec.cluster)))
+        d = retry.observed(ctx, key, ctx.get(key))
+        save(ctx, key, status.seen_at(absorb(d, rec.cluster, rec.obj), ctx.now_on(rec.cluster)))
 
     def on_relist(self, ctx: Ctx, rec: Relist) -> None:
         """A relist's absences are suspects (``missing_after_relist``): each is re-read with a
@@ -125,6 +129,11 @@ class SessionMachine(Machine):
         d = ctx.get(effect.key)
         if not isinstance(d, SessionDecision):
             return
+        if effect.type == "event":   # a report (it names no object kind): its answer decides nothing
+            if rec.result not in ("ok", "already_exists"):
+                ctx.log(effect.key, f"event {effect.event_name} not recorded: {rec.result} {rec.message}".strip(),
+                        level="debug")
+            return None
         if (effect.kind, effect.type, rec.result) == ("Session", "get", "not_found"):
             return session_gone(ctx, effect.key)  # a quorum read proves the Session deleted
         if effect.id == d.ahead_read:
@@ -154,6 +163,8 @@ class SessionMachine(Machine):
         d = ctx.get(key)
         if isinstance(d, SessionDecision) and name == ahead.TIMER:
             return save(ctx, key, ahead.read(ctx, key, d))
+        if isinstance(d, SessionDecision) and name in retry.TIMERS:
+            return save(ctx, key, retry.on_deadline(ctx, key, d, name))
         if isinstance(d, SessionDecision) and name == flow.POD_DELETE_RETRY:
             return save(ctx, key, replies.retry_pod_delete(ctx, key, d))
         if not isinstance(d, SessionDecision) or d.phase != "Provisioning":
@@ -382,7 +393,7 @@ def session_gone(ctx: Ctx, key: str) -> None:
     d = ahead.release_all(ctx, key, flow.release(ctx, key, d, "session deleted"), "session deleted")
     for r in d.repos:
         ctx.tell("repo", r.key, "release", reply_to="session", reply_key=key)
-    for name in ("start", "ready", ahead.TIMER):
+    for name in ("start", "ready", ahead.TIMER, *retry.TIMERS):
         ctx.cancel_timer(key, name)
     targets.update(ctx, key, ctx.get(key), None)
     ctx.drop(key)
@@ -407,7 +418,7 @@ def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
         case "Pod", "get":
             return replies.pod_read(ctx, key, d, rec, effect)
         case "Session", "get":
-            return absorb(d, d.home, rec.obj) if rec.result == "ok" and rec.obj else _reobserve(ctx, key, d)
+            return retry.reread(ctx, key, d, rec, absorb)
         case "Session", "patch":
             return _finalizer_answer(ctx, key, d, rec)
         case _, ("delete" | "get") if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
@@ -441,12 +452,6 @@ def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
     return d
 
 
-def _reobserve(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
-    ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
-             namespace=d.namespace, name=d.name)
-    return d.but(finalizer_step="reading")
-
-
 def _finalizer_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
     if rec.result == "ok":
         d = absorb(d, d.home, rec.obj) if rec.obj else d
@@ -454,7 +459,7 @@ def _finalizer_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> S
     if rec.result == "not_found":
         return d.but(gone=True)
     if rec.result in ("conflict", "transient") or (rec.result == "invalid" and d.finalizer_step == "removing"):
-        return _reobserve(ctx, key, d)   # "invalid": the removal's test op found the list changed
+        return retry.reobserve(ctx, key, d)   # "invalid": the removal's test op found the list changed
     if d.finalizer_step == "removing":
         return d.but(blocked=f"cannot remove finalizer {FINALIZER}: {rec.result} {rec.message}".strip())
     return flow.fail(ctx, key, d, "FinalizerFailed", f"cannot add finalizer {FINALIZER}: {rec.result} {rec.message}".strip())
@@ -471,13 +476,13 @@ def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sess
     if d.secret_step != "sent":
         return d
     if rec.result == "ok":
-        return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj))
+        return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj), secret_tries=0)
     if rec.result == "already_exists":  # ours (an earlier attempt, a lost journal) or someone else's: read
         ctx.emit(GetObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1", kind="Secret",
                  namespace=d.target_ns, name=owned.object_name(d, "Secret"))
         return d.but(secret_step="reading")
     if rec.result == "transient":
-        return d.but(secret_step="")  # a create is safe to repeat: AlreadyExists is fine
+        return retry.secret_later(ctx, key, d, rec)  # a create is safe to repeat: AlreadyExists is fine
     return flow.fail(ctx, key, d, "SecretFailed", f"cannot create Secret {d.name}-env: {rec.result} {rec.message}".strip())
 
 
@@ -488,13 +493,15 @@ def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: A
         return d
     spec = flow.spec_of(d, config(ctx) or SessionConfig())
     if rec.result == "ok" and owned.owned(rec.obj, d.name) and not isinstance(spec, SpecError):
-        return secret.adopt(ctx, key, d, rec.obj, spec)
+        return secret.adopt(ctx, key, d.but(secret_tries=0), rec.obj, spec)
     if rec.result == "ok" and owned.owned(rec.obj, d.name):   # an invalid spec fails before its pod
-        return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj))
+        return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj), secret_tries=0)
     if rec.result == "ok":
         return flow.fail(ctx, key, d.but(secret_step=""), "NameTaken",
                          owned.conflict("Secret", effect.namespace, effect.name, rec.obj, d.name))
-    return d.but(secret_step="")  # absent since, or unknown: create again (AlreadyExists reads again)
+    if rec.result == "not_found":
+        return d.but(secret_step="")  # absent since: create again (AlreadyExists reads again)
+    return retry.secret_later(ctx, key, d, rec)
 
 
 def _claim_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
@@ -502,13 +509,13 @@ def _claim_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sessi
     if d.claim_step != "sent":
         return d
     if rec.result == "ok":
-        return d.but(claim_step="done")
+        return d.but(claim_step="done", claim_tries=0)
     if rec.result == "already_exists":
         ctx.emit(GetObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1",
                  kind="PersistentVolumeClaim", namespace=d.target_ns, name=owned.object_name(d, "PersistentVolumeClaim"))
         return d.but(claim_step="reading")
-    if rec.result == "transient":
-        return d.but(claim_step="")   # a create is safe to repeat
+    if rec.result == "transient":   # a create is safe to repeat
+        return retry.claim_later(ctx, key, d, rec, owned.object_name(d, "PersistentVolumeClaim"))
     return flow.fail(ctx, key, d, "WorkspaceFailed",
                      f"cannot create PersistentVolumeClaim {owned.object_name(d, 'PersistentVolumeClaim')}: "
                      f"{rec.result} {rec.message}".strip())
@@ -519,11 +526,13 @@ def _claim_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: An
     if d.claim_step != "reading":
         return d
     if rec.result == "ok" and owned.owned(rec.obj, d.name):
-        return d.but(claim_step="done")
+        return d.but(claim_step="done", claim_tries=0)
     if rec.result == "ok":
         return flow.fail(ctx, key, d.but(claim_step=""), "NameTaken",
                          owned.conflict("PersistentVolumeClaim", effect.namespace, effect.name, rec.obj, d.name))
-    return d.but(claim_step="")
+    if rec.result == "not_found":
+        return d.but(claim_step="")   # absent since: create again (AlreadyExists reads again)
+    return retry.claim_later(ctx, key, d, rec, effect.name)
 
 
 def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
@@ -536,7 +545,7 @@ def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDeci
             ctx.emit(GetObject, key, **effect.model_dump(exclude={"id", "machine", "key", "type"}))
             return d
         case "Session", _:
-            return _reobserve(ctx, key, d)
+            return retry.reobserve(ctx, key, d)
         case _, ("delete" | "get") if d.phase in ("Stopping", "Stopped") and effect.kind in d.teardown:
             owned.repeat(ctx, key, effect)
             return d

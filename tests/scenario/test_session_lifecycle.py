@@ -247,3 +247,17 @@ def test_a_pod_gone_meanwhile_is_found_gone_by_the_retry_and_nothing_is_deleted(
     w.answer("get", "Pod", result="not_found", when=73)
     removal = w.effects("patch", "Session")[-1]
     assert removal.patch[-1] == {"op": "remove", "path": "/metadata/finalizers/0"}
+
+
+@pytest.mark.parametrize("result", ["ok", "forbidden", "transient"])
+def test_the_answer_to_an_event_decides_nothing(result):
+    """An Event is a report: whatever its create answers, the Session carries on (it was
+    quarantined on any answer before: an Event names no object kind)."""
+    w = World().to_ready()
+    w.observe_pod(20, phase="Running", ip="10.0.0.7", node="node-a", ready=True, ended={"web": ("Error", 3)})
+    (event,) = w.effects("event")
+    w.s.outcome(event, result, at(21))
+    assert not w.s.state.quarantine
+    assert w.phase == "Ready"
+    w.submit({**SPEC, "stopped": True}, 22)
+    assert w.phase == "Stopping", "still decided on"

@@ -71,7 +71,7 @@ def test_import_contracts_catch_a_forbidden_import(tmp_path):
     (pkg / "effects").mkdir()
     for d in (pkg, pkg / "machines", pkg / "effects"):
         (d / "__init__.py").write_text("")
-    for module in ("core", "labels", "seams", "snapshot"):
+    for module in ("backoff", "core", "labels", "seams", "snapshot"):
         (pkg / f"{module}.py").write_text("")
     (pkg / "effects" / "models.py").write_text("")
     for m in ("pod", "repo", "session"):

@@ -1,0 +1,132 @@
+"""A Session's own requests repeated after a failed answer: the Session re-read, its Secret and
+its workspace claim.
+
+Why: a refusal that lasts (403 after an RBAC change, 401 after a token expired, a 400) answers
+every repeat the same; repeated at once, one Session sent 70-90 requests a second and grew the
+journal accordingly until the refusal cleared (issue 33).
+
+Guarantees:
+- A failed re-read of the Session (any answer but 200 and 404) is sent again on the one backoff
+  (``engine.backoff``), on the home cluster's server time; a failed Secret or workspace claim
+  create (a transient answer) or a failed read of it after AlreadyExists is created again on it,
+  on the target cluster's server time. A 404 of that read is progress: created again at once.
+- A watch or list that brings the Session meanwhile drops the waiting read: it is fresher.
+- Each run of failures is reported once: on the first, one warning naming the answer in the log and
+  one Warning Event on the Session (reason ``ReadFailed``, ``SecretRetrying``, ``ClaimRetrying``);
+  for the re-read, one line when it succeeds again. The count starts over after a success only (a
+  new generation whose Secret still fails goes on with the same backoff, unreported again).
+- Without server time there is nothing to wait on: at most ``backoff.MAX_UNTIMED`` repeats at
+  once, then the Session waits for its next observation (re-read) or fails (``SecretFailed``,
+  ``WorkspaceFailed``).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from engine.effects.models import GetObject, RecordEvent
+from engine import backoff
+from engine.machines import session_flow as flow
+from engine.machines.base import Ctx
+from engine.machines.base import describe
+from engine.machines.session_model import SessionDecision
+from engine.machines.session_status import API_VERSION
+
+REREAD = "reread"
+SECRET = "secret-retry"
+CLAIM = "claim-retry"
+TIMERS = (REREAD, SECRET, CLAIM)
+
+
+def reobserve(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
+    """Quorum-read the Session; the finalizer steps wait for the answer."""
+    ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
+             namespace=d.namespace, name=d.name)
+    return d.but(finalizer_step="reading")
+
+
+def reread(ctx: Ctx, key: str, d: SessionDecision, rec: Any,
+           absorb: Callable[[SessionDecision, str, dict[str, Any]], SessionDecision]) -> SessionDecision:
+    """The answer to ``reobserve`` (a 404 lets go of the Session before this: ``session``)."""
+    if rec.result != "ok" or not rec.obj:
+        return _reread_later(ctx, key, d, rec)
+    if d.reread_tries:
+        ctx.log(key, f"session {d.name}: the Session is readable again after {d.reread_tries} failed read(s)")
+        d = d.but(reread_tries=0)
+    return absorb(d, d.home, rec.obj)
+
+
+def _reread_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDecision:
+    tries = d.reread_tries + 1
+    if tries == 1:
+        _report(ctx, key, d, rec, "ReadFailed", f"could not read Session {d.namespace}/{d.name}: {describe(rec)}; "
+                f"read again on a backoff (at most {backoff.CAP_MS // 1000} s apart) until it answers")
+    d = d.but(reread_tries=tries)
+    now = ctx.now_on(d.home)
+    if now is not None:
+        ctx.set_timer(key, REREAD, now + backoff.delay_ms(tries - 1, rec.retry_after_ms), d.home)
+    elif tries <= backoff.MAX_UNTIMED:
+        return reobserve(ctx, key, d)
+    return d
+
+
+def secret_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDecision:
+    """The Secret's create, or its read after AlreadyExists, failed: create it again after the backoff."""
+    return _create_later(ctx, key, d, rec, "secret", f"Secret {d.target_ns}/{d.name}-env")
+
+
+def claim_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any, name: str) -> SessionDecision:
+    """The workspace claim's create, or its read after AlreadyExists, failed: likewise."""
+    return _create_later(ctx, key, d, rec, "claim", f"PersistentVolumeClaim {d.target_ns}/{name}")
+
+
+# which -> (its step field, its count field, its timer, the Event's reason, the failure's reason)
+_CREATES = {"secret": ("secret_step", "secret_tries", SECRET, "SecretRetrying", "SecretFailed"),
+            "claim": ("claim_step", "claim_tries", CLAIM, "ClaimRetrying", "WorkspaceFailed")}
+
+
+def _create_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any, which: str, what: str) -> SessionDecision:
+    step, count, timer, retrying, failed = _CREATES[which]
+    tries = getattr(d, count) + 1
+    if tries == 1:
+        _report(ctx, key, d, rec, retrying, f"could not create {what}: {describe(rec)}; tried again on a "
+                f"backoff (at most {backoff.CAP_MS // 1000} s apart)")
+    d = d.but(**{step: "waiting", count: tries})
+    now = ctx.now_on(d.target)
+    if now is not None:
+        ctx.set_timer(key, timer, now + backoff.delay_ms(tries - 1, rec.retry_after_ms), d.target)
+        return d
+    if tries <= backoff.MAX_UNTIMED:
+        return d.but(**{step: ""})
+    return flow.fail(ctx, key, d.but(**{step: ""}), failed,
+                     f"cannot create {what} after {tries} attempts and there is no server time to back off on: "
+                     f"{describe(rec)}")
+
+
+def _report(ctx: Ctx, key: str, d: SessionDecision, rec: Any, reason: str, message: str) -> None:
+    """The first failure of a run: one warning in the log and one Warning Event on the Session
+    (``kubectl describe session``), named by the failure's server time."""
+    ctx.log(key, f"session {d.name}: {message}", level="warning", result=rec.result)
+    ctx.emit(RecordEvent, key, cluster=d.home, namespace=d.namespace, reason=reason, message=message,
+             involved={"apiVersion": API_VERSION, "kind": "Session", "name": d.name, "uid": d.uid,
+                       "namespace": d.namespace},
+             event_type="Warning", event_name=f"{d.name}.{reason.lower()}.{rec.at or 0}")
+
+
+def observed(ctx: Ctx, key: str, d: Any) -> Any:
+    """A watch or list brought the Session: fresher than the read that waits, which is dropped
+    (the finalizer steps start again from what it shows); the run of failed reads is over."""
+    if not isinstance(d, SessionDecision) or not d.reread_tries:
+        return d
+    ctx.cancel_timer(key, REREAD)
+    return d.but(reread_tries=0)
+
+
+def on_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> SessionDecision:
+    if name == REREAD and d.finalizer_step in ("sent", "removing"):   # a patch in flight answers first
+        ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
+                 namespace=d.namespace, name=d.name)
+        return d
+    if name == REREAD:
+        return reobserve(ctx, key, d)
+    step = next(fields[0] for fields in _CREATES.values() if fields[2] == name)
+    return d.but(**{step: ""}) if getattr(d, step) == "waiting" else d
