@@ -53,11 +53,16 @@ find_python() {
 
 # Checked first: without a usable interpreter nothing else is worth installing.
 found=""
-base=$(find_python)
-base_id=$("$base" -c 'import sys; print(sys.executable, sys.version.split()[0])')
-# A venv built from another interpreter than the one asked for is rebuilt (CI must test the
-# interpreter it names, not whichever built the venv first).
-if [ -x "$KFOLD_PY" ] && [ "$(cat "$KFOLD_VENV/.kfold-python" 2>/dev/null)" != "$base_id" ]; then
+base=""
+base_id=""
+if [ -n "${KFOLD_PYTHON:-}" ] || [ ! -x "$KFOLD_PY" ]; then
+  base=$(find_python)
+  base_id=$("$base" -c 'import sys; print(sys.executable, sys.version.split()[0])')
+fi
+# A venv built from another interpreter than the one KFOLD_PYTHON names is rebuilt (CI must test
+# the interpreter it names, not whichever built the venv first); without KFOLD_PYTHON an existing
+# venv is kept, whatever python3 is first on PATH now.
+if [ -n "${KFOLD_PYTHON:-}" ] && [ -x "$KFOLD_PY" ] && [ "$(cat "$KFOLD_VENV/.kfold-python" 2>/dev/null)" != "$base_id" ]; then
   echo "setup: $KFOLD_VENV was built from $(cat "$KFOLD_VENV/.kfold-python" 2>/dev/null || echo 'another interpreter'); rebuilding it with $base_id" >&2
   rm -rf "$KFOLD_VENV"
 fi
