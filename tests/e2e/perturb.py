@@ -108,8 +108,13 @@ class Proxy:
             self._thread.join(10)
 
     def _run(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._loop.run_until_complete(self._serve())
+        loop = self._loop = asyncio.new_event_loop()
+        loop.run_until_complete(self._serve())
+        pending = asyncio.all_tasks(loop)   # handlers of watches still open (a stall): ended, not leaked
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.close()
 
     async def _serve(self) -> None:
         self._stop = asyncio.Event()
@@ -137,7 +142,7 @@ class Proxy:
         with self.lock:
             self.requests.append((request.method, request.path, request.query_string))
         if self.killed.is_set():
-            request.transport.close()   # the process it served is dead; a late request gets nothing
+            self._hang_up(request)   # the process it served is dead; a late request gets nothing
             return web.Response(status=503)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in DROP}
         body = await request.read()
@@ -154,11 +159,17 @@ class Proxy:
             if request.method in MUTATING:
                 dropped = await self._perturb_write(request, plural)
                 if dropped:
-                    request.transport.close()
+                    self._hang_up(request)
                     return web.Response(status=503)
             resp = web.Response(status=up.status, body=data,
                                 headers={k: v for k, v in up.headers.items() if k.lower() not in DROP})
             return resp
+
+    @staticmethod
+    def _hang_up(request: web.Request) -> None:
+        """Close the connection without an answer (a client already gone has no transport)."""
+        if request.transport is not None:
+            request.transport.close()
 
     def _maybe_stale(self, request: web.Request, query: dict[str, list[str]], data: bytes, status: int) -> bytes:
         """Remember each answer to a read; answer one that allows a cache with an older one."""
