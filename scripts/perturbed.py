@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -38,7 +37,7 @@ def main() -> int:
 
     from kubernetes import client
     from tests.e2e.conftest import discard_namespace, wait_for
-    from tests.e2e.drills import drill_admin
+    from tests.e2e.drills import drill_admin, keep_failed
     from tests.e2e.perturb import Faults
     from tests.e2e.test_perturbed import Run, _create_all, _life
 
@@ -74,12 +73,7 @@ def main() -> int:
                       flush=True)
             except AssertionError as exc:
                 failed += 1
-                keep = args.keep / f"seed-{seed}"
-                keep.mkdir(parents=True, exist_ok=True)
-                for i, d in enumerate(r.daemons):
-                    for f in (d.journal, d.log):
-                        if f.exists():
-                            shutil.copy(f, keep / f"life{i}-{f.name}")
+                keep = keep_failed(args.keep, seed, r.daemons)
                 print(f"seed {seed}: FAILED {what}\n  {exc}\n  journals and logs: {keep}", flush=True)
             finally:
                 r.close()

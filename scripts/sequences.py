@@ -14,7 +14,6 @@ journal kept under --keep) and a summary; exits 1 if any seed failed.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 import time
@@ -37,7 +36,7 @@ def main() -> int:
 
     from kubernetes import client
     from tests.e2e.conftest import Daemon, discard_namespace, install_rbac, service_account_kubeconfig
-    from tests.e2e.drills import drill_admin
+    from tests.e2e.drills import drill_admin, keep_failed
     from tests.e2e.driver import replay_check
     from tests.e2e.sequences import Driver, run
 
@@ -60,11 +59,7 @@ def main() -> int:
             except AssertionError as exc:
                 failed += 1
                 daemon.stop()
-                keep = args.keep / f"seed-{seed}"
-                keep.mkdir(parents=True, exist_ok=True)
-                for f in (daemon.journal, daemon.log):
-                    if f.exists():
-                        shutil.copy(f, keep / f.name)
+                keep = keep_failed(args.keep, seed, [daemon])
                 print(f"seed {seed}: FAILED {exc}\n  journal and log: {keep}", flush=True)
             finally:
                 daemon.stop()

@@ -85,6 +85,19 @@ class Cluster:
 LATE_POD_LIST = {"KFOLD_TEST_LATE_LIST": "Pod:2"}
 
 
+def keep_failed(keep: Any, seed: int, daemons: list[Any]) -> Any:
+    """Copy each ``kfold run`` life's journal and log of a failed seed into ``keep/seed-N`` (a
+    script's temporary directory goes with it) and return that directory."""
+    import shutil
+    where = keep / f"seed-{seed}"
+    where.mkdir(parents=True, exist_ok=True)
+    for i, d in enumerate(daemons):
+        for f in (d.journal, d.log):
+            if f.exists():
+                shutil.copy(f, where / f"life{i}-{f.name}")
+    return where
+
+
 def drill_admin() -> tuple[dict[str, str], Any]:
     """For a drill script: the local control plane (started if need be, never built), an admin
     client on it, kfold's CRDs applied."""

@@ -55,17 +55,17 @@ class Faults:
     kill_after: tuple[str, int] | None = None   # (resource plural, K): crash on its K-th write
 
 
-def _resource(path: str) -> tuple[str, bool]:
-    """(plural, is a collection) of an apiserver path such as /api/v1/namespaces/ns/pods[/name[/status]]."""
+def _resource(path: str) -> str:
+    """The resource plural of an apiserver path such as /api/v1/namespaces/ns/pods[/name[/status]]."""
     parts = [p for p in path.split("/") if p]
     if "namespaces" in parts:
         i = parts.index("namespaces")
         rest = parts[i + 2:]
         if not rest:   # /api/v1/namespaces/NAME: the namespace itself
-            return "namespaces", False
+            return "namespaces"
     else:
         rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
-    return (rest[0] if rest else ""), len(rest) == 1
+    return rest[0] if rest else ""
 
 
 class Proxy:
@@ -138,7 +138,7 @@ class Proxy:
     # -- one request ----------------------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         query = parse_qs(request.query_string)
-        plural, collection = _resource(request.path)
+        plural = _resource(request.path)
         with self.lock:
             self.requests.append((request.method, request.path, request.query_string))
         if self.killed.is_set():

@@ -52,6 +52,18 @@ def _old_pod_gone(w: World, gen: int, when: float) -> None:
     w.observe_pod(when, gen=gen, event="DELETED")
 
 
+def _met_at_generation_2(after: dict) -> World:
+    """Ready with TWO's Secret, then changed to ``after`` (a new generation): the old pod gone, the
+    Secret's create meets AlreadyExists and its read finds TWO's references."""
+    w = _ready_with(TWO)
+    w.submit(after, 10)
+    _old_pod_gone(w, 1, 10)
+    assert w.decision().generation == 2
+    w.answer("create", "Secret", "already_exists", when=11, status_reason="AlreadyExists")
+    w.answer("get", "Secret", when=11, obj=_secret(TWO))
+    return w
+
+
 def _pod_refs_session_secret(w: World) -> bool:
     manifest = [e for e in w.effects("create", "Pod")][-1].manifest
     return "demo-env" in json.dumps(manifest)
@@ -60,12 +72,7 @@ def _pod_refs_session_secret(w: World) -> bool:
 @pytest.mark.parametrize("after", [ENV_SPEC, {**SPEC, "env": [{"name": "DB", "secretRef": {"name": "db2", "key": "url"}}]}],
                          ids=["shrunk", "changed"])
 def test_env_refs_that_change_replace_the_secret_with_the_new_ones(after):
-    w = _ready_with(TWO)
-    w.submit(after, 10)
-    _old_pod_gone(w, 1, 10)
-    assert w.decision().generation == 2
-    w.answer("create", "Secret", "already_exists", when=11, status_reason="AlreadyExists")
-    w.answer("get", "Secret", when=11, obj=_secret(TWO))
+    w = _met_at_generation_2(after)
     [put] = w.pending("replace", "Secret")
     assert put.manifest["metadata"]["annotations"] == {"kfold.dev/env-refs": _refs(after)}
     assert (put.manifest["metadata"]["uid"], put.manifest["metadata"]["resourceVersion"]) == ("secret-uid", "77")
@@ -76,20 +83,12 @@ def test_env_refs_that_change_replace_the_secret_with_the_new_ones(after):
 
 
 def test_a_secret_that_already_says_the_spec_is_adopted_as_it_is():
-    w = _ready_with(TWO)
-    w.submit({**TWO, "image": "registry.example/ws:2"}, 10)   # a new generation, the same env
-    _old_pod_gone(w, 1, 10)
-    w.answer("create", "Secret", "already_exists", when=11, status_reason="AlreadyExists")
-    w.answer("get", "Secret", when=11, obj=_secret(TWO))
+    w = _met_at_generation_2({**TWO, "image": "registry.example/ws:2"})   # a new generation, the same env
     assert not w.effects("replace", "Secret") and w.pod_creates() == ["demo-g1", "demo-g2"]
 
 
 def test_a_replace_that_conflicts_reads_and_decides_again():
-    w = _ready_with(TWO)
-    w.submit(ENV_SPEC, 10)
-    _old_pod_gone(w, 1, 10)
-    w.answer("create", "Secret", "already_exists", when=11, status_reason="AlreadyExists")
-    w.answer("get", "Secret", when=11, obj=_secret(TWO))
+    w = _met_at_generation_2(ENV_SPEC)
     w.answer("replace", "Secret", "conflict", when=12, status_reason="Conflict")
     w.answer("create", "Secret", "already_exists", when=13, status_reason="AlreadyExists")
     w.answer("get", "Secret", when=13, obj=_secret(ENV_SPEC, rv="90"))
@@ -138,11 +137,7 @@ def test_a_stop_after_env_went_sends_nothing_for_the_secret():
 
 
 def test_a_replace_refused_fails_the_session_instead_of_asking_again():
-    w = _ready_with(TWO)
-    w.submit(ENV_SPEC, 10)
-    _old_pod_gone(w, 1, 10)
-    w.answer("create", "Secret", "already_exists", when=11, status_reason="AlreadyExists")
-    w.answer("get", "Secret", when=11, obj=_secret(TWO))
+    w = _met_at_generation_2(ENV_SPEC)
     w.answer("replace", "Secret", "forbidden", when=12)
     assert w.phase == "Failed" and w.condition("Ready")["reason"] == "SecretFailed"
     assert len(w.effects("replace", "Secret")) == 1 and not w.pending("create", "Secret")
