@@ -56,6 +56,7 @@ CREATE TABLE effects (id TEXT PRIMARY KEY, cause INTEGER, issued INTEGER, outcom
 CREATE TABLE sessions (obj INTEGER PRIMARY KEY, summary BLOB NOT NULL);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 """
+LAYOUT = 2            # the tables above; a kept index of another layout is rebuilt
 FLUSH = 5000          # records per write batch
 MAX_VALUE = 400       # characters of one diff value kept in the index
 
@@ -337,9 +338,10 @@ def build(source: str, index: str | Path, until: int | None = None,
 
 def source_identity(source: str) -> dict[str, Any]:
     """What an index was built from: a kept index (``kfold ui --index``) is reused only for the
-    same file, unchanged (path, size, modification time)."""
+    same file, unchanged (path, size, modification time), written in this ``LAYOUT``."""
     st = Path(source).stat()
-    return {"source": str(Path(source).absolute()), "source_size": st.st_size, "source_mtime_ns": st.st_mtime_ns}
+    return {"source": str(Path(source).absolute()), "source_size": st.st_size, "source_mtime_ns": st.st_mtime_ns,
+            "layout": LAYOUT}
 
 
 def read_meta(index: str | Path) -> dict[str, Any]:

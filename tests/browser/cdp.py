@@ -1,5 +1,5 @@
 """A small driver for headless Chromium over the DevTools protocol (websocket-client), enough for
-the UI tests: open a URL, evaluate JavaScript, wait for a condition, click, take a screenshot.
+the UI tests: size the viewport, open a URL, evaluate JavaScript, wait for a condition, click, take a screenshot.
 
 Chromium is the Debian package ``chromium`` (scripts/setup.sh installs it). It runs as root, so
 with ``--no-sandbox``; with a fresh profile in the test's tmp dir; with everything that would reach
@@ -69,6 +69,10 @@ class Browser:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")
                 return msg.get("result", {})
+
+    def viewport(self, width: int, height: int) -> None:
+        """Lay the page out at ``width`` x ``height`` CSS pixels (a window of that size)."""
+        self.send("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
 
     def open(self, url: str) -> None:
         self.send("Page.navigate", url=url)

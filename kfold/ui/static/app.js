@@ -200,7 +200,8 @@ async function showSession(o) {
   const strip = el("ol", { id: "phase-strip" }, s.phases.map((p) => el("li", {
       class: `phase p-${p.phase}` + (p.open ? " open" : ""), "data-phase": p.phase,
       title: `${p.phase} from #${p.seq} (${iso(p.at)})` + (p.took ? `, ${p.open ? "so far" : "for"} ${p.took}` : "") },
-    el("a", { href: hashFor({ seq: p.seq }) }, el("b", {}, p.phase), el("span", { class: "took" }, p.took ? " " + p.took + (p.open ? "…" : "") : "")))));
+    el("a", { href: hashFor({ seq: p.seq }) }, el("b", {}, p.phase),
+      el("span", { class: "took" }, p.took ? p.took + (p.open ? " so far" : "") : "—")))));
   const facts = el("div", { id: "session-facts" },
     el("span", {}, "generation ", el("b", { id: "session-generation" }, String(s.generation))),
     el("span", {}, "pod ", el("b", { class: "mono", id: "session-pod" }, s.pod || "none"), s.pod_phase ? ` (${s.pod_phase})` : ""),
@@ -219,6 +220,7 @@ function showMode() {
   $("timeline-pane").classList.toggle("hidden", view.mode !== "timeline");
   $("effects-pane").classList.toggle("hidden", view.mode !== "effects");
   $("pending-pane").classList.toggle("hidden", view.mode !== "pending");
+  $("record-filters").classList.toggle("hidden", view.mode !== "timeline");
 }
 
 let effectsOffset = 0;
@@ -244,8 +246,9 @@ function effectRow(e, o) {
        e.reason ? ` ${e.reason}` : "", e.message ? el("div", { class: "message" }, e.message) : ""]
     : el("b", { class: "bad" }, e.issued ? "no outcome (in doubt)" : "never issued");
   return el("tr", { class: "eff" + (ok ? "" : " problem"), "data-effect": e.id },
-    el("td", {}, el("span", { class: "id" }, e.id), " ", el("span", { class: "mono" }, e.line),
-      o && view.obj !== o.id ? el("div", {}, el("a", { href: hashFor({ obj: o.id, seq: null }) }, el("span", { class: "kind " + o.kind }, o.kind))) : ""),
+    el("td", {}, o && view.obj !== o.id
+      ? el("a", { href: hashFor({ obj: o.id, seq: null }), title: o.key }, el("span", { class: "kind " + o.kind }, o.kind)) : "",
+      el("span", { class: "id" }, e.id), " ", el("span", { class: "mono" }, e.line)),
     el("td", {}, el("a", { href: hashFor({ mode: "timeline", seq: e.cause }) }, "#" + e.cause)),
     el("td", {}, e.issued ? el("a", { href: hashFor({ mode: "timeline", seq: e.issued }) }, "#" + e.issued) : "—"),
     el("td", {}, outcome),
@@ -267,6 +270,9 @@ async function loadPending() {
     el("td", {}, `${t.machine} ${t.name}`), el("td", { class: "mono" }, link(t)),
     el("td", { class: "mono" }, iso(t.due) + (t.cluster && t.cluster !== p.home ? ` (${t.cluster}'s clock)` : "")),
     el("td", {}, t.in_text))));
+  const nothing = (cols, what) => el("tr", {}, el("td", { colspan: cols, class: "muted" }, what));
+  if (!p.effects.length) $("pending-effects").tBodies[0].append(nothing(3, "none: every effect issued has its outcome"));
+  if (!p.timers.length) $("pending-timers").tBodies[0].append(nothing(4, "none armed"));
   const none = !p.effects.length && !p.timers.length;
   $("pending-note").textContent = (none ? "Nothing is pending: every effect has its outcome and no deadline is armed. " : "")
     + `As of the journal's last record (${iso(p.last_at)}).` + (p.more ? ` ${p.more} more not listed.` : "");
@@ -291,11 +297,11 @@ async function render() {
   showMode();
   await showObject();
   const key = filterKey();
-  if (view.mode === "effects") {
-    if (effectsKey !== key) { effectsKey = key; await loadEffects(true); }
-    return;
+  if (view.mode !== "timeline") {
+    if (view.mode === "effects" && effectsKey !== key) { effectsKey = key; await loadEffects(true); }
+    if (view.mode === "pending") await loadPending();
+    return showDiagram(null);
   }
-  if (view.mode === "pending") return loadPending();
   const seen = page.records.some((r) => r.seq === view.seq);
   if (key !== loadedKey || (view.seq && !seen)) {
     const res = await api(recordsQuery(view.seq, view.seq ? "around" : "next"));
@@ -442,7 +448,9 @@ async function diagram(url) {
   return holder;
 }
 
+let diagramTurn = 0;
 async function showDiagram(seq) {
+  const turn = ++diagramTurn;   // a later selection wins over a drawing still being fetched
   const o = currentObject;
   if (!o || !o.machine) {
     if ($("diagram").dataset.view === "all") return;
@@ -451,8 +459,10 @@ async function showDiagram(seq) {
     for (const m of summary.machines) {
       parts.push(await diagram(`/api/diagram/${m}.svg`));
     }
+    if (turn !== diagramTurn) return;
     $("diagram").replaceChildren(...parts);
     $("diagram").dataset.view = "all";
+    $("diagram").dataset.url = "";
     return;
   }
   $("diagram").dataset.view = "object";
@@ -464,7 +474,11 @@ async function showDiagram(seq) {
       if (c.obj === o.id && seq) { state = c.gone ? c.from : c.to; when = `its state after #${r.seq}`; }
     }
   }
-  const holder = await diagram(`/api/diagram/${o.machine}.svg?state=${encodeURIComponent(state)}`);
+  const url = `/api/diagram/${o.machine}.svg?state=${encodeURIComponent(state)}`;
+  if ($("diagram").dataset.url === url && $("diagram").querySelector("svg")) return;
+  const holder = await diagram(url);
+  if (turn !== diagramTurn) return;
+  $("diagram").dataset.url = url;
   $("diagram").replaceChildren(el("h3", {}, `${o.machine} machine — `, el("span", { class: "state", id: "diagram-state" }, state),
     el("span", { class: "muted" }, ` (${when})`)), holder);
 }
