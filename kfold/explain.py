@@ -159,7 +159,6 @@ class SessionLog:
 
     def __init__(self) -> None:
         self.sessions: dict[str, SessionSummary] = {}
-        self.owner: dict[str, str] = {}   # effect id -> the Session key it serves
         self.pods: dict[str, str] = {}    # pod key -> the Session key whose pod it is (or was)
 
     def add(self, step: Step, problem: str) -> None:
@@ -181,15 +180,10 @@ class SessionLog:
             for pod in (*d.releasing, *d.abandoned):
                 self.pods.setdefault(pod, c.key)
             s.gone = bool(d.gone)
-        for e in step.effects:
-            owner = self._session_of(e.machine, e.key)
-            if owner:
-                self.owner[e.id] = owner
         if problem:
             concerned = {c.key for c in step.changes if c.machine == "session"}
-            eid = rec.effect_id if rec.rec == "outcome" else ""
-            if eid in self.owner:
-                concerned.add(self.owner[eid])
+            if step.answered is not None:   # an outcome: the Session whose effect (or pod's effect) it answers
+                concerned.add(self._session_of(step.answered.machine, step.answered.key))
             for key in concerned:
                 if key in self.sessions:
                     self.sessions[key].problem = {"seq": rec.seq, "text": problem}
