@@ -249,6 +249,8 @@ class Builder:
             for item in (*pending["effects"], *pending["timers"]):
                 o = self.objects.get((MACHINE_KIND.get(item["machine"], item["machine"]), item["key"]))
                 item["obj"] = o.id if o is not None else None
+                owner = o if o is None or o.parent is None else self.by_id[o.parent]   # a pod's: its Session
+                item["session"] = owner.id if owner is not None and owner.kind == "Session" else None
         meta = {"home": self.clocks.home, "pending": pending, **source, "records": self.count, "first_at": self.first_at, "last_at": self.last_at,
                 "divergence": self.divergence, "seconds": round(seconds, 2), "kinds": sorted(self.kinds),
                 "machines": sorted(self.machines), "object_kinds": sorted({o.kind for o in self.objects.values()}),

@@ -15,7 +15,8 @@ route answers 503 with the progress, see ``Indexing``):
 - ``/api/session/<id>``: a Session's summary (``kfold.explain.SessionSummary``).
 - ``/api/effects?obj=&related=1&problems=1&offset=&limit=``: effect -> outcome rows in the order
   they were emitted, with latency and retries (``problems=1``: only those not answered ``ok``).
-- ``/api/pending``: the effects without an outcome and the timers armed when the journal ends.
+- ``/api/pending``: the effects without an outcome and the timers armed when the journal ends, each
+  with its object and the Session it serves (``session``: an object id, or null).
 - ``/api/record/<seq>``: the record as journaled (read back from the journal file by seq, or by
   byte offset for a JSONL export).
 - ``/api/diagram/<machine>.svg?state=S``: the machine's table drawn with ``S`` highlighted.

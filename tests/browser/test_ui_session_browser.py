@@ -125,6 +125,8 @@ def test_pending_now_lists_the_effects_in_flight_and_the_armed_deadline(browser,
     in_flight = {r["effect"]["id"] for r in G.records if r["rec"] == "effect"
                  and int(r["effect"]["id"].split(".")[0]) <= service.issued} - answered
     open_session(browser, ui(cut), width, height)
+    browser.wait("!!document.querySelector('#session-pending')", "the Session's pending count")
+    assert browser.text("#session-pending") == f"pending at the end: {len(in_flight)} effects, 1 deadline"
     browser.click("#modes button[data-mode=pending]")
     browser.wait("document.querySelectorAll('#pending-effects tr.pend').length > 0", "the pending effects")
     rows = browser.eval("Object.fromEntries([...document.querySelectorAll('#pending-effects tr.pend')]"

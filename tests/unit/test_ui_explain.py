@@ -133,6 +133,8 @@ def test_pending_now_lists_the_effects_without_an_outcome_and_the_armed_start_de
     got = {e["id"]: e for e in p["effects"]}
     assert set(got) == emitted - answered and service.id in got
     assert all(got[i]["issued"] == (i in issued_by_cut) for i in got)
+    session = session_id(cut)
+    assert all(e["session"] == session for e in p["effects"])   # every effect in flight is the Session's
     start = [t for t in p["timers"] if t["due"] == due]
     assert start and start[0]["key"] == SESSION and start[0]["in_text"].startswith("due in ")
     assert open_store(tmp_path, G.lines, "whole").pending()["effects"] == []

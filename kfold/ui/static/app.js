@@ -196,7 +196,9 @@ function objectLink(o) {
 async function showSession(o) {
   const box = $("session-summary");
   if (o.kind !== "Session") { box.classList.add("hidden"); box.replaceChildren(); return; }
-  const s = await api("session/" + o.id);
+  const [s, pending] = await Promise.all([api("session/" + o.id), pendingAtEnd()]);
+  const mine = (x) => x.session === o.id;
+  const waiting = [pending.effects.filter(mine).length, pending.timers.filter(mine).length];
   const strip = el("ol", { id: "phase-strip" }, s.phases.map((p) => el("li", {
       class: `phase p-${p.phase}` + (p.open ? " open" : ""), "data-phase": p.phase,
       title: `${p.phase} from #${p.seq} (${iso(p.at)})` + (p.took ? `, ${p.open ? "so far" : "for"} ${p.took}` : "") },
@@ -207,7 +209,9 @@ async function showSession(o) {
     el("span", {}, "pod ", el("b", { class: "mono", id: "session-pod" }, s.pod || "none"), s.pod_phase ? ` (${s.pod_phase})` : ""),
     el("span", { id: "session-problem", class: s.problem ? "bad" : "muted" }, s.problem
       ? ["last problem ", el("a", { href: hashFor({ seq: s.problem.seq }) }, "#" + s.problem.seq), ": " + s.problem.text]
-      : "no problem"));
+      : "no problem"),
+    el("a", { id: "session-pending", href: hashFor({ mode: "pending" }) },
+      `pending at the end: ${waiting[0]} effect${waiting[0] === 1 ? "" : "s"}, ${waiting[1]} deadline${waiting[1] === 1 ? "" : "s"}`));
   // width grows with the log of the duration: a phase of minutes stays readable next to one of ms
   s.phases.forEach((p, i) => { strip.children[i].style.flexGrow = String(1 + Math.log10(1 + (p.ms || 0) / 100)); });
   box.replaceChildren(strip, facts);
@@ -256,10 +260,13 @@ function effectRow(e, o) {
     el("td", { class: "num" + (e.retries ? " bad" : "") }, String(e.retries)));
 }
 
+let pendingCache = null;
+const pendingAtEnd = async () => (pendingCache = pendingCache || await api("pending"));
+
 let pendingShown = false;
 async function loadPending() {
   if (pendingShown) return;
-  const p = await api("pending");
+  const p = await pendingAtEnd();
   const link = (x) => (x.obj ? el("a", { href: hashFor({ obj: x.obj, mode: "timeline", seq: null }) }, x.key) : x.key);
   $("pending-effects").tBodies[0].replaceChildren(...p.effects.map((e) => el("tr", { class: "pend", "data-effect": e.id },
     el("td", {}, el("span", { class: "id" }, e.id), " ", el("span", { class: "mono" }, e.line)),
