@@ -6,19 +6,22 @@ Guarantees:
 - ``mermaid`` and ``svg`` read only ``table.states``, ``table.rows`` and the initial state: an edge
   is drawn for each (source, event, dest) of a row, and nothing else. Rows between the same two
   states are drawn as one edge labelled with every event (``create / retry``).
-- ``svg`` needs no external tool: nodes on a circle in the table's own state order, each edge a
-  curve bent to its right (so ``a -> b`` and ``b -> a`` never overlap), self-loops outside the
-  circle. ``highlight`` marks one state (the object's current one in ``kfold ui``). The output is
-  deterministic: the same table gives byte-identical SVG.
+- ``svg`` is laid out by Graphviz's ``dot`` (the Debian package graphviz): the table's happy path
+  (``HAPPY``: the states an object passes when nothing goes wrong) is declared first, weighted to
+  one straight column and drawn bold green; every other edge follows, thin and grey; edges into one
+  state are merged (``concentrate``). ``highlight`` fills one state (the object's current one in
+  ``kfold ui``). The same table gives byte-identical SVG with one Graphviz version.
 """
 from __future__ import annotations
 
+import functools
 import importlib
-import math
 import pkgutil
 import re
+import shutil
+import subprocess
 from html import escape
-from typing import Iterable
+from typing import Any
 
 from engine.machines.base import Table
 
@@ -48,11 +51,15 @@ def initial_of(table: Table) -> str:
 
 def edges(table: Table) -> list[tuple[str, str, list[str]]]:
     """``[(source, dest, [events])]`` in the order rows first name each pair."""
+    return _merged(table.rows, table.states)
+
+
+def _merged(rows: Any, states: tuple[str, ...]) -> list[tuple[str, str, list[str]]]:
     merged: dict[tuple[str, str], list[str]] = {}
-    for event, sources, dest in table.rows:
+    for event, sources, dest in rows:
         for src in ([sources] if isinstance(sources, str) else sources):
             if src == "*":
-                for s in table.states:
+                for s in states:
                     merged.setdefault((s, dest), []).append(event)
                 continue
             events = merged.setdefault((src, dest), [])
@@ -93,98 +100,135 @@ def update_readme(text: str, found: dict[str, Table]) -> str:
     return text[:start] + markdown(found) + text[end + len(END):]
 
 
-# -- SVG --------------------------------------------------------------------------------------
-NODE_W, NODE_H, FONT = 116, 34, 13
+# -- SVG, laid out by Graphviz ---------------------------------------------------------------
+# The happy path of each table: the states an object passes through when nothing goes wrong, in
+# order. Drawn first, straight down, in bold; every other edge is drawn after it, thin and grey.
+HAPPY = {
+    "session": ("Pending", "Creating", "Provisioning", "Ready", "Stopping", "Stopped"),
+    "pod": ("idle", "creating", "confirming", "idle"),
+    "repo": ("idle", "securing", "creating", "verifying", "idle"),
+}
+DOT = "dot"
+_ID = re.compile(r'<g id="(state|edge|group)_(\d+)(?:_(\d+))?" class="([^"]*)"')
 
 
-def svg(table: Table, highlight: str | None = None) -> str:
+class DotMissing(RuntimeError):
+    """Graphviz's ``dot`` is not installed."""
+
+
+def happy_path(table: Table) -> list[tuple[str, str]]:
+    """The happy path's edges, in order (``[]`` for a table without one)."""
+    path = HAPPY.get(table.name, ())
+    return list(zip(path, path[1:]))
+
+
+FAN_IN = 4   # a row from this many states (and at least half of them) is drawn from one "any state" box
+
+
+def layout_edges(table: Table) -> tuple[list[tuple[str, str, list[str]]], list[tuple[tuple[str, ...], list[tuple[str, str]]]]]:
+    """The table's rows as ``(direct edges, fan-ins)``: a row whose event leaves from ``FAN_IN`` or
+    more states (and at least half the table) is one fan-in, ``(sources, [(event, dest)])``, shared
+    by every such row with the same sources; every other row is a direct edge, merged per pair as
+    ``edges`` merges them. Together they name every (source, event, dest) of the table once."""
     states = list(table.states)
-    n = len(states)
-    radius = max(170.0, n * (NODE_W + 70) / (2 * math.pi))
-    margin = NODE_W / 2 + 80
-    size = 2 * (radius + margin)
-    cx = cy = size / 2
-    pos = {s: (cx + radius * math.cos(2 * math.pi * i / n - math.pi / 2),
-               cy + radius * math.sin(2 * math.pi * i / n - math.pi / 2)) for i, s in enumerate(states)}
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {size:.0f} {size + 30:.0f}" '
-           f'width="{size:.0f}" height="{size + 30:.0f}" class="kfold-diagram" data-machine="{escape(table.name)}" '
-           f'font-family="sans-serif" font-size="{FONT}">',
-           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-           'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#455a64"/></marker></defs>',
-           f'<text x="12" y="22" font-size="15" font-weight="bold">{escape(table.name)}</text>',
-           '<rect width="100%" height="100%" fill="none"/>']
-    out += _edges_svg(table, pos, (cx, cy))
-    out += _start_svg(pos[initial_of(table)], (cx, cy))
-    for s in states:
-        out.append(_node_svg(s, pos[s], s == highlight))
-    out.append("</svg>")
+    groups: dict[tuple[str, ...], list[tuple[str, str]]] = {}
+    plain: list[tuple[str, Any, str]] = []
+    for event, sources, dest in table.rows:
+        srcs = states if sources == "*" else [sources] if isinstance(sources, str) else list(sources)
+        if len(srcs) >= FAN_IN and 2 * len(srcs) >= len(states):
+            key = tuple(st for st in states if st in srcs)
+            if (event, dest) not in groups.setdefault(key, []):
+                groups[key].append((event, dest))
+        else:
+            plain.append((event, srcs, dest))
+    direct = _merged(plain, table.states)
+    return direct, list(groups.items())
+
+
+def _sources_label(sources: tuple[str, ...], states: list[str]) -> str:
+    rest = [st for st in states if st not in sources]
+    if len(rest) < len(sources) / 2:
+        return "from any state" + (f" but {', '.join(rest)}" if rest else "")
+    return "from " + ", ".join(sources)
+
+
+def dot_source(table: Table, highlight: str | None = None) -> str:
+    """The table as a Graphviz graph: happy-path states and edges first (heavy weight, one column,
+    bold), then the rest; ``highlight`` fills one state."""
+    states = list(table.states)
+    index = {st: i for i, st in enumerate(states)}
+    happy = happy_path(table)
+    on_path = list(dict.fromkeys(st for pair in happy for st in pair))
+    q = lambda text: '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'  # noqa: E731
+    out = [f"digraph {q(table.name)} {{",
+           f'  graph [rankdir=TB, nodesep=0.35, ranksep=0.42, concentrate=true, fontname="sans-serif", '
+           f'fontsize=15, labelloc=t, labeljust=l, label={q(table.name)}, bgcolor="transparent", '
+           f'class="kfold-diagram"];',
+           '  node [shape=box, style="rounded,filled", fontname="sans-serif", fontsize=12, height=0.36, '
+           'margin="0.16,0.04", fillcolor="#eceff1", color="#78909c", penwidth=1.2];',
+           '  edge [fontname="sans-serif", fontsize=10, color="#90a4ae", fontcolor="#546e7a", arrowsize=0.7];',
+           '  start [shape=point, width=0.13, label="", color="#263238", fillcolor="#263238", class="start", '
+           'id="start"];']
+    for st in on_path + [st for st in states if st not in on_path]:
+        current = st == highlight
+        fill, line, width = ("#ffd54f", "#e65100", 2.6) if current else \
+            (("#e3f2fd", "#1565c0", 1.6) if st in on_path else ("#f5f7fa", "#90a4ae", 1.0))
+        cls = "state current" if current else ("state happy" if st in on_path else "state")
+        group = ", group=happy" if st in on_path else ""
+        out.append(f'  s{index[st]} [label={q(st)}, id="state_{index[st]}", class="{cls}", fillcolor="{fill}", '
+                   f'color="{line}", penwidth={width}{group}];')
+    out.append(f'  start -> s{index[initial_of(table)]} [weight=100, penwidth=1.6, color="#263238"];')
+    direct, groups = layout_edges(table)
+    merged = {(a, b): ev for a, b, ev in edges(table)}
+    for a, b in happy:
+        out.append(f'  s{index[a]} -> s{index[b]} [label={q(" / ".join(merged.get((a, b), ())))}, weight=100, '
+                   f'penwidth=2.6, color="#2e7d32", fontcolor="#1b5e20", style=bold, id="edge_{index[a]}_{index[b]}", '
+                   f'class="edge happy"{", constraint=false" if on_path.index(b) < on_path.index(a) else ""}];')
+    for a, b, events in direct:
+        if (a, b) in happy:
+            continue
+        back = a in on_path and b in on_path and on_path.index(b) < on_path.index(a)
+        out.append(f'  s{index[a]} -> s{index[b]} [label={q(" / ".join(events))}, weight=1, '
+                   f'id="edge_{index[a]}_{index[b]}", class="edge"{", constraint=false" if back else ""}];')
+    for g, (sources, moves) in enumerate(groups):
+        out.append(f'  g{g} [label={q(_sources_label(sources, states))}, id="group_{g}", class="group", '
+                   f'shape=box, style="rounded,dashed", fillcolor="#ffffff", color="#90a4ae", fontsize=10, '
+                   f'fontcolor="#546e7a"];')
+        for event, dest in moves:
+            out.append(f'  g{g} -> s{index[dest]} [label={q(event)}, weight=0, style=dashed, '
+                       f'id="group_{g}_{index[dest]}", class="edge group"];')
+    out.append("}")
     return "\n".join(out) + "\n"
 
 
-def _node_svg(state: str, at: tuple[float, float], current: bool) -> str:
-    x, y = at[0] - NODE_W / 2, at[1] - NODE_H / 2
-    fill, stroke, width = ("#ffd54f", "#e65100", 3) if current else ("#e3f2fd", "#1565c0", 1.5)
-    cls = "state current" if current else "state"
-    return (f'<g class="{cls}" data-state="{escape(state)}"><rect x="{x:.1f}" y="{y:.1f}" width="{NODE_W}" '
-            f'height="{NODE_H}" rx="14" fill="{fill}" stroke="{stroke}" stroke-width="{width}"/>'
-            f'<text x="{at[0]:.1f}" y="{at[1] + 4.5:.1f}" text-anchor="middle">{escape(state)}</text></g>')
+def svg(table: Table, highlight: str | None = None) -> str:
+    """The table drawn by ``dot -Tsvg`` (``DotMissing`` without Graphviz): deterministic for one
+    Graphviz version (its version comment is dropped); every state's ``<g>`` carries
+    ``data-state``, every edge's ``data-from``/``data-to``, the root ``data-machine``."""
+    groups = tuple((sources, tuple(moves)) for sources, moves in layout_edges(table)[1])
+    return _svg(table.name, dot_source(table, highlight), tuple(table.states), groups)
 
 
-def _edges_svg(table: Table, pos: dict[str, tuple[float, float]], centre: tuple[float, float]) -> Iterable[str]:
-    for src, dst, events in edges(table):
-        label = escape(" / ".join(events))
-        if src == dst:
-            yield from _loop_svg(pos[src], centre, label, src)
-            continue
-        (x1, y1), (x2, y2) = pos[src], pos[dst]
-        dx, dy = x2 - x1, y2 - y1
-        length = math.hypot(dx, dy)
-        bend = 0.18 * length
-        qx, qy = (x1 + x2) / 2 - dy / length * bend, (y1 + y2) / 2 + dx / length * bend
-        sx, sy = _border((x1, y1), (qx, qy))
-        ex, ey = _border((x2, y2), (qx, qy))
-        lx, ly = 0.25 * sx + 0.5 * qx + 0.25 * ex, 0.25 * sy + 0.5 * qy + 0.25 * ey
-        yield (f'<g class="edge" data-from="{escape(src)}" data-to="{escape(dst)}">'
-               f'<path d="M{sx:.1f},{sy:.1f} Q{qx:.1f},{qy:.1f} {ex:.1f},{ey:.1f}" fill="none" stroke="#78909c" '
-               f'stroke-width="1.3" marker-end="url(#arrow)"/>'
-               f'<text x="{lx:.1f}" y="{ly + 4:.1f}" text-anchor="middle" font-size="11" fill="#263238" '
-               f'stroke="#fff" stroke-width="3" paint-order="stroke">{label}</text></g>')
+@functools.lru_cache(maxsize=64)
+def _svg(name: str, source: str, states: tuple[str, ...], groups: tuple) -> str:
+    exe = shutil.which(DOT)
+    if exe is None:
+        raise DotMissing("Graphviz's `dot` is not installed: apt-get install graphviz (scripts/setup.sh installs it)")
+    done = subprocess.run([exe, "-Tsvg"], input=source, capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"dot failed on the {name} table: {done.stderr.strip()}")
+    text = re.sub(r"<!--.*?-->\n?", "", done.stdout, flags=re.S)
+    text = text[text.index("<svg"):]
 
-
-def _loop_svg(at: tuple[float, float], centre: tuple[float, float], label: str, state: str) -> Iterable[str]:
-    ox, oy = at[0] - centre[0], at[1] - centre[1]
-    norm = math.hypot(ox, oy) or 1.0
-    ux, uy = ox / norm, oy / norm                       # outward from the circle
-    px, py = -uy, ux
-    base_x, base_y = at[0] + ux * NODE_H / 2, at[1] + uy * NODE_H / 2
-    a = (base_x + px * 14, base_y + py * 14)
-    b = (base_x - px * 14, base_y - py * 14)
-    far = 56
-    c1 = (a[0] + ux * far + px * 20, a[1] + uy * far + py * 20)
-    c2 = (b[0] + ux * far - px * 20, b[1] + uy * far - py * 20)
-    lx, ly = base_x + ux * (far + 10), base_y + uy * (far + 10)
-    yield (f'<g class="edge" data-from="{escape(state)}" data-to="{escape(state)}">'
-           f'<path d="M{a[0]:.1f},{a[1]:.1f} C{c1[0]:.1f},{c1[1]:.1f} {c2[0]:.1f},{c2[1]:.1f} {b[0]:.1f},{b[1]:.1f}" '
-           f'fill="none" stroke="#78909c" stroke-width="1.3" marker-end="url(#arrow)"/>'
-           f'<text x="{lx:.1f}" y="{ly + 4:.1f}" text-anchor="middle" font-size="11" fill="#263238" '
-           f'stroke="#fff" stroke-width="3" paint-order="stroke">{label}</text></g>')
-
-
-def _start_svg(at: tuple[float, float], centre: tuple[float, float]) -> list[str]:
-    ox, oy = at[0] - centre[0], at[1] - centre[1]
-    norm = math.hypot(ox, oy) or 1.0
-    ux, uy = ox / norm, oy / norm
-    dot = (at[0] + ux * (NODE_H / 2 + 34) - 40, at[1] + uy * (NODE_H / 2 + 34))
-    end = _border(at, dot)
-    return [f'<g class="start"><circle cx="{dot[0]:.1f}" cy="{dot[1]:.1f}" r="6" fill="#263238"/>'
-            f'<path d="M{dot[0]:.1f},{dot[1]:.1f} L{end[0]:.1f},{end[1]:.1f}" stroke="#263238" stroke-width="1.3" '
-            f'marker-end="url(#arrow)"/></g>']
-
-
-def _border(centre: tuple[float, float], toward: tuple[float, float]) -> tuple[float, float]:
-    """Where the segment from a node's centre toward a point leaves the node's box."""
-    dx, dy = toward[0] - centre[0], toward[1] - centre[1]
-    if dx == 0 and dy == 0:
-        return centre
-    scale = min((NODE_W / 2 + 3) / abs(dx) if dx else math.inf, (NODE_H / 2 + 3) / abs(dy) if dy else math.inf)
-    return centre[0] + dx * scale, centre[1] + dy * scale
+    def tag(m: re.Match) -> str:
+        what, a, b, cls = m.groups()
+        if what == "state":
+            return f'<g id="state_{a}" class="{cls}" data-state="{escape(states[int(a)])}"'
+        if what == "group":
+            if b is None:
+                return f'<g id="group_{a}" class="{cls}" data-sources="{escape(" ".join(groups[int(a)][0]))}"'
+            return (f'<g id="group_{a}_{b}" class="{cls}" data-sources="{escape(" ".join(groups[int(a)][0]))}" '
+                    f'data-to="{escape(states[int(b)])}"')
+        return f'<g id="edge_{a}_{b}" class="{cls}" data-from="{escape(states[int(a)])}" data-to="{escape(states[int(b)])}"'
+    text = _ID.sub(tag, text)
+    return text.replace("<svg ", f'<svg class="kfold-diagram" data-machine="{escape(name)}" ', 1)
