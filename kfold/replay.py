@@ -154,6 +154,24 @@ def compare_issued(rec: EffectIssued, expected: dict[str, tuple[Record, dict[str
     return None
 
 
+WIDE_FIELDS = ("generation", "target", "rv")
+
+
+def objects(state: State, wide: bool = False) -> list[dict[str, Any]]:
+    """Every object the machines track, sorted: ``{machine, key, state}`` (``wide``: plus the
+    decision's ``generation``, ``target`` and ``rv`` where it has them)."""
+    out = []
+    for name, table in sorted(state.tables.items()):
+        for key, d in sorted(table.items()):
+            if not is_object_key(key):
+                continue
+            row = {"machine": name, "key": key, "state": _state_of(d)}
+            if wide:
+                row.update({f: str(getattr(d, f)) for f in WIDE_FIELDS if getattr(d, f, None) not in (None, "")})
+            out.append(row)
+    return out
+
+
 def is_object_key(key: str) -> bool:
     """Object keys are ``<cluster>/<namespace>/<name>``; a machine's own bookkeeping rows use an
     empty name or a ``#`` name (config, indexes, sweeps)."""
