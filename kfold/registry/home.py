@@ -57,8 +57,9 @@ def _from_kubeconfig(path: str, context: str | None, allow_exec: bool, allow_fil
                               "(or cluster.kubeconfig) naming a readable file") from None
     try:
         selected = select(Kubeconfig(text), context, allow_exec=allow_exec, allow_files=allow_files)
-    except KubeconfigRefused as e:
-        raise HomeUnavailable(f"home kubeconfig {path}: refused: {'; '.join(e.problems)}{_contexts(text, e)}") from None
+    except KubeconfigRefused as e:   # the same refusal, saying which file and what to pass
+        e.args = (f"home kubeconfig {path}: refused: {'; '.join(e.problems)}{_contexts(text, e)}",)
+        raise e from None
     base = str(Path(path).expanduser().resolve().parent)
     cfg = configuration_for(selected, base_path=base)
     return cfg, HomeSource("kubeconfig", cfg.host, selected.namespace, selected.context, path)
