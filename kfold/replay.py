@@ -31,9 +31,8 @@ class Divergence:
     def describe(self) -> str:
         lines = [f"divergence at record {self.at_seq}: effect {self.effect_id}"]
         if self.cause is not None:
-            c = self.cause
-            obj = "/".join(x for x in (getattr(c, "cluster", ""), getattr(c, "namespace", ""), getattr(c, "name", "")) if x)
-            lines.append(f"  cause:      seq {c.seq} {c.rec} {getattr(c, 'kind', '') or getattr(c, 'name', '')} {obj}".rstrip())
+            from kfold.timeline import record_line
+            lines.append(f"  cause:      seq {self.cause.seq} {record_line(self.cause)}")
         return "\n".join(lines + self.differences())
 
     def differences(self) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 EXAMPLES = """examples:
   kfold sim --seed 7                              # one seed, every fault
-  kfold sim --seeds 50 --steps 400 --faults drop_watch,conflict
+  kfold sim --seeds 50 --steps 400 --faults watch_drop,conflict
   kfold sim --seed 7 --faults none --journal --out /tmp/sim   # keep the journal of a passing run
 
 exit codes: 0 every invariant held; 1 an invariant failed (seed, step and journal printed); 2 bad arguments."""

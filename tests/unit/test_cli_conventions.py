@@ -147,3 +147,20 @@ def test_replay_lists_objects_with_their_state(output, capsys):
         states = {r.split()[1]: r.split()[2] for r in rows}
     assert states, out
     assert all(k.count("/") == 2 for k in states)
+
+
+def _examples():
+    import shlex
+    for path, parser in LEAVES:
+        for line in parser.epilog.split("exit codes", 1)[0].splitlines()[1:]:
+            words = shlex.split(line.split("#", 1)[0].split("|", 1)[0].split(">", 1)[0])
+            while words and "=" in words[0]:
+                words.pop(0)   # KUBECONFIG=... kfold run ...
+            if words:
+                yield path, words
+
+
+@pytest.mark.parametrize("path,words", list(_examples()), ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_every_example_parses(path, words):
+    assert words[0] == "kfold" and tuple(words[1:1 + len(path)]) == path
+    build_parser().parse_args(words[1:])   # argparse exits 2 on a bad one
