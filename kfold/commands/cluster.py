@@ -32,7 +32,7 @@ COLUMNS = ("NAME", "TENANT", "PROVIDER", "ENDPOINT", "NODES", "NVIDIA", "AMD", "
 WIDE = ("ALLOW-EXEC", "ALLOW-FILES")
 EXAMPLES = {
     "register": """examples:
-  kfold cluster register edge --tenant acme --kubeconfig edge.yaml --namespace-bound sandboxes --default
+  kfold cluster register edge --tenant acme --kubeconfig edge.yaml -n sandboxes --default
   kfold cluster register gke-prod --tenant acme --context gke_proj_zone_prod --allow-exec
 
 exit codes: 0 registered; 1 refused (the probe failed, the kubeconfig asks for what was not allowed:
@@ -146,8 +146,8 @@ def _add_register(sub) -> None:
     p.add_argument("--kubeconfig", help="kubeconfig file holding the credential (default: $KUBECONFIG's first "
                                         "existing file, else ~/.kube/config)")
     p.add_argument("--context", metavar="NAME", help="the kubeconfig context to register (default: its current-context)")
-    p.add_argument("--namespace-bound", action="append", default=[], metavar="NS",
-                   help="bound the registration to this namespace (repeatable)")
+    p.add_argument("-n", "--namespace", "--namespace-bound", dest="namespace_bound", action="append", default=[],
+                   metavar="NS", help="bound the registration to this namespace (repeatable; default: every namespace)")
     p.add_argument("--provider", default="byo", help="free-form provider label shown by list (default: byo)")
     p.add_argument("--default", action="store_true", help="the tenant's default cluster")
     p.add_argument("--allow-exec", action="store_true",

@@ -49,3 +49,19 @@ def test_run_log_level_flag_overrides_the_config():
     args = build_parser("run").parse_args(["run", "--config", "c.yaml", "--log-level", "debug", "-n", "a,b", "-n", "c"])
     over = _overrides(args)
     assert over["log.level"] == "debug" and over["namespaces"] == ["a", "b", "c"]
+
+
+def test_a_recurring_problem_is_one_warning_then_debug_then_a_reminder():
+    from kfold.leader import Repeats
+    now = [0.0]
+    out = io.StringIO()
+    logs.setup("plain", "debug", stream=out)
+    r = Repeats(logging.getLogger("kfold.leader"), remind_s=300, monotonic=lambda: now[0])
+    for t in (0, 2, 4, 301, 303):
+        now[0] = t
+        r.warn("leader: lease ns/kfold: connection refused")
+    levels = [line.split()[2] for line in out.getvalue().splitlines()]
+    assert levels == ["WARNING", "DEBUG", "DEBUG", "WARNING", "DEBUG"]
+    r.clear()
+    r.warn("leader: lease ns/kfold: connection refused")
+    assert out.getvalue().splitlines()[-1].split()[2] == "WARNING"
