@@ -24,6 +24,7 @@ EXAMPLES = """examples:
   kfold trace journal.db local/team-a/demo     # cluster/namespace/name, as `kfold replay` lists it
   kfold trace journal.db team-a/demo           # namespace/name, when one cluster has it
   kfold trace journal.db demo --until 4200     # a name, when it is unique in the journal
+  kfold trace journal.db team-a/demo -o json | jq -r 'select(.record | startswith("outcome")) | .record'
 
 exit codes: 0 shown; 1 no record touched KEY (the closest keys are named); 2 bad arguments, an
 ambiguous KEY (its candidates are listed) or an unreadable journal; 3 a broken checksum chain."""
@@ -37,6 +38,8 @@ def register(sub) -> None:
     p.add_argument("journal", help="journal file (SQLite) or its JSONL export")
     p.add_argument("key", help="the object: <cluster>/<namespace>/<name>, <namespace>/<name> or <name> (unique)")
     p.add_argument("--until", type=int, default=None, metavar="SEQ", help="stop after this sequence number")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                   help="text (default), or json: one object per record (seq, at, record, details), JSON Lines")
     p.set_defaults(func=run)
 
 
@@ -67,11 +70,11 @@ def run(args) -> int:
             seen |= keys
             for key in keys if args.key not in keys else (args.key,):
                 if key == args.key:
-                    for line in step_lines(step, key):
+                    for line in rendered(step, key, args.output):
                         print(line)
                         shown += 1
                 elif matches(args.key, key):
-                    found.setdefault(key, []).extend(step_lines(step, key))
+                    found.setdefault(key, []).extend(rendered(step, key, args.output))
     except Exception as exc:
         code = None if isinstance(exc, BrokenPipeError) else input_error_code(exc)
         if code is None:
@@ -92,6 +95,20 @@ def run(args) -> int:
         print(f"kfold trace: no record touched {args.key}{_hint(args.key, seen)}", file=sys.stderr)
         return 1
     return 0
+
+
+def rendered(step, key: str, output: str) -> list[str]:
+    """``step_lines`` as printed: as they are, or (json) one object for the record, its header
+    split into ``seq``, ``at`` (ISO 8601 server time, null before any) and ``record``."""
+    lines = list(step_lines(step, key))
+    if output != "json" or not lines:
+        return lines
+    import json
+    from kfold.timeline import record_line
+    rec = step.record
+    at = lines[0][len(f"#{rec.seq} "):].removesuffix(" " + record_line(rec))
+    return [json.dumps({"seq": rec.seq, "at": None if rec.at is None else at, "record": record_line(rec),
+                        "details": [line.strip() for line in lines[1:]]})]
 
 
 def _hint(key: str, seen: set[str]) -> str:

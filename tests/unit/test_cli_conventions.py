@@ -164,3 +164,14 @@ def _examples():
 def test_every_example_parses(path, words):
     assert words[0] == "kfold" and tuple(words[1:1 + len(path)]) == path
     build_parser().parse_args(words[1:])   # argparse exits 2 on a bad one
+
+
+def test_trace_json_is_one_object_per_record_matching_the_text(capsys):
+    key = next(r for r in _golden_lines() if r["rec"] == "observed" and r["kind"] == "Session")
+    _, text, _ = _trace(capsys, GOLDEN, key["name"])
+    code, out, _ = _trace(capsys, GOLDEN, key["name"], "-o", "json")
+    objs = [json.loads(line) for line in out.splitlines()]
+    headers = [line for line in text.splitlines() if line.startswith("#")]
+    assert code == 0 and len(objs) == len(headers)
+    assert [f"#{o['seq']} {o['at']} {o['record']}" for o in objs] == headers
+    assert sum(len(o["details"]) for o in objs) + len(objs) == len(text.splitlines())
