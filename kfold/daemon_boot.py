@@ -245,11 +245,12 @@ def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClocks, registry:
     out = []
     for handle, tenant, name, ns in remote:
         reach = (lambda t=tenant, n=name: registry.reach(t, n))
+        where = f"registered cluster {name} of tenant {tenant}: `kfold cluster list --tenant {tenant}`"
         out.append(Observer(reach, handle, "v1", "Pod", "pods", ns, daemon.submit, clock.for_cluster(handle),
-                            label_selector=MANAGED_SELECTOR, **common))
+                            label_selector=MANAGED_SELECTOR, where=where, **common))
         if repo.kind in daemon.machines.by_kind:  # per-node status for the Sessions placed there
             out.append(Observer(reach, handle, repo.api_version, repo.kind, repo.plural, ns, daemon.submit,
-                                clock.for_cluster(handle), optional=True, **common))
+                                clock.for_cluster(handle), optional=True, where=where, **common))
     return out
 
 
