@@ -56,6 +56,7 @@ REMIND_S = 300.0   # an apiserver still unreachable is mentioned again at most t
 # cluster -> [monotonic time of the first failure, of the last line logged]: every observer of a
 # cluster shares it, so an unreachable apiserver is one ERROR, not one per watch
 _UNREACHABLE: dict[str, list[float]] = {}
+_ANSWERED: dict[str, float] = {}   # cluster -> monotonic time it answered again after being unreachable
 
 Sink = Callable[[list[Record]], Awaitable[Any]]
 CHANGE_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -145,6 +146,7 @@ class Observer:
         self.timeouts = (connect_timeout_s, read_timeout_s or idle_timeout_s + 5.0)
         self.backoff = WatchBackoff(backoff[0], backoff[1], backoff_reset_s, rng, monotonic)
         self.list_batch, self._sleep, self._monotonic = list_batch, sleep, monotonic
+        self._sent_at = 0.0   # monotonic time the last GET was sent
         self.where = where   # how the cluster was reached, for messages ("context kind-dev of ~/.kube/config")
         self.rv = ""
         self.synced = False
@@ -219,7 +221,10 @@ class Observer:
         where = f"{self._server()}" + (f" ({self.where})" if self.where else "")
         extra = {"cluster": self.cluster, "server": self._server()}
         seen = _UNREACHABLE.get(self.cluster)
-        if seen is None:
+        if seen is None and self._sent_at <= _ANSWERED.get(self.cluster, float("-inf")):
+            log.debug("observer %s/%s: %s (sent before the apiserver answered again); retrying in %.2fs",
+                      self.cluster, self.kind, why, delay, extra=extra)
+        elif seen is None:
             _UNREACHABLE[self.cluster] = [now, now]
             log.error("cannot reach the apiserver of cluster %s at %s: %s; retrying quietly with backoff "
                       "(a reminder every %.0fs); check the kubeconfig's server and context, and the network",
@@ -234,6 +239,7 @@ class Observer:
     def _reached(self) -> None:
         seen = _UNREACHABLE.pop(self.cluster, None)
         if seen is not None:
+            _ANSWERED[self.cluster] = self._monotonic()
             log.info("the apiserver of cluster %s at %s answers again (unreachable for %.0fs)", self.cluster,
                      self._server(), self._monotonic() - seen[0], extra={"cluster": self.cluster})
 
@@ -372,6 +378,7 @@ class Observer:
     # -- helpers ----------------------------------------------------------------------------
     def _get(self, query: list[tuple[str, Any]]) -> Any:
         """Blocking GET in a worker thread: feeds the clock from any answer, raises on non-2xx."""
+        self._sent_at = self._monotonic()
         resp = open_get(self._api, self.path, query, self.timeouts)
         if self.cluster in _UNREACHABLE:
             self._reached()
