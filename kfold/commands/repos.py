@@ -97,15 +97,26 @@ def rows_from_cluster(kubeconfig: str, namespace: str | None, context: str | Non
     ``namespace``: the context's, else ``default``."""
     import tempfile
 
+    import urllib3
     from kubernetes import client
+    from engine.effects.kube_errors import transport_reason
     from kfold.registry import MemoryCredentials, RegistrationIndex, Registry
     with tempfile.TemporaryDirectory() as unused:
         registry = Registry(RegistrationIndex(unused), MemoryCredentials())
         try:
             api = client.CustomObjectsApi(registry.home(kubeconfig, context, allow_exec=allow_exec))
-            return _list(api, namespace or getattr(registry.home_source, "namespace", None) or "default")
+            source = registry.home_source
+            try:
+                return _list(api, namespace or getattr(source, "namespace", None) or "default")
+            except (urllib3.exceptions.HTTPError, OSError) as exc:   # no answer at all: say where and why
+                raise Unreachable(f"cannot reach the apiserver at {source.endpoint} ({source.describe()}): "
+                                  f"{transport_reason(exc)}") from None
         finally:
             registry.close()
+
+
+class Unreachable(Exception):
+    """The apiserver gave no answer (refused, reset, DNS, TLS, timeout)."""
 
 
 def _list(api: Any, namespace: str) -> list[dict[str, Any]]:

@@ -90,3 +90,12 @@ def test_an_exec_plugin_is_refused_without_allow_exec(tmp_path, capsys, monkeypa
                                                   "command": "gke-gcloud-auth-plugin"}}}]}))
     assert main(["repos", "--kubeconfig", str(kc), "-n", "x"]) == 1
     assert "--allow-exec" in capsys.readouterr().err
+
+
+def test_an_unreachable_apiserver_is_one_line_naming_server_and_context(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    kc = _kubeconfig(tmp_path / "kc.yaml", "http://127.0.0.1:9")   # current context "dead": port 1
+    assert main(["repos", "--kubeconfig", str(kc), "-n", "x"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (f"kfold repos: {kc}: cannot reach the apiserver at http://127.0.0.1:1 (context dead of {kc}): "
+                   "connection refused")
