@@ -226,7 +226,8 @@ def record_line(rec: Record) -> str:
         return f"deadline {rec.machine} {rec.key} {rec.name} (due {iso(rec.due)})"
     if rec.rec == "outcome":
         reason = f" {rec.status_reason}" if rec.status_reason else ""
-        return f"outcome {rec.effect_id} {rec.result}{reason}" + (f" ({rec.code})" if rec.code else "")
+        why = f": {rec.message}" if rec.message and rec.result != "ok" else ""
+        return f"outcome {rec.effect_id} {rec.result}{reason}" + (f" ({rec.code})" if rec.code else "") + why
     if rec.rec == "effect":
         term = f" [term {rec.term}]" if getattr(rec, "term", None) is not None else ""   # kfold.leader
         if term and getattr(rec, "shard", None) is not None:   # kfold.shards

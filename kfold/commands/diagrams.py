@@ -11,9 +11,20 @@ import sys
 from pathlib import Path
 
 
+EXAMPLES = """examples:
+  kfold diagrams --machine session               # Mermaid on stdout
+  kfold diagrams --format svg -o docs/diagrams/  # one SVG per machine
+  kfold diagrams --update-readme README.md
+
+exit codes: 0 drawn; 2 bad arguments (an unknown machine, SVG of several to stdout) or a file that
+cannot be written."""
+
+
 def register(sub) -> None:
-    p = sub.add_parser("diagrams", help="draw the state machines' transition tables (Mermaid or SVG)")
-    p.add_argument("--format", choices=("mermaid", "svg"), default="mermaid")
+    import argparse
+    p = sub.add_parser("diagrams", help="draw the state machines' transition tables (Mermaid or SVG)",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--format", choices=("mermaid", "svg"), default="mermaid", help="Mermaid text (default) or SVG")
     p.add_argument("-o", "--output", metavar="DIR", default=None, help="write one file per machine into DIR")
     p.add_argument("--machine", default=None, help="only this machine's table (e.g. session)")
     p.add_argument("--highlight", default=None, metavar="STATE", help="mark this state")
