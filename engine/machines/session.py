@@ -123,6 +123,8 @@ class SessionMachine(Machine):
                 return ctx.tell("pod", args["pod"], "delete", reply_to="session", reply_key=key,
                                 reason="created for a session that is gone")
             return ctx.log(key, f"{message} for a session kfold no longer tracks; ignored", level="debug")
+        if message == "secret_listed":
+            return save(ctx, key, secret.listed(ctx, key, d, args, flow.spec_of(d, config(ctx) or SessionConfig())))
         save(ctx, key, replies.on_message(ctx, key, d, message, args))
 
     def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
