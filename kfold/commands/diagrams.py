@@ -1,6 +1,7 @@
 """``kfold diagrams [--format mermaid|svg] [-o DIR] [--machine NAME] [--update-readme FILE]``.
 
-Draws each machine's transition table (``kfold.diagrams``). Without ``-o``, Mermaid goes to
+Draws each machine's transition table (``kfold.diagrams``; SVG is laid out by Graphviz's ``dot``,
+and without it the command says what to install and exits 2). Without ``-o``, Mermaid goes to
 stdout (SVG too, for one ``--machine``); with ``-o DIR``, one ``<machine>.mmd`` or ``<machine>.svg``
 per table. ``--update-readme`` rewrites the generated block of a Markdown file in place.
 """
@@ -40,6 +41,14 @@ def run(args) -> int:
             return 2
         found = {args.machine: found[args.machine]}
     draw = diagrams.svg if args.format == "svg" else diagrams.mermaid
+    try:
+        return _write(args, found, draw)
+    except diagrams.DotMissing as exc:
+        print(f"kfold diagrams: {exc}", file=sys.stderr)
+        return 2
+
+
+def _write(args, found, draw) -> int:
     suffix = ".svg" if args.format == "svg" else ".mmd"
     if args.output is None:
         if args.format == "svg" and len(found) > 1:
