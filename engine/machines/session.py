@@ -123,17 +123,19 @@ class SessionMachine(Machine):
                 return ctx.tell("pod", args["pod"], "delete", reply_to="session", reply_key=key,
                                 reason="created for a session that is gone")
             return ctx.log(key, f"{message} for a session kfold no longer tracks; ignored", level="debug")
+        if message == "secret_listed":
+            return save(ctx, key, secret.listed(ctx, key, d, args, flow.spec_of(d, config(ctx) or SessionConfig())))
         save(ctx, key, replies.on_message(ctx, key, d, message, args))
 
     def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
+        if effect.type in ("event", "post_event"):   # a report (it names no object kind): its answer decides nothing
+            if rec.result not in ("ok", "already_exists"):
+                what = getattr(effect, "event_name", "") or f"{effect.reason} on Session {effect.regarding.get('name', '')}"
+                ctx.log(effect.key, f"event {what} not recorded: {rec.result} {rec.message}".strip(), level="debug")
+            return None
         d = ctx.get(effect.key)
         if not isinstance(d, SessionDecision):
             return
-        if effect.type == "event":   # a report (it names no object kind): its answer decides nothing
-            if rec.result not in ("ok", "already_exists"):
-                ctx.log(effect.key, f"event {effect.event_name} not recorded: {rec.result} {rec.message}".strip(),
-                        level="debug")
-            return None
         if (effect.kind, effect.type, rec.result) == ("Session", "get", "not_found"):
             return session_gone(ctx, effect.key)  # a quorum read proves the Session deleted
         if effect.id == d.ahead_read:
@@ -151,7 +153,7 @@ class SessionMachine(Machine):
 
     def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
         d = ctx.get(effect.key)
-        if isinstance(d, SessionDecision):
+        if isinstance(d, SessionDecision) and effect.type not in ("event", "post_event"):   # a report: never repeated
             save(ctx, effect.key, in_doubt(ctx, effect.key, d, effect))
 
     def on_quarantine(self, ctx: Ctx, key: str, error: str) -> None:
@@ -370,6 +372,8 @@ def from_status(d: SessionDecision, v: Any) -> SessionDecision:
     the pod's own shape is not compared."""
     if v.generation <= 0:
         return d
+    # what the status shows was evented when it was written: not posted again
+    d = d.but(evented=status.event_mark(v.phase, v.generation, v.failure[0] or "Failed" if v.phase == "Failed" else ""))
     if v.phase in LIVE:
         return d.but(generation=v.generation - 1)
     if v.phase == "Failed":

@@ -53,6 +53,16 @@ def lookup(ctx: Ctx, handle: str, namespace: str, session: str) -> str | None:
     return _index(ctx).slots.get(slot(handle, namespace, session))
 
 
+def peek(ctx: Ctx, handle: str, namespace: str, session: str) -> str | None:
+    """``lookup`` for another machine (the pod machine's sweeps): reads the session machine's
+    index, or its records when there is none, and stores nothing."""
+    want = slot(handle, namespace, session)
+    got = ctx.get(INDEX_KEY, "session")
+    if isinstance(got, TargetIndex):
+        return got.slots.get(want)
+    return next((key for key, d in ctx.items("session") if slot_of(d) == want), None)
+
+
 def none_tracked(ctx: Ctx) -> bool:
     """True when ``lookup`` answers None for every slot and changes nothing: the index is empty,
     or there is no index and no Session to build one from. Reads only (``_index`` would store a
