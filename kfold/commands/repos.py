@@ -109,13 +109,13 @@ def rows_from_cluster(kubeconfig: str, namespace: str | None, context: str | Non
             try:
                 return _list(api, namespace or getattr(source, "namespace", None) or "default")
             except (urllib3.exceptions.HTTPError, OSError) as exc:   # no answer at all: say where and why
-                raise Unreachable(f"cannot reach the apiserver at {source.endpoint} ({source.describe()}): "
+                raise ApiserverUnreachable(f"cannot reach the apiserver at {source.endpoint} ({source.describe()}): "
                                   f"{transport_reason(exc)}") from None
         finally:
             registry.close()
 
 
-class Unreachable(Exception):
+class ApiserverUnreachable(Exception):
     """The apiserver gave no answer (refused, reset, DNS, TLS, timeout)."""
 
 

@@ -117,7 +117,8 @@ def test_a_quarantined_session_says_so_in_its_status_and_its_decision_stays(monk
 
     monkeypatch.setattr(session_machine, "session_view", boom)
     effects = w.s.observe(session_obj(SPEC, rv="9"), at(1))
-    assert [e.type for e in effects] == ["log", "patch"]
+    assert [e.type for e in effects] == ["log", "patch", "post_event"]
+    assert effects[2].reason == "Quarantined" and effects[2].event_type == "Warning" and "KeyError" in effects[2].note
     ready = next(c for c in effects[1].patch["status"]["conditions"] if c["type"] == "Ready")
     assert ready["reason"] == "Quarantined" and "KeyError" in ready["message"]
     assert w.decision() == before  # frozen as it was
@@ -130,5 +131,8 @@ def test_a_quarantined_session_says_so_in_its_status_and_its_decision_stays(monk
 def test_kfold_run_refuses_a_boot_command_the_fold_cannot_take_in_one_line():
     from kfold.commands.run import _refusal
     error = SeamError("command pod.sweep_secrets refused: field grace_seconds: Input should be a valid integer")
-    line = _refusal(error, "/var/lib/kfold/journal.db")
+    from types import SimpleNamespace
+    cfg = SimpleNamespace(journal=SimpleNamespace(path="/var/lib/kfold/journal.db"),
+                          http=SimpleNamespace(listen="0.0.0.0:8080"))
+    line = _refusal(error, cfg)
     assert line.startswith("command pod.sweep_secrets refused: field grace_seconds") and "nothing was journaled" in line

@@ -41,7 +41,7 @@ def status_writes(records) -> list[tuple[int, str, int, str | None]]:
     out = []
     for r in records:
         e = r.get("effect") if r["rec"] == "effect" else None
-        if e and e["kind"] == "Session" and e.get("subresource") == "status":
+        if e and e.get("kind") == "Session" and e.get("subresource") == "status":
             status = e["patch"]["status"]
             out.append((int(e["id"].split(".")[0]), status["phase"], status["generation"], status["podName"]))
     return out
