@@ -130,7 +130,9 @@ class BringUps:
             self._began.pop(key, None)
         elif d.phase in BRINGING_UP:
             began = self._began.get(key)
-            if began is None or began[0] != d.generation:
+            if began is not None and began[0] == 0:   # seen before its first generation began: same bring-up
+                self._began[key] = (d.generation, began[1])
+            elif began is None or began[0] != d.generation:
                 self._began[key] = (d.generation, _home_ms(rec, d, clock))
         elif d.phase == "Ready":
             began = self._began.pop(key, None)

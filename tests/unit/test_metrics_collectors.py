@@ -115,3 +115,11 @@ def test_each_metrics_has_its_own_registry_with_help_on_every_family():
             "kfold_journal_filesystem_size_bytes", "kfold_effects_in_flight"} <= set(fams)
     assert 'kfold_effects_total{result="ok",type="create"} 1.0' in text
     assert "kfold_effects_total{" not in two.text(), "the second daemon's registry saw nothing"
+
+
+def test_a_session_seen_before_its_first_generation_is_timed_from_that_sighting():
+    b = BringUps()
+    b.moved(state(), state(session("a", generation=0)), [observed("a", 1_000)], [()], None)
+    b.moved(state(session("a", generation=0)), state(session("a", "Creating")), [observed("a", 3_000)], [()], None)
+    b.moved(state(session("a", "Creating")), state(session("a", "Ready")), [observed("a", 6_000)], [()], None)
+    assert totals(b) == {"kfold_session_time_to_ready_seconds_count": 1, "kfold_session_time_to_ready_seconds_sum": 5.0}
