@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # build_promtool.sh - build promtool (checks and unit-tests deploy/prometheus rules) from the
 # prometheus Go module into ${KFOLD_CACHE:-$HOME/.cache/kfold}/bin/promtool.
-# Skipped when bin/.promtool.version holds the same pin (FORCE=1 rebuilds). Cold build on 2 cores
-# takes several minutes: run it in the background. Env: KFOLD_CACHE, BUILD_P (go build -p, default 2).
+# Skipped when bin/.promtool.version holds the same pin (FORCE=1 rebuilds). A cold build compiles much of
+# client-go and the cloud SDKs of service discovery: 52 min at -p 1 on 2 loaded cores; run it in the
+# background. Env: KFOLD_CACHE, BUILD_P (go build -p, default 2).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/syspath.sh"
 
