@@ -40,7 +40,8 @@ Guarantees:
   clock. With no server clock reading the ticker sleeps (``MAX_SLEEP_S`` at most); it never spins.
 - Latency (``metrics``, the daemon's monotonic clock, never the fold's): each inbox entry carries
   when it arrived; folding its records, issuing the effects they emitted and getting those
-  effects' outcomes back feed the histograms of ``kfold.http.Metrics``.
+  effects' outcomes back feed the histograms of ``kfold.metrics.Metrics``; each fold's Session
+  decisions before and after feed its time to Ready and failures (``BringUps``, server clock).
 - Leadership (``gate``, set when ``leader.enabled``; ``kfold.leader``): an effect is journaled as
   issued only while ``gate()`` gives a term, and carries it (``EffectIssued.term``); without one
   (standby, or the term fenced) keys are held and the ticker's retries wait. ``resume()`` (a term
@@ -285,9 +286,11 @@ class Daemon:
             while j < len(records) and isinstance(records[j], _PLAIN):
                 j += 1
             if j - i > 1:
-                t0 = time.perf_counter()
+                t0, before = time.perf_counter(), self.state
                 self.state, per_record = fold_many(self.state, records[i:j], self.machines)
                 t1 = time.perf_counter()
+                if self.metrics is not None:
+                    self.metrics.bringups.moved(before, self.state, records[i:j], per_record, self.clock)
                 share = (t1 - t0) / (j - i)
                 for k, (rec, effects) in enumerate(zip(records[i:j], per_record), start=i):
                     self.index.add(effects)
@@ -310,11 +313,12 @@ class Daemon:
             before = self.state.pending.get(rec.effect_id)
         elif isinstance(rec, Command) and rec.name == "effect.in_doubt":
             before = self.state.pending.get(rec.args.get("effect_id", ""))
-        t0 = time.perf_counter()
+        t0, state = time.perf_counter(), self.state
         self.state, effects = fold(self.state, rec, self.machines)
         self.index.add(effects)
         if self.metrics is not None:
             t1 = time.perf_counter()
+            self.metrics.bringups.moved(state, self.state, (rec,), (effects,), self.clock)
             self.metrics.folded(rec, t1 - t0)
             self._note_born(index, t1, effects)
         if isinstance(rec, EffectIssued) and before is not None and not before.issued and not self.stopping:

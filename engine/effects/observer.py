@@ -124,7 +124,9 @@ class Observer:
 
     Counters (plain attributes, read by /metrics): ``events``, ``listed``, ``bookmarks``,
     ``relists``, ``restarts`` (by reason: timeout, idle, gone, throttled, error), ``failures``,
-    ``watch_requests``; ``synced`` is True once the first list is journaled."""
+    ``watch_requests``; ``synced`` is True once the first list is journaled; ``progressed_at``
+    (``monotonic``, None before the first list) when it last heard from the apiserver: a list
+    journaled, a watch request answered, a batch of events or bookmarks read, a watch ended on time."""
 
     def __init__(self, client_factory: Callable[[], Any], cluster: str, api_version: str,
                  kind: str, plural: str, namespace: str, sink: Sink, clock: ServerClock,
@@ -146,6 +148,7 @@ class Observer:
         self.timeouts = (connect_timeout_s, read_timeout_s or idle_timeout_s + 5.0)
         self.backoff = WatchBackoff(backoff[0], backoff[1], backoff_reset_s, rng, monotonic)
         self.list_batch, self._sleep, self._monotonic = list_batch, sleep, monotonic
+        self.progressed_at: float | None = None
         self._sent_at = 0.0   # monotonic time the last GET was sent
         self.where = where   # how the cluster was reached, for messages ("context kind-dev of ~/.kube/config")
         self.rv = ""
@@ -259,6 +262,7 @@ class Observer:
         for start in range(0, len(drafts), self.list_batch):
             await self.sink(drafts[start:start + self.list_batch])
         self.rv, self.synced, self.problem = rv, True, None
+        self.progressed_at = self._monotonic()
         self.listed += len(items)
         self.relists += 1
 
@@ -280,6 +284,7 @@ class Observer:
             if exc.code == 410:
                 raise Gone(str(exc)) from None
             raise
+        self.progressed_at = self._monotonic()
         pump = LinePump(resp, asyncio.get_running_loop(), name=f"{self.cluster}-{self.kind}").start()
         try:
             return await self._consume(pump)
@@ -303,6 +308,7 @@ class Observer:
 
     def _ended(self, end: StreamEnd) -> str:
         if end.error is None:
+            self.progressed_at = self._monotonic()
             return "timeout"
         if isinstance(end.error, ReadTimeoutError):  # the client read timeout: silence too long
             return "idle"
@@ -314,6 +320,7 @@ class Observer:
         return query + self._list_query()
 
     async def _handle_lines(self, lines: list[bytes]) -> None:
+        self.progressed_at = self._monotonic()
         drafts: list[Record] = []
         rv, at = self._inflight[1] if self._inflight else self.rv, self.clock.now_ms()
         for i, line in enumerate(lines):

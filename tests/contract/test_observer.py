@@ -207,6 +207,20 @@ async def test_a_stalled_watch_is_restarted_after_the_idle_timeout_from_the_same
     assert len(stub.of_kind("list")) == 1 and h.sleeps == []
 
 
+async def test_watch_progress_is_stamped_by_the_list_and_by_each_answered_watch(stub):
+    """``progressed_at`` (/metrics' watch lag): when the watch last heard from the apiserver."""
+    now = [7.0]
+    stub.lists = [ListReply([], rv="10")]
+    stub.watches = [WatchReply([event("ADDED", pod("a", "11"))], end="stall")]
+    h = Harness(stub, idle_timeout_s=0.2, read_timeout_s=5.0, monotonic=lambda: now[0])
+    assert h.observer.progressed_at is None
+    await h.run_until(lambda: h.observer.events == 1)
+    assert h.observer.progressed_at == 7.0
+    now[0] = 30.0
+    await h.run_until(watches_at_least(h, 2))   # the stalled one ended idle; the next was answered
+    assert h.observer.progressed_at == 30.0
+
+
 async def test_the_client_read_timeout_also_ends_a_silent_stream_as_idle(stub):
     stub.watches = [WatchReply([], end="stall")]
     h = Harness(stub, idle_timeout_s=5.0, read_timeout_s=0.2)

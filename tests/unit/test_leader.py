@@ -361,9 +361,9 @@ async def test_readyz_and_metrics_say_who_leads_under_which_term(server, mono):
     await b.step()
     assert leader_text(a) == "leader of lease kfold/kfold, term 1, as a\n"
     assert leader_text(b) == "standby for lease kfold/kfold (held by a), as b\n"
-    assert 'kfold_leader{lease="kfold/kfold",holder="a",term="1"} 1' in leader_metrics(a)
-    assert 'kfold_leader{lease="kfold/kfold",holder="b",term=""} 0' in leader_metrics(b)
-    assert 'kfold_leader_transitions_total{lease="kfold/kfold",what="acquired"} 1' in leader_metrics(a)
+    assert 'kfold_leader{holder="a",lease="kfold/kfold",term="1"} 1.0' in leader_metrics(a)
+    assert 'kfold_leader{holder="b",lease="kfold/kfold",term=""} 0.0' in leader_metrics(b)
+    assert 'kfold_leader_transitions_total{lease="kfold/kfold",what="acquired"} 1.0' in leader_metrics(a)
 
 
 async def test_an_unexpected_error_does_not_end_the_election(server, mono, caplog):

@@ -74,7 +74,7 @@ async def test_a_daemon_recovers_over_a_poison_journal_and_other_objects_go_on()
     await d.submit([pod("bad", T2030 + 4)])                           # a quarantined key hears nothing
     assert d.state.table("pod").get("local/work/bad") is None
     body = d.metrics.render([], 0, None, d.state.seq, d.state.quarantine)
-    assert 'kfold_quarantined{what="object"} 1' in body and 'kfold_quarantined{what="command"} 1' in body
+    assert 'kfold_quarantined{what="object"} 1.0' in body and 'kfold_quarantined{what="command"} 1.0' in body
     await d.stop()
 
     again = daemon_on(await MemoryJournal(j.store).open())  # a restart on the same journal

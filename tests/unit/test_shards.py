@@ -339,9 +339,9 @@ async def test_readyz_and_metrics_show_each_shard(server, mono):
     assert f"shard {mine}: leader of lease kfold/kfold-shard-{mine}, term" in text
     assert f"shard {other}: standby for lease kfold/kfold-shard-{other} (held by b), as a" in text
     m = leader_metrics(a)
-    assert f'kfold_leader{{lease="kfold/kfold-shard-{mine}",shard="{mine}",holder="a",term="' in m
-    assert "kfold_shards_held 1" in m and "kfold_replicas_live 2" in m
-    assert "kfold_leader_fenced_requests_total 0" in m
+    assert f'kfold_leader{{holder="a",lease="kfold/kfold-shard-{mine}",shard="{mine}",term="' in m
+    assert "kfold_shards_held 1.0" in m and "kfold_replicas_live 2.0" in m
+    assert "kfold_leader_fenced_requests_total 0.0" in m
 
 
 def test_the_shards_setting_defaults_to_one_lease():
