@@ -1,4 +1,4 @@
-"""The ``kfold`` command line: a thin dispatcher over ``kfold.commands.<name>.register``.
+"""The ``kfold`` command line: a thin dispatcher over ``kfold.cli.commands.<name>.register``.
 
 Each subcommand module adds its parser and sets ``func`` (returning an exit code). A module that
 fails to import is reported by name rather than hiding every other command.
@@ -22,7 +22,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS if only is None else (only,):
         try:
-            module = importlib.import_module(f"kfold.commands.{name}")
+            module = importlib.import_module(f"kfold.cli.commands.{name}")
         except ImportError as exc:
             broken = sub.add_parser(name, help=f"(unavailable: {exc})")
             broken.set_defaults(func=lambda _a, e=exc, n=name: _unavailable(n, e))

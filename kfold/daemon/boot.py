@@ -13,7 +13,7 @@ Guarantees:
   with server time.
 - One daemon per journal: ``run`` holds ``<journal>.lock`` (``writer_lock``) from before it reads
   the journal until it returns; a second ``kfold run`` on the same file is refused.
-- Registrations are followed while running (``kfold.daemon_follow``): a change journals a fresh
+- Registrations are followed while running (``kfold.daemon.follow``): a change journals a fresh
   ``session.configure`` and starts or stops the registered clusters' observers.
 - The registry is the only client constructor (``Registry.home``); this module never builds one.
 """
@@ -27,21 +27,21 @@ import time
 from functools import partial
 from typing import Any, Callable, Mapping
 
-from engine.effects import executor_resources as res
-from engine.effects.clock import ServerClocks
-from engine.effects.executor import Backoff, Executor
-from engine.effects.executor_transport import KubeTransport
+from engine.effects.io import resources as res
+from engine.effects.io.clock import ServerClocks
+from engine.effects.io.executor import Backoff, Executor
+from engine.effects.io.transport import KubeTransport
 from engine.labels import MANAGED_SELECTOR
 from engine.seams import SeamError, SessionConfigure
 from journal.records import Command
 from journal.store import JournalError
-from kfold.config import Config
-from kfold.daemon import Daemon
-from kfold.daemon_clusters import client_for, open_registry, registrations
-from kfold.daemon_follow import Follower
-from kfold.http import HttpServer, Metrics, routes_for
-from kfold.leader import Elector, Fence, FencedTransport, identity
-from kfold.shards import ShardedExecutor, ShardedTransport, ShardSet
+from kfold.daemon.config import Config
+from kfold.daemon.loop import Daemon
+from kfold.daemon.clusters import client_for, open_registry, registrations
+from kfold.daemon.follow import Follower
+from kfold.daemon.http import HttpServer, Metrics, routes_for
+from kfold.daemon.leader import Elector, Fence, FencedTransport, identity
+from kfold.daemon.shards import ShardedExecutor, ShardedTransport, ShardSet
 
 log = logging.getLogger("kfold.daemon")
 
@@ -104,7 +104,7 @@ def _bind_args(cfg: Config, env: Mapping[str, str], cluster: str, ns: str) -> di
 def periodic_commands(cfg: Config, remote: Callable[[], list[tuple[str, str, str, str]]] = lambda: []
                       ) -> list[tuple[int, str, Callable[[], list[dict[str, Any]]]]]:
     """``(interval_s, command, args per namespace at each run)``; the Repo gc and the sweeps run
-    on the registered clusters too, the ones registered at that run (see ``kfold.daemon_follow``).
+    on the registered clusters too, the ones registered at that run (see ``kfold.daemon.follow``).
     Each is decided on its own cluster's server clock (a gc on its list response's Date)."""
     home = cfg.cluster.name
 
@@ -179,7 +179,7 @@ def _observer_options(cfg: Config, daemon: Daemon) -> dict[str, Any]:
 def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClocks) -> list[Any]:
     """Every observed kind in every watched namespace of the home cluster (the registered
     clusters' watches are the ``Follower``'s: ``remote_observers``)."""
-    from engine.effects.observer import Observer
+    from engine.effects.io.observer import Observer
     out = []
     common = _observer_options(cfg, daemon)
     for r in observed_kinds(daemon):
@@ -233,7 +233,7 @@ def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClocks, registry:
     """kfold's pods and the Repos on each registered target ``(handle, tenant, name, namespace)``.
     A Repo watch there is ``optional`` for /readyz: a cluster without the Repo CRD runs Sessions
     that name no repository."""
-    from engine.effects.observer import Observer
+    from engine.effects.io.observer import Observer
     common = _observer_options(cfg, daemon)
     repo = next(r for r in res.RESOURCES if r.kind == "Repo")
     out = []
@@ -248,7 +248,7 @@ def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClocks, registry:
 
 
 async def run(cfg: Config, journal: Any = None, env: Mapping[str, str] | None = None) -> int:
-    from kfold.daemon_journal import writer_lock
+    from kfold.daemon.journal import writer_lock
     env = os.environ if env is None else env
     lock = writer_lock(cfg.journal.path) if journal is None else None  # before anything is read
     try:
@@ -259,13 +259,13 @@ async def run(cfg: Config, journal: Any = None, env: Mapping[str, str] | None = 
 
 
 async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
-    from kfold import gc_policy
-    gc_policy.set_thresholds()  # see kfold.gc_policy; recovery freezes what it loaded
+    from kfold.daemon import gc_policy
+    gc_policy.set_thresholds()  # see kfold.daemon.gc_policy; recovery freezes what it loaded
     registry, client = open_registry(cfg)
     clock, metrics = ServerClocks(home=cfg.cluster.name), Metrics()  # one server clock per cluster
     metrics.watch_gc()
     metrics.clients = registry.clients
-    sharded = cfg.leader.enabled and cfg.leader.shards > 1    # kfold.shards: one Lease per shard
+    sharded = cfg.leader.enabled and cfg.leader.shards > 1    # kfold.daemon.shards: one Lease per shard
     elector = make_elector(cfg, registry, clock) if cfg.leader.enabled and not sharded else None
     shards = make_shards(cfg, registry, clock) if sharded else None
     fence = Fence(elector.term) if elector is not None else shards.fence if shards is not None else None
@@ -329,7 +329,7 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
 
 def _sqlite_journal(cfg: Config) -> Any:
     """The journal at ``journal.path`` (its directory created), with the configured retention."""
-    from kfold.daemon_journal import open_journal
+    from kfold.daemon.journal import open_journal
     journal = open_journal(cfg.journal.path)
     journal.retention = cfg.journal.retention_policy()
     return journal

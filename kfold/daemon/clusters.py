@@ -8,14 +8,14 @@ Contract (shared with the session machine and the executor):
   ``registry.reach(tenant, name)`` and the home name to the home client. A handle whose
   registration is gone is refused by the registry before any request is sent.
 - Registrations are read at start and re-read every ``registry.rescan_seconds`` while the daemon
-  runs (``kfold.daemon_follow``).
+  runs (``kfold.daemon.follow``).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable
 
-from kfold.config import Config
+from kfold.daemon.config import Config
 
 
 def handle(name: str, tenant: str) -> str:

@@ -185,7 +185,7 @@ MIN_MARGIN_S = 2   # leader.margin_seconds: a server-clock step of up to 1 s, pl
 
 
 class LeaderConfig(_Model):
-    """Leader election on a Lease (kfold.leader); off: this daemon is the only writer (one replica)."""
+    """Leader election on a Lease (kfold.daemon.leader); off: this daemon is the only writer (one replica)."""
     enabled: bool = False
     lease_name: str = "kfold"
     namespace: str | None = None     # None: the service account's namespace, else the first of ``namespaces``
@@ -193,7 +193,7 @@ class LeaderConfig(_Model):
     renew_seconds: int = Field(10, ge=2)
     retry_seconds: float = Field(2, gt=0)
     margin_seconds: int = 2          # >= MIN_MARGIN_S (``_margin``)
-    # kfold.shards: > 1 spreads Sessions over the replicas, one Lease per shard (``<lease_name>-shard-<i>``);
+    # kfold.daemon.shards: > 1 spreads Sessions over the replicas, one Lease per shard (``<lease_name>-shard-<i>``);
     # 1: one Lease (``lease_name``), one leader, the others standbys
     shards: int = Field(1, ge=1, le=256)
 

@@ -224,7 +224,7 @@ def routes_for(daemon: Any, observers: list[Any], metrics: Metrics, leader: Any 
 
 def leader_text(e: Any) -> str:
     """/readyz's second line: a standby is ready too (its watches are warm; it takes over). With
-    shards (``kfold.shards``): a summary line, then one line per shard."""
+    shards (``kfold.daemon.shards``): a summary line, then one line per shard."""
     if hasattr(e, "electors"):
         held = e.held()
         return (f"shards: {len(held)} of {e.shards} held ({', '.join(map(str, held)) or 'none'}), "

@@ -1,7 +1,7 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease, judged on the apiserver's clock, with fencing.
 
 Shell side (it talks to the apiserver and reads the monotonic clock); the fold never sees it. The
-daemon asks ``Elector.term()`` before it journals an effect as issued (``kfold.daemon``), and the
+daemon asks ``Elector.term()`` before it journals an effect as issued (``kfold.daemon.loop``), and the
 executor's transport asks it again right before each request leaves (``fence_transport``).
 
 Expected flow (``Elector.run``, one task): every ``retry_seconds`` one ``step()``:
@@ -57,8 +57,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from engine.effects.clock import ServerClock
-from engine.effects.executor_transport import Request, Response, Transport, TransportError
+from engine.effects.io.clock import ServerClock
+from engine.effects.io.transport import Request, Response, Transport, TransportError
 from engine.rfc3339 import to_ms as parse_ms, to_text
 
 log = logging.getLogger("kfold.leader")
@@ -99,7 +99,7 @@ class Elector:
         self.lease_s, self.renew_s, self.retry_s, self.margin_s = lease_seconds, renew_seconds, retry_seconds, margin_seconds
         self._mono = monotonic
         self.on_change = on_change
-        # kfold.shards: a free or expired Lease is taken only while ``may_acquire()`` (this replica
+        # kfold.daemon.shards: a free or expired Lease is taken only while ``may_acquire()`` (this replica
         # is under its fair share); ``shard`` names the shard in the log lines. Defaults: one Lease.
         self.may_acquire, self.shard = may_acquire, shard
         self._term: Term | None = None
@@ -150,7 +150,7 @@ class Elector:
 
     async def release(self, reason: str = "released on stop",
                       drain: Callable[[], Awaitable[Any]] | None = None) -> None:
-        """On a clean stop (or a rebalance, ``kfold.shards``): give the Lease up so another replica
+        """On a clean stop (or a rebalance, ``kfold.daemon.shards``): give the Lease up so another replica
         need not wait for it to expire. Issuing stops first (the term is dropped), then ``drain``
         (requests already sent under the term finish), then the Lease is written free."""
         if self._term is None or self._lease is None:
@@ -219,7 +219,7 @@ class Elector:
                 return   # held and not expired on the server clock (or no server time yet: wait)
             why = f"acquired (expired, held by {holder})"
         if self.may_acquire is not None and not self.may_acquire():
-            return   # kfold.shards: at its fair share; another replica takes it
+            return   # kfold.daemon.shards: at its fair share; another replica takes it
         sent = self._mono()
         now = self._stamp(sent)
         if now is None:

@@ -40,12 +40,12 @@ Guarantees:
   clock. With no server clock reading the ticker sleeps (``MAX_SLEEP_S`` at most); it never spins.
 - Latency (``metrics``, the daemon's monotonic clock, never the fold's): each inbox entry carries
   when it arrived; folding its records, issuing the effects they emitted and getting those
-  effects' outcomes back feed the histograms of ``kfold.http.Metrics``.
-- Leadership (``gate``, set when ``leader.enabled``; ``kfold.leader``): an effect is journaled as
+  effects' outcomes back feed the histograms of ``kfold.daemon.http.Metrics``.
+- Leadership (``gate``, set when ``leader.enabled``; ``kfold.daemon.leader``): an effect is journaled as
   issued only while ``gate()`` gives a term, and carries it (``EffectIssued.term``); without one
   (standby, or the term fenced) keys are held and the ticker's retries wait. ``resume()`` (a term
   began) first puts every effect held since in doubt (its machine re-observes), then releases.
-  With shards (``shards``, ``leader.shards`` > 1; ``kfold.shards``) the same per shard: an effect
+  With shards (``shards``, ``leader.shards`` > 1; ``kfold.daemon.shards``) the same per shard: an effect
   goes out only under its shard's term (``EffectIssued.shard``), held keys wait per shard, and
   ``resume(acquired)`` re-observes only what was held for the shards acquired.
 - ``stop()`` (SIGTERM): observers stop, in-flight effects finish (bounded wait) and their outcomes
@@ -65,14 +65,14 @@ from typing import Any, Callable, Iterable, Iterator
 
 from engine import snapshot
 from engine.core import Machines, State, default_machines, fold, fold_many, initial_state
-from engine.effects.clock import ServerClocks
+from engine.effects.io.clock import ServerClocks
 from engine.effects.models import effect_to_dict
 from engine.effects.timers import PendingIndex, Ticker, ready_to_issue, seq_key
 from engine.seams import SeamError, check_command
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
 from journal.retention import SnapshotPolicy
-from kfold import gc_policy
-from kfold.shards import held_effects
+from kfold.daemon import gc_policy
+from kfold.daemon.shards import held_effects
 
 _PLAIN = (Observed, Relist, Deadline)  # records that touch no pending effect (see Daemon._fold)
 log = logging.getLogger("kfold.daemon")
@@ -109,12 +109,12 @@ class Daemon:
         self._sends: list[tuple[Any, int]] = []   # (effect, attempt) issued by the commit being folded
         self._sending: asyncio.Future | None = None   # the last commit's ``_send_when_durable``
         self.stopping = False
-        # Leadership (kfold.leader): the current term, or None = standby: nothing is issued, the
+        # Leadership (kfold.daemon.leader): the current term, or None = standby: nothing is issued, the
         # keys wait in ``_held`` until ``resume`` (on acquire). No gate: always issue (one replica).
         self.gate: Callable[[], int | None] | None = None
         self._held: set[str] = set()
         self._takeover = False
-        # Leadership by shard (kfold.shards, instead of ``gate``): ``shards.stamp(effect)`` gives
+        # Leadership by shard (kfold.daemon.shards, instead of ``gate``): ``shards.stamp(effect)`` gives
         # (shard, term); keys wait per shard in ``_held_by`` until ``resume(acquired)``.
         self.shards: Any = None
         self._held_by: dict[int | None, set[str]] = {}
@@ -262,7 +262,7 @@ class Daemon:
                 self._fold(rec)
 
     def _sharded(self, keys: set[str]) -> list[EffectIssued]:
-        """Each key's head issued under its shard's term, or held for that shard (kfold.shards).
+        """Each key's head issued under its shard's term, or held for that shard (kfold.daemon.shards).
         Keys held while a term lapsed (a late renewal) go out once the same term is valid again."""
         for s in [s for s in self._held_by if self._term_resumed(s)]:
             keys = keys | self._held_by.pop(s)
@@ -369,7 +369,7 @@ class Daemon:
     def resume(self, acquired: set[int | None] | None = None) -> None:
         """A leadership term began (through the committer, the only writer): every effect held
         while standby is put in doubt first (``_held_in_doubt``), then the keys are released.
-        ``acquired``: the shards whose terms began (kfold.shards); only their effects."""
+        ``acquired``: the shards whose terms began (kfold.daemon.shards); only their effects."""
         self._acquired |= acquired or set()
         self._takeover = True
         self._inbox.put_nowait(([], None, time.perf_counter()))

@@ -5,7 +5,7 @@ Guarantees:
   ConfigMap with the config, a PVC and a Deployment running ``kfold run --config
   /etc/kfold/config.yaml`` with ``/healthz`` liveness and ``/readyz`` readiness probes.
 - RBAC lists only what kfold does: the observers' list/watch, the effects' verbs
-  (``executor_ops``) on the kinds of ``executor_resources``; namespaces get/create only; no
+  (``ops``) on the kinds of ``resources``; namespaces get/create only; no
   ``deletecollection``, no ``escalate``, no wildcards; get/create/update on leases in kfold's own
   namespace, for leader election (``leader.enabled``).
 - The journal lives on a PersistentVolumeClaim, not an emptyDir: the journal IS the state (an
@@ -27,7 +27,7 @@ import yaml
 from kfold import __version__
 from engine.labels import MANAGED_LABELS
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 LABELS = {"app.kubernetes.io/name": "kfold", **MANAGED_LABELS}
 WATCH = ["get", "list", "watch"]
 DEFAULT_IMAGE = f"localhost/kfold:{__version__}"  # the name scripts/build_image.sh gives its archive
@@ -49,7 +49,7 @@ CLUSTER_RULES: list[dict[str, Any]] = [
 ]
 
 
-# get/create/update: the Lease (or each shard's); list/delete: the replicas' member Leases (kfold.shards)
+# get/create/update: the Lease (or each shard's); list/delete: the replicas' member Leases (kfold.daemon.shards)
 LEASE_RULES = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "create", "update", "delete"]}]
 
 
@@ -71,7 +71,7 @@ def rbac(ns: str, watched: list[str]) -> list[dict[str, Any]]:
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": _meta("kfold"), "subjects": sa,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kfold"}},
     ]
-    out += [  # leader election (kfold.leader): the Lease lives in kfold's own namespace
+    out += [  # leader election (kfold.daemon.leader): the Lease lives in kfold's own namespace
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta("kfold-leader", ns), "rules": LEASE_RULES},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta("kfold-leader", ns),
          "subjects": sa, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kfold-leader"}},

@@ -1,6 +1,6 @@
 """Scale-out: Sessions sharded over replicas, one ``coordination.k8s.io/v1`` Lease per shard.
 
-Shell side, like ``kfold.leader`` (whose ``Elector`` runs each shard's Lease, judged on the server
+Shell side, like ``kfold.daemon.leader`` (whose ``Elector`` runs each shard's Lease, judged on the server
 clock, fenced on the monotonic clock); the fold never sees it. Used when ``leader.shards`` > 1.
 
 Which shard an effect belongs to (``effect_shard``; every replica computes the same answer):
@@ -39,7 +39,7 @@ Who holds which shard (``ShardSet.step``, every ``retry_seconds``):
 Guarantees: an effect is journaled as issued only under a valid term of its own shard (or, when
 shared, of a shard this replica holds), and ``EffectIssued`` carries both ``term`` and ``shard``;
 the transport refuses to send a request whose effect's term has ended (``ShardFence``). Two
-replicas never hold the same shard in overlapping terms (``kfold.leader``'s argument, per Lease).
+replicas never hold the same shard in overlapping terms (``kfold.daemon.leader``'s argument, per Lease).
 The daemon (``Daemon.shards``) issues nothing under a newly acquired term until it has put in
 doubt what it decided for that shard meanwhile (``resume``); a term that passed its fence while
 its renewal was under way and was then renewed (the same term: nobody else took it) releases what
@@ -64,12 +64,12 @@ import math
 import time
 from typing import Any, Callable, Iterable
 
-from engine.effects.clock import ServerClock
-from engine.effects.executor import Executor
-from engine.effects.executor_transport import Request, Response, Transport, TransportError
+from engine.effects.io.clock import ServerClock
+from engine.effects.io.executor import Executor
+from engine.effects.io.transport import Request, Response, Transport, TransportError
 from engine.machines.base import split_key
 from engine.rfc3339 import to_ms as parse_ms
-from kfold.leader import RESOLUTION_MS, Elector, FencedTransport, micro_time
+from kfold.daemon.leader import RESOLUTION_MS, Elector, FencedTransport, micro_time
 
 log = logging.getLogger("kfold.leader")
 MEMBER_LABEL = "kfold.dev/members-of"

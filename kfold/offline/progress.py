@@ -32,7 +32,7 @@ def enabled(stream: IO[str] | None = None) -> bool:
 def journal_size(path: str, until: int | None = None) -> int | None:
     """How many records ``path`` holds (up to ``until``), or None if that cannot be told cheaply."""
     from journal.chain import JournalError
-    from kfold.sources import is_sqlite
+    from kfold.offline.sources import is_sqlite
     try:
         if is_sqlite(path):
             uri = f"file:{Path(path).absolute()}?mode=ro"

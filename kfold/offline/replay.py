@@ -47,7 +47,7 @@ class ReplayResult:
     divergence: Divergence | None = None
     in_flight: list[str] = field(default_factory=list)
     terms: Counter = field(default_factory=Counter)   # leadership term -> effects journaled as issued under it
-    shard_terms: Counter = field(default_factory=Counter)   # (shard, term) -> effects (kfold.shards)
+    shard_terms: Counter = field(default_factory=Counter)   # (shard, term) -> effects (kfold.daemon.shards)
 
     def summary(self) -> str:
         lines = [f"records folded: {self.records} (last seq {self.state.seq})"]
@@ -63,10 +63,10 @@ class ReplayResult:
         else:
             lines.append("effects: none")
         lines.append(f"pending effects: {len(self.state.pending)}; timers: {len(self.state.timers)}")
-        if self.shard_terms:   # kfold.shards: which shard's term issued what
+        if self.shard_terms:   # kfold.daemon.shards: which shard's term issued what
             lines.append("issued per shard and term: " + ", ".join(
                 f"shard {s} term {t}={n}" for (s, t), n in sorted(self.shard_terms.items())))
-        elif any(t is not None for t in self.terms):   # kfold.leader: which leadership term issued what
+        elif any(t is not None for t in self.terms):   # kfold.daemon.leader: which leadership term issued what
             lines.append("issued per leadership term: " + ", ".join(
                 f"{'none' if t is None else f'term {t}'}={n}" for t, n in sorted(self.terms.items(), key=lambda i: (i[0] is not None, i[0] or 0))))
         for key, q in sorted(self.state.quarantine.items()):

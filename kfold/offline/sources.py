@@ -149,7 +149,7 @@ def export(path: str, out: IO[bytes], until: int | None = None, sealed: bool = T
     JSONL source is sealed afresh over its records as written). ``since`` (SQLite): begin instead
     after the newest snapshot before ``since``, so record ``since`` and all after it are in the
     export (from the history's start when no snapshot is). ``progress`` wraps the rows
-    (``kfold.progress.counted``). Returns (first seq, records written)."""
+    (``kfold.offline.progress.counted``). Returns (first seq, records written)."""
     from journal.jsonl import ExportWriter, Start
     wrap = progress or (lambda rows, first: rows)
     if is_sqlite(path):

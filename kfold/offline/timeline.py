@@ -7,7 +7,7 @@ Guarantees:
   key, before, after; a write of an equal value is not a change), the effects it emitted, the
   timers it set or cancelled, whether a deadline fired or was stale, and the first divergence
   between a journaled effect and the one the current code recomputes (the ``--check`` rule of
-  ``kfold.replay``).
+  ``kfold.offline.replay``).
 - Which keys a record changed is learnt from the machines' own writes (a thin view over the fold
   context that notes ``put``/``drop``/timer calls), never by scanning whole tables, so one step
   costs the same with ten objects or ten thousand.
@@ -30,7 +30,7 @@ from engine.core import Machines, State, fold, initial_state
 from engine.effects.models import effect_to_dict
 from engine.machines import all_machines
 from journal.records import EffectIssued, Record
-from kfold.replay import Divergence, compare_issued
+from kfold.offline.replay import Divergence, compare_issued
 
 MACHINE_KIND = {"session": "Session", "pod": "Pod", "repo": "Repo"}
 
@@ -226,8 +226,8 @@ def record_line(rec: Record) -> str:
         reason = f" {rec.status_reason}" if rec.status_reason else ""
         return f"outcome {rec.effect_id} {rec.result}{reason}" + (f" ({rec.code})" if rec.code else "")
     if rec.rec == "effect":
-        term = f" [term {rec.term}]" if getattr(rec, "term", None) is not None else ""   # kfold.leader
-        if term and getattr(rec, "shard", None) is not None:   # kfold.shards
+        term = f" [term {rec.term}]" if getattr(rec, "term", None) is not None else ""   # kfold.daemon.leader
+        if term and getattr(rec, "shard", None) is not None:   # kfold.daemon.shards
             term = f" [shard {rec.shard} term {rec.term}]"
         return f"issued {rec.effect.get('id', '?')} {effect_line(rec.effect)}{term}"
     return rec.rec

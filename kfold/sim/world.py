@@ -1,14 +1,14 @@
 """One seeded simulation run: the real daemon pieces against ``SimApiServer``, faults, invariants.
 
-What runs for real: ``kfold.daemon.Daemon`` — its committer task (``run_committer``: the inbox,
+What runs for real: ``kfold.daemon.loop.Daemon`` — its committer task (``run_committer``: the inbox,
 group commit of everything queued, journal first, fold, EffectIssued, the submit futures),
 recovery with in-doubt effects, the ticker's deadlines and retries (``Ticker.due`` and the
 daemon's term stamping ``_fenced``, as ``run_ticker`` calls them) — over ``journal.memory``; the
-pure fold with the real machines; ``engine.effects.executor.Executor.run`` through
+pure fold with the real machines; ``engine.effects.io.executor.Executor.run`` through
 ``FakeTransport``; the observer's record construction (``Observer._observed`` with the journal's
-redactor); with ``second_daemon``, ``kfold.leader``'s ``Elector`` (acquire, renew, fence) on a Lease
+redactor); with ``second_daemon``, ``kfold.daemon.leader``'s ``Elector`` (acquire, renew, fence) on a Lease
 in the model, ``Fence``/``FencedTransport`` in front of the executor, and the daemon's gate and
-``resume`` exactly as ``kfold.daemon_boot`` wires them. What is simulated: the apiservers
+``resume`` exactly as ``kfold.daemon.boot`` wires them. What is simulated: the apiservers
 (``kfold.sim.apiserver``, one per cluster), the watch streams (events from its log, delivered by
 ``SimWatch`` with the observer's list -> Relist -> watch -> 410 -> list cycle), the users, time.
 
@@ -45,14 +45,14 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.effects.clock import ServerClocks
-from engine.effects.executor import Executor
-from engine.effects.fake import Fault, FakeTransport
-from engine.effects.observer import Observer
+from engine.effects.io.clock import ServerClocks
+from engine.effects.io.executor import Executor
+from engine.effects.io.fake import Fault, FakeTransport
+from engine.effects.io.observer import Observer
 from journal.memory import MemoryJournal, MemoryStore
 from journal.records import Command, EffectIssued, ListedKey, Relist
-from kfold.daemon import Daemon
-from kfold.leader import Elector, Fence, FencedTransport
+from kfold.daemon.loop import Daemon
+from kfold.daemon.leader import Elector, Fence, FencedTransport
 from kfold.sim import invariants
 from kfold.sim.apiserver import LEASE_PREFIX, SimApiServer
 
@@ -354,7 +354,7 @@ class Simulation:
             r.next_elect_ms = self.mono_ms
         r.executor = SimExecutor(Executor(transport, r.clocks.for_cluster, self._no_sink, env={}, rng=self.rng))
         r.daemon = Daemon(journal, lambda _sink: r.executor, r.clocks, monotonic=self._mono, snapshot_every=10**9)
-        if r.elector is not None:   # as kfold.daemon_boot wires them
+        if r.elector is not None:   # as kfold.daemon.boot wires them
             r.daemon.gate = self.leader_gate(r.elector)
             r.elector.on_change = lambda term, _reason, d=r.daemon: d.resume() if term is not None else None
         r.committer = r.daemon.spawn(r.daemon.run_committer(), "committer")
@@ -517,7 +517,7 @@ class Simulation:
 
     async def _sweep(self, r: Replica) -> None:
         """``kfold run``'s periodic sweeps (``run_periodic``): orphan Secrets on every cluster, orphan
-        pods on every cluster but the home one (``kfold.daemon_boot.periodic_commands``)."""
+        pods on every cluster but the home one (``kfold.daemon.boot.periodic_commands``)."""
         if self.mono_ms < r.next_sweep_ms:
             return
         r.next_sweep_ms = self.mono_ms + SWEEP_S * 1000

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.effects.fake import T2030, Fault
+from engine.effects.io.fake import T2030, Fault
 from engine.effects.models import CreateObject, DeleteObject, GetObject, ListObjects
 from tests.contract.exec_stub import port  # noqa: F401  (fixture)
 

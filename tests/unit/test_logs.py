@@ -3,7 +3,7 @@ import io
 import json
 import logging
 
-from kfold import logs
+from kfold.daemon import logs
 
 
 def emit(fmt):

@@ -1,7 +1,7 @@
 """The executor: applies journaled effects to apiservers and hands back ``Outcome`` drafts.
 
 Expected flow: the daemon journals ``EffectIssued`` for an effect, then ``submit``s it; the
-executor performs it (``executor_ops``) through a ``Transport`` and awaits ``sink(outcome_draft)``;
+executor performs it (``ops``) through a ``Transport`` and awaits ``sink(outcome_draft)``;
 the daemon journals that draft and folds it.
 
 Guarantees:
@@ -18,7 +18,7 @@ Guarantees:
   The fold keeps such an effect pending-unissued with its attempt count and ``not_before`` server
   time (engine/core.py), and the daemon's ticker re-issues it when due (``None`` server time:
   after N ms on the monotonic clock), before and after a restart alike (``engine.effects.timers``,
-  ``kfold.daemon``). A safe effect out of attempts, and every unsafe effect (create, delete), come
+  ``kfold.daemon.loop``). A safe effect out of attempts, and every unsafe effect (create, delete), come
   back ``transient`` to the machine, which re-observes; nothing unsafe is ever repeated here.
 
 Order while a retry waits (the contract with the caller): an outcome carrying a retry ends that
@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
 
 from engine.backoff import BASE_MS, CAP_MS
-from engine.effects.clock import ServerClock, parse_http_date
-from engine.effects.executor_ops import Done, perform
-from engine.effects.executor_transport import Response, Request, Transport
+from engine.effects.io.clock import ServerClock, parse_http_date
+from engine.effects.io.ops import Done, perform
+from engine.effects.io.transport import Response, Request, Transport
 from journal.records import Outcome
 
 log = logging.getLogger("kfold.executor")

@@ -1,7 +1,7 @@
 """A fake apiserver: in-memory objects with the behaviour kfold's decisions depend on.
 
 ``FakeApiServer.handle(method, path, query, body) -> Response`` answers like a kube-apiserver for the
-kinds in ``executor_resources``; ``FakeTransport`` plugs it into the executor in place of the
+kinds in ``resources``; ``FakeTransport`` plugs it into the executor in place of the
 real client, and ``tests/contract/exec_stub.py`` serves the very same object over HTTP so the
 real executor can be held to the same contract (tests/contract/test_executor_contract.py).
 
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import Any
 
-from engine.effects.executor_resources import ParsedPath, parse_path
-from engine.effects.executor_transport import Response, Request, TransportError
+from engine.effects.io.resources import ParsedPath, parse_path
+from engine.effects.io.transport import Response, Request, TransportError
 
 T2030 = 1_893_456_000_000  # 2030-01-01T00:00:00Z
 
@@ -301,7 +301,7 @@ class FakeTransport:
         self.servers = servers if isinstance(servers, dict) else {"": servers}
 
     async def call(self, req: Request) -> Response:
-        from engine.effects.executor_transport import Refused, decode_body
+        from engine.effects.io.transport import Refused, decode_body
         server = self.servers.get(req.cluster) or (self.servers.get("") if len(self.servers) == 1 else None)
         if server is None:
             raise Refused(f'cluster "{req.cluster}" not found')

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 
-from engine.effects.clock import parse_http_date  # noqa: F401 - one parser, re-exported for callers
+from engine.effects.io.clock import parse_http_date  # noqa: F401 - one parser, re-exported for callers
 
 _BY_REASON = {
     "AlreadyExists": "already_exists",

@@ -31,7 +31,7 @@ Guarantees:
 Caveats:
 - The LIST is not paginated (no ``limit``/``continue``): one response holds every object of the
   kind in scope. Fine for thousands of sessions; paginate before watching very large kinds.
-- The blocking kubernetes client runs in worker threads (see ``watch_stream`` for why).
+- The blocking kubernetes client runs in worker threads (see ``watch`` for why).
 """
 from __future__ import annotations
 
@@ -43,9 +43,9 @@ from typing import Any, Awaitable, Callable
 
 from urllib3.exceptions import ReadTimeoutError
 
-from engine.effects.clock import ServerClock
+from engine.effects.io.clock import ServerClock
 from engine.effects.object_trim import without_managed_fields
-from engine.effects.watch_stream import (
+from engine.effects.io.watch import (
     HttpStatusError, LinePump, Redactor, StreamEnd, decode_event, open_get, raise_for_status,
     read_json, resource_path,
 )

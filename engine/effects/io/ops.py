@@ -15,7 +15,7 @@ Guarantees:
 - ``ApplySecret`` reads ``values_from_env`` from ``env`` here, at apply time; the value goes only
   into the request body. The returned Secret is stripped of ``data``/``stringData`` before it
   can reach an outcome. A variable that is not set -> ``refused``, naming the variable only.
-- Every path is built by ``executor_resources.path`` from validated parts, and the name a create
+- Every path is built by ``resources.path`` from validated parts, and the name a create
   POSTs (object, Secret, Event, Namespace) is checked against its kind's rule too: an invalid name
   -> ``refused`` naming the name and the rule, nothing sent.
 - A ``TransportError`` -> ``transient`` (in doubt); ``Refused``/``UnknownKind``/``InvalidObjectName``
@@ -32,9 +32,9 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from kubernetes.client.exceptions import ApiException
 
-from engine.effects import executor_resources as res
-from engine.effects.executor_transport import Refused, Response, Request, TransportError
-from engine.effects.kube_errors import classify
+from engine.effects.io import resources as res
+from engine.effects.io.transport import Refused, Response, Request, TransportError
+from engine.effects.io.kube_errors import classify
 from engine.effects.object_trim import without_managed_fields
 from engine.labels import MANAGED_LABELS
 

@@ -2,7 +2,7 @@
 
 Two implementations satisfy it and pass the same contract tests (tests/contract/):
 - ``KubeTransport`` — the official ``kubernetes`` sync client, run in a bounded thread pool;
-- ``engine.effects.fake.FakeTransport`` — an in-memory fake apiserver, for unit tests.
+- ``engine.effects.io.fake.FakeTransport`` — an in-memory fake apiserver, for unit tests.
 
 Why the sync client in threads rather than ``kubernetes.aio``: the sync ``ApiClient`` is what the
 registry constructs and the rest of kfold uses, it is the only one with the full typed API and its
@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 import orjson
 
-from engine.effects.os_thread import name_this_thread
+from engine.effects.io.os_thread import name_this_thread
 
 
 class TransportError(Exception):
@@ -86,7 +86,7 @@ class KubeTransport:
     def __init__(self, client_for: Callable[[str, str], Any], max_threads: int = 16,
                  timeout: tuple[float, float] = (5.0, 30.0), before_send: Callable[[Request], None] | None = None):
         self._client_for = client_for
-        self._before_send = before_send   # e.g. kfold.leader's fence: raises to send nothing (TransportError)
+        self._before_send = before_send   # e.g. kfold.daemon.leader's fence: raises to send nothing (TransportError)
         self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="kfold-exec",
                                         initializer=name_this_thread, initargs=("kfold-exec",))
         self._timeout = timeout

@@ -31,9 +31,9 @@ from typing import Any, Callable
 import orjson
 import urllib3
 
-from engine.effects.clock import parse_http_date
+from engine.effects.io.clock import parse_http_date
 from engine.effects.k8s_names import DNS1123_LABEL, check
-from engine.effects.os_thread import name_this_thread
+from engine.effects.io.os_thread import name_this_thread
 
 READ_CHUNK = 65536
 QUEUE_BATCHES = 64

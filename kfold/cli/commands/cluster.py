@@ -142,7 +142,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (``python -m kfold.commands.cluster``) for tests and scripts."""
+    """Standalone entry (``python -m kfold.cli.commands.cluster``) for tests and scripts."""
     parser = argparse.ArgumentParser(prog="kfold")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

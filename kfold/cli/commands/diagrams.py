@@ -1,6 +1,6 @@
 """``kfold diagrams [--format mermaid|svg] [-o DIR] [--machine NAME] [--update-readme FILE]``.
 
-Draws each machine's transition table (``kfold.diagrams``). Without ``-o``, Mermaid goes to
+Draws each machine's transition table (``kfold.offline.diagrams``). Without ``-o``, Mermaid goes to
 stdout (SVG too, for one ``--machine``); with ``-o DIR``, one ``<machine>.mmd`` or ``<machine>.svg``
 per table. ``--update-readme`` rewrites the generated block of a Markdown file in place.
 """
@@ -22,7 +22,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from kfold import diagrams
+    from kfold.offline import diagrams
 
     found = diagrams.tables()
     if args.update_readme:

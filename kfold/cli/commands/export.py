@@ -7,7 +7,7 @@ journal. ``--since SEQ`` begins later, at the newest snapshot before SEQ (a smal
 long journal; record SEQ and all after it are in it). It is sealed onto the journal's checksum chain, so a reader finds a record altered,
 missing or cut off; ``--unsealed`` leaves the seal out, for a file meant to be edited by hand.
 
-On a terminal, stderr shows progress while it writes (``kfold.progress``)."""
+On a terminal, stderr shows progress while it writes (``kfold.offline.progress``)."""
 from __future__ import annotations
 
 import sys
@@ -27,8 +27,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from kfold.progress import counted
-    from kfold.sources import export, input_error, input_error_code
+    from kfold.offline.progress import counted
+    from kfold.offline.sources import export, input_error, input_error_code
 
     def progress(rows, first):
         return counted(rows, args.journal, "export", args.until, from_seq=first)

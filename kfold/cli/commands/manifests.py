@@ -8,7 +8,7 @@ import sys
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("manifests", help="print the in-cluster install (RBAC, CRDs, Deployment)")
     p.add_argument("--namespace", default="kfold", help="namespace kfold runs in (default: kfold)")
-    from kfold.manifests import DEFAULT_IMAGE
+    from kfold.daemon.manifests import DEFAULT_IMAGE
     p.add_argument("--image", default=DEFAULT_IMAGE,
                    help=f"container image (default: {DEFAULT_IMAGE}, what scripts/build_image.sh builds)")
     p.add_argument("--config", help="config file to ship in the ConfigMap (default: the example)")
@@ -19,8 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from kfold.config import ConfigError, read_config
-    from kfold.manifests import install, render
+    from kfold.daemon.config import ConfigError, read_config
+    from kfold.daemon.manifests import install, render
     text = None
     if args.config:
         try:

@@ -1,7 +1,7 @@
 """``kfold replay JOURNAL [--until SEQ] [--check] [--up-to-corruption] [--from-snapshot]``.
 
 A journal whose oldest records were cut by retention (``journal.retention``), and an export of
-it, is replayed from the snapshot its kept history continues (``kfold.sources.start_point``), and
+it, is replayed from the snapshot its kept history continues (``kfold.offline.sources.start_point``), and
 the output says where its history begins; ``--check`` then compares every effect journaled after
 that snapshot (those emitted before it are in the snapshot's pending effects).
 
@@ -12,7 +12,7 @@ the same state as a full replay (tested), in the time of the tail. The records b
 are not read, so their chain is not verified either; a full replay does both.
 
 On a terminal, stderr shows progress (records done / total, rate, time left); see
-``kfold.progress``.
+``kfold.offline.progress``.
 
 Exit codes: 0 folded (and, with --check, no divergence); 1 divergence; 2 unreadable input (a
 malformed or truncated JSONL file, a newer schema, a fold error); 3 a broken checksum chain (in a
@@ -38,9 +38,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from kfold.progress import counted
-    from kfold.replay import replay
-    from kfold.sources import first_bad_seq, input_error, input_error_code, iter_records
+    from kfold.offline.progress import counted
+    from kfold.offline.replay import replay
+    from kfold.offline.sources import first_bad_seq, input_error, input_error_code, iter_records
 
     name = f"kfold replay: {args.journal}"
     _tune_gc()
@@ -99,7 +99,7 @@ class _UpToCorruption:
 
 def _history_start(args) -> tuple:
     """(None, "") for a whole journal; else the state its kept history continues and a line saying so."""
-    from kfold.sources import start_point
+    from kfold.offline.sources import start_point
     state, _, note = start_point(args.journal, args.until)
     return state, note
 
@@ -107,7 +107,7 @@ def _history_start(args) -> tuple:
 def _starting_point(args) -> tuple:
     """(state to start from or None, a line saying where replay started)."""
     from engine import snapshot
-    from kfold.sources import latest_snapshot
+    from kfold.offline.sources import latest_snapshot
     snap = latest_snapshot(args.journal, args.until)
     if snap is None:
         state, note = _history_start(args)
@@ -121,7 +121,7 @@ def _starting_point(args) -> tuple:
 
 
 def _tune_gc() -> None:
-    """See ``kfold.gc_policy``: young collections rarely, nothing loaded so far rescanned."""
-    from kfold import gc_policy
+    """See ``kfold.daemon.gc_policy``: young collections rarely, nothing loaded so far rescanned."""
+    from kfold.daemon import gc_policy
     gc_policy.set_thresholds()
     gc_policy.freeze()

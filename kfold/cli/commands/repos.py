@@ -36,7 +36,7 @@ def run(args: Any) -> int:
     try:
         rows = rows_from_journal(args.journal) if args.journal else rows_from_cluster(args.kubeconfig, args.namespace)
     except Exception as exc:  # the source, not the listing, failed: say which and why
-        from kfold.sources import input_error
+        from kfold.offline.sources import input_error
         print(f"kfold repos: {args.journal or args.kubeconfig}: {input_error(exc)}", file=sys.stderr)
         return 1
     print(render(rows, args.output))
@@ -45,7 +45,7 @@ def run(args: Any) -> int:
 
 def rows_from_journal(path: str) -> list[dict[str, Any]]:
     from engine import fold_all, initial_state
-    from kfold.sources import iter_records, start_point
+    from kfold.offline.sources import iter_records, start_point
     start, first, _ = start_point(path)   # a cut journal or its export: from the snapshot it continues
     state = fold_all(start or initial_state(), iter_records(path, from_seq=first)).state
     entries = [e for _, e in sorted(state.table("repo").items()) if isinstance(e, RepoEntry) and e.exists]

@@ -16,9 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from kfold import logs
-    from kfold.config import ConfigError, read_config
-    from kfold.daemon_boot import run
+    from kfold.daemon import logs
+    from kfold.daemon.config import ConfigError, read_config
+    from kfold.daemon.boot import run
     try:
         cfg = read_config(args.config, {"cluster.kubeconfig": args.kubeconfig, "cluster.context": args.context,
                                         "journal.path": args.journal})

@@ -27,9 +27,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from kfold.progress import counted
-    from kfold.sources import input_error, input_error_code, iter_records, start_point
-    from kfold.timeline import walk
+    from kfold.offline.progress import counted
+    from kfold.offline.sources import input_error, input_error_code, iter_records, start_point
+    from kfold.offline.timeline import walk
 
     shown, seen = 0, set()
     try:
@@ -68,7 +68,7 @@ def _hint(key: str, seen: set[str]) -> str:
 
 
 def step_lines(step, key: str) -> Iterator[str]:
-    from kfold.timeline import effect_line, iso, record_line, show, state_of
+    from kfold.offline.timeline import effect_line, iso, record_line, show, state_of
 
     rec = step.record
     mine = [c for c in step.changes if c.key == key]
@@ -76,7 +76,7 @@ def step_lines(step, key: str) -> Iterator[str]:
     timers = [t for t in step.timers if t.key == key]
     quarantined = step.quarantined.get(key)
     issued_in_term = (rec.rec == "effect" and getattr(rec, "term", None) is not None
-                      and step.answered is not None and step.answered.key == key)   # kfold.leader: who sent it
+                      and step.answered is not None and step.answered.key == key)   # kfold.daemon.leader: who sent it
     if not (mine or effects or timers or step.error or step.divergence or quarantined or issued_in_term
             or rec.rec in ("outcome", "deadline")):
         return

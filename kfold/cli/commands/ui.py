@@ -1,7 +1,7 @@
 """``kfold ui JOURNAL [--listen 127.0.0.1:PORT] [--index FILE] [--until SEQ]``: a read-only page
-over a journal (SQLite or JSONL export); see ``kfold.ui.server`` for what it serves.
+over a journal (SQLite or JSONL export); see ``kfold.offline.ui.server`` for what it serves.
 
-The page is served at once; the journal is refolded into an index (``kfold.ui.index``) meanwhile,
+The page is served at once; the journal is refolded into an index (``kfold.offline.ui.index``) meanwhile,
 and the page shows that progress (so does a terminal) until it is done. Without
 ``--index`` it lives in a temporary directory removed on exit; with ``--index FILE`` it is kept and
 reused next time if the journal file is unchanged (same path, size and modification time; delete
@@ -50,9 +50,9 @@ def run(args) -> int:
 
 def _serving(args, index: Path):
     """What to serve: a kept index still valid for this journal, or one to build."""
-    from kfold.progress import journal_size
-    from kfold.ui.index import read_meta, source_identity
-    from kfold.ui.server import Indexing, Store
+    from kfold.offline.progress import journal_size
+    from kfold.offline.ui.index import read_meta, source_identity
+    from kfold.offline.ui.server import Indexing, Store
     identity = source_identity(args.journal)
     if index.exists():
         try:
@@ -67,7 +67,7 @@ def _serving(args, index: Path):
 
 
 def _serve(args, serving, index: Path, host: str, port: int) -> int:
-    from kfold.ui.server import LOOPBACK, serve
+    from kfold.offline.ui.server import LOOPBACK, serve
     try:
         server = serve(serving, host, port)
     except OSError as exc:
@@ -98,8 +98,8 @@ def _stop(signum, frame) -> None:
 def _index(args, serving, index: Path, server, failed: list) -> None:
     """Build the index while the page already shows its progress; a journal that cannot be read
     stops the server (``run`` then exits with the error)."""
-    from kfold.ui.index import build
-    from kfold.ui.server import Store
+    from kfold.offline.ui.index import build
+    from kfold.offline.ui.server import Store
     try:
         meta = build(args.journal, index, args.until, watch=lambda b: setattr(serving, "builder", b))
         serving.store = Store(index, args.journal)
@@ -110,7 +110,7 @@ def _index(args, serving, index: Path, server, failed: list) -> None:
 
 
 def _failure(args, exc: BaseException) -> int:
-    from kfold.sources import input_error, input_error_code
+    from kfold.offline.sources import input_error, input_error_code
     code = input_error_code(exc)
     if code is None:
         raise exc

@@ -1,4 +1,4 @@
-"""The UI's index of a journal: one refold (``kfold.timeline.walk``) written to a SQLite file, so
+"""The UI's index of a journal: one refold (``kfold.offline.timeline.walk``) written to a SQLite file, so
 the page can ask for one page of one object's records without the journal ever being loaded whole.
 
 Layout (all rows inserted once, by ``build``; the server only reads):
@@ -30,8 +30,8 @@ from typing import Any, Callable, Iterator
 import orjson
 
 from journal.records import Record
-from kfold.replay import is_object_key
-from kfold.timeline import MACHINE_KIND, Step, effect_line, effect_target, field_diff, record_line, state_of, walk
+from kfold.offline.replay import is_object_key
+from kfold.offline.timeline import MACHINE_KIND, Step, effect_line, effect_target, field_diff, record_line, state_of, walk
 
 SCHEMA = """
 CREATE TABLE records (seq INTEGER PRIMARY KEY, at INTEGER, kind TEXT NOT NULL, line TEXT NOT NULL,
@@ -246,7 +246,7 @@ def positioned(path: str, until: int | None = None, from_seq: int = 1) -> Iterat
     """``(record, byte offset)`` of a JSONL export (validated, and verified when sealed, as ``kfold
     replay`` does), or ``(record, None)`` from a SQLite journal (chain verified as it is read)."""
     from journal import jsonl
-    from kfold.sources import is_sqlite, iter_records
+    from kfold.offline.sources import is_sqlite, iter_records
     if is_sqlite(path):
         for rec in iter_records(path, until, from_seq):
             yield rec, None
@@ -262,8 +262,8 @@ def build(source: str, index: str | Path, until: int | None = None,
           watch: Callable[[Builder], None] | None = None) -> dict[str, Any]:
     """Walk ``source`` and write its index to ``index`` (a new file); returns the meta. ``watch``
     is handed the builder first (its ``count`` is the progress ``kfold ui`` shows while indexing)."""
-    from kfold.progress import counted
-    from kfold.sources import start_point
+    from kfold.offline.progress import counted
+    from kfold.offline.sources import start_point
     started = time.monotonic()
     state, first, note = start_point(source, until)   # a cut journal or its export: from its snapshot
     db = sqlite3.connect(str(index))

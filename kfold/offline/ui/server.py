@@ -3,7 +3,7 @@ request, each on its own read-only connection to the index).
 
 Routes (GET/HEAD only; anything else is 405; while the index is still being built every ``/api/``
 route answers 503 with the progress, see ``Indexing``):
-- ``/`` and ``/static/<file>``: the page (``kfold/ui/static``, shipped as package data).
+- ``/`` and ``/static/<file>``: the page (``kfold/offline/ui/static``, shipped as package data).
 - ``/api/summary``: the journal, its record count and time span, machines, record kinds, the first
   divergence.
 - ``/api/objects?q=&kind=&top=1&offset=&limit=``: objects by kind and key, with their last state
@@ -60,12 +60,12 @@ class ApiError(Exception):
 
 
 class Store:
-    """Read-only queries over an index (``kfold.ui.index``) and its source journal."""
+    """Read-only queries over an index (``kfold.offline.ui.index``) and its source journal."""
 
     def __init__(self, index: str | Path, source: str):
         self.index, self.source = Path(index).absolute(), source
         self._local = threading.local()
-        from kfold.sources import is_sqlite
+        from kfold.offline.sources import is_sqlite
         self.sqlite_source = is_sqlite(source)
         self.meta = {k: orjson.loads(v) for k, v in self.db().execute("SELECT key, value FROM meta")}
 
@@ -276,7 +276,7 @@ class Handler(BaseHTTPRequestHandler):
         raise ApiError(404, f"no API route /api/{path}")
 
     def _diagram(self, machine: str, state: str) -> bytes:
-        from kfold import diagrams
+        from kfold.offline import diagrams
         table = diagrams.tables().get(machine)
         if table is None:
             raise ApiError(404, f"no machine table named {machine!r}")

@@ -1,5 +1,5 @@
 // kfold ui: a read-only view of one journal. Everything comes from the JSON API of `kfold ui`
-// (kfold/ui/server.py) one page at a time; the view lives in the URL hash
+// (kfold/offline/ui/server.py) one page at a time; the view lives in the URL hash
 // (#obj=ID&seq=N&machine=M&kinds=a,b&related=0), so every view can be linked and reloaded.
 "use strict";
 
