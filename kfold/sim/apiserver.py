@@ -33,6 +33,7 @@ from engine.effects.io.fake import FakeApiServer, _key_of, _rfc3339
 
 SESSION_LABEL = "kfold.dev/session"
 GEN_LABEL = "kfold.dev/generation"
+NS = "team"   # the namespace of the simulated Sessions
 Key = tuple[str, str, str, str]
 # A Session fails by design when a foreign object holds one of its names (kfold never takes it
 # over), healthy pod or not: that Failed is not a violation.

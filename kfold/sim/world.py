@@ -54,10 +54,11 @@ from journal.records import Command, EffectIssued, ListedKey, Relist
 from kfold.daemon.loop import Daemon
 from kfold.daemon.leader import Elector, Fence, FencedTransport
 from kfold.sim import invariants
-from kfold.sim.apiserver import LEASE_PREFIX, SimApiServer
+from kfold.sim.apiserver import LEASE_PREFIX, NS, SimApiServer
+from kfold.sim.invariants import SimFailure
 
 T0 = 1_893_456_000_000  # 2030-01-01T00:00:00Z
-CLUSTER, NS, BASE = "local", "team", "sessions.example.test"
+CLUSTER, BASE = "local", "sessions.example.test"
 EAST = "east"                       # the registered cluster ``cluster_skew`` adds
 LEASE_NAME, LEASE_S, RETRY_S = "kfold", 15, 2
 LEADER_SKEWS = (-1_000, -500, 500, 1_000)
@@ -70,12 +71,6 @@ FAULTS = ("conflict", "already_exists", "throttle", "server_error", "reset_befor
           "date_skew", "kill", "kill_lost_journal", "foreign_objects", "user_edits", "user_deletes",
           "batch", "second_daemon", "leader_pause", "cluster_skew")
 NEW_FAULTS = ("batch", "second_daemon", "leader_pause", "cluster_skew")  # drawn from the second stream
-
-
-class SimFailure(Exception):
-    def __init__(self, invariant: str, detail: str, step: int):
-        super().__init__(f"{invariant}: {detail} (step {step})")
-        self.invariant, self.detail, self.step = invariant, detail, step
 
 
 @dataclass
