@@ -44,7 +44,7 @@ Caveats:
   the fence still holds, since it is time-based).
 - Requests already in the apiserver when a term ends cannot be recalled (Kubernetes has no
   multi-object transaction); the per-object uid/resourceVersion preconditions of the effects close
-  that window (README "Leadership").
+  that window (docs/ha.md).
 """
 from __future__ import annotations
 
@@ -319,7 +319,7 @@ class FencedTransport:
     and (``KubeTransport(before_send=fence.check)``) again in the sending thread right before the
     request is written, after any wait for the thread pool or the client's limiter: an effect
     handed over before a pause is not sent after it. What is already being written when the term
-    ends is the window only per-object preconditions close (README "Leadership")."""
+    ends is the window only per-object preconditions close (docs/ha.md)."""
 
     def __init__(self, inner: Transport, fence: Fence):
         self.inner, self.fence = inner, fence

@@ -12,7 +12,7 @@ from engine.machines.base import Table
 from kfold.offline import diagrams
 from kfold.cli import main
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 
 
 def test_every_machine_table_is_found_by_looking_not_by_a_list():
@@ -51,7 +51,7 @@ def test_the_current_state_is_highlighted():
 def test_the_readme_embeds_the_diagrams_the_tables_draw_now():
     text = README.read_text()
     assert diagrams.update_readme(text, diagrams.tables()) == text, \
-        "README.md's state diagrams are stale: run `kfold diagrams --update-readme README.md`"
+        "docs/architecture.md's state diagrams are stale: run `kfold diagrams --update-readme docs/architecture.md`"
 
 
 def test_kfold_diagrams_writes_one_file_per_machine(tmp_path, capsys):
