@@ -44,6 +44,7 @@ class ClusterConfig(RateLimit):
     name: str = "local"
     kubeconfig: str | None = None
     context: str | None = None
+    allow_exec: bool = False   # run the kubeconfig's exec credential plugin (gke/eks/aks login), docs/cli.md
     service_account_dir: str = "/var/run/secrets/kubernetes.io/serviceaccount"
 
     @field_validator("name")

@@ -62,6 +62,28 @@ from engine.effects.io.transport import Request, Response, Transport, TransportE
 from engine.rfc3339 import to_ms as parse_ms, to_text
 
 log = logging.getLogger("kfold.leader")
+
+
+class Repeats:
+    """A problem that recurs every round (an unreachable apiserver): the first time, or when it
+    changes, at WARNING; its repeats at DEBUG, with a WARNING reminder every ``remind_s``."""
+
+    def __init__(self, logger: logging.Logger, remind_s: float = 300.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.log, self.remind_s, self._mono = logger, remind_s, monotonic
+        self._last: str | None = None
+        self._told = 0.0
+
+    def warn(self, text: str) -> None:
+        now = self._mono()
+        if text != self._last or now - self._told >= self.remind_s:
+            self.log.warning("%s", text if text != self._last else f"{text} (still)")
+            self._last, self._told = text, now
+        else:
+            self.log.debug("%s", text)
+
+    def clear(self) -> None:
+        self._last = None
 RESOLUTION_MS = 1000   # the Date header's resolution: a candidate waits this much more
 
 
@@ -98,6 +120,7 @@ class Elector:
         self.namespace, self.name, self.holder, self.cluster = namespace, name, holder, cluster
         self.lease_s, self.renew_s, self.retry_s, self.margin_s = lease_seconds, renew_seconds, retry_seconds, margin_seconds
         self._mono = monotonic
+        self._repeats = Repeats(log, monotonic=monotonic)   # an unreachable apiserver: not a WARNING per round
         self.on_change = on_change
         # kfold.daemon.shards: a free or expired Lease is taken only while ``may_acquire()`` (this replica
         # is under its fair share); ``shard`` names the shard in the log lines. Defaults: one Lease.
@@ -133,7 +156,9 @@ class Elector:
             else:
                 await self._try_acquire()
         except TransportError as exc:
-            log.warning("leader: lease %s/%s: %s", self.namespace, self.name, exc)
+            self._repeats.warn(f"leader: lease {self.namespace}/{self.name}: {exc}")
+        else:
+            self._repeats.clear()
         if self._term is not None and self._mono() - self._renewed > self.renew_s:
             self._lose(f"renew deadline ({self.renew_s}s) passed")
         return self.term()
