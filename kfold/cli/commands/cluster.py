@@ -17,7 +17,7 @@ from typing import Callable
 
 import yaml
 
-from kfold.table import OUTPUTS, aligned, dump
+from kfold.cli.table import OUTPUTS, aligned, dump
 from kfold.registry import (
     DirectoryCredentials,
     RegistrationIndex,

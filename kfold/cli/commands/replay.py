@@ -142,7 +142,7 @@ def _print(args, note: str, result) -> None:
     from kfold.offline.replay import objects
     rows = objects(result.state, wide=args.output != "table")
     if args.output in ("json", "yaml"):
-        from kfold.table import dump
+        from kfold.cli.table import dump
         data = {"note": note or None, "records": result.records, "last_seq": result.state.seq,
                 "effects": dict(sorted(result.effects.items())), "pending_effects": len(result.state.pending),
                 "timers": len(result.state.timers), "in_flight": result.in_flight,
@@ -150,7 +150,7 @@ def _print(args, note: str, result) -> None:
                 "divergence": result.divergence.describe() if result.divergence is not None else None}
         print(dump(data, args.output))
         return
-    from kfold.table import table
+    from kfold.cli.table import table
     if note:
         print(note)
     print(result.summary())

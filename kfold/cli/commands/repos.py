@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from engine.machines.repo_records import RepoEntry, absorb, listing
 from engine.machines.repo_names import GROUP
-from kfold.table import OUTPUTS, aligned, dump
+from kfold.cli.table import OUTPUTS, aligned, dump
 
 COLUMNS = ("CLUSTER", "NAMESPACE", "KEY", "URL", "BOUND", "LAST-ATTACHED", "NODES")
 WIDE = ("IDENTITY", "LAST-FETCHED", "LAST-ERROR")

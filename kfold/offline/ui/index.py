@@ -7,12 +7,12 @@ Layout (all rows inserted once, by ``build``; the server only reads):
   effects emitted, the timers moved, a divergence; ``pos`` is the byte offset of a JSONL line (NULL
   for SQLite, whose rows are read back by seq); ``clock`` the cluster whose clock stamped it,
   ``delta`` the signed time since the previous record on that clock, ``problem`` what went wrong
-  (NULL: nothing), all as ``kfold.explain`` defines them.
+  (NULL: nothing), all as ``kfold.offline.explain`` defines them.
 - ``objects(id, kind, key, machine, parent, state, n, first, last)``: every object a record
   concerned: a machine's decision key (Session, Pod, Repo, or a machine's bookkeeping row), an
   observed object, an effect's target (Service, Ingress, Secret, Namespace...). ``parent`` ties a
   Service/Ingress/Secret to the Session whose effects made it, and a pod to its Session; ``nkey``
-  is ``key`` in natural order (``kfold.explain.natural_key``: s2 before s10).
+  is ``key`` in natural order (``kfold.offline.explain.natural_key``: s2 before s10).
 - ``touches(obj, seq)`` and ``mtouch(machine, seq)``: which records concern an object or a machine
   (primary keys, so a page of one object is an index range scan).
 - ``effects(id, cause, issued, outcome, result, attempts, line, obj, owner, issued_at, outcome_at,
@@ -20,9 +20,9 @@ Layout (all rows inserted once, by ``build``; the server only reads):
   first that journaled it as issued, and its (last) outcome; ``latency_ms`` from that issue to that
   outcome, ``retries`` the transient outcomes it was retried after, ``owner`` the machine object
   that emitted it, ``nid`` the id in natural order.
-- ``sessions(obj, summary)``: per Session, ``kfold.explain.SessionSummary`` as JSON.
+- ``sessions(obj, summary)``: per Session, ``kfold.offline.explain.SessionSummary`` as JSON.
 - ``meta``: source path, record count, time span, the first divergence, the home cluster, what is
-  pending when the journal ends (``kfold.explain.pending_at_end``); ``first_seq`` and
+  pending when the journal ends (``kfold.offline.explain.pending_at_end``); ``first_seq`` and
   ``history`` (a line, or "") say where the indexed history begins: a journal whose head retention
   cut, or its export, is walked from the snapshot it continues, whose objects are listed too.
 
@@ -39,7 +39,7 @@ import orjson
 
 from journal.records import Record
 from kfold.offline.replay import is_object_key
-from kfold.explain import Clocks, key_cluster, SessionLog, clock_of, delta_text, natural_key, pending_at_end, problem_of
+from kfold.offline.explain import Clocks, key_cluster, SessionLog, clock_of, delta_text, natural_key, pending_at_end, problem_of
 from kfold.offline.timeline import MACHINE_KIND, Step, effect_line, effect_target, field_diff, record_line, state_of, walk
 
 SCHEMA = """

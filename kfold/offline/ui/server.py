@@ -12,7 +12,7 @@ route answers 503 with the progress, see ``Indexing``):
   one page of the timeline (at most ``MAX_PAGE`` records), each with its diff, effects (with their
   outcome), timers, the effect it answers, the objects it names, its signed time delta on its own
   clock and its problem (``problems=1``: only records with one).
-- ``/api/session/<id>``: a Session's summary (``kfold.explain.SessionSummary``).
+- ``/api/session/<id>``: a Session's summary (``kfold.offline.explain.SessionSummary``).
 - ``/api/effects?obj=&related=1&problems=1&offset=&limit=``: effect -> outcome rows in the order
   they were emitted, with latency and retries (``problems=1``: only those not answered ``ok``).
 - ``/api/pending``: the effects without an outcome and the timers armed when the journal ends, each

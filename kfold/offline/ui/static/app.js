@@ -2,7 +2,7 @@
 // (kfold/offline/ui/server.py) one page at a time; the view lives in the URL hash
 // (#obj=ID&seq=N&machine=M&kinds=a,b&related=0&mode=effects|pending&problems=1), so every view can
 // be linked and reloaded. What a view says (phases, durations, deltas, problems, latencies, what is
-// pending) is computed by kfold/explain.py when the journal is indexed; this page only lays it out.
+// pending) is computed by kfold/offline/explain.py when the journal is indexed; this page only lays it out.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
