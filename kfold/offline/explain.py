@@ -31,7 +31,8 @@ from typing import Any
 
 from journal.records import Record
 from kfold.offline.replay import is_object_key
-from kfold.offline.timeline import Step, effect_line
+from kfold.offline.render import effect_line
+from kfold.offline.timeline import Step
 
 NATURAL_DIGITS = 12
 _DIGITS = re.compile(r"\d+")

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Iterator
 from engine.core import State, default_machines, fold_many, initial_state
 from engine.effects.models import effect_to_dict
 from journal.records import EffectIssued, Record
+from kfold.offline.render import effect_line, field_diff, record_line, show
 
 
 @dataclass
@@ -31,14 +32,12 @@ class Divergence:
     def describe(self) -> str:
         lines = [f"divergence at record {self.at_seq}: effect {self.effect_id}"]
         if self.cause is not None:
-            from kfold.offline.timeline import record_line
             lines.append(f"  cause:      seq {self.cause.seq} {record_line(self.cause)}")
         return "\n".join(lines + self.differences())
 
     def differences(self) -> list[str]:
         """The effects' differing fields, one line each (``spec.ports[0].port: expected 80, got 8080``:
         expected = journaled, got = recomputed by the current code), or what is missing on one side."""
-        from kfold.offline.timeline import effect_line, field_diff, show
         if self.recomputed is None:
             return [f"  journaled:  {effect_line(self.journaled or {})}",
                     "  the current code no longer emits this effect"]

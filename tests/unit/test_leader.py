@@ -345,7 +345,7 @@ def test_replay_and_trace_say_which_term_issued_what():
     from engine.core import initial_state
     from engine.effects.models import GetObject
     from kfold.offline.replay import ReplayResult
-    from kfold.offline.timeline import record_line
+    from kfold.offline.render import record_line
     from tests.unit.test_daemon_recovery import issued as issued_record
     rec = issued_record("1.0", GetObject).model_copy(update={"seq": 2, "term": 4})
     assert record_line(rec) == "issued 1.0 get Pod work/p [term 4]"

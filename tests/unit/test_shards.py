@@ -320,7 +320,7 @@ async def test_the_daemon_issues_each_effect_under_its_shards_term_and_re_observ
 def test_trace_and_replay_name_the_shard_and_term():
     from engine.core import initial_state
     from kfold.offline.replay import ReplayResult
-    from kfold.offline.timeline import record_line
+    from kfold.offline.render import record_line
     from tests.unit.test_daemon_recovery import issued as issued_record
     rec = issued_record("1.0", GetObject).model_copy(update={"seq": 2, "term": 4, "shard": 3})
     assert record_line(rec) == "issued 1.0 get Pod work/p [shard 3 term 4]"

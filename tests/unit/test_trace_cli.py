@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from kfold.cli import main
-from kfold.offline.timeline import effect_line, field_diff, iso
+from kfold.offline.render import effect_line, field_diff, iso
 from tests.golden_facts import GOLDEN, golden, iso_ms
 
 G = golden()

@@ -104,7 +104,7 @@ def rendered(step, key: str, output: str) -> list[str]:
     if output != "json" or not lines:
         return lines
     import json
-    from kfold.offline.timeline import record_line
+    from kfold.offline.render import record_line
     rec = step.record
     at = lines[0][len(f"#{rec.seq} "):].removesuffix(" " + record_line(rec))
     return [json.dumps({"seq": rec.seq, "at": None if rec.at is None else at, "record": record_line(rec),
@@ -121,7 +121,7 @@ def _hint(key: str, seen: set[str]) -> str:
 
 
 def step_lines(step, key: str) -> Iterator[str]:
-    from kfold.offline.timeline import effect_line, iso, record_line, show, state_of
+    from kfold.offline.render import effect_line, iso, record_line, show, state_of
 
     rec = step.record
     mine = [c for c in step.changes if c.key == key]

@@ -40,7 +40,8 @@ import orjson
 from journal.records import Record
 from kfold.offline.replay import is_object_key
 from kfold.offline.explain import Clocks, key_cluster, SessionLog, clock_of, delta_text, natural_key, pending_at_end, problem_of
-from kfold.offline.timeline import MACHINE_KIND, Step, effect_line, effect_target, field_diff, record_line, state_of, walk
+from kfold.offline.render import effect_line, effect_target, field_diff, record_line, state_of
+from kfold.offline.timeline import MACHINE_KIND, Step, walk
 
 SCHEMA = """
 CREATE TABLE records (seq INTEGER PRIMARY KEY, at INTEGER, kind TEXT NOT NULL, line TEXT NOT NULL,
