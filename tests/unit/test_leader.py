@@ -230,7 +230,7 @@ async def test_a_leader_that_cannot_renew_steps_down_at_its_renew_deadline(serve
     a = elector(server, mono, "a")
     await a.step()
     server.fail_puts = 100
-    with caplog.at_level(logging.INFO, logger="kfold.daemon.leader"):
+    with caplog.at_level(logging.INFO, logger="kfold.leader"):
         await run_for(mono, 14, a)
     assert a.term() is None and a.lost == 1
     assert any("lost lease kfold/kfold, term 1: renew deadline" in r.getMessage() for r in caplog.records)

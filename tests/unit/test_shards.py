@@ -176,7 +176,7 @@ async def test_a_dead_replicas_shards_move_to_the_others_within_the_lease_time(s
     died = mono.t
     moved_at = None
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="kfold.daemon.leader"):
+    with caplog.at_level(logging.INFO, logger="kfold.leader"):
         for _ in range(20):   # c is dead: it never steps again
             await rounds(mono, 1, a, b)
             if moved_at is None and all(len(holders([a, b])[i]) == 1 for i in range(SHARDS)):
@@ -195,7 +195,7 @@ async def test_a_joining_replica_gets_shards_released_cleanly_by_those_over_thei
     await rounds(mono, 6, a, b)
     assert sorted(len(s.held()) for s in (a, b)) == [3, 3]
     c = replica(server, mono, "c")
-    with caplog.at_level(logging.INFO, logger="kfold.daemon.leader"):
+    with caplog.at_level(logging.INFO, logger="kfold.leader"):
         await rounds(mono, 6, a, b, c)
     assert sorted(len(s.held()) for s in (a, b, c)) == [2, 2, 2]
     released = [r for r in caplog.records if "lost lease" in r.getMessage() and "over 3 replicas" in r.getMessage()]
