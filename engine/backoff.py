@@ -1,5 +1,5 @@
 """The one backoff of every request kfold repeats after a failed answer: the executor's retries
-of a safe effect (``engine.effects.executor.Backoff``, with jitter) and a machine's own repeats.
+of a safe effect (``engine.effects.io.executor.Backoff``, with jitter) and a machine's own repeats.
 
 Guarantees:
 - Repeat ``n`` (0 for the first) waits ``min(BASE_MS * 2**n, CAP_MS)`` ms of server time, or the

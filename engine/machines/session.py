@@ -73,7 +73,7 @@ class SessionMachine(Machine):
     typed_messages = True
 
     def on_command(self, ctx: Ctx, rec: Command) -> None:
-        cmd = SessionConfigure.model_validate(rec.args)  # the model daemon_boot builds it from
+        cmd = SessionConfigure.model_validate(rec.args)  # the model kfold/daemon/boot.py builds it from
         ctx.put(CONFIG_KEY, SessionConfig(
             clusters=cmd.clusters, base_domain=cmd.base_domain, start_ms=cmd.start_seconds * 1000,
             ready_ms=cmd.ready_seconds * 1000, default_image=cmd.default_image.strip(),

@@ -6,10 +6,10 @@ from typing import Any, Callable
 
 import pytest
 
-from engine.effects.clock import ServerClock
-from engine.effects import observer as observer_module
-from engine.effects.observer import WatchBackoff, Observer
-from engine.effects.watch_stream import LinePump
+from engine.effects.io.clock import ServerClock
+from engine.effects.io import observer as observer_module
+from engine.effects.io.observer import WatchBackoff, Observer
+from engine.effects.io.watch import LinePump
 from engine.machines.base import missing_after_relist, object_key
 from journal.records import Observed, Relist
 from tests.contract.watch_stub import (
@@ -447,7 +447,7 @@ async def test_a_cancel_is_never_swallowed_by_a_batch_landing_in_the_same_instan
 async def test_batches_queued_behind_the_one_taken_come_merged_and_the_end_comes_after_them():
     """Under load the reader queues many small batches; the observer takes them as one (one sink
     call, one journal commit to wait for), in order, and the end of the stream still comes last."""
-    from engine.effects.watch_stream import StreamEnd
+    from engine.effects.io.watch import StreamEnd
     pump = LinePump(resp=None, loop=asyncio.get_running_loop())
     for batch in ([b"1"], [b"2", b"3"], [b"4"]):
         pump._credits.acquire()

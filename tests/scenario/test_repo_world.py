@@ -12,7 +12,7 @@ from typing import Any
 
 
 from engine.core import Machines
-from engine.effects.fake import merge_patch
+from engine.effects.io.fake import merge_patch
 from engine.machines.base import Machine
 from engine.machines.repo import RepoMachine
 from engine.machines.repo_names import rfc3339

@@ -1,11 +1,11 @@
-"""The bring-up accounting of /metrics (``kfold.metrics.BringUps``) on the real machines: fed each
+"""The bring-up accounting of /metrics (``kfold.daemon.metrics.BringUps``) on the real machines: fed each
 fold's state before and after, as the daemon does, it times a Session from the record that created
 it to the one whose fold made it Ready, and counts a failure once by its status reason."""
 from __future__ import annotations
 
 import pytest
 
-from kfold.metrics import BringUps
+from kfold.daemon.metrics import BringUps
 from tests import harness
 from tests.scenario.test_session_support import SPEC, World, pod_obj
 

@@ -12,7 +12,7 @@ import pytest
 
 from engine.machines import pod_table, repo_ops, session_model
 from engine.machines.base import Table
-from kfold import diagrams
+from kfold.offline import diagrams
 from kfold.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """/readyz names what it waits for; unknown paths and methods are refused."""
 from types import SimpleNamespace
 
-from kfold.http import HttpServer, Metrics, routes_for
+from kfold.daemon.http import HttpServer, Metrics, routes_for
 
 
 def observer(kind, synced):

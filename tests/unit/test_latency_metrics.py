@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.effects.fake import T2030
+from engine.effects.io.fake import T2030
 from journal.records import Command
-from kfold.http import Histogram, Metrics
+from kfold.daemon.http import Histogram, Metrics
 from tests.unit.test_executor_order import idle, world
 
 

@@ -1,4 +1,4 @@
-"""The scrape-time collectors and the bring-up accounting of ``kfold.metrics``, on hand-made fold
+"""The scrape-time collectors and the bring-up accounting of ``kfold.daemon.metrics``, on hand-made fold
 states: Sessions per phase and effects in flight are what the state holds at scrape time; time to
 Ready runs from the record that began a generation to the one that made it Ready (server ms);
 failures count each move to Failed once, by a bounded set of reasons."""
@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from engine.core import Pending, State
 from engine.machines.session_model import Failure, SessionConfig, SessionDecision
-from kfold.metrics import MAX_REASONS, BringUps, Metrics, Scrape, effects_in_flight, sessions_by_phase
+from kfold.daemon.metrics import MAX_REASONS, BringUps, Metrics, Scrape, effects_in_flight, sessions_by_phase
 
 
 def session(name: str, phase: str = "Pending", generation: int = 1, **kw) -> SessionDecision:

@@ -10,17 +10,17 @@ import asyncio
 
 import pytest
 
-from engine.effects.clock import ServerClock
-from engine.effects.executor import Executor
-from engine.effects.fake import T2030, FakeApiServer, FakeTransport
+from engine.effects.io.clock import ServerClock
+from engine.effects.io.executor import Executor
+from engine.effects.io.fake import T2030, FakeApiServer, FakeTransport
 from engine.seams import SeamError
 from journal.memory import MemoryJournal
 from journal.records import Command, Observed
-from kfold.daemon import Daemon
-from kfold.http import Metrics
-from kfold.commands.trace import step_lines
-from kfold.replay import replay
-from kfold.timeline import walk
+from kfold.daemon.loop import Daemon
+from kfold.daemon.http import Metrics
+from kfold.cli.commands.trace import step_lines
+from kfold.offline.replay import replay
+from kfold.offline.timeline import walk
 
 LABELS = {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": "s", "kfold.dev/generation": "1"}
 
@@ -129,7 +129,7 @@ def test_a_quarantined_session_says_so_in_its_status_and_its_decision_stays(monk
 
 
 def test_kfold_run_refuses_a_boot_command_the_fold_cannot_take_in_one_line():
-    from kfold.commands.run import _refusal
+    from kfold.cli.commands.run import _refusal
     error = SeamError("command pod.sweep_secrets refused: field grace_seconds: Input should be a valid integer")
     from types import SimpleNamespace
     cfg = SimpleNamespace(journal=SimpleNamespace(path="/var/lib/kfold/journal.db"),

@@ -1,4 +1,4 @@
-"""What ``kfold ui`` explains about a Session (``kfold.explain``, through the index and its API), on
+"""What ``kfold ui`` explains about a Session (``kfold.offline.explain``, through the index and its API), on
 the golden journal and on journals cut or made from it. Every expectation is worked out from the
 journal's own records (the status phases kfold wrote, the outcomes' results and times, which
 effect ids have an outcome), not from the code under test."""
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from kfold.explain import delta_text, duration_text, natural_key
-from kfold.ui.index import build
-from kfold.ui.server import Store
+from kfold.offline.explain import delta_text, duration_text, natural_key
+from kfold.offline.ui.index import build
+from kfold.offline.ui.server import Store
 from tests.golden_facts import GOLDEN, golden
 
 G = golden()
