@@ -2,6 +2,11 @@
 
     bash scripts/controlplane.sh start
     .venv/bin/python scripts/bench_peer.py                       # N=100 and N=300, 3 rounds each
+    .venv/bin/python scripts/bench_peer.py --n 100 300 1000 3000 --json curve.json --md curve.md
+    .venv/bin/python scripts/bench_plot.py curve.json -o docs/images/bench-curve.svg
+                    # the cost curve (issue 38), on a quiet machine, the control plane sized for it:
+                    # KFOLD_APISERVER_ARGS='--max-requests-inflight=800 --max-mutating-requests-inflight=400'
+                    # KFOLD_ETCD_ARGS='--quota-backend-bytes=8589934592' bash scripts/controlplane.sh start
     .venv/bin/python scripts/bench_peer.py --n 20 --rounds 1     # a quick check
     .venv/bin/python scripts/bench_peer.py --n 100 --profile profile   # + py-spy of kfold
     .venv/bin/python scripts/bench_peer.py --n 300 --rounds 1 --contestants kfold --loop-profile /tmp/loop
@@ -11,10 +16,11 @@
                     # an operator on a node of its own, as in production, instead of sharing the
                     # control plane's cores (the default, and the setting the issue measured in)
 
-The bench extra (kopf, py-spy) is installed into this venv when missing:
+The bench extra (kopf, kubernetes_asyncio, py-spy, matplotlib) is installed into this venv when missing:
 ``pip install -c constraints.txt -e '.[bench]'``.
 
-Contestants, each a real process under its own ServiceAccount, in a fresh namespace per run:
+Contestants, each a real process under its own ServiceAccount, in a fresh namespace per run (by
+default kfold, kopf-async, kopf-sync and floor; the others on request with ``--contestants``):
 - ``kfold``       ``kfold run`` with a config file, at its defaults (the home client unpaced) and
                   without ``base_domain``: cluster-internal sessions, a Service and no Ingress each,
                   the job the kopf operator and the floor do;
@@ -22,7 +28,11 @@ Contestants, each a real process under its own ServiceAccount, in a fresh namesp
                   every run before this option measured as ``kfold``);
 - ``kfold-50qps`` ``kfold`` with ``cluster.qps: 50, burst: 100`` (client-go's pacing, kfold's
                   home default before issue 13);
-- ``kopf``        scripts/peer_kopf_operator.py under ``kopf run --standalone``;
+- ``kopf-async``  scripts/peer_kopf_async.py under ``kopf run --standalone``: async handlers with
+                  kubernetes_asyncio, kopf's settings tuned (its docstring says which and why): the
+                  peer the ratios (``kfold/kopf-async``) compare kfold with; ``kopf`` means this one;
+- ``kopf-sync``   scripts/peer_kopf_operator.py the same way: sync handlers with the sync client
+                  through kopf's thread pool (the peer before issue 38), a second row;
 - ``kfold-threadsN`` (on request, ``--contestants``) kfold at its defaults but ``executor.threads: N``;
 - ``kfold-base``  (on request, with ``--baseline CHECKOUT``) kfold at its defaults, its code taken from
                   another checkout (e.g. the main branch): a before/after comparison in one run;
@@ -36,7 +46,11 @@ The pod is the same for every contestant: the one kfold makes of the bench's Ses
 both). Until 2026-12-01 the kopf operator and the floor made a one-container pod without the
 volume: ~0.7 s less to all Ready at N=300 for each of them on this machine (same-hour runs).
 Rounds interleave the contestants (the order rotates each round); each figure is the median of
-the rounds. Per run: N Sessions created at once by 16 threads (admin identity, not counted),
+the rounds. Enough kwok nodes for the largest N: the bench adds Nodes ``kfold-bench-node-*``
+(label ``kfold.dev/bench-node=true``, 110 pods each) until every pod fits with 20 to spare, and
+deletes the ones it added at the end (``--keep-nodes`` keeps them). The control plane's sizing
+flags (kube-apiserver's inflight limits, etcd's quota) are read from its processes and reported;
+from N=1,000 on the bench warns when they are at their defaults. Per run: N Sessions created at once by 16 threads (admin identity, not counted),
 then all deleted at once. After each run the bench deletes its namespace and waits until it is
 gone and the control plane is quiet again (apiserver + etcd + controller manager + kwok under 0.15
 core over a second; ``settle``) before the next contestant starts: a namespace's deletion keeps the
@@ -49,6 +63,8 @@ Measured:
 - teardown: delete calls sent -> every Session gone / no pod left in the namespace;
 - operator CPU per Session: utime+stime of the operator's process tree (/proc), start of creates to
   end of teardown;
+- operator memory: its peak resident set (VmHWM), and per Session the peak above what the started,
+  idle operator held (VmRSS just before the creates) divided by N;
 - requests per Session counted BY THE APISERVER: a FlowSchema per contestant identity, all mapped
   to a priority level of the bench's own, and the delta of
   ``apiserver_flowcontrol_dispatched_requests_total{flow_schema=...}`` (watches included; the
@@ -57,7 +73,8 @@ Measured:
   is shared: other processes' requests land in these too, and the machine's load is reported;
 - kfold only, from its /metrics: event -> effect issued p50/p99 (histogram quantiles), and what its
   client sent by verb/resource/status (``kfold_client_requests_total``), per Session.
-Output: a Markdown table (stdout and --md) and JSON (--json).
+Output: a Markdown table per N and one over every N (the curve; stdout and --md) and JSON (--json:
+every run, the medians, and the curve's rows that scripts/bench_plot.py draws).
 """
 from __future__ import annotations
 
