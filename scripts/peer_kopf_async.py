@@ -10,11 +10,12 @@ The job (kfold's, reduced to its essentials; identical to the sync peer's):
 - a Session gets kfold's finalizer ``kfold.dev/teardown`` (kopf adds it: the delete handler below);
 - create: pod ``<session>-g1`` with kfold's labels, owned by the Session (``kopf.adopt``): a
   ``workspace`` container and one ``app-<name>`` container per app with its ports, all mounting one
-  ``emptyDir`` at /workspace; status ``phase: Creating`` with the pod name, written by kopf in the
-  same patch as its own bookkeeping;
+  ``emptyDir`` at /workspace;
 - the pod Running with a Ready condition (one pod watch, no polling): a ClusterIP Service
   ``<session>`` owned by the pod, then status ``phase: Ready`` with the pod name;
 - delete: Service and pod deleted (concurrently), then kopf releases the finalizer.
+Unlike the sync peer, no intermediate status (``phase: Starting``, a value the Session CRD's enum
+does not have): kfold and the floor write a Session's status once, when it is Ready.
 
 kopf's settings (``configure`` below), each chosen for what a tuned production operator runs and
 so that kopf does no work kfold does not do:
@@ -85,12 +86,10 @@ async def ignore(status: int, call: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL)
-async def create(name: str, namespace: str, spec: dict, body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+async def create(name: str, namespace: str, spec: dict, body: kopf.Body, **_: Any) -> None:
     pod = pod_for(name, dict(spec))
     kopf.adopt(pod, owner=body)
-    await ignore(409, client.CoreV1Api(_api).create_namespaced_pod, namespace, pod)
-    patch.status["phase"] = "Creating"
-    patch.status["podName"] = pod["metadata"]["name"]
+    await ignore(409, client.CoreV1Api(_api).create_namespaced_pod, namespace, pod)   # 409: a retried handler
 
 
 def serveable(type: str, body: kopf.Body, **_: Any) -> bool:
