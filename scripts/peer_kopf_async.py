@@ -109,7 +109,8 @@ async def pod_ready(body: kopf.Body, namespace: str, **_: Any) -> None:
     try:   # Ready is said only once the Service exists
         await ignore(409, client.CoreV1Api(_api).create_namespaced_service, namespace, service)
         await ignore(404, client.CustomObjectsApi(_api).patch_namespaced_custom_object_status,
-                     GROUP, VERSION, namespace, PLURAL, session, {"status": {"phase": "Ready", "podName": pod_name}})
+                     GROUP, VERSION, namespace, PLURAL, session, {"status": {"phase": "Ready", "podName": pod_name}},
+                     _content_type="application/merge-patch+json")   # kubernetes_asyncio's default is a JSON patch
     except BaseException:
         _served.discard(uid)   # the next event of this pod tries again
         raise

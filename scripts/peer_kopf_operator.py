@@ -1,5 +1,6 @@
-"""The peer kfold is measured against (scripts/bench_peer.py): the same essential Session job, written
-the way a competent kopf user would write it. Not part of kfold; kopf is the bench-only extra.
+"""A kopf peer kfold is measured against (scripts/bench_peer.py, contestant ``kopf-sync``; the peer
+the ratios use is the async one, scripts/peer_kopf_async.py): the same essential Session job, with
+kopf's sync handlers and the sync client. Not part of kfold; kopf is the bench-only extra.
 
     pip install -c constraints.txt -e '.[bench]'
     KUBECONFIG=... python -m kopf run scripts/peer_kopf_operator.py --standalone --namespace NS
@@ -9,8 +10,9 @@ The job (kfold's, reduced to its essentials):
 - create: pod ``<session>-g1`` with kfold's labels, owned by the Session (``kopf.adopt``), the pod
   kfold makes of the Session's spec (a ``workspace`` container and one ``app-<name>`` container per
   app with its ports, all mounting one ``emptyDir`` at /workspace: the same object for the
-  apiserver, etcd and kwok to store and run as kfold's); status
-  ``phase: Starting`` with the pod name, written by kopf in the same patch as its own bookkeeping;
+  apiserver, etcd and kwok to store and run as kfold's). Until issue 38 it also wrote status
+  ``phase: Starting``, a value the Session CRD's enum rejects (422): kopf retried the create
+  handler after 1 s, every Session paid it;
 - the pod Running with a Ready condition (one pod watch, no polling): a ClusterIP Service
   ``<session>`` owned by the pod, then status ``phase: Ready``;
 - delete: Service and pod deleted, then kopf releases the finalizer.
@@ -62,13 +64,10 @@ def ignore(status: int, call, *args, **kwargs):
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL)
-def create(name: str, namespace: str, spec: dict, body: kopf.Body, patch: kopf.Patch, **_) -> None:
+def create(name: str, namespace: str, spec: dict, body: kopf.Body, **_) -> None:
     pod = pod_for(name, spec)
-    pod_name = pod["metadata"]["name"]
     kopf.adopt(pod, owner=body)
     ignore(409, client.CoreV1Api(_api).create_namespaced_pod, namespace, pod)   # a retried handler
-    patch.status["phase"] = "Starting"
-    patch.status["podName"] = pod_name
 
 
 @kopf.on.event("", "v1", "pods", labels=MANAGED)
