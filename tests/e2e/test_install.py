@@ -245,7 +245,9 @@ def test_tenants_edit_and_view_roles_include_sessions_by_aggregation(kubectl, ad
         kubectl("create", "rolebinding", who, f"--clusterrole={role}", f"--serviceaccount={namespace}:{who}", "-n", namespace)
 
     def can(who: str, verb: str, what: str) -> bool:
-        r = kubectl("auth", "can-i", verb, what, "-n", namespace, f"--as=system:serviceaccount:{namespace}:{who}", check=False)
+        what, _, sub = what.partition("/")
+        r = kubectl("auth", "can-i", verb, what, *([f"--subresource={sub}"] if sub else []), "-n", namespace,
+                    f"--as=system:serviceaccount:{namespace}:{who}", check=False)
         return r.stdout.strip() == "yes"
     wait_for(lambda: can("editor", "create", "sessions.kfold.dev"), 15, what="edit aggregating the session editor role")
     assert can("editor", "delete", "sessions.kfold.dev") and can("editor", "get", "repos.kfold.dev")
