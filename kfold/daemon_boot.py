@@ -184,24 +184,25 @@ def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClocks
     out = []
     common = _observer_options(cfg, daemon)
     for r in observed_kinds(daemon):
-        plural = _absent_plural(r.kind) or r.plural
+        api_version = _absent_version(r) or r.api_version
         for ns in cfg.namespaces:
             selector = MANAGED_SELECTOR if r.kind in ("Pod", "Secret") else ""
-            out.append(Observer(lambda: client, cfg.cluster.name, r.api_version, r.kind, plural, ns,
+            out.append(Observer(lambda: client, cfg.cluster.name, api_version, r.kind, r.plural, ns,
                                 _late_lists(daemon.submit, r.kind), clock.for_cluster(cfg.cluster.name),
                                 label_selector=selector, may_be_absent=r.kind == "Repo", **common))
     return out
 
 
-def _absent_plural(kind: str) -> str | None:
+def _absent_version(r: Any) -> str | None:
     """TEST-ONLY (tests/e2e/test_without_repos.py); inert unless ``KFOLD_TEST_ABSENT_KIND`` is set.
 
-    ``KFOLD_TEST_ABSENT_KIND=<kind>`` makes the home observer of ``kind`` watch a plural no apiserver
-    serves, as on a cluster without that kind's CRD (the CRDs are cluster-scoped: a shared test
-    apiserver cannot lack one for one test alone)."""
-    if os.environ.get("KFOLD_TEST_ABSENT_KIND") == kind:
-        log.warning("KFOLD_TEST_ABSENT_KIND=%s: watching a resource the apiserver does not serve (test-only hook)", kind)
-        return "kfoldtestabsent"
+    ``KFOLD_TEST_ABSENT_KIND=<kind>`` makes the home observer of ``kind`` watch a version of its
+    group no apiserver serves (same group and plural, so RBAC allows it), as on a cluster without
+    that kind's CRD: the list answers 404 (the CRDs are cluster-scoped: a shared test apiserver
+    cannot lack one for one test alone)."""
+    if os.environ.get("KFOLD_TEST_ABSENT_KIND") == r.kind:
+        log.warning("KFOLD_TEST_ABSENT_KIND=%s: watching a version the apiserver does not serve (test-only hook)", r.kind)
+        return f"{r.group}/v0absent"
     return None
 
 

@@ -2,9 +2,9 @@
 
 The CRDs are cluster-scoped, so one test cannot remove the Repo CRD from the shared apiserver
 without breaking every other test on it. Instead ``KFOLD_TEST_ABSENT_KIND=Repo`` (a test-only hook,
-kfold.daemon_boot._absent_plural) points kfold's Repo watch at a plural the apiserver does not
-serve: the apiserver answers its list exactly as it answers on a cluster without the CRD (404
-NotFound). kfold runs with the trimmed ServiceAccount RBAC of ``kfold manifests``.
+kfold.daemon_boot._absent_version) points kfold's Repo watch at a version of kfold.dev the
+apiserver does not serve (same group and plural, so the RBAC for repos allows it): the apiserver
+answers its list exactly as on a cluster without the CRD (404 NotFound). kfold runs with the trimmed ServiceAccount RBAC of ``kfold manifests``.
 """
 from __future__ import annotations
 
