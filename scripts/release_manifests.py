@@ -39,8 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = [name for name, body in want.items()
                  if not (DEPLOY / name).is_file() or (DEPLOY / name).read_text() != body]
-        extra = sorted(str(p.relative_to(DEPLOY)) for p in DEPLOY.rglob("*") if p.is_file()
-                       and str(p.relative_to(DEPLOY)) not in want) if DEPLOY.is_dir() else []
+        kust = DEPLOY / "kustomize"   # deploy/ holds others' files too (e.g. prometheus/): only ours are checked
+        extra = sorted(f"kustomize/{p.name}" for p in kust.iterdir() if p.is_file()
+                       and f"kustomize/{p.name}" not in want) if kust.is_dir() else []
         if stale or extra:
             print(f"deploy/ is stale ({', '.join(stale + extra)}): run python scripts/release_manifests.py",
                   file=sys.stderr)
