@@ -22,6 +22,11 @@ def test_a_named_namespace_outside_the_bound_is_refused_not_narrowed():
         resolve(BOUNDED, "other")
 
 
+def test_the_refusal_names_the_bound_the_caller_may_use():
+    with pytest.raises(OutOfBounds, match=r"\(bound: team-a, team-b\)$"):
+        resolve(BOUNDED, "other")
+
+
 def test_no_namespace_on_a_bounded_registration_means_the_whole_bound():
     assert resolve(BOUNDED, None) == ("team-a", "team-b")
     assert resolve(BOUNDED, "  ") == ("team-a", "team-b")
@@ -60,6 +65,10 @@ def test_a_single_object_operation_needs_a_named_namespace():
         ("GET", "/api/v1", "discovery", None),
         ("GET", "/apis/apps/v1", "discovery", None),
         ("GET", "/version", "discovery", None),
+        ("GET", "/openapi/v2", "discovery", None),
+        ("GET", "/OPENAPI/v2", "cluster", None),
+        ("GET", "/openapi/v3/apis/apps/v1", "discovery", None),
+        ("GET", "/versions", "cluster", None),
         ("POST", "/api/v1", "cluster", None),
     ],
 )
@@ -70,8 +79,9 @@ def test_request_paths_are_classified_by_what_they_address(method, path, scope, 
 
 @pytest.mark.parametrize("path", ["/api/v1/nodes", "/api/v1/namespaces", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"])
 def test_cluster_scoped_requests_are_refused_on_a_bounded_registration(path):
-    with pytest.raises(OutOfBounds, match="cluster-scoped operations are not available"):
-        admit(BOUNDED, "GET", path)
+    with pytest.raises(OutOfBounds, match="cluster-scoped operations are not available") as refused:
+        admit(BOUNDED, "get", path)
+    assert str(refused.value).endswith(f"(GET {path})"), "the refusal names the request it refused"
     admit(WHOLE, "GET", path)
 
 
@@ -114,8 +124,9 @@ def test_a_target_that_the_http_layer_or_the_apiserver_could_read_differently_is
     assert found is not None and problem in found, found
     assert explain_wire_problem(target) == found
     for record in (BOUNDED, WHOLE, None):
-        with pytest.raises(UnsafePath, match="refused before sending"):
+        with pytest.raises(UnsafePath, match="refused before sending") as refused:
             admit(record, "GET", target)
+        assert refused.value.problem == found and str(refused.value).endswith(f": {found}")
 
 
 @pytest.mark.parametrize(
