@@ -113,7 +113,7 @@ def mutmut(work: Path, args: list[str], log: Path | None = None) -> int:
 
 
 _VERDICT = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
-            36: "timeout", -24: "timeout", 24: "timeout", -9: "timeout", 152: "timeout", None: "not checked"}
+            36: "timeout", -24: "timeout", 24: "timeout", -9: "timeout", 152: "timeout"}
 
 
 def verdicts(work: Path, pkg: Package) -> dict[str, tuple[str, str]]:
@@ -124,7 +124,8 @@ def verdicts(work: Path, pkg: Package) -> dict[str, tuple[str, str]]:
         rel = str(meta.relative_to(base))[: -len(".meta")]
         data = json.loads(meta.read_text())
         for name, code in data.get("exit_code_by_key", {}).items():
-            out[name] = (rel, _VERDICT.get(code, "suspicious"))
+            if code is not None:   # None: not run (yet, or not drawn by --sample)
+                out[name] = (rel, _VERDICT.get(code, "suspicious"))
     return out
 
 
@@ -191,6 +192,10 @@ def all_mutant_names(work: Path) -> list[str]:
 
 def generate(work: Path) -> None:
     """Write mutmut's trampolined copy and its mutant list without running a test."""
+    for mutant in (work / "mutants").rglob("*.py"):
+        source = work / mutant.relative_to(work / "mutants")
+        if mutant.stat().st_size == 0 and source.exists() and source.stat().st_size:
+            mutant.unlink()   # cut short by an interrupted run: write it again
     code = ("from mutmut.__main__ import create_mutants, set_mutant_under_test\n"
             "from mutmut.utils.file_utils import copy_src_dir, copy_also_copy_files\n"
             "import os; os.makedirs('mutants', exist_ok=True)\n"
@@ -246,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=ROOT / "build" / "mutation")
     ap.add_argument("--report", type=Path, default=None, help="write the report here (default: print it)")
     ap.add_argument("--fresh", action="store_true", help="forget earlier results")
+    ap.add_argument("--rerun", action="store_true",
+                    help="run again only the mutants the last run did not kill (after adding tests)")
+    ap.add_argument("--report-only", action="store_true", help="report the results of the last run, run nothing")
     a = ap.parse_args(argv)
     if not 1 <= a.workers <= 2:
         print(f"mutation: --workers {a.workers}: use 1 or 2 (the machine is shared)", file=sys.stderr)
@@ -261,7 +269,16 @@ def main(argv: list[str] | None = None) -> int:
         log = a.work / f"{label}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         names = None
-        if a.sample:
+        if a.report_only:
+            results[name] = verdicts(work, pkg)
+            continue
+        if a.rerun:
+            eq = equivalents()
+            names = sorted(k for k, (_, v) in verdicts(work, pkg).items() if v != "killed" and k not in eq)
+            if not names:
+                results[name] = verdicts(work, pkg)
+                continue
+        elif a.sample:
             prepare(pkg, work, a.fresh, pkg.sample_tests if a.quick else None)
             generate(work)
             eq = equivalents()
@@ -271,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         run_package(pkg, work, a.workers, a.fresh and not a.sample, names, log, a.quick)
         results[name] = verdicts(work, pkg)
-    text, bad = report(results, works, chosen if a.sample else None)
+    text, bad = report(results, works, chosen if a.sample and not a.rerun else None)
     if a.report:
         a.report.write_text(text)
     else:

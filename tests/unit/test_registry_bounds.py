@@ -152,3 +152,34 @@ def test_a_canonical_target_passes_the_wire_check(target):
 def test_the_fast_path_of_the_wire_check_accepts_nothing_the_full_rules_refuse(target):
     if wire_problem(target) is None:
         assert explain_wire_problem(target) is None, target
+
+
+@pytest.mark.parametrize(
+    "target, reason",
+    [
+        ("/api/v1/namespaces/team-a/secrets/%GGa", "it has a malformed percent-escape at '%GG'"),
+        ("/api/v1/namespaces/team-a/secrets/a%2", "it has a malformed percent-escape at '%2'"),
+        ("/api/v1/namespaces/team-a/pods?labelSelector=a%2fb", "it has a lower-case percent-escape '%2f'"),
+        ("/api/v1/namespaces/team-a/secrets/%2E", "segment '%2E' is an encoded dot segment"),
+        ("/api/v1/namespaces/team-a/secrets/x%2F%5C", "segment 'x%2F%5C' decodes to '/', '\\\\'"),
+        ("/api/v1/namespaces/team-a/pods/a b", "it contains ' '"),
+        ("/api/v1/namespaces/team-\x01\u00e9/pods", "it contains '\\x01', '\u00e9'"),
+        ("/api/v1/namespaces/team-\u00e9/pods", "it contains '\u00e9'"),
+        ("/api/v1/namespaces/team-a/pods#x", "it contains a fragment ('#')"),
+        ("/api/v1/namespaces/team-a\\pods", "it contains a backslash"),
+        ("api/v1/namespaces/team-a/pods", "it does not start with '/'"),
+        ("/api/v1/namespaces//pods", "it has an empty segment ('//')"),
+        ("/api/v1/namespaces/team-a/pods?labelSelector=a|b", "its query has '|'"),
+        ("/api/v1/namespaces/team-a/pods?labelSelector=<a>", "its query has '<', '>'"),
+    ],
+)
+def test_a_refused_target_is_told_exactly_which_part_is_wrong(target, reason):
+    """The reason quotes the offending escape itself (three characters), or every bad character."""
+    assert wire_problem(target) == reason
+
+
+def test_a_query_may_use_every_character_urllib3_sends_unchanged():
+    query = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/?%41"
+    target = "/api/v1/namespaces/team-a/pods?" + query
+    assert explain_wire_problem(target) is None
+    assert wire_problem(target) is None
