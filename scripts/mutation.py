@@ -7,8 +7,8 @@
 Each package runs in its own copy of the tree (``build/mutation/<package>/``; mutmut keeps its
 results there, so a second run resumes), with a test selection of the unit and scenario tests
 for that package (never e2e). The report lists every mutant that was not killed: file:line, the
-mutation (mutmut's diff), and its verdict: ``survived``, ``no tests`` (no selected test reaches
-it) or ``timeout``, or ``equivalent`` when tests/mutation/equivalent.txt names it with a reason.
+mutation (mutmut's diff), and its verdict: ``survived`` or ``no tests`` (no selected test reaches
+it), or ``equivalent`` when tests/mutation/equivalent.txt names it with a reason.
 The score of a package is killed / (mutants - equivalent). Exit 1 when a mutant outside the
 equivalent list survives, 2 on bad arguments.
 """
@@ -244,6 +244,9 @@ def report(results: dict[str, dict[str, tuple[str, str]]], works: dict[str, Path
     for pkg, res in results.items():
         if only is not None:
             res = {k: v for k, v in res.items() if k in only.get(pkg, [])}
+        # a timeout is a mutant the tests did not pass on in time: detected, as mutmut's and
+        # Stryker's scores count it
+        res = {k: (p, "killed" if v == "timeout" else v) for k, (p, v) in res.items()}
         killed = sum(1 for _, v in res.values() if v == "killed")
         equiv = [k for k, (_, v) in res.items() if v != "killed" and k in eq]
         open_ = sorted(k for k, (_, v) in res.items() if v != "killed" and k not in eq)

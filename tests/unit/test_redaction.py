@@ -399,6 +399,6 @@ def test_a_value_is_a_jwt_only_when_it_has_the_shape_of_one_not_when_it_merely_c
     jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig"
     pod = {"kind": "Pod", "metadata": {"name": "p"},
            "spec": {"containers": [{"name": "c", "args": ["--keyJar=/var/lib/jar", jwt]}]}}
-    args = redact("Pod", pod)["spec"]["containers"][0]["args"]
+    args = Redactor(b"j" * 16).redact("Pod", pod)["spec"]["containers"][0]["args"]   # its own verdict cache
     assert args[0] == "--keyJar=/var/lib/jar"
     assert args[1].startswith(PREFIX)
