@@ -13,7 +13,7 @@ Guarantees:
   prints the table): no wildcards, no ``deletecollection``/``escalate``, nothing cluster-wide;
   registered clusters are reached with their own credentials, never this ServiceAccount.
 - The install's own objects carry the recommended ``app.kubernetes.io/*`` labels with
-  ``app.kubernetes.io/managed-by: kfold-manifests``, never kfold's ownership label
+  ``managed-by: kfold-manifests`` (``INSTALL_MANAGER``), never kfold's ownership label
   (``engine.labels.MANAGED_SELECTOR``): no sweep or watch of kfold selects its own install.
 - The config is a readable block scalar; its sha256 is the pod template's
   ``kfold.dev/config-sha256`` annotation, so a config change rolls the pod.
@@ -41,13 +41,14 @@ from typing import Any
 
 import yaml
 
+from engine.labels import MANAGED_BY
 from kfold import __version__
 
 DATA = Path(__file__).parents[1] / "data"
 INSTALL_MANAGER = "kfold-manifests"   # app.kubernetes.io/managed-by of the install (kfold's own objects say "kfold")
 LABELS = {"app.kubernetes.io/name": "kfold", "app.kubernetes.io/instance": "kfold",
           "app.kubernetes.io/version": __version__, "app.kubernetes.io/part-of": "kfold",
-          "app.kubernetes.io/managed-by": INSTALL_MANAGER}
+          MANAGED_BY: INSTALL_MANAGER}
 SELECTOR = {"app.kubernetes.io/name": "kfold"}   # immutable in a Deployment/StatefulSet: as the first installs had it
 DEFAULT_IMAGE = f"localhost/kfold:{__version__}"  # the name scripts/build_image.sh gives its archive
 NONROOT = 65532  # the image's "nonroot" user and group
