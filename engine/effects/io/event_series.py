@@ -25,7 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from engine.effects import executor_resources as res
+from engine.effects.io import resources as res
 from engine.labels import MANAGED_LABELS
 from engine.rfc3339 import to_text
 
