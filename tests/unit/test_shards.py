@@ -24,6 +24,7 @@ from engine.effects.io.fake import T2030, FakeTransport
 from engine.effects.models import CreateObject, EnsureNamespace, GetObject, ListObjects, PatchObject
 from engine.machines.base import Decision, Machine
 from journal.records import Command, EffectIssued, Outcome
+from kfold.daemon.http import leader_text
 from kfold.daemon.loop import Daemon
 from kfold.daemon.shards import ShardedTransport, ShardFence, ShardSet, count_gate, effect_shard, session_of_pod, shard_of
 from tests.journals import TestJournal as MemoryJournal
@@ -330,7 +331,7 @@ def test_trace_and_replay_name_the_shard_and_term():
 
 
 async def test_readyz_and_metrics_show_each_shard(server, mono):
-    from kfold.daemon.http import leader_metrics, leader_text
+    from kfold.daemon.http import leader_metrics
     a, b = replica(server, mono, "a", shards=2), replica(server, mono, "b", shards=2)
     await rounds(mono, 5, a, b)
     text = leader_text(a)
@@ -412,6 +413,7 @@ async def test_a_killed_last_replica_of_the_old_count_hands_over_at_its_lease_ex
         await new.step()
         mono.t += 1
     assert len(old.held()) == 4 and new.held() == [] and new.foreign == {"a": "4"}
+    assert "taking no shard: shard Leases of another leader.shards are held (a: 4)\n" in leader_text(new)
     died = mono.t    # a is SIGKILLed: its Leases run out
     while not new.held():
         await new.step()
