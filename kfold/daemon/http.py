@@ -102,6 +102,7 @@ def leader_text(e: Any) -> str:
         held = e.held()
         return (f"shards: {len(held)} of {e.shards} held ({', '.join(map(str, held)) or 'none'}), "
                 f"{e.live} live replicas, as {e.holder}\n"
+                + (f"taking no shard: {e.gate}\n" if getattr(e, "gate", None) else "")
                 + "".join(f"shard {i}: {leader_text(x)}" for i, x in enumerate(e.electors)))
     term = e.term()
     if term is not None:

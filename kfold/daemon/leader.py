@@ -112,7 +112,8 @@ class Elector:
                  holder: str, lease_seconds: int = 15, renew_seconds: int = 10, retry_seconds: float = 2,
                  margin_seconds: int = 2, cluster: str = "", monotonic: Callable[[], float] = time.monotonic,
                  on_change: Callable[[Term | None, str], Any] | None = None,
-                 may_acquire: Callable[[], bool] | None = None, shard: int | None = None):
+                 may_acquire: Callable[[], bool] | None = None, shard: int | None = None,
+                 annotations: dict[str, str] | None = None):
         if not (0 < margin_seconds and retry_seconds < renew_seconds <= lease_seconds - margin_seconds):
             raise ValueError(f"leader: need retry_seconds ({retry_seconds}) < renew_seconds ({renew_seconds}) "
                              f"<= lease_seconds ({lease_seconds}) - margin_seconds ({margin_seconds}), margin > 0")
@@ -125,6 +126,7 @@ class Elector:
         # kfold.daemon.shards: a free or expired Lease is taken only while ``may_acquire()`` (this replica
         # is under its fair share); ``shard`` names the shard in the log lines. Defaults: one Lease.
         self.may_acquire, self.shard = may_acquire, shard
+        self.annotations = dict(annotations or {})   # written on the Lease when taken (its shard count)
         self._term: Term | None = None
         self._renewed = 0.0           # monotonic send time of the last successful acquire/renew
         self._lease: dict[str, Any] | None = None
@@ -251,6 +253,7 @@ class Elector:
             return
         body = _with(lease, holder=self.holder, renew_ms=now, acquire_ms=now, lease_s=self.lease_s,
                      transitions=int(spec.get("leaseTransitions") or 0) + 1)
+        body = self._annotated(body)
         put = await self._call("PUT", self.path, body)
         if put.status == 200:
             self._took(put.data, sent, acquired=why)
@@ -266,12 +269,20 @@ class Elector:
             return
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace}, "spec": {}}
-        body = _with(body, holder=self.holder, renew_ms=now, acquire_ms=now, lease_s=self.lease_s, transitions=1)
+        body = self._annotated(_with(body, holder=self.holder, renew_ms=now, acquire_ms=now, lease_s=self.lease_s,
+                                     transitions=1))
         reply = await self._call("POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", body)
         if reply.status == 201 or reply.status == 200:
             self._took(reply.data, sent, acquired="acquired (created)")
         elif _reason(reply) != "AlreadyExists":
             log.warning("leader: create of lease %s/%s answered %d %s", self.namespace, self.name, reply.status, _reason(reply))
+
+    def _annotated(self, lease: dict[str, Any]) -> dict[str, Any]:
+        if not self.annotations:
+            return lease
+        meta = dict(lease.get("metadata") or {})
+        meta["annotations"] = {**(meta.get("annotations") or {}), **self.annotations}
+        return {**lease, "metadata": meta}
 
     def _took(self, lease: dict[str, Any], sent: float, acquired: str = "") -> None:
         self._lease, self._renewed = lease, sent

@@ -45,14 +45,25 @@ doubt what it decided for that shard meanwhile (``resume``); a term that passed 
 its renewal was under way and was then renewed (the same term: nobody else took it) releases what
 was held meanwhile (``on_change`` with no shard acquired).
 
-Caveats: ``leader.shards`` is fixed for a deployment: the same Lease names would mean other
-Sessions under another count. A replica that sees a live member Lease with another count
-(annotation ``kfold.dev/shards``) takes no shard until that replica is gone (it keeps those it
-holds); two replicas with different counts started within one round of each other can still both
-take shards, so change the count with every replica stopped. Each replica folds everything it
-sees (all shards), so a takeover starts from warm state; the fold's CPU is therefore paid on
-every replica. A ``--replicas N`` StatefulSet without
-``leader.shards`` > 1 runs one leader and N-1 standbys (high availability, no scale-out).
+Changing ``leader.shards`` with replicas running (``count_gate``; a rolling update restarts them one at a
+time with the new count): every member Lease and every shard Lease taken records its replica's count
+(annotation ``kfold.dev/shards``; a shard Lease without it, written by an older kfold, counts as its
+holder's member Lease says). The Lease names stay ``<lease_name>-shard-<i>`` under every count (an
+upgrade at the same count needs nothing), so the same name may mean other Sessions under another
+count, and the count a shard Lease was taken under decides which Sessions it covers. A replica takes a
+shard only while (1) no shard Lease of another count is held and unexpired, and (2) its own count is
+in force (a shard Lease of its count is held) or no live replica runs another count. So the count in
+force keeps its shards while its replicas restart one by one (those left take the shards of the one
+that stopped, released cleanly as on any stop); replicas of the new count stand by; when the last
+replica of the old count stops, its shards are written free and the new count takes them at once
+(after a kill: at their expiry). At no time do terms of two counts cover the same Session: (1)
+keeps a count out while the other holds a term, and (2) keeps two counts from starting together
+(each replica renews its member Lease before it lists them, so of two starting at once, the later
+sees the earlier). A round's reading is used for at most ``lease_seconds - margin_seconds`` (a
+replica stalled longer is judged gone by the others, so it must not act on what it read). Each
+replica folds everything it sees (all shards), so a takeover starts from warm state; the fold's CPU
+is therefore paid on every replica. A ``--replicas N`` StatefulSet without ``leader.shards`` > 1 runs
+one leader and N-1 standbys (high availability, no scale-out).
 """
 from __future__ import annotations
 
@@ -73,7 +84,7 @@ from kfold.daemon.leader import RESOLUTION_MS, Elector, FencedTransport, Repeats
 
 log = logging.getLogger("kfold.leader")
 MEMBER_LABEL = "kfold.dev/members-of"
-SHARDS_ANNOTATION = "kfold.dev/shards"   # on a member Lease: that replica's ``leader.shards``
+SHARDS_ANNOTATION = "kfold.dev/shards"   # on member and shard Leases: the ``leader.shards`` they belong to
 DRAIN_S = 5.0
 _CURRENT: contextvars.ContextVar[str] = contextvars.ContextVar("kfold_effect_id", default="")
 
@@ -89,6 +100,29 @@ def session_of_pod(pod: str) -> str:
     """``<session>-g<N>`` -> ``<session>`` (``engine.machines.session_manifests.pod_name``)."""
     base, sep, gen = pod.rpartition("-g")
     return base if sep and gen.isdigit() else pod
+
+
+def count_gate(shards: int, holder: str, held: Iterable[tuple[str, str | None]],
+               members: dict[str, str]) -> str | None:
+    """Why a replica running ``leader.shards = shards`` may take no shard now (``None``: it may).
+    ``held``: (holder, count or None) of every shard Lease held and unexpired (any index, any
+    count; None: not recorded); ``members``: live replica -> its count. See the module doc."""
+    mine, other = str(shards), {}
+    in_force = False
+    for who, count in held:
+        count = count or members.get(who) or (mine if who == holder else None)
+        if count == mine:
+            in_force = True
+        else:
+            other[who] = count or "unknown"
+    if other:
+        return "shard Leases of another leader.shards are held (" + ", ".join(
+            f"{w}: {n}" for w, n in sorted(other.items())) + ")"
+    foreign = {w: n for w, n in members.items() if n != mine}
+    if foreign and not in_force:
+        return "live replicas run another leader.shards (" + ", ".join(
+            f"{w}: {n}" for w, n in sorted(foreign.items())) + ") and hold no shard of this one's"
+    return None
 
 
 def effect_shard(effect: Any, state: Any, shards: int) -> int | None:
@@ -139,7 +173,8 @@ class ShardSet:
         self.electors = [Elector(transport, clock, namespace=namespace, name=f"{lease_name}-shard-{i}", holder=holder,
                                  lease_seconds=lease_seconds, renew_seconds=renew_seconds, retry_seconds=retry_seconds,
                                  margin_seconds=margin_seconds, cluster=cluster, monotonic=monotonic,
-                                 on_change=self._changed(i), may_acquire=self._under_fair_share, shard=i)
+                                 on_change=self._changed(i), may_acquire=self._under_fair_share, shard=i,
+                                 annotations={SHARDS_ANNOTATION: str(shards)})
                          for i in range(shards)]
         self.member = f"{lease_name}-member-{hashlib.sha256(holder.encode()).hexdigest()[:12]}"
         self._member: dict[str, Any] | None = None
@@ -149,6 +184,9 @@ class ShardSet:
         self._had_none = True     # no shard held yet: shared effects are held too
         self._warned = False
         self.foreign: dict[str, str] = {}   # live replicas running another ``leader.shards`` -> theirs
+        self.gate: str | None = None        # why no shard may be taken (``count_gate``), None: may
+        self._read_at: float | None = None  # monotonic send time of the round's Lease list (None: none yet)
+        self.margin_s = margin_seconds
         self._lapsed: set[int] = set()
 
     # -- the fence ------------------------------------------------------------------------------
@@ -187,7 +225,8 @@ class ShardSet:
         return math.ceil(self.shards / max(1, self.live))
 
     def _under_fair_share(self) -> bool:
-        return not self.foreign and len(self.held()) < self.fair_share()
+        fresh = self._read_at is not None and self._mono() - self._read_at < self.lease_s - self.margin_s
+        return fresh and self.gate is None and len(self.held()) < self.fair_share()
 
     def _changed(self, shard: int) -> Callable[[Any, str], None]:
         def changed(term: Any, reason: str) -> None:
@@ -294,38 +333,54 @@ class ShardSet:
                         "(`kfold manifests`)", self.namespace, self.member, reply.status)
 
     async def _count_live(self) -> None:
-        reply = await self._call("GET", self._path(), query=(("labelSelector", f"{MEMBER_LABEL}={self.lease_name}"),))
+        sent = self._mono()
+        reply = await self._call("GET", self._path())   # members and shard Leases (of every count) in one list
         now = self.clock.now_ms()
         if reply.status != 200 or now is None:
             if reply.status != 200 and not self._warned:
                 self._warned = True
-                log.warning("shards: listing the member leases in %s answered %d; counting only the replicas that hold "
+                log.warning("shards: listing the leases in %s answered %d; counting only the replicas that hold "
                             "a shard (a joining one is not seen): grant list/delete on leases (`kfold manifests`)",
                             self.namespace, reply.status)
             holders = {e.observed_holder for e in self.electors if e.observed_holder}
             self.live = max(1, len(holders | {self.holder}))
+            self.gate, self._read_at = None, sent
             return
-        live, foreign = {self.holder}, {}
+        live, members, held = {self.holder}, {self.holder: str(self.shards)}, []
+        shard_prefix = f"{self.lease_name}-shard-"
+        every: dict[str, str] = {}   # any member, live or not -> its count (for shard Leases of an older kfold)
         for item in (reply.data or {}).get("items") or []:
-            spec = item.get("spec") or {}
+            meta, spec = item.get("metadata") or {}, item.get("spec") or {}
             renewed = parse_ms(spec.get("renewTime") or "")
             duration = int(spec.get("leaseDurationSeconds") or self.lease_s) * 1000
-            theirs = ((item["metadata"].get("annotations") or {}).get(SHARDS_ANNOTATION) or str(self.shards))
-            who = spec.get("holderIdentity") or item["metadata"]["name"]
-            if renewed is not None and now <= renewed + duration + RESOLUTION_MS:
-                if theirs == str(self.shards):
+            count = (meta.get("annotations") or {}).get(SHARDS_ANNOTATION)
+            who = spec.get("holderIdentity") or ""
+            alive = renewed is not None and now <= renewed + duration + RESOLUTION_MS
+            if meta.get("name", "").startswith(shard_prefix) and meta["name"][len(shard_prefix):].isdigit():
+                if who and alive:
+                    held.append((who, count))
+                continue
+            if (meta.get("labels") or {}).get(MEMBER_LABEL) != self.lease_name:
+                continue
+            who = who or meta["name"]
+            every[who] = count or str(self.shards)
+            if alive:
+                members[who] = every[who]
+                if every[who] == str(self.shards):
                     live.add(who)
-                else:   # another shard count: the same Lease names mean other Sessions; take nothing
-                    foreign[who] = theirs
             elif renewed is not None:   # expired on the server clock: its replica is gone
-                rv = item["metadata"].get("resourceVersion")
-                await self._call("DELETE", self._path(item["metadata"]["name"]),
-                                 {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"resourceVersion": rv}})
-        if foreign and foreign != self.foreign:
-            log.error("shards: live replicas run with another leader.shards (%s), this one with %d: taking no shard "
-                      "until they are gone (change leader.shards with every replica stopped)",
-                      ", ".join(f"{w}: {n}" for w, n in sorted(foreign.items())), self.shards)
-        self.foreign = foreign
+                await self._call("DELETE", self._path(meta["name"]),
+                                 {"apiVersion": "v1", "kind": "DeleteOptions",
+                                  "preconditions": {"resourceVersion": meta.get("resourceVersion")}})
+        held = [(w, c or every.get(w)) for w, c in held]
+        gate = count_gate(self.shards, self.holder, held, members)
+        if gate != self.gate:
+            if gate is not None:
+                log.warning("shards: taking no shard (leader.shards %d): %s", self.shards, gate)
+            elif self.gate is not None:
+                log.info("shards: leader.shards %d in force: taking shards again", self.shards)
+        self.gate, self._read_at = gate, sent
+        self.foreign = {w: n for w, n in members.items() if n != str(self.shards)}
         if len(live) != self.live:
             log.info("shards: %d live replicas (fair share %d of %d shards)", len(live),
                      math.ceil(self.shards / len(live)), self.shards, extra={"live": len(live)})

@@ -92,7 +92,7 @@ def check_session_shards(paths: dict[str, Path], ns: str, shards: int) -> None:
             if kns != ns or not kname or kname.startswith("#"):
                 continue
             if e["machine"] == "session":
-                want = shard_of(kns, kname, shards)
+                want = shard_of(kns, kname.partition("#")[0], shards)   # ``<session>#events``: its Events
             elif e["machine"] == "pod":
                 want = shard_of(kns, session_of_pod(kname), shards)
             else:

@@ -24,8 +24,9 @@ from engine.effects.io.fake import T2030, FakeTransport
 from engine.effects.models import CreateObject, EnsureNamespace, GetObject, ListObjects, PatchObject
 from engine.machines.base import Decision, Machine
 from journal.records import Command, EffectIssued, Outcome
+from kfold.daemon.http import leader_text
 from kfold.daemon.loop import Daemon
-from kfold.daemon.shards import ShardedTransport, ShardFence, ShardSet, effect_shard, session_of_pod, shard_of
+from kfold.daemon.shards import ShardedTransport, ShardFence, ShardSet, count_gate, effect_shard, session_of_pod, shard_of
 from tests.journals import TestJournal as MemoryJournal
 from tests.unit.test_daemon_recovery import fresh_server, settle
 from tests.unit.test_leader import Mono
@@ -330,7 +331,7 @@ def test_trace_and_replay_name_the_shard_and_term():
 
 
 async def test_readyz_and_metrics_show_each_shard(server, mono):
-    from kfold.daemon.http import leader_metrics, leader_text
+    from kfold.daemon.http import leader_metrics
     a, b = replica(server, mono, "a", shards=2), replica(server, mono, "b", shards=2)
     await rounds(mono, 5, a, b)
     text = leader_text(a)
@@ -353,20 +354,97 @@ def test_the_shards_setting_defaults_to_one_lease():
         parse_config({**base, "leader": {"enabled": True, "shards": 0}})
 
 
-async def test_a_replica_with_another_shard_count_takes_no_shard_while_one_with_the_old_count_lives(server, mono, caplog):
-    a = replica(server, mono, "a", shards=SHARDS)
-    await rounds(mono, 3, a)
-    b = ShardSet(server.transport("b"), ServerClock(monotonic=mono), namespace="kfold", lease_name="kfold",
-                 shards=12, holder="b", lease_seconds=8, renew_seconds=5, retry_seconds=1, margin_seconds=2, monotonic=mono)
-    for _ in range(5):
-        await a.step()
-        await b.step()
+def test_the_count_gate_lets_in_only_the_count_in_force_or_one_alone():
+    # nothing held, nobody else: take
+    assert count_gate(6, "d", [], {"d": "6"}) is None
+    # the old count holds a shard: the new count stands by; the old count keeps taking beside new members
+    assert "another leader.shards are held (a: 4)" in count_gate(6, "d", [("a", "4")], {"a": "4", "d": "6"})
+    assert count_gate(4, "b", [("a", "4")], {"a": "4", "b": "4", "d": "6"}) is None
+    # nothing held yet, a live replica of another count: neither starts (of two starting together, one waits)
+    assert "live replicas run another leader.shards (a: 4)" in count_gate(6, "d", [], {"a": "4", "d": "6"})
+    # a shard Lease without a recorded count (an older kfold): its holder's member count, else unknown
+    assert count_gate(4, "b", [("a", None)], {"a": "4", "b": "4"}) is None
+    assert "(x: unknown)" in count_gate(4, "b", [("x", None)], {"b": "4"})
+    assert count_gate(4, "b", [("b", None)], {}) is None     # its own
+
+
+def covering(sets: list[ShardSet], sessions: list[str]) -> dict[str, list[str]]:
+    """Session -> the replicas whose valid term covers it now (a term of shard i under count N covers
+    the Sessions with ``shard_of(.., N) == i``)."""
+    return {s: [r.holder for r in sets for i in r.held() if shard_of("ns", s, r.shards) == i] for s in sessions}
+
+
+async def test_a_rolling_change_of_the_shard_count_never_covers_a_session_twice_nor_leaves_one_a_lease(server, mono, caplog):
+    sessions = [f"s{i}" for i in range(40)]
+    live = {h: replica(server, mono, h, shards=4) for h in "abc"}
+    uncovered_since: dict[str, float] = {}
+    longest = 0.0
+
+    async def run(n: int) -> None:
+        nonlocal longest
+        for _ in range(n):
+            for r in list(live.values()):
+                await r.step()
+            cover = covering(list(live.values()), sessions)
+            assert all(len(h) <= 1 for h in cover.values()), {s: h for s, h in cover.items() if len(h) > 1}
+            for s, h in cover.items():
+                if h:
+                    longest = max(longest, mono.t - uncovered_since.pop(s, mono.t))
+                else:
+                    uncovered_since.setdefault(s, mono.t)
+            mono.t += 1
+    await run(6)
+    with caplog.at_level(logging.INFO, logger="kfold.leader"):
+        for h in "cba":    # a StatefulSet's order: each restarted with shards=6 once the previous is up
+            await live[h].release()
+            live[h] = replica(server, mono, h, shards=6)
+            await run(4)
+        await run(4)
+    assert all(len(r.held()) == 2 for r in live.values()), {h: r.held() for h, r in live.items()}
+    assert not uncovered_since and longest <= 2, f"a Session went {longest}s without a holder"
+    assert server.items["kfold-shard-5"]["metadata"]["annotations"]["kfold.dev/shards"] == "6"
+    assert "taking no shard (leader.shards 6): shard Leases of another leader.shards are held" in caplog.text
+
+
+async def test_a_killed_last_replica_of_the_old_count_hands_over_at_its_lease_expiry(server, mono):
+    old, new = replica(server, mono, "a", shards=4), replica(server, mono, "b", shards=6)
+    for _ in range(4):
+        await old.step()
+        await new.step()
         mono.t += 1
-    assert b.held() == [] and b.foreign == {"a": str(SHARDS)} and len(a.held()) == SHARDS and a.live == 1
-    assert "live replicas run with another leader.shards (a: 6), this one with 12" in caplog.text
-    await a.release()
-    await rounds(mono, 3, b)
-    assert len(b.held()) == 12
+    assert len(old.held()) == 4 and new.held() == [] and new.foreign == {"a": "4"}
+    assert "taking no shard: shard Leases of another leader.shards are held (a: 4)\n" in leader_text(new)
+    died = mono.t    # a is SIGKILLed: its Leases run out
+    while not new.held():
+        await new.step()
+        mono.t += 1
+        assert mono.t - died <= 8 + 3
+    await rounds(mono, 2, new)
+    assert len(new.held()) == 6
+
+
+async def test_replicas_of_two_counts_started_together_never_both_take_shards(server, mono):
+    a, b = replica(server, mono, "a", shards=4), replica(server, mono, "b", shards=6)
+    for _ in range(6):
+        await asyncio.gather(a.step(), b.step())
+        mono.t += 1
+        assert not (a.held() and b.held()), (a.held(), b.held())
+    assert not a.held() and not b.held()    # both stand by while the other lives: stop one
+    await b.release()
+    await rounds(mono, 3, a)
+    assert len(a.held()) == 4
+
+
+async def test_an_upgrade_at_the_same_count_takes_over_shard_leases_written_without_a_count(server, mono):
+    a, b = replica(server, mono, "a", shards=4), replica(server, mono, "b", shards=4)
+    await rounds(mono, 5, a, b)
+    for name, item in server.items.items():   # as an older kfold writes them
+        if "-shard-" in name:
+            item["metadata"].pop("annotations", None)
+    c, d = replica(server, mono, "c", shards=4), replica(server, mono, "d", shards=6)
+    await rounds(mono, 3, a, b, c, d)
+    assert c.gate is None and sum(len(r.held()) for r in (a, b, c)) == 4     # counted as their holders' count
+    assert d.held() == [] and "(a: 4, b: 4)" in d.gate
 
 
 async def test_what_is_held_while_a_term_lapses_goes_out_when_the_same_term_is_renewed():
