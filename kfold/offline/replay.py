@@ -122,7 +122,7 @@ def replay(records: Iterable[Record], check: bool = False, state: State | None =
     reg = default_machines()
     result = ReplayResult(state=state or initial_state())
     expected: dict[str, tuple[Record, dict[str, Any]]] = {}
-    owed = _Owed(expected) if check else None
+    owed = Owed(expected) if check else None
     for run in _runs(records, check):
         if owed is not None:
             div = owed.before(run, result.state)
@@ -155,7 +155,7 @@ def replay(records: Iterable[Record], check: bool = False, state: State | None =
     return result
 
 
-class _Owed:
+class Owed:
     """The daemon's issuing rule, checked at the end of each run of ``EffectIssued`` records (see
     the module doc): recomputed effects that were their key's fresh head when a commit issued."""
 
