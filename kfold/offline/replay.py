@@ -145,7 +145,7 @@ def replay(records: Iterable[Record], check: bool = False, state: State | None =
                 result.effects[e.type] += 1
                 if check and e.type != "log":
                     expected[e.id] = (rec, effect_to_dict(e))
-                    owed.emitted(e)
+                    owed.emitted(e, rec.seq)
         if owed is not None:
             div = owed.answered(run)
             if div is not None:
@@ -166,12 +166,13 @@ class Owed:
         self.fresh_shards: set[int | None] = set()   # shards of the run's fresh EffectIssued (None: unsharded)
         self.last_issued = 0
         self.recovery: set[str] | None = None   # keys touched since a restart's in-doubt commands
+        self.recovery_seq = 0                    # the first of those commands
         self.key_shard: dict[str, int | None] = {}   # key -> its one shard (None: seen under two)
         self.sharded = False
 
-    def emitted(self, effect: Any) -> None:
+    def emitted(self, effect: Any, cause_seq: int) -> None:
         self.unissued.add(effect.id)
-        if self.recovery is not None:
+        if self.recovery is not None and cause_seq >= self.recovery_seq:
             self.recovery.add(effect.key)
 
     def before(self, run: list[Record], state: State) -> Divergence | None:
@@ -198,8 +199,8 @@ class Owed:
         for rec in run:   # a restart's in-doubt commands (of issued effects): recovery's first commit
             if isinstance(rec, Command) and rec.name == "effect.in_doubt":
                 p = state.pending.get(rec.args.get("effect_id", ""))
-                if p is not None and p.issued:
-                    self.recovery = set() if self.recovery is None else self.recovery
+                if p is not None and p.issued and self.recovery is None:
+                    self.recovery, self.recovery_seq = set(), rec.seq
                 if p is not None and self.recovery is not None:
                     self.recovery.add(p.effect.key)
             elif isinstance(rec, Outcome) and self.recovery is not None:

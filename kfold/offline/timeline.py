@@ -116,7 +116,7 @@ def walk(records: Iterable[Record], state: State | None = None) -> Iterator[Step
             if e.type != "log":
                 expected[e.id] = (rec, effect_to_dict(e))
                 if not diverged:
-                    owed.emitted(e)
+                    owed.emitted(e, rec.seq)
         if not diverged:
             step.divergence = step.divergence or owed.answered([rec])
             diverged = step.divergence is not None
