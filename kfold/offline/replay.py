@@ -15,7 +15,9 @@ Guarantees:
   every run of ``EffectIssued`` records that holds a *fresh* one (first issue, attempt 0: only a
   commit's release journals those, so the daemon was issuing then) and is followed by a later
   record, no recomputed effect may still be a fresh head, unissued. One that is is a divergence:
-  "the current code emits effect X.n ... for record #S; the journal never issued it". Narrowed
+  "the current code emits effect X.n ... for record #S; the journal never issued it". So is an
+  ``Outcome`` of a recomputed effect never journaled as issued (the executor answers only what an
+  ``EffectIssued`` let out). The first rule is narrowed
   where the journal cannot show that the daemon was issuing for that key:
   - a run right after a restart's in-doubt commands (``effect.in_doubt`` of an issued effect) is
     recovery's first commit, which releases only the keys those commands and the records after

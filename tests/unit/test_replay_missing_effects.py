@@ -170,3 +170,12 @@ def test_a_standbys_journal_has_decisions_in_flight_and_no_divergence(sim_journa
             standbys.append((path.name, result.in_flight))
     assert standbys, "a second daemon that only stood by (journaled observations, no EffectIssued)"
     assert any(flight for _, flight in standbys), standbys
+
+
+def test_trace_marks_the_never_issued_effect_on_its_object(tmp_path, capsys):
+    event = next(r for r in RECORDS if r["rec"] == "effect" and r["effect"]["type"] == "post_event")
+    path = write(tmp_path / "cut.jsonl", without(RECORDS, {event["seq"]}))
+    code = main(["trace", path, event["effect"]["key"].split("#")[0]])   # the Session its Events are about
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "DIVERGENCE: divergence at record" in out and f"effect {event['effect']['id']} post_event" in out, out
