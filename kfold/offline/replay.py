@@ -5,8 +5,30 @@ Guarantees:
 - ``check`` compares every journaled ``EffectIssued`` with the effect recomputed from its cause
   record (same id ``<cause seq>.<n>``) and stops at the FIRST divergence, reporting the cause
   record, the object it concerns and both effects. A journaled effect that the current code no
-  longer emits is a divergence too. Effects recomputed at the tail but never issued (the daemon
-  stopped between fold and issue) are reported as in flight, not as divergences.
+  longer emits is a divergence too.
+- ``check`` also finds an effect the current code emits that the journal never issued, by the
+  daemon's issuing rule (``kfold.daemon.loop``): a commit journals its records, then the
+  ``EffectIssued`` of every touched or held key's fresh head, in one transaction; a key's fresh head
+  (``engine.effects.timers.ready_to_issue``: never sent, not a retry, oldest pending of its key, or
+  any fresh read) not issued by a commit that had a term is issued by the next commit that has one
+  (held keys are released with it; after a stop, recovery issues every key's head). So at the end of
+  every run of ``EffectIssued`` records that holds a *fresh* one (first issue, attempt 0: only a
+  commit's release journals those, so the daemon was issuing then) and is followed by a later
+  record, no recomputed effect may still be a fresh head, unissued. One that is is a divergence:
+  "the current code emits effect X.n ... for record #S; the journal never issued it". So is an
+  ``Outcome`` of a recomputed effect never journaled as issued (the executor answers only what an
+  ``EffectIssued`` let out). The first rule is narrowed
+  where the journal cannot show that the daemon was issuing for that key:
+  - a run right after a restart's in-doubt commands (``effect.in_doubt`` of an issued effect) is
+    recovery's first commit, which releases only the keys those commands and the records after
+    them touched (the second, all keys, may not have committed before a crash): only those keys;
+  - with shards (``EffectIssued.shard``), only effects whose key was journaled issued under one
+    shard, and only by a run holding a fresh effect of that shard.
+  Still in flight, not divergences: an effect held behind an earlier pending effect of its key
+  (not its head), one decided in the journal's last commit (the trailing run is never judged),
+  and anything while the journal shows no issuing at all (a standby journals observations but no
+  ``EffectIssued``; a term lost: nothing fresh is issued until a takeover, whose in-doubt commands
+  drop the held effects). They are listed as in flight at the end.
 - ``Log`` effects are not journaled and not compared.
 """
 from __future__ import annotations
@@ -17,7 +39,8 @@ from typing import Any, Iterable, Iterator
 
 from engine.core import State, default_machines, fold_many, initial_state
 from engine.effects.models import effect_to_dict
-from journal.records import EffectIssued, Record
+from engine.effects.timers import ready_to_issue, seq_key
+from journal.records import Command, EffectIssued, Outcome, Record
 from kfold.offline.render import effect_line, field_diff, record_line, show
 
 
@@ -28,6 +51,7 @@ class Divergence:
     journaled: dict[str, Any] | None
     recomputed: dict[str, Any] | None
     at_seq: int
+    why: str = ""   # with ``journaled`` None: how the journal shows the effect was owed
 
     def describe(self) -> str:
         lines = [f"divergence at record {self.at_seq}: effect {self.effect_id}"]
@@ -42,8 +66,11 @@ class Divergence:
             return [f"  journaled:  {effect_line(self.journaled or {})}",
                     "  the current code no longer emits this effect"]
         if self.journaled is None:
+            cause = f" for record #{self.cause.seq}" if self.cause is not None else ""
+            why = self.why or f"its key's head when record {self.at_seq} issued effects"
             return [f"  recomputed: {effect_line(self.recomputed)}",
-                    "  the journal has no such effect: the current code emits one more"]
+                    f"  the current code emits effect {self.effect_id} {effect_line(self.recomputed)}{cause}; "
+                    f"the journal never issued it ({why})"]
         diff = field_diff(self.journaled, self.recomputed)
         lines = [f"  effect:     {effect_line(self.journaled)}",
                  f"  {len(diff)} field(s) differ (expected = journaled, got = recomputed by the current code):"]
@@ -97,7 +124,13 @@ def replay(records: Iterable[Record], check: bool = False, state: State | None =
     reg = default_machines()
     result = ReplayResult(state=state or initial_state())
     expected: dict[str, tuple[Record, dict[str, Any]]] = {}
+    owed = Owed(expected) if check else None
     for run in _runs(records, check):
+        if owed is not None:
+            div = owed.before(run, result.state)
+            if div is not None:
+                result.divergence = div
+                return result
         if check and isinstance(run[0], EffectIssued) and run[0].seq == result.state.seq + 1:  # (a gap: fold refuses it)
             div = compare_issued(run[0], expected, result.state)
             if div is not None:
@@ -114,8 +147,97 @@ def replay(records: Iterable[Record], check: bool = False, state: State | None =
                 result.effects[e.type] += 1
                 if check and e.type != "log":
                     expected[e.id] = (rec, effect_to_dict(e))
+                    owed.emitted(e, rec.seq)
+        if owed is not None:
+            div = owed.answered(run)
+            if div is not None:
+                result.divergence = div
+                return result
     result.in_flight = sorted(eid for eid in expected if eid in result.state.pending and not result.state.pending[eid].issued)
     return result
+
+
+class Owed:
+    """The daemon's issuing rule, checked at the end of each run of ``EffectIssued`` records (see
+    the module doc): recomputed effects that were their key's fresh head when a commit issued."""
+
+    def __init__(self, expected: dict[str, tuple[Record, dict[str, Any]]]) -> None:
+        self.expected = expected
+        self.unissued: set[str] = set()     # recomputed, not yet journaled as issued (may be dropped)
+        self.in_run = False                 # the last record folded was an EffectIssued
+        self.fresh_shards: set[int | None] = set()   # shards of the run's fresh EffectIssued (None: unsharded)
+        self.last_issued = 0
+        self.recovery: set[str] | None = None   # keys touched since a restart's in-doubt commands
+        self.recovery_seq = 0                    # the first of those commands
+        self.key_shard: dict[str, int | None] = {}   # key -> its one shard (None: seen under two)
+        self.sharded = False
+
+    def emitted(self, effect: Any, cause_seq: int) -> None:
+        self.unissued.add(effect.id)
+        if self.recovery is not None and cause_seq >= self.recovery_seq:
+            self.recovery.add(effect.key)
+
+    def before(self, run: list[Record], state: State) -> Divergence | None:
+        """Called before ``run`` is folded on ``state``; a divergence when a run of issues ended."""
+        first = run[0]
+        if isinstance(first, EffectIssued):   # ``_runs``: with ``check`` it comes alone
+            eid = first.effect.get("id", "")
+            p = state.pending.get(eid)
+            if not self.in_run:
+                self.in_run, self.fresh_shards = True, set()
+            if p is not None and not p.issued and not p.attempt:
+                self.fresh_shards.add(first.shard)
+            if first.shard is not None:
+                self.sharded = True
+                key = first.effect.get("key") or (p.effect.key if p is not None else None)
+                if key is not None:
+                    self.key_shard[key] = first.shard if self.key_shard.get(key, first.shard) == first.shard else None
+            self.unissued.discard(eid)
+            self.last_issued = first.seq
+            return None
+        div = self._judge(state) if self.in_run and self.fresh_shards else None
+        if self.in_run:
+            self.in_run, self.recovery = False, None
+        for rec in run:   # a restart's in-doubt commands (of issued effects): recovery's first commit
+            if isinstance(rec, Command) and rec.name == "effect.in_doubt":
+                p = state.pending.get(rec.args.get("effect_id", ""))
+                if p is not None and p.issued and self.recovery is None:
+                    self.recovery, self.recovery_seq = set(), rec.seq
+                if p is not None and self.recovery is not None:
+                    self.recovery.add(p.effect.key)
+            elif isinstance(rec, Outcome) and self.recovery is not None:
+                p = state.pending.get(rec.effect_id)
+                if p is not None:
+                    self.recovery.add(p.effect.key)
+        return div
+
+    def answered(self, run: list[Record]) -> Divergence | None:
+        """After ``run`` is folded: an outcome of a recomputed effect never journaled as issued
+        (the executor answers only what an ``EffectIssued`` let out)."""
+        for rec in run:
+            if isinstance(rec, Outcome) and rec.effect_id in self.unissued:
+                cause, mine = self.expected[rec.effect_id]
+                return Divergence(cause, rec.effect_id, None, mine, rec.seq, why=f"record {rec.seq} is its outcome")
+        return None
+
+    def _judge(self, state: State) -> Divergence | None:
+        live = {eid for eid in self.unissued if eid in state.pending}
+        self.unissued = live    # dropped without being issued (in doubt on takeover): never again
+        fresh = [state.pending[eid].effect for eid in live
+                 if not state.pending[eid].issued and not state.pending[eid].attempt]
+        if self.recovery is not None:
+            fresh = [e for e in fresh if e.key in self.recovery]
+        if self.sharded:
+            fresh = [e for e in fresh if e.key in self.key_shard and self.key_shard[e.key] is not None
+                     and self.key_shard[e.key] in self.fresh_shards]
+        if not fresh:
+            return None
+        heads = {e.id for e in ready_to_issue(state, {e.key for e in fresh})}
+        owed = sorted((e for e in fresh if e.id in heads), key=lambda e: seq_key(e.id))
+        if not owed:
+            return None
+        cause, mine = self.expected[owed[0].id]
+        return Divergence(cause, owed[0].id, None, mine, self.last_issued)
 
 
 def _runs(records: Iterable[Record], check: bool) -> Iterator[list[Record]]:

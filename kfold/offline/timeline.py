@@ -6,8 +6,9 @@ Guarantees:
   record at a time) and yields one ``Step`` per record: the decision records it changed (machine,
   key, before, after; a write of an equal value is not a change), the effects it emitted, the
   timers it set or cancelled, whether a deadline fired or was stale, and the first divergence
-  between a journaled effect and the one the current code recomputes (the ``--check`` rule of
-  ``kfold.offline.replay``).
+  between a journaled effect and the one the current code recomputes, or of an effect the current
+  code emits that the journal never issued (the ``--check`` rule of ``kfold.offline.replay``;
+  marked on the record after the run of issues that should have held it, or on its outcome).
 - Which keys a record changed is learnt from the machines' own writes (a thin view over the fold
   context that notes ``put``/``drop``/timer calls), never by scanning whole tables, so one step
   costs the same with ten objects or ten thousand.
@@ -26,7 +27,7 @@ from engine.effects.models import effect_to_dict
 from engine.machines import all_machines
 from journal.records import EffectIssued, Record
 from kfold.offline.render import decision_diff
-from kfold.offline.replay import Divergence, compare_issued
+from kfold.offline.replay import Divergence, Owed, compare_issued
 
 MACHINE_KIND = {"session": "Session", "pod": "Pod", "repo": "Repo"}
 
@@ -86,11 +87,15 @@ def walk(records: Iterable[Record], state: State | None = None) -> Iterator[Step
     reg = Machines(_Noted(m, notes) for m in all_machines())
     state = state or initial_state()
     expected: dict[str, tuple[Record, dict[str, Any]]] = {}
+    owed = Owed(expected)
     diverged = False
     for rec in records:
         step = Step(rec)
         _before_fold(step, state)
-        if isinstance(rec, EffectIssued):
+        if not diverged:   # an effect the journal never issued (kfold.offline.replay): marked on this record
+            step.divergence = owed.before([rec], state)
+            diverged = step.divergence is not None
+        if isinstance(rec, EffectIssued) and step.divergence is None:
             if diverged:  # only the first divergence is meaningful; keep memory flat after it
                 expected.pop(rec.effect.get("id", ""), None)
             else:
@@ -110,6 +115,11 @@ def walk(records: Iterable[Record], state: State | None = None) -> Iterator[Step
         for e in step.effects:
             if e.type != "log":
                 expected[e.id] = (rec, effect_to_dict(e))
+                if not diverged:
+                    owed.emitted(e, rec.seq)
+        if not diverged:
+            step.divergence = step.divergence or owed.answered([rec])
+            diverged = step.divergence is not None
         state = step.state = after
         yield step
 

@@ -17,7 +17,8 @@ On a terminal, stderr shows progress (records done / total, rate, time left); se
 The summary is followed by every object the machines track with its state (``MACHINE KEY STATE``;
 ``-o wide`` adds generation, target and rv; ``-o json|yaml`` prints the summary and the objects as
 data). With ``--check``, a divergence names the fields that differ (``spec.ports[0].port: expected 80,
-got 8080``: expected = journaled, got = recomputed).
+got 8080``: expected = journaled, got = recomputed), or an effect the current code emits that the
+journal never issued (its key's head when the daemon was issuing; see ``kfold.offline.replay``).
 
 Exit codes: 0 folded (and, with --check, no divergence); 1 divergence; 2 unreadable input (a
 malformed or truncated JSONL file, a newer schema, a fold error); 3 a broken checksum chain (in a
@@ -34,8 +35,8 @@ EXAMPLES = """examples:
   kfold replay export.jsonl --until 4200 -o wide
   kfold replay journal.db -o json | jq '.objects[] | select(.state == "Failed")'
 
-exit codes: 0 folded (and, with --check, no divergence); 1 a divergence (its differing fields on
-stderr); 2 bad arguments or unreadable input; 3 a broken checksum chain."""
+exit codes: 0 folded (and, with --check, no divergence); 1 a divergence (its differing fields, or
+the effect the journal never issued, on stderr); 2 bad arguments or unreadable input; 3 a broken checksum chain."""
 
 
 def register(sub) -> None:
