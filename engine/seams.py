@@ -123,7 +123,7 @@ class SweepSecrets(_Seam):
 
 class SweepOrphans(_Seam):
     """``pod.sweep_orphans``: kfold's pods in ``namespace`` of ``cluster`` whose Session (on ``home``)
-    is gone are deleted (``engine.machines.pod_orphans``)."""
+    is gone are deleted (``engine.machines.pod.orphans``)."""
 
     cluster: str = Field(min_length=1)
     namespace: str = Field(min_length=1)

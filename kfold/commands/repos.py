@@ -13,8 +13,8 @@ import json
 import sys
 from typing import Any, Iterable
 
-from engine.machines.repo_records import RepoEntry, absorb, listing
-from engine.machines.repo_names import GROUP
+from engine.machines.repo.records import RepoEntry, absorb, listing
+from engine.repo_names import GROUP
 
 COLUMNS = ("CLUSTER", "NAMESPACE", "KEY", "URL", "BOUND", "LAST-ATTACHED", "NODES")
 

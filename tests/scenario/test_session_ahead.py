@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from engine.machines import session_ahead
-from engine.machines.session_model import FINALIZER
+from engine.machines.session import ahead as session_ahead
+from engine.machines.session.model import FINALIZER
 from tests.scenario.test_session_support import KEY, SPEC, World, at, pod_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from engine import snapshot
-from engine.machines import session_replies
-from engine.machines.session_model import FINALIZER, SessionConfig
-from engine.machines.session_tenancy import PlacementRefused, Placement, configure, place
+from engine.machines.session import replies as session_replies
+from engine.machines.session.model import FINALIZER, SessionConfig
+from engine.machines.session.tenancy import PlacementRefused, Placement, configure, place
 from tests.harness import LIVE, Scenario
 from tests.scenario.test_session_support import BASE, ENV_SPEC, SPEC, at, owned_obj, pod_obj, session_obj
 

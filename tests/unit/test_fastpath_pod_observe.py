@@ -20,18 +20,18 @@ from pydantic import ValidationError
 from engine import fold, initial_state, snapshot
 from engine.core import Machines
 from engine.effects.models import effect_to_dict
-from engine.machines import pod as pod_machine
-from engine.machines import pod_delete
-from engine.machines import session_replies as replies
-from engine.machines import session_targets as targets
+from engine.machines.pod import machine as pod_machine
+from engine.machines.pod import delete as pod_delete
+from engine.machines.session import replies
+from engine.machines.session import targets
 from engine.machines.base import Decision, object_key
-from engine.machines.pod import PodMachine
-from engine.machines.pod_records import PodOp, Reply, refenced, view_of
-from engine.machines.pod_table import PHASES, save
-from engine.machines.repo import RepoMachine
-from engine.machines.session import SessionMachine
-from engine.machines.session import save as session_save
-from engine.machines.session_model import (CONFIG_KEY, INDEX_KEY, PHASES as SESSION_PHASES, PodFacts, SessionConfig,
+from engine.machines.pod.machine import PodMachine
+from engine.machines.pod.records import PodOp, Reply, refenced, view_of
+from engine.machines.pod.table import PHASES, save
+from engine.machines.repo.machine import RepoMachine
+from engine.machines.session.machine import SessionMachine
+from engine.machines.session.machine import save as session_save
+from engine.machines.session.model import (CONFIG_KEY, INDEX_KEY, PHASES as SESSION_PHASES, PodFacts, SessionConfig,
                                            SessionDecision, TargetIndex)
 from journal.records import Observed
 

@@ -71,12 +71,14 @@ def test_import_contracts_catch_a_forbidden_import(tmp_path):
     (pkg / "effects").mkdir()
     for d in (pkg, pkg / "machines", pkg / "effects"):
         (d / "__init__.py").write_text("")
-    for module in ("backoff", "core", "labels", "seams", "snapshot"):
+    for module in ("backoff", "core", "labels", "repo_names", "seams", "snapshot"):
         (pkg / f"{module}.py").write_text("")
     (pkg / "effects" / "models.py").write_text("")
     for m in ("pod", "repo", "session"):
-        (pkg / "machines" / f"{m}.py").write_text("")
-    (pkg / "machines" / "pod.py").write_text("import socket\n")
+        (pkg / "machines" / m).mkdir()
+        (pkg / "machines" / m / "__init__.py").write_text("")
+        (pkg / "machines" / m / "machine.py").write_text("")
+    (pkg / "machines" / "pod" / "machine.py").write_text("import socket\n")
     for extra in ("journal", "kfold"):
         (tmp_path / extra).mkdir()
         (tmp_path / extra / "__init__.py").write_text("")
@@ -85,4 +87,4 @@ def test_import_contracts_catch_a_forbidden_import(tmp_path):
     proc = subprocess.run(_lint_imports() + [str(tmp_path / ".importlinter")], cwd=tmp_path,
                           capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin:/usr/local/bin"})
     assert proc.returncode != 0
-    assert "engine.machines.pod -> socket" in proc.stdout
+    assert "engine.machines.pod.machine -> socket" in proc.stdout

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.machines.session_manifests import GENERATION_LABEL, SESSION_LABEL, WORKSPACE
+from engine.machines.session.manifests import GENERATION_LABEL, SESSION_LABEL, WORKSPACE
 
 # Waiting reasons that are part of normal start-up and say nothing a reader can act on.
 _QUIET_WAITING = frozenset({"PodInitializing"})

@@ -20,7 +20,7 @@ from engine.machines.base import Ctx
 from engine.effects.models import EnsureNamespace
 from engine.machines.base import split_key
 from engine.labels import MANAGED_LABELS
-from engine.machines.pod_records import NamespaceOp, Reply, reply_list
+from engine.machines.pod.records import NamespaceOp, Reply, reply_list
 from engine import backoff
 from engine.machines.base import describe
 

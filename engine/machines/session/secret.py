@@ -20,11 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 from engine.effects.models import CreateObject, DeleteObject, GetObject, ReplaceObject
-from engine.machines import session_manifests as mf
-from engine.machines import session_owned as owned
+from engine.machines.session import manifests as mf
+from engine.machines.session import owned
 from engine.machines.base import Ctx
-from engine.machines.session_model import SessionDecision
-from engine.machines.session_spec import Spec
+from engine.machines.session.model import SessionDecision
+from engine.machines.session.spec import Spec
 
 ENV_REFS = "kfold.dev/env-refs"
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.machines.session_model import SessionConfig
+from engine.machines.session.model import SessionConfig
 from engine.seams import RegisteredCluster, SessionConfigure
 
 FIELD = "spec.cluster"

@@ -22,11 +22,11 @@ from typing import Any, Callable
 from engine.machines.base import Ctx
 from engine.effects.models import ListObjects
 from engine.machines.base import object_key, split_key
-from engine.machines.repo_creds import CredentialError, parse_credentials
-from engine.machines.repo_names import (
+from engine.machines.repo.creds import CredentialError, parse_credentials
+from engine.repo_names import (
     API_VERSION, KIND, LABEL_BOUND, RepoUrlError, epoch_ms, identity, key_of_identity, without_password,
 )
-from engine.machines.repo_records import (
+from engine.machines.repo.records import (
     DEFAULT_REFRESH, ListOp, Op, RepoConfig, RepoEntry, absorb, config_key, config_of, entry_of, settle,
 )
 from journal.records import Command, Outcome

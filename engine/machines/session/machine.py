@@ -38,26 +38,26 @@ import json
 from typing import Any
 
 from engine.machines.base import Ctx
-from engine.machines import session_ahead as ahead
+from engine.machines.session import ahead
 from engine.effects.models import GetObject
 from engine.canonical import same_json
-from engine.machines import session_endpoints as endpoints
-from engine.machines import session_flow as flow
-from engine.machines import session_owned as owned
-from engine.machines import session_secret as secret
-from engine.machines import session_replies as replies
-from engine.machines import session_retry as retry
-from engine.machines import session_status as status
+from engine.machines.session import endpoints
+from engine.machines.session import flow
+from engine.machines.session import owned
+from engine.machines.session import secret
+from engine.machines.session import replies
+from engine.machines.session import retry
+from engine.machines.session import status
 from engine.machines.base import Machine, missing_after_relist, object_key
-from engine.machines.session_model import (CONFIG_KEY, FINALIZER, GONE_KEY, LIVE, MAX_GONE, DeletedSessions,
+from engine.machines.session.model import (CONFIG_KEY, FINALIZER, GONE_KEY, LIVE, MAX_GONE, DeletedSessions,
                                           Failure, SessionConfig, SessionDecision,
                                           SessionEntry)
-from engine.machines import session_targets as targets
-from engine.machines import session_tenancy as tenancy
-from engine.machines.session_limits import ceilings
-from engine.machines.session_observe import session_view
-from engine.machines.session_spec import SpecError
-from engine.machines.session_status import API_VERSION
+from engine.machines.session import targets
+from engine.machines.session import tenancy
+from engine.machines.session.limits import ceilings
+from engine.machines.session.observe import session_view
+from engine.machines.session.spec import SpecError
+from engine.machines.session.status import API_VERSION
 from engine.seams import SessionConfigure
 from journal.records import Command, Observed, Outcome, Relist
 

@@ -30,10 +30,10 @@ Guarantees:
 from __future__ import annotations
 
 from engine.effects.models import GetObject
-from engine.machines import session_flow as flow
+from engine.machines.session import flow
 from engine.machines.base import Ctx, split_key
-from engine.machines.session_model import SessionDecision
-from engine.machines.session_status import API_VERSION
+from engine.machines.session.model import SessionDecision
+from engine.machines.session.status import API_VERSION
 
 TIMER = "ahead"
 GRACE_MS = 30_000   # how long a record may take to catch up before the Session is read

@@ -19,13 +19,13 @@ from typing import Any, Callable
 
 from engine.machines.base import Ctx
 from engine.effects.models import GetObject, RecordEvent
-from engine.machines import session_ahead as ahead
-from engine.machines import session_flow as flow
+from engine.machines.session import ahead
+from engine.machines.session import flow
 from engine.machines.base import object_key, split_key
-from engine.machines import session_targets as targets
-from engine.machines.session_manifests import GENERATION_LABEL, SESSION_LABEL
-from engine.machines.session_model import BRINGING_UP, PodFacts, Run, SessionDecision
-from engine.machines.session_observe import PodStatus, pod_view
+from engine.machines.session import targets
+from engine.machines.session.manifests import GENERATION_LABEL, SESSION_LABEL
+from engine.machines.session.model import BRINGING_UP, PodFacts, Run, SessionDecision
+from engine.machines.session.observe import PodStatus, pod_view
 
 MAX_RUNS = 50
 

@@ -34,13 +34,13 @@ from __future__ import annotations
 from typing import Any
 
 from engine.machines.base import Ctx
-from engine.machines import repo_list
+from engine.machines.repo import bindings as repo_list
 from engine.machines.base import Machine, Reply, object_key, split_key
-from engine.machines.repo_creds import CredentialError, missing_env, resolve
-from engine.machines.repo_names import KIND, RepoUrlError, identity, key_of_identity, rfc3339, without_password
+from engine.machines.repo.creds import CredentialError, missing_env, resolve
+from engine.repo_names import KIND, RepoUrlError, identity, key_of_identity, rfc3339, without_password
 from engine.effects.models import GetObject
-from engine.machines.repo_ops import answer, doubt, ref_fields, start
-from engine.machines.repo_records import (
+from engine.machines.repo.ops import answer, doubt, ref_fields, start
+from engine.machines.repo.records import (
     Op, RepoConfig, RepoEntry, RepoRow, absorb, config_key, config_of, entry_of, gone, settle,
 )
 from journal.records import Command, Observed, Outcome, Relist

@@ -26,11 +26,11 @@ from typing import Any
 from engine.machines.base import Ctx
 from engine.effects.models import ApplySecret, CreateObject, DeleteObject, GetObject, PatchObject
 from engine.machines.base import Table
-from engine.machines.repo_creds import (
+from engine.machines.repo.creds import (
     bind_patch, clock_patch, create_manifest, resolve, secret_fields, unbind_patch, unbound_attach_patch,
 )
-from engine.machines.repo_names import API_VERSION, KIND, rfc3339
-from engine.machines.repo_records import Op, RepoEntry, config_of, gone, status_nodes
+from engine.repo_names import API_VERSION, KIND, rfc3339
+from engine.machines.repo.records import Op, RepoEntry, config_of, gone, status_nodes
 from journal.records import Outcome
 
 MAX_ATTEMPTS = 3

@@ -42,12 +42,12 @@ import json
 from typing import Any
 
 from engine.canonical import canonical_json
-from engine.machines import session_endpoints as endpoints
+from engine.machines.session import endpoints
 from engine.machines.base import Ctx
 from engine.effects.models import PatchObject
-from engine.machines.session_manifests import host, pod_name
-from engine.machines.session_model import RepoFacts, SessionConfig, SessionDecision
-from engine.machines.session_spec import Spec, SpecError, route_ports
+from engine.machines.session.manifests import host, pod_name
+from engine.machines.session.model import RepoFacts, SessionConfig, SessionDecision
+from engine.machines.session.spec import Spec, SpecError, route_ports
 from engine.rfc3339 import to_seconds_text
 
 API_VERSION = "kfold.dev/v1alpha1"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.machines.session_spec import App, Port, Spec
+from engine.machines.session.spec import App, Port, Spec
 
 from engine.labels import GENERATION_LABEL, MANAGED_LABELS, SESSION_LABEL  # noqa: F401 - re-exported
 from engine.labels import SESSION_NAMESPACE_LABEL

@@ -41,19 +41,19 @@ from typing import Any
 from engine.canonical import canonical_json
 from engine.machines.base import Ctx
 from engine.effects.models import CreateObject, Log, PatchObject
-from engine.machines import session_endpoints as endpoints
-from engine.machines import session_manifests as mf
-from engine.machines import session_secret as secret
-from engine.machines import session_status as status
-from engine.machines import session_targets as targets
-from engine.machines import session_tenancy as tenancy
+from engine.machines.session import endpoints
+from engine.machines.session import manifests as mf
+from engine.machines.session import secret
+from engine.machines.session import status
+from engine.machines.session import targets
+from engine.machines.session import tenancy
 from engine.machines.base import object_key, remember
-from engine.machines.repo_names import cache_key
-from engine.machines.session_model import (
+from engine.repo_names import cache_key
+from engine.machines.session.model import (
     FINALIZER, LIVE, Failure, PodFacts, RepoFacts, SessionConfig, SessionDecision,
 )
-from engine.machines.session_owned import TEARDOWN_KINDS, start_teardown
-from engine.machines.session_spec import Spec, SpecError, shape, validate
+from engine.machines.session.owned import TEARDOWN_KINDS, start_teardown
+from engine.machines.session.spec import Spec, SpecError, shape, validate
 
 
 def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:

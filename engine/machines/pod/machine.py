@@ -26,11 +26,15 @@ from __future__ import annotations
 from typing import Any
 
 from engine.machines.base import Ctx
-from engine.machines import pod_create, pod_delete, pod_namespace, pod_orphans, pod_sweep
+from engine.machines.pod import create as pod_create
+from engine.machines.pod import delete as pod_delete
+from engine.machines.pod import namespace as pod_namespace
+from engine.machines.pod import orphans as pod_orphans
+from engine.machines.pod import sweep as pod_sweep
 from engine.machines.base import IllegalTransition, Machine, missing_after_relist, split_key
-from engine.machines.pod_records import (DEFAULT_BUDGET_S, ORPHANS_NAME, SWEEP_NAME, Entries, PodOp, Reply, refenced,
+from engine.machines.pod.records import (DEFAULT_BUDGET_S, ORPHANS_NAME, SWEEP_NAME, Entries, PodOp, Reply, refenced,
                                         reply_list, view_of)
-from engine.machines.pod_table import TABLE, save, send_read, step
+from engine.machines.pod.table import TABLE, save, send_read, step
 from journal.records import Command, Observed, Outcome, Relist
 
 __all__ = ["PodMachine", "TABLE"]

@@ -30,10 +30,10 @@ from typing import Any
 from engine.canonical import canonical_json
 from engine.machines.base import Ctx, remember
 from engine.effects.models import CreateObject, DeleteObject, GetObject, ReplaceObject
-from engine.machines import session_manifests as mf
-from engine.machines.session_model import SessionConfig, SessionDecision, Upsert
-from engine.machines.session_owned import owned, uid_of
-from engine.machines.session_spec import Spec, route_ports
+from engine.machines.session import manifests as mf
+from engine.machines.session.model import SessionConfig, SessionDecision, Upsert
+from engine.machines.session.owned import owned, uid_of
+from engine.machines.session.spec import Spec, route_ports
 
 MAX_TRIES = 4
 SERVING = ("Provisioning", "Ready")   # phases with a pod to route to

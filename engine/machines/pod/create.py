@@ -19,12 +19,12 @@ from __future__ import annotations
 from typing import Any
 
 from engine.machines.base import Ctx
-from engine.machines import pod_delete
+from engine.machines.pod import delete as pod_delete
 from engine.machines.base import split_key
 from engine.labels import MANAGER
-from engine.machines.pod_records import GENERATION, MANAGED_BY, SESSION, PodOp, PodView, Reply, view_of
+from engine.machines.pod.records import GENERATION, MANAGED_BY, SESSION, PodOp, PodView, Reply, view_of
 from engine.machines.base import describe
-from engine.machines.pod_table import name_of, retry_read, send_create, send_read, settled, step, tell_all
+from engine.machines.pod.table import name_of, retry_read, send_create, send_read, settled, step, tell_all
 
 
 def start(ctx: Ctx, key: str, reply: Reply, args: dict[str, Any], budget_ms: int) -> None:

@@ -36,7 +36,7 @@ from typing import Any
 from engine.effects.models import DeleteObject, GetObject, ListObjects
 from engine.labels import MANAGED_BY, MANAGER, MANAGED_SELECTOR, SESSION_API_VERSION, SESSION_NAMESPACE_LABEL
 from engine.machines.base import Ctx, object_key, split_key
-from engine.machines.pod_records import ORPHANS_NAME, SESSION, OrphanPod, OrphanSweep, PodOp, labels_of
+from engine.machines.pod.records import ORPHANS_NAME, SESSION, OrphanPod, OrphanSweep, PodOp, labels_of
 from engine.machines.base import describe
 
 MAX_READS = 32          # Sessions read per sweep: the next sweep takes the rest

@@ -27,7 +27,7 @@ from engine import backoff
 from engine.machines.base import Ctx
 from engine.effects.models import CreateObject, DeleteObject, GetObject
 from engine.machines.base import Table, split_key
-from engine.machines.pod_records import PodOp, Reply
+from engine.machines.pod.records import PodOp, Reply
 
 PHASES = ("idle", "creating", "confirming", "deleting", "reading", "terminating")
 BUSY = ["creating", "confirming", "deleting", "reading", "terminating"]

@@ -23,8 +23,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.machines.base import Ctx, describe
-from engine.machines.pod_records import PodOp, PodView, Reply, view_of
-from engine.machines.pod_table import (
+from engine.machines.pod.records import PodOp, PodView, Reply, view_of
+from engine.machines.pod.table import (
     name_of, retry_read, save, send_delete, send_read, settled, step, tell_all,
 )
 

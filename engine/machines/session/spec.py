@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from engine.canonical import canonical_json
-from engine.machines.repo_names import RepoUrlError, cache_key
-from engine.machines.session_limits import RESOURCE_NAME, Pairs, clamp, quantity
-from engine.machines.session_tenancy import PlacementRefused
+from engine.repo_names import RepoUrlError, cache_key
+from engine.machines.session.limits import RESOURCE_NAME, Pairs, clamp, quantity
+from engine.machines.session.tenancy import PlacementRefused
 
 IO_MODES = ("tty", "pipe", "streams", "none")
 PROTOCOLS = ("TCP", "UDP")

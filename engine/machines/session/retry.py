@@ -25,11 +25,11 @@ from typing import Any, Callable
 
 from engine.effects.models import GetObject, RecordEvent
 from engine import backoff
-from engine.machines import session_flow as flow
+from engine.machines.session import flow
 from engine.machines.base import Ctx
 from engine.machines.base import describe
-from engine.machines.session_model import SessionDecision
-from engine.machines.session_status import API_VERSION
+from engine.machines.session.model import SessionDecision
+from engine.machines.session.status import API_VERSION
 
 REREAD = "reread"
 SECRET = "secret-retry"

@@ -15,7 +15,7 @@ Guarantees:
 from __future__ import annotations
 
 from engine.machines.base import Ctx
-from engine.machines.session_model import INDEX_KEY, SessionDecision, TargetIndex
+from engine.machines.session.model import INDEX_KEY, SessionDecision, TargetIndex
 
 
 _EMPTY = TargetIndex(slots={})

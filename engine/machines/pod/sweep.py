@@ -22,7 +22,7 @@ from engine.machines.base import Ctx
 from engine.effects.models import DeleteObject, ListObjects
 from engine.machines.base import object_key
 from engine.labels import MANAGED_SELECTOR
-from engine.machines.pod_records import SESSION, SWEEP_NAME, SecretRef, SweepOp, labels_of, secret_ref
+from engine.machines.pod.records import SESSION, SWEEP_NAME, SecretRef, SweepOp, labels_of, secret_ref
 from engine.machines.base import describe
 
 DEFAULT_GRACE_S = 600
