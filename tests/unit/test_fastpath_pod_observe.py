@@ -65,16 +65,28 @@ class PlainPodMachine(PodMachine):
         e = ctx.get(key)
         view = plain_view_of(rec.obj, rec.uid, rec.rv)
         if rec.event == "DELETED":
-            pod_machine._vanished(ctx, key, e, view.uid)
+            _vanished(ctx, key, e, view.uid)
         elif isinstance(e, PodOp):
             if e.op == "delete":
-                pod_delete.observed(ctx, key, e, view)
+                pod_delete.observed(ctx, key, e, pod_machine.Seen(view))
             elif e.uid == view.uid and e.rv == view.rv and e.terminating == view.terminating:
                 save(ctx, key, e)
             else:
                 save(ctx, key, e.but(uid=view.uid, rv=view.rv, terminating=view.terminating))
         elif view.managed:
             ctx.put(key, PodOp(uid=view.uid, rv=view.rv, terminating=view.terminating))
+
+
+def _vanished(ctx: Any, key: str, e: Any, uid: Any) -> None:
+    if not isinstance(e, PodOp):
+        return
+    if e.op == "delete":
+        pod_delete.vanished(ctx, key, e, pod_machine.Vanished(uid))
+    elif e.op == "create":
+        if uid is None or uid == e.uid:
+            save(ctx, key, e.but(uid="", rv="", terminating=False))
+    elif uid is None or not uid or uid == e.uid:
+        ctx.drop(key)
 
 
 class PlainSessionMachine(SessionMachine):

@@ -152,9 +152,10 @@ def test_the_sessions_fields_reach_the_session_machine_through_session_configure
 def _tenancy_config():
     from engine.machines.session import tenancy
     from engine.machines.session.model import SessionConfig
-    return tenancy, SessionConfig(**tenancy.configure({
+    from engine.seams import SessionConfigure
+    return tenancy, SessionConfig(**tenancy.configure(SessionConfigure.model_validate({
         "home": "local", "tenants": {"team": "acme"},
-        "registered": [{"name": "edge", "tenant": "acme", "namespaces": [" team ", "team", "  "]}]}))
+        "registered": [{"name": "edge", "tenant": "acme", "namespaces": [" team ", "team", "  "]}]})))
 
 
 @pytest.mark.parametrize("given", ["edge", " edge", "edge \n"])

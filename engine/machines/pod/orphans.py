@@ -38,14 +38,18 @@ from engine.labels import MANAGED_BY, MANAGER, MANAGED_SELECTOR, SESSION_API_VER
 from engine.machines.base import Ctx, object_key, split_key
 from engine.machines.pod.records import ORPHANS_NAME, SESSION, OrphanPod, OrphanSweep, PodOp, labels_of
 from engine.machines.base import describe
+from engine.seams import SweepOrphans
 
 MAX_READS = 32          # Sessions read per sweep: the next sweep takes the rest
-TARGETS_KEY = "#targets"  # the session machine's target index (``session_targets``), read only
 
 
-def start(ctx: Ctx, rec: Any) -> None:
-    cluster, namespace, home = rec.args["cluster"], rec.args["namespace"], rec.args["home"]
-    key = object_key(cluster, namespace, ORPHANS_NAME)
+def key_of(cmd: SweepOrphans) -> str:
+    return object_key(cmd.cluster, cmd.namespace, ORPHANS_NAME)
+
+
+def start(ctx: Ctx, cmd: SweepOrphans) -> None:
+    cluster, namespace, home = cmd.cluster, cmd.namespace, cmd.home
+    key = key_of(cmd)
     if ctx.get(key) is not None:
         ctx.log(key, "orphan-pod sweep skipped: the previous sweep is still running", level="debug")
         return
@@ -112,13 +116,9 @@ def _candidate(obj: dict[str, Any], cluster: str, namespace: str, home: str) -> 
 
 
 def _tracked(ctx: Ctx) -> set[str]:
-    """``"<cluster>/<namespace>/<session>"`` of every Session the fold places pods for."""
-    index = ctx.get(TARGETS_KEY, "session")
-    slots = getattr(index, "slots", None)
-    if isinstance(slots, dict):
-        return set(slots)
-    return {f"{d.target}/{d.target_ns}/{d.name}" for _, d in ctx.items("session")
-            if getattr(d, "kind", "") == "session" and d.target}
+    """``"<cluster>/<namespace>/<session>"`` of every Session the fold places pods for (the
+    session machine's answer)."""
+    return ctx.ask("session", "placed")
 
 
 def _session_read(ctx: Ctx, key: str, e: OrphanSweep, rec: Any, effect: Any) -> None:

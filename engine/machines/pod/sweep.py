@@ -24,18 +24,29 @@ from engine.machines.base import object_key
 from engine.labels import MANAGED_SELECTOR
 from engine.machines.pod.records import SESSION, SWEEP_NAME, SecretRef, SweepOp, labels_of, secret_ref
 from engine.machines.base import describe
+from engine.seams import SweepSecrets
+from journal.records import Command
 
-DEFAULT_GRACE_S = 600
 
 
-def start(ctx: Ctx, rec: Any) -> None:
-    cluster = rec.args.get("cluster", rec.cluster)
-    namespace = rec.args.get("namespace", rec.namespace)
+def where(rec: Command, cmd: SweepSecrets) -> tuple[str, str]:
+    """The cluster and namespace swept: the command's own, else the record's."""
+    given = cmd.model_fields_set
+    return (cmd.cluster if "cluster" in given else rec.cluster,
+            cmd.namespace if "namespace" in given else rec.namespace)
+
+
+def key_of(rec: Command, cmd: SweepSecrets) -> str:
+    return object_key(*where(rec, cmd), SWEEP_NAME)
+
+
+def start(ctx: Ctx, rec: Command, cmd: SweepSecrets) -> None:
+    cluster, namespace = where(rec, cmd)
     key = object_key(cluster, namespace, SWEEP_NAME)
     if ctx.get(key) is not None:
         ctx.log(key, "orphan Secret sweep skipped: the previous sweep is still running", cluster=cluster)
         return
-    grace_ms = int(rec.args.get("grace_seconds", DEFAULT_GRACE_S)) * 1000
+    grace_ms = cmd.grace_seconds * 1000
     eff = _list(ctx, key, cluster, namespace, "Secret")
     ctx.put(key, SweepOp(awaiting=eff.id, grace_ms=grace_ms))
 

@@ -85,17 +85,17 @@ def send_delete(ctx: Ctx, key: str, e: PodOp) -> PodOp:
 
 
 def retry_read(ctx: Ctx, key: str, e: PodOp, retry_after_ms: int | None, fail: Any) -> None:
-    """A quorum read failed transiently: read again after a backoff on server time.
-
-    With no server time there is nothing to back off on; a few immediate retries, then ``fail``."""
+    """A quorum read failed transiently: read again when ``backoff.POD_READ`` says (timer ``retry``),
+    or ``fail``."""
     e = e.but(attempts=e.attempts + 1, awaiting="")
-    if ctx.now is None:
-        if e.attempts > backoff.MAX_UNTIMED:
-            return fail(ctx, key, e, f"could not read pod {name_of(key)} after {e.attempts - 1} "
-                                     "attempts and there is no server time to back off on")
+    when = backoff.next_try(backoff.POD_READ, e.attempts, ctx.now, retry_after_ms)
+    if when == backoff.FAIL:
+        return fail(ctx, key, e, f"could not read pod {name_of(key)} after {e.attempts - 1} "
+                                 "attempts and there is no server time to back off on")
+    if when == backoff.AT_ONCE:
         send_read(ctx, key, e)
         return None
-    ctx.set_timer(key, "retry", ctx.now + backoff.delay_ms(e.attempts - 1, retry_after_ms))
+    ctx.set_timer(key, "retry", when)
     save(ctx, key, e)
     return None
 

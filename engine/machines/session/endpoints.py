@@ -15,7 +15,7 @@ Guarantees:
 - Desired manifests come from ``session_manifests`` only; the digest of what the apiserver last
   accepted is kept (``Upsert.have``), so an unchanged port set sends nothing.
 - A ports-only change re-routes here; nothing in this module touches the pod.
-- Retries of one manifest are bounded (``MAX_TRIES``); the last error is kept for status.
+- Retries of one manifest are bounded (``engine.backoff.ENDPOINT``); the last error is kept for status.
 - Own before touching (``session_owned``): a same-name object found by the read is replaced only
   when it carries this Session's labels (else the session machine fails the Session naming it),
   and an object no longer wanted is read, then deleted only if it is this Session's, by uid.
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine import backoff
 from engine.canonical import canonical_json
 from engine.machines.base import Ctx, remember
 from engine.effects.models import CreateObject, DeleteObject, GetObject, ReplaceObject
@@ -35,7 +36,6 @@ from engine.machines.session.model import SessionConfig, SessionDecision, Upsert
 from engine.machines.session.owned import owned, uid_of
 from engine.machines.session.spec import Spec, route_ports
 
-MAX_TRIES = 4
 SERVING = ("Provisioning", "Ready")   # phases with a pod to route to
 KINDS = {"Service": ("service", "v1"), "Ingress": ("ingress", "networking.k8s.io/v1")}
 
@@ -86,7 +86,7 @@ def settled(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> bool:
     its endpoints are one status write."""
     for kind, (_, want) in _wanted(d, spec, cfg).items():
         u = _get(d, kind)
-        given_up = u.tries >= MAX_TRIES and u.sending == want
+        given_up = backoff.exhausted(backoff.ENDPOINT, u.tries) and u.sending == want
         if u.stage != "idle" or (want != u.have and not given_up):
             return False
     return True
@@ -105,7 +105,7 @@ def _sync_one(ctx: Ctx, key: str, d: SessionDecision, kind: str, manifest: dict[
     if u.stage != "idle" or want == u.have:
         return d
     tries = u.tries if want == u.sending else 0
-    if tries >= MAX_TRIES:
+    if backoff.exhausted(backoff.ENDPOINT, tries):
         return d
     if manifest is None:  # read first: only this Session's object is deleted, fenced by its uid
         _request(ctx, key, d, kind, GetObject)

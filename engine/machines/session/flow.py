@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine import backoff
 from engine.canonical import canonical_json
 from engine.machines.base import Ctx
 from engine.effects.models import CreateObject, Log, PatchObject
@@ -88,20 +89,42 @@ def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> Sessio
         # kfold sim, seed 76); a pod seen there under its labels is this Session's to release
         # (``session_replies.release_stale``).
         d = d.but(target=spec.cluster, target_tenant=spec.tenant, target_namespace=spec.namespace)
-    if d.deleting or d.spec_raw.get("stopped") is True or d.phase == "Stopping":
-        # A teardown under way finishes even when the spec stops asking for it (un-stopped while
-        # Stopping): only from Stopped does the Session start, suspend or fail again.
-        d = teardown(ctx, key, d, claimed=bool(cfg.workspace_class))
-    if d.deleting or d.spec_raw.get("stopped") is True or d.phase == "Stopping":
-        pass
-    elif isinstance(spec, SpecError):
-        d = _invalid(ctx, key, d, spec)
-    elif spec.suspended:
-        d = suspend(ctx, key, d)
-    else:
-        d = run(ctx, key, d, spec, cfg)
+    d = act(ctx, key, d, wish_of(d, spec), spec, cfg)
     d = arm_deadlines(ctx, key, d)
     return status.write(ctx, key, d, spec, cfg)
+
+
+WISHES = ("stop", "invalid", "suspend", "run")
+
+
+def wish_of(d: SessionDecision, spec: Spec | SpecError) -> str:
+    """What the Session asks for: ``stop`` (``spec.stopped``, or deleted), ``invalid`` (a spec
+    kfold refuses), ``suspend`` or ``run``."""
+    if d.deleting or d.spec_raw.get("stopped") is True:
+        return "stop"
+    if isinstance(spec, SpecError):
+        return "invalid"
+    return "suspend" if spec.suspended else "run"
+
+
+def act(ctx: Ctx, key: str, d: SessionDecision, wish: str, spec: Any, cfg: SessionConfig) -> SessionDecision:
+    """The session decision: one match over (wish, phase). A teardown under way finishes even when
+    the spec stops asking for it (un-stopped while Stopping): only from Stopped does the Session
+    start, suspend or fail again, in the same step."""
+    match wish, d.phase:
+        case "stop", _:
+            return teardown(ctx, key, d, claimed=bool(cfg.workspace_class))
+        case _, "Stopping":
+            d = teardown(ctx, key, d, claimed=bool(cfg.workspace_class))
+            return d if d.phase == "Stopping" else act(ctx, key, d, wish, spec, cfg)
+        case "invalid", _:
+            return _invalid(ctx, key, d, spec)
+        case "suspend", _:
+            return suspend(ctx, key, d)
+        case "run", _:
+            return run(ctx, key, d, spec, cfg)
+        case other:
+            raise AssertionError(f"session {key}: no decision for {other!r}")
 
 
 def _spec_text(d: SessionDecision) -> str:
@@ -186,8 +209,8 @@ def _release_unmade(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> Sess
     if d.phase != "Pending" or d.pod.name or d.generation <= 0 or not d.target:
         return d
     pk = object_key(d.target, d.target_ns, mf.pod_name(d.name, d.generation))
-    if pk in d.releasing or pk in d.abandoned or not getattr(ctx.get(pk, "pod"), "uid", ""):
-        # Only a pod kfold has seen (the pod machine's table, read only): one that shows up later is
+    if pk in d.releasing or pk in d.abandoned or not ctx.ask("pod", "uid", pk):
+        # Only a pod kfold has seen (the pod machine's answer): one that shows up later is
         # released when it is observed (``session_replies.release_stale``: a stopped Session has no
         # pod), so a stop costs no read on the normal path.
         return d
@@ -432,11 +455,11 @@ def arm_deadlines(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     provisioning = d.phase == "Provisioning"
     want_timer(ctx, key, "start", provisioning and not running(d), d.start_ms, d.target)
     want_timer(ctx, key, "ready", provisioning and running(d), d.ready_ms, d.target)
-    want_timer(ctx, key, POD_DELETE_RETRY, d.phase == "Stopping" and bool(d.blocked_pod), POD_DELETE_RETRY_MS, d.target)
+    want_timer(ctx, key, POD_DELETE_RETRY, d.phase == "Stopping" and bool(d.blocked_pod), backoff.BLOCKED_TEARDOWN_MS, d.target)
     return d
 
 
-POD_DELETE_RETRY, POD_DELETE_RETRY_MS = "pod-delete-retry", 60_000   # session_replies.retry_pod_delete
+POD_DELETE_RETRY = "pod-delete-retry"   # replies.retry_pod_delete, after backoff.BLOCKED_TEARDOWN_MS
 
 
 def want_timer(ctx: Ctx, key: str, name: str, wanted: bool, after_ms: int, cluster: str) -> None:

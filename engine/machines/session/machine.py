@@ -48,8 +48,8 @@ from engine.machines.session import secret
 from engine.machines.session import replies
 from engine.machines.session import retry
 from engine.machines.session import status
-from engine.machines.base import Machine, missing_after_relist, object_key
-from engine.machines.session.model import (CONFIG_KEY, FINALIZER, GONE_KEY, LIVE, MAX_GONE, DeletedSessions,
+from engine.machines.base import Dispatch, Machine, RetryDue, UnknownEvent, ignore, missing_after_relist, object_key
+from engine.machines.session.model import (BRINGING_UP, CONFIG_KEY, INDEX_KEY, PHASES, FINALIZER, GONE_KEY, LIVE, MAX_GONE, DeletedSessions,
                                           Failure, SessionConfig, SessionDecision,
                                           SessionEntry)
 from engine.machines.session import targets
@@ -58,10 +58,12 @@ from engine.machines.session.limits import ceilings
 from engine.machines.session.observe import session_view
 from engine.machines.session.spec import SpecError
 from engine.machines.session.status import API_VERSION
-from engine.seams import SessionConfigure
+from engine.seams import (MESSAGES, NamespaceFailed, NamespaceReady, PodCreated, PodCreateFailed, PodDeleteFailed, PodGone,
+                          RepoEnsured, RepoFailed, RepoStatusReply, SessionConfigure)
 from journal.records import Command, Observed, Outcome, Relist
 
 __all__ = ["SessionMachine"]
+MESSAGE_NAMES = {model: name for (machine, name), model in MESSAGES.items() if machine == "session"}
 READ_GRACE_MS = 5_000   # a bring-up deadline met while its pod is being read is judged again this much later
 
 
@@ -71,9 +73,17 @@ class SessionMachine(Machine):
     observes = frozenset({"Session", "Pod"})
     commands = frozenset({"session.configure"})
     typed_messages = True
+    questions = frozenset({"placed"})
 
-    def on_command(self, ctx: Ctx, rec: Command) -> None:
-        cmd = SessionConfigure.model_validate(rec.args)  # the model daemon_boot builds it from
+    def answer(self, question: str, table: Any, *args: Any) -> set[str]:
+        """``placed``: ``"<cluster>/<namespace>/<session>"`` of every Session the fold places pods for."""
+        slots = getattr(table.get(INDEX_KEY), "slots", None)
+        if isinstance(slots, dict):
+            return set(slots)
+        return {f"{d.target}/{d.target_ns}/{d.name}" for _, d in table.items()
+                if getattr(d, "kind", "") == "session" and d.target}
+
+    def on_command(self, ctx: Ctx, rec: Command, cmd: SessionConfigure) -> None:
         ctx.put(CONFIG_KEY, SessionConfig(
             clusters=cmd.clusters, base_domain=cmd.base_domain, start_ms=cmd.start_seconds * 1000,
             ready_ms=cmd.ready_seconds * 1000, default_image=cmd.default_image.strip(),
@@ -114,16 +124,9 @@ class SessionMachine(Machine):
         for pk in missing_after_relist(current, rec):
             save(ctx, current[pk], replies.read_pod(ctx, current[pk], ctx.get(current[pk])))
 
-    def on_message(self, ctx: Ctx, key: str, message: str, args: dict[str, Any]) -> None:
+    def on_receive(self, ctx: Ctx, key: str, msg: Any) -> None:
         d = ctx.get(key)
-        if not isinstance(d, SessionDecision):
-            if message == "pod_created" and args.get("pod"):
-                # A create that answered after its Session was gone (its record, and the note to let
-                # the pod go, went with it): the pod is released (found by kfold sim, soak seed 20010).
-                return ctx.tell("pod", args["pod"], "delete", reply_to="session", reply_key=key,
-                                reason="created for a session that is gone")
-            return ctx.log(key, f"{message} for a session kfold no longer tracks; ignored", level="debug")
-        save(ctx, key, replies.on_message(ctx, key, d, message, args))
+        DISPATCH.handler(d.phase if isinstance(d, SessionDecision) else UNTRACKED, type(msg))(ctx, key, d, msg)
 
     def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
         d = ctx.get(effect.key)
@@ -161,36 +164,37 @@ class SessionMachine(Machine):
 
     def on_deadline(self, ctx: Ctx, key: str, name: str) -> None:
         d = ctx.get(key)
-        if isinstance(d, SessionDecision) and name == ahead.TIMER:
-            return save(ctx, key, ahead.read(ctx, key, d))
-        if isinstance(d, SessionDecision) and name in retry.TIMERS:
-            return save(ctx, key, retry.on_deadline(ctx, key, d, name))
-        if isinstance(d, SessionDecision) and name == flow.POD_DELETE_RETRY:
-            return save(ctx, key, replies.retry_pod_delete(ctx, key, d))
-        if not isinstance(d, SessionDecision) or d.phase != "Provisioning":
-            return
-        now = ctx.now_on(d.target)
-        if now is not None and _judge_later(ctx, key, d, name):
+        phase = d.phase if isinstance(d, SessionDecision) else UNTRACKED
+        event = TIMER_EVENTS.get(name)
+        if event is None:
+            raise UnknownEvent(self.name, phase, f"deadline {name!r}")
+        DISPATCH.handler(phase, event)(ctx, key, d, name)
+
+
+def _bring_up_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
+    """``start`` or ``ready`` passed while Provisioning: fail the Session, or judge again later."""
+    now = ctx.now_on(d.target)
+    if now is not None and _judge_later(ctx, key, d, name):
+        ctx.set_timer(key, name, now + READ_GRACE_MS, d.target)
+    elif (name == "start" and not flow.running(d)) or (name == "ready" and flow.running(d)):
+        if now is not None and d.pod.name and d.pod.checked != name:
+            # What kfold last saw of the pod may be old (a paused process, a watch broken or
+            # lagging): the Session fails only on a quorum read of its pod made once the deadline
+            # passed, judged when it has answered (found by kfold sim, soak seed 741061: a daemon
+            # resumed from two pauses, its pod watch relisting after a compaction, failed a
+            # Session at its start deadline while the pod had been Running and Ready for a minute).
+            # A read already in flight may predate the deadline: its answer is awaited, then
+            # the next judgement reads again.
+            if not d.pod.reading:
+                d = replies.read_pod(ctx, key, d)
+                d = d.but(pod=d.pod.but(checked=name))
             ctx.set_timer(key, name, now + READ_GRACE_MS, d.target)
-        elif (name == "start" and not flow.running(d)) or (name == "ready" and flow.running(d)):
-            if now is not None and d.pod.name and d.pod.checked != name:
-                # What kfold last saw of the pod may be old (a paused process, a watch broken or
-                # lagging): the Session fails only on a quorum read of its pod made once the deadline
-                # passed, judged when it has answered (found by kfold sim, soak seed 741061: a daemon
-                # resumed from two pauses, its pod watch relisting after a compaction, failed a
-                # Session at its start deadline while the pod had been Running and Ready for a minute).
-                # A read already in flight may predate the deadline: its answer is awaited, then
-                # the next judgement reads again.
-                if not d.pod.reading:
-                    d = replies.read_pod(ctx, key, d)
-                    d = d.but(pod=d.pod.but(checked=name))
-                ctx.set_timer(key, name, now + READ_GRACE_MS, d.target)
-            elif name == "start":
-                d = flow.fail(ctx, key, d, "StartDeadlineExceeded",
-                              f"pod {d.pod.name} did not reach Running within the start deadline ({d.start_ms // 1000} s)")
-            else:
-                d = flow.fail(ctx, key, d, "ReadyDeadlineExceeded", _not_ready(d))
-        save(ctx, key, d)
+        elif name == "start":
+            d = flow.fail(ctx, key, d, "StartDeadlineExceeded",
+                          f"pod {d.pod.name} did not reach Running within the start deadline ({d.start_ms // 1000} s)")
+        else:
+            d = flow.fail(ctx, key, d, "ReadyDeadlineExceeded", _not_ready(d))
+    save(ctx, key, d)
 
 
 def _judge_later(ctx: Ctx, key: str, d: SessionDecision, name: str) -> str:
@@ -561,3 +565,95 @@ def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDeci
             u = getattr(d, field)
             return d.but(**{field: u.but(stage="idle", tries=u.tries + 1)})
     return d
+
+
+# -- the dispatch table -----------------------------------------------------------------------------
+
+UNTRACKED = "untracked"   # the phase of a key with no Session record (gone, or never seen)
+
+
+class AheadDue:
+    """The ``ahead`` grace passed (``ahead.TIMER``)."""
+
+
+class PodDeleteRetryDue:
+    """A teardown blocked by a failed pod delete asks again (``flow.POD_DELETE_RETRY``)."""
+
+
+class BringUpDeadline:
+    """The ``start`` or ``ready`` deadline passed."""
+
+
+TIMER_EVENTS: dict[str, type] = {ahead.TIMER: AheadDue, **{t: RetryDue for t in retry.TIMERS},
+                                 flow.POD_DELETE_RETRY: PodDeleteRetryDue, "start": BringUpDeadline,
+                                 "ready": BringUpDeadline}
+
+
+def _ahead_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
+    save(ctx, key, ahead.read(ctx, key, d))
+
+
+def _retry_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
+    save(ctx, key, retry.on_deadline(ctx, key, d, name))
+
+
+def _pod_delete_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
+    save(ctx, key, replies.retry_pod_delete(ctx, key, d))
+
+
+def _pod_delete_moot(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
+    """No longer Stopping: the blocked pod delete is not asked again."""
+    save(ctx, key, d.but(blocked_pod=""))
+
+
+def _reply(handler: Any) -> Any:
+    """A reply from the pod or repo machine, folded into the Session's record, then decided on."""
+    def fold_reply(ctx: Ctx, key: str, d: SessionDecision, msg: Any) -> None:
+        save(ctx, key, handler(ctx, key, d, msg))
+    fold_reply.__qualname__ = f"replies.{handler.__name__}"
+    return fold_reply
+
+
+def _created_for_none(ctx: Ctx, key: str, d: None, msg: PodCreated) -> None:
+    """A create that answered after its Session was gone: the pod is released."""
+    if not msg.pod:
+        return _untracked(ctx, key, d, msg)
+    ctx.tell("pod", msg.pod, "delete", reply_to="session", reply_key=key, reason="created for a session that is gone")
+
+
+def _untracked(ctx: Ctx, key: str, d: None, msg: Any) -> None:
+    ctx.log(key, f"{MESSAGE_NAMES[type(msg)]} for a session kfold no longer tracks; ignored", level="debug")
+
+
+_OTHER = {p: tuple(q for q in PHASES if q != p) for p in ("Pending", "Creating", "Stopping")}
+_OTHER["bringing up"] = tuple(q for q in PHASES if q not in BRINGING_UP)
+# replies whose handler depends on the phase: (phases, handler) rows
+_BY_PHASE = {
+    NamespaceFailed: (("Pending", replies.namespace_failed), (_OTHER["Pending"], replies.keep)),
+    RepoFailed: ((BRINGING_UP, replies.repo_failed), (_OTHER["bringing up"], replies.keep)),
+    PodCreated: (("Creating", replies.pod_created), (_OTHER["Creating"], replies.pod_created_late)),
+    PodCreateFailed: (("Creating", replies.pod_create_failed), (_OTHER["Creating"], replies.pod_create_failed_late)),
+    PodDeleteFailed: (("Stopping", replies.pod_delete_failed), (_OTHER["Stopping"], replies.pod_delete_failed_late)),
+}
+_REPLIES = {NamespaceReady: replies.namespace_ready, NamespaceFailed: replies.namespace_failed,
+            RepoEnsured: replies.repo_ensured, RepoFailed: replies.repo_failed, RepoStatusReply: replies.repo_status,
+            PodCreated: replies.pod_created, PodCreateFailed: replies.pod_create_failed,
+            PodGone: replies.pod_gone, PodDeleteFailed: replies.pod_delete_failed}
+_NOT_PROVISIONING = tuple(p for p in PHASES if p != "Provisioning")
+
+# The session machine: (phase, event) -> handler. A Session's phase is ``SessionDecision.phase``;
+# what it decides on each record is ``flow.act``, one match over (wish, phase).
+DISPATCH = Dispatch("session", [
+    (UNTRACKED, AheadDue, ignore), (UNTRACKED, RetryDue, ignore), (UNTRACKED, PodDeleteRetryDue, ignore),
+    (UNTRACKED, BringUpDeadline, ignore),
+    (PHASES, AheadDue, _ahead_due),
+    (PHASES, RetryDue, _retry_due),
+    ("Stopping", PodDeleteRetryDue, _pod_delete_due),
+    (_OTHER["Stopping"], PodDeleteRetryDue, _pod_delete_moot),
+    ("Provisioning", BringUpDeadline, _bring_up_deadline),
+    (_NOT_PROVISIONING, BringUpDeadline, ignore),
+    (UNTRACKED, PodCreated, _created_for_none),
+    *((UNTRACKED, model, _untracked) for model in _REPLIES if model is not PodCreated),
+    *((PHASES, model, _reply(handler)) for model, handler in _REPLIES.items() if model not in _BY_PHASE),
+    *((phases, model, _reply(handler)) for model, rows in _BY_PHASE.items() for phases, handler in rows),
+])

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from engine.seams import (NamespaceFailed, NamespaceReady, PodCreated, PodCreateFailed, PodDeleteFailed, PodGone,
+                          RepoEnsured, RepoFailed, RepoStatusReply)
 from engine.machines.base import Ctx
 from engine.effects.models import GetObject, RecordEvent
 from engine.machines.session import ahead
@@ -24,7 +26,7 @@ from engine.machines.session import flow
 from engine.machines.base import object_key, split_key
 from engine.machines.session import targets
 from engine.machines.session.manifests import GENERATION_LABEL, SESSION_LABEL
-from engine.machines.session.model import BRINGING_UP, PodFacts, Run, SessionDecision
+from engine.machines.session.model import PodFacts, Run, SessionDecision
 from engine.machines.session.observe import PodStatus, pod_view
 
 MAX_RUNS = 50
@@ -143,52 +145,52 @@ def pod_read(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -> S
 
 # -- replies from the pod and repo machines -------------------------------------------------------
 
-def on_message(ctx: Ctx, key: str, d: SessionDecision, message: str, args: dict[str, Any]) -> SessionDecision:
-    handler = _HANDLERS.get(message)
-    if handler is None:
-        raise ValueError(f"session: unknown message {message!r}")
-    return handler(ctx, key, d, args)
-
-
-def _namespace_ready(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def namespace_ready(ctx: Ctx, key: str, d: SessionDecision, msg: NamespaceReady) -> SessionDecision:
     return d.but(namespace_step="done") if d.namespace_step == "sent" else d
 
 
-def _namespace_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
-    if d.phase != "Pending" or d.namespace_step != "sent":
+def keep(ctx: Ctx, key: str, d: SessionDecision, msg: Any) -> SessionDecision:
+    """A reply that changes nothing in this phase (the record is decided on again as it is)."""
+    return d
+
+
+def namespace_failed(ctx: Ctx, key: str, d: SessionDecision, msg: NamespaceFailed) -> SessionDecision:
+    """Pending: the namespace asked for could not be ensured."""
+    if d.namespace_step != "sent":
         return d
-    return flow.fail(ctx, key, d, "NamespaceFailed", str(args.get("reason", "")))
+    return flow.fail(ctx, key, d, "NamespaceFailed", msg.reason)
 
 
 def _repo(d: SessionDecision, repo_key: str, **changes: Any) -> SessionDecision:
     return d.but(repos=tuple(r.but(**changes) if r.key == repo_key else r for r in d.repos))
 
 
-def _repo_ensured(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
-    return _repo(d, args["repo"], ensured=True)
+def repo_ensured(ctx: Ctx, key: str, d: SessionDecision, msg: RepoEnsured) -> SessionDecision:
+    return _repo(d, msg.repo, ensured=True)
 
 
-def _repo_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
-    hit = next((r for r in d.repos if r.key == args["repo"]), None)
-    if hit is None or d.phase not in BRINGING_UP:
+def repo_failed(ctx: Ctx, key: str, d: SessionDecision, msg: RepoFailed) -> SessionDecision:
+    """Bringing up: a repository the Session needs could not be ensured."""
+    hit = next((r for r in d.repos if r.key == msg.repo), None)
+    if hit is None:
         return d
-    return flow.fail(ctx, key, d, "RepoFailed", f"repository {hit.url}: {args.get('reason', '')}")
+    return flow.fail(ctx, key, d, "RepoFailed", f"repository {hit.url}: {msg.reason}")
 
 
-def _repo_status(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
-    return _repo(d, args["repo"], nodes=dict(args.get("nodes") or {}))
+def repo_status(ctx: Ctx, key: str, d: SessionDecision, msg: RepoStatusReply) -> SessionDecision:
+    return _repo(d, msg.repo, nodes={n: s.model_dump(exclude_unset=True) for n, s in msg.nodes.items()})
 
 
-def _pod_created(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
-    pk = args["pod"]
+def pod_created(ctx: Ctx, key: str, d: SessionDecision, msg: PodCreated) -> SessionDecision:
+    """Creating: the pod is made or adopted (``pod_created_late`` in the other phases)."""
+    pk = msg.pod
     if pk in d.abandoned:
-        d = d.but(abandoned=tuple(k for k in d.abandoned if k != pk))
-        return flow.delete_pod(ctx, key, d, pk, "created for a generation that was let go")
-    if d.phase != "Creating" or pk != flow.pod_key(d):
+        return pod_created_late(ctx, key, d, msg)
+    if pk != flow.pod_key(d):
         return d
-    how = "adopted" if args.get("adopted") else "created"
-    ctx.log(key, f"session {d.name}: pod {d.pod.name} {how}", uid=args.get("uid", ""))
-    uid = args.get("uid") or d.pod.uid
+    how = "adopted" if msg.adopted else "created"
+    ctx.log(key, f"session {d.name}: pod {d.pod.name} {how}", uid=msg.uid)
+    uid = msg.uid or d.pod.uid
     # What the record knew under this name may be another pod's: one a replica made while this
     # record's own create was held (standing by), since deleted. Its facts (Running, gone) say nothing
     # of the pod this create made (found by kfold sim, soak seed 830708: a takeover's held create made
@@ -198,35 +200,55 @@ def _pod_created(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -
     d = d.move("created").but(pod=facts.but(created=True, uid=uid))
     # An adopted pod may have run for a long time: on a quiet cluster no event will tell its state,
     # so read it now and fold the answer (never wait for a watch event that may not come).
-    return read_pod(ctx, key, d) if args.get("adopted") else d
+    return read_pod(ctx, key, d) if msg.adopted else d
 
 
-def _pod_create_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
-    pk = args["pod"]
-    if pk in d.abandoned:
-        return d.but(abandoned=tuple(k for k in d.abandoned if k != pk))
-    if d.phase != "Creating" or pk != flow.pod_key(d):
+def pod_created_late(ctx: Ctx, key: str, d: SessionDecision, msg: PodCreated) -> SessionDecision:
+    """A pod create answered for a generation the Session let go: the pod is released."""
+    pk = msg.pod
+    if pk not in d.abandoned:
         return d
-    why = "NameTaken" if args.get("taken") else "PodCreateFailed"   # a pod kfold refused to adopt holds the name
-    return flow.fail(ctx, key, d.but(pod=PodFacts()), why, str(args.get("reason", "")))
+    d = d.but(abandoned=tuple(k for k in d.abandoned if k != pk))
+    return flow.delete_pod(ctx, key, d, pk, "created for a generation that was let go")
 
 
-def _pod_gone(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
-    pk = args["pod"]
+def pod_create_failed_late(ctx: Ctx, key: str, d: SessionDecision, msg: PodCreateFailed) -> SessionDecision:
+    """A pod create failed for a generation the Session let go: nothing is left to release."""
+    return d.but(abandoned=tuple(k for k in d.abandoned if k != msg.pod)) if msg.pod in d.abandoned else d
+
+
+def pod_create_failed(ctx: Ctx, key: str, d: SessionDecision, msg: PodCreateFailed) -> SessionDecision:
+    """Creating: the pod could not be made (``pod_create_failed_late`` in the other phases)."""
+    pk = msg.pod
+    if pk in d.abandoned:
+        return pod_create_failed_late(ctx, key, d, msg)
+    if pk != flow.pod_key(d):
+        return d
+    why = "NameTaken" if msg.taken else "PodCreateFailed"   # a pod kfold refused to adopt holds the name
+    return flow.fail(ctx, key, d.but(pod=PodFacts()), why, msg.reason)
+
+
+def pod_gone(ctx: Ctx, key: str, d: SessionDecision, msg: PodGone) -> SessionDecision:
+    pk = msg.pod
     d = d.but(releasing=tuple(k for k in d.releasing if k != pk))
     return d.but(pod=d.pod.but(gone=True)) if d.pod.name and pk == flow.pod_key(d) else d
 
 
-def _pod_delete_failed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any]) -> SessionDecision:
+def pod_delete_failed(ctx: Ctx, key: str, d: SessionDecision, msg: PodDeleteFailed) -> SessionDecision:
     """A teardown whose pod delete failed (its budget spent, refused) is blocked, with the reason on
-    the status, and asks again ``session_flow.POD_DELETE_RETRY_MS`` later (``retry_pod_delete``): an apiserver out
+    the status, and asks again ``engine.backoff.BLOCKED_TEARDOWN_MS`` later (``retry_pod_delete``): an apiserver out
     for longer than the budget, or a permission fixed meanwhile, must not leave the Session in
     Stopping for good; a pod that went meanwhile is then found gone by the delete's read."""
-    pk = args["pod"]
-    reason = f"{_undeletable(pk)} {args.get('reason', '')}"
+    pk = msg.pod
+    reason = f"{_undeletable(pk)} {msg.reason}"
     ctx.log(key, reason, level="warning")
-    d = d.but(releasing=tuple(k for k in d.releasing if k != pk))
-    return d.but(blocked=reason, blocked_pod=pk) if d.phase == "Stopping" else d
+    return d.but(releasing=tuple(k for k in d.releasing if k != pk), blocked=reason, blocked_pod=pk)
+
+
+def pod_delete_failed_late(ctx: Ctx, key: str, d: SessionDecision, msg: PodDeleteFailed) -> SessionDecision:
+    """A pod delete failed outside a teardown: logged, the pod is no longer being released."""
+    ctx.log(key, f"{_undeletable(msg.pod)} {msg.reason}", level="warning")
+    return d.but(releasing=tuple(k for k in d.releasing if k != msg.pod))
 
 
 def _undeletable(pk: str) -> str:
@@ -238,17 +260,9 @@ def retry_pod_delete(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     """The retry timer fired: delete the pod again (a fresh operation, with its own budget and its
     own fenced read), clearing the block it caused (not one a Secret or the finalizer set since)."""
     pk = d.blocked_pod
-    if d.phase != "Stopping" or not pk:
+    if not pk:
         return d.but(blocked_pod="")
     mine = d.blocked.startswith(_undeletable(pk))
     ctx.log(key, f"session {d.name}: deleting pod {split_key(pk)[2]} again (teardown was blocked)")
     d = d.but(blocked="" if mine else d.blocked, blocked_pod="")
     return flow.delete_pod(ctx, key, d, pk, "teardown retried after a failed delete")
-
-
-_HANDLERS = {
-    "namespace_ready": _namespace_ready, "namespace_failed": _namespace_failed,
-    "repo_ensured": _repo_ensured, "repo_failed": _repo_failed, "repo_status": _repo_status,
-    "pod_created": _pod_created, "pod_create_failed": _pod_create_failed,
-    "pod_gone": _pod_gone, "pod_delete_failed": _pod_delete_failed,
-}

@@ -77,10 +77,8 @@ def _namespace(reg: RegisteredCluster, namespace: str) -> str:
                   "create the Session in one of them")
 
 
-def configure(cmd: SessionConfigure | dict[str, Any]) -> dict[str, Any]:
-    """The tenancy fields of ``SessionConfig`` from ``session.configure`` (its model, or its args)."""
-    if not isinstance(cmd, SessionConfigure):
-        cmd = SessionConfigure.model_validate(cmd)
+def configure(cmd: SessionConfigure) -> dict[str, Any]:
+    """The tenancy fields of ``SessionConfig`` from ``session.configure``'s model (validated once, at the seam)."""
     registered = tuple(RegisteredCluster(
         handle=r.handle or f"{r.name}@{r.tenant}", name=r.name, tenant=r.tenant,
         namespaces=tuple(dict.fromkeys(n.strip() for n in r.namespaces if n.strip()))) for r in cmd.registered)
