@@ -9,6 +9,22 @@ import argparse
 import importlib
 import sys
 
+EPILOG = """examples:
+  kfold run --config /etc/kfold/config.yaml --context kind-dev -n team-a
+  kfold replay journal.db --check
+  kfold trace journal.db team-a/demo
+  kfold repos -n team-a -o wide
+  kfold <command> --help            (each command's flags, examples and exit codes)
+
+exit codes (every command):
+  0  done
+  1  the command ran and found a problem: a replay divergence, a failed sim invariant, nothing
+     matched (trace), a source or registry that could not be read (repos, cluster)
+  2  bad arguments or input kfold cannot use (one line on stderr names it and the fix)
+  3  a journal's broken checksum chain (replay, export, trace, ui)
+
+docs/cli.md describes every command."""
+
 COMMANDS = ("run", "replay", "export", "trace", "ui", "diagrams", "manifests", "repos", "cluster", "sim")
 
 
@@ -17,8 +33,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     command's module imports the Kubernetes client and more (~1 s), which ``kfold replay`` of a
     journal does not need."""
     from kfold import __version__
-    parser = argparse.ArgumentParser(prog="kfold", description="Event-sourced Kubernetes reconciler for sandbox sessions.")
-    parser.add_argument("--version", action="version", version=f"kfold {__version__}")
+    parser = argparse.ArgumentParser(prog="kfold", description="Event-sourced Kubernetes reconciler for sandbox sessions.",
+                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"kfold {__version__}", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS if only is None else (only,):
         try:

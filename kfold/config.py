@@ -44,6 +44,7 @@ class ClusterConfig(RateLimit):
     name: str = "local"
     kubeconfig: str | None = None
     context: str | None = None
+    allow_exec: bool = False   # run the kubeconfig's exec credential plugin (gke/eks/aks login), docs/cli.md
     service_account_dir: str = "/var/run/secrets/kubernetes.io/serviceaccount"
 
     @field_validator("name")
@@ -208,7 +209,7 @@ class LeaderConfig(_Model):
     @classmethod
     def _margin(cls, v: int) -> int:
         """The fence holds while an apiserver clock step plus a request's latency stays under the
-        margin (README "Leadership"): a 1 s step needs 1 s, and the latency 1 s more."""
+        margin (docs/ha.md): a 1 s step needs 1 s, and the latency 1 s more."""
         if v < MIN_MARGIN_S:
             raise ValueError(f"{v} is too small: the fence needs 1 s for an apiserver clock step of up to 1 s and 1 s "
                              f"for a request's latency; set leader.margin_seconds to {MIN_MARGIN_S} or more")

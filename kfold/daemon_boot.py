@@ -176,7 +176,13 @@ def _observer_options(cfg: Config, daemon: Daemon) -> dict[str, Any]:
                 idle_timeout_s=cfg.deadlines.watch_idle_seconds)
 
 
-def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClocks) -> list[Any]:
+def _home_where(registry: Any) -> str:
+    """How the home cluster is reached, for messages (``context dev of /home/me/.kube/config``)."""
+    source = getattr(registry, "home_source", None)
+    return source.describe() if source is not None else ""
+
+
+def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClocks, where: str = "") -> list[Any]:
     """Every observed kind in every watched namespace of the home cluster (the registered
     clusters' watches are the ``Follower``'s: ``remote_observers``)."""
     from engine.effects.observer import Observer
@@ -187,7 +193,7 @@ def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClocks
             selector = MANAGED_SELECTOR if r.kind in ("Pod", "Secret") else ""
             out.append(Observer(lambda: client, cfg.cluster.name, r.api_version, r.kind, r.plural, ns,
                                 _late_lists(daemon.submit, r.kind), clock.for_cluster(cfg.cluster.name),
-                                label_selector=selector, **common))
+                                label_selector=selector, where=where, **common))
     return out
 
 
@@ -239,11 +245,12 @@ def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClocks, registry:
     out = []
     for handle, tenant, name, ns in remote:
         reach = (lambda t=tenant, n=name: registry.reach(t, n))
+        where = f"registered cluster {name} of tenant {tenant}: `kfold cluster list --tenant {tenant}`"
         out.append(Observer(reach, handle, "v1", "Pod", "pods", ns, daemon.submit, clock.for_cluster(handle),
-                            label_selector=MANAGED_SELECTOR, **common))
+                            label_selector=MANAGED_SELECTOR, where=where, **common))
         if repo.kind in daemon.machines.by_kind:  # per-node status for the Sessions placed there
             out.append(Observer(reach, handle, repo.api_version, repo.kind, repo.plural, ns, daemon.submit,
-                                clock.for_cluster(handle), optional=True, **common))
+                                clock.for_cluster(handle), optional=True, where=where, **common))
     return out
 
 
@@ -295,7 +302,7 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
         daemon.spawn(elector.run(), "leader-election")
     commands, (booted, remote) = boot_drafts(cfg, env, registry, clock.now_ms())  # what boot configures is what it watches
     await daemon.submit(commands)
-    observers = make_observers(cfg, daemon, client, clock)
+    observers = make_observers(cfg, daemon, client, clock, _home_where(registry))
     follower = Follower(daemon, registry, cfg.registry.rescan_seconds,
                         read=lambda r: registrations(cfg, r),
                         configure=lambda args: configure_command(cfg, clock.now_ms(), args),
@@ -316,6 +323,8 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     http = HttpServer(*cfg.http.host_port, routes_for(daemon, observers, metrics, elector))
     await http.start()
     log.info("kfold running", extra={"listen": f"{http.host}:{http.port}", "seq": daemon.state.seq,
+                                     "server": getattr(registry.home_source, "endpoint", ""),
+                                     "via": _home_where(registry),
                                      "home_limits": str(registry.home_limits)})
     code = await _wait_for_stop(daemon)
     await http.close()

@@ -43,7 +43,7 @@ def open_registry(cfg: Config) -> tuple[Any, Any]:
     every ``registry.credential_refresh_seconds`` and after a 401 (``kfold.registry.registry``)."""
     from kfold.registry import DirectoryCredentials, MemoryCredentials, RegistrationIndex, Registry
     root = registry_dir(cfg)
-    home_args = dict(kubeconfig=cfg.cluster.kubeconfig, context=cfg.cluster.context,
+    home_args = dict(kubeconfig=cfg.cluster.kubeconfig, context=cfg.cluster.context, allow_exec=cfg.cluster.allow_exec,
                      service_account_dir=cfg.cluster.service_account_dir)
     secrets = cfg.registry.credentials == "secrets"
     registry = Registry(RegistrationIndex(root / "index"),

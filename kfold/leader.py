@@ -44,7 +44,7 @@ Caveats:
   the fence still holds, since it is time-based).
 - Requests already in the apiserver when a term ends cannot be recalled (Kubernetes has no
   multi-object transaction); the per-object uid/resourceVersion preconditions of the effects close
-  that window (README "Leadership").
+  that window (docs/ha.md).
 """
 from __future__ import annotations
 
@@ -62,6 +62,28 @@ from engine.effects.executor_transport import Request, Response, Transport, Tran
 from engine.rfc3339 import to_ms as parse_ms, to_text
 
 log = logging.getLogger("kfold.leader")
+
+
+class Repeats:
+    """A problem that recurs every round (an unreachable apiserver): the first time, or when it
+    changes, at WARNING; its repeats at DEBUG, with a WARNING reminder every ``remind_s``."""
+
+    def __init__(self, logger: logging.Logger, remind_s: float = 300.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.log, self.remind_s, self._mono = logger, remind_s, monotonic
+        self._last: str | None = None
+        self._told = 0.0
+
+    def warn(self, text: str) -> None:
+        now = self._mono()
+        if text != self._last or now - self._told >= self.remind_s:
+            self.log.warning("%s", text if text != self._last else f"{text} (still)")
+            self._last, self._told = text, now
+        else:
+            self.log.debug("%s", text)
+
+    def clear(self) -> None:
+        self._last = None
 RESOLUTION_MS = 1000   # the Date header's resolution: a candidate waits this much more
 
 
@@ -98,6 +120,7 @@ class Elector:
         self.namespace, self.name, self.holder, self.cluster = namespace, name, holder, cluster
         self.lease_s, self.renew_s, self.retry_s, self.margin_s = lease_seconds, renew_seconds, retry_seconds, margin_seconds
         self._mono = monotonic
+        self._repeats = Repeats(log, monotonic=monotonic)   # an unreachable apiserver: not a WARNING per round
         self.on_change = on_change
         # kfold.shards: a free or expired Lease is taken only while ``may_acquire()`` (this replica
         # is under its fair share); ``shard`` names the shard in the log lines. Defaults: one Lease.
@@ -133,7 +156,9 @@ class Elector:
             else:
                 await self._try_acquire()
         except TransportError as exc:
-            log.warning("leader: lease %s/%s: %s", self.namespace, self.name, exc)
+            self._repeats.warn(f"leader: lease {self.namespace}/{self.name}: {exc}")
+        else:
+            self._repeats.clear()
         if self._term is not None and self._mono() - self._renewed > self.renew_s:
             self._lose(f"renew deadline ({self.renew_s}s) passed")
         return self.term()
@@ -319,7 +344,7 @@ class FencedTransport:
     and (``KubeTransport(before_send=fence.check)``) again in the sending thread right before the
     request is written, after any wait for the thread pool or the client's limiter: an effect
     handed over before a pause is not sent after it. What is already being written when the term
-    ends is the window only per-object preconditions close (README "Leadership")."""
+    ends is the window only per-object preconditions close (docs/ha.md)."""
 
     def __init__(self, inner: Transport, fence: Fence):
         self.inner, self.fence = inner, fence

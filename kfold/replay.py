@@ -31,12 +31,25 @@ class Divergence:
     def describe(self) -> str:
         lines = [f"divergence at record {self.at_seq}: effect {self.effect_id}"]
         if self.cause is not None:
-            c = self.cause
-            obj = "/".join(x for x in (getattr(c, "cluster", ""), getattr(c, "namespace", ""), getattr(c, "name", "")) if x)
-            lines.append(f"  cause:      seq {c.seq} {c.rec} {getattr(c, 'kind', '') or getattr(c, 'name', '')} {obj}".rstrip())
-        lines.append(f"  journaled:  {_short(self.journaled)}")
-        lines.append(f"  recomputed: {_short(self.recomputed)}")
-        return "\n".join(lines)
+            from kfold.timeline import record_line
+            lines.append(f"  cause:      seq {self.cause.seq} {record_line(self.cause)}")
+        return "\n".join(lines + self.differences())
+
+    def differences(self) -> list[str]:
+        """The effects' differing fields, one line each (``spec.ports[0].port: expected 80, got 8080``:
+        expected = journaled, got = recomputed by the current code), or what is missing on one side."""
+        from kfold.timeline import effect_line, field_diff, show
+        if self.recomputed is None:
+            return [f"  journaled:  {effect_line(self.journaled or {})}",
+                    "  the current code no longer emits this effect"]
+        if self.journaled is None:
+            return [f"  recomputed: {effect_line(self.recomputed)}",
+                    "  the journal has no such effect: the current code emits one more"]
+        diff = field_diff(self.journaled, self.recomputed)
+        lines = [f"  effect:     {effect_line(self.journaled)}",
+                 f"  {len(diff)} field(s) differ (expected = journaled, got = recomputed by the current code):"]
+        return lines + [f"    {path}: expected {show(old)}, got {show(new)}" for path, old, new in diff[:20]] \
+            + ([f"    (+{len(diff) - 20} more)"] if len(diff) > 20 else [])
 
 
 @dataclass
@@ -140,6 +153,24 @@ def compare_issued(rec: EffectIssued, expected: dict[str, tuple[Record, dict[str
     return None
 
 
+WIDE_FIELDS = ("generation", "target", "rv")
+
+
+def objects(state: State, wide: bool = False) -> list[dict[str, Any]]:
+    """Every object the machines track, sorted: ``{machine, key, state}`` (``wide``: plus the
+    decision's ``generation``, ``target`` and ``rv`` where it has them)."""
+    out = []
+    for name, table in sorted(state.tables.items()):
+        for key, d in sorted(table.items()):
+            if not is_object_key(key):
+                continue
+            row = {"machine": name, "key": key, "state": _state_of(d)}
+            if wide:
+                row.update({f: str(getattr(d, f)) for f in WIDE_FIELDS if getattr(d, f, None) not in (None, "")})
+            out.append(row)
+    return out
+
+
 def is_object_key(key: str) -> bool:
     """Object keys are ``<cluster>/<namespace>/<name>``; a machine's own bookkeeping rows use an
     empty name or a ``#`` name (config, indexes, sweeps)."""
@@ -156,7 +187,3 @@ def _state_of(decision: Any) -> str:
             return str(value)
     return type(decision).__name__
 
-
-def _short(value: Any, limit: int = 600) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -69,7 +69,7 @@ from engine.effects.executor import Executor
 from engine.effects.executor_transport import Request, Response, Transport, TransportError
 from engine.machines.base import split_key
 from engine.rfc3339 import to_ms as parse_ms
-from kfold.leader import RESOLUTION_MS, Elector, FencedTransport, micro_time
+from kfold.leader import RESOLUTION_MS, Elector, FencedTransport, Repeats, micro_time
 
 log = logging.getLogger("kfold.leader")
 MEMBER_LABEL = "kfold.dev/members-of"
@@ -134,6 +134,7 @@ class ShardSet:
         self.lease_name, self.shards, self.cluster = lease_name, shards, cluster
         self.lease_s, self.retry_s = lease_seconds, retry_seconds
         self._mono, self._state = monotonic, state
+        self._repeats = Repeats(log, monotonic=monotonic)
         self.on_change: Callable[[set[int | None], str], Any] | None = None
         self.electors = [Elector(transport, clock, namespace=namespace, name=f"{lease_name}-shard-{i}", holder=holder,
                                  lease_seconds=lease_seconds, renew_seconds=renew_seconds, retry_seconds=retry_seconds,
@@ -210,7 +211,9 @@ class ShardSet:
             await self._heartbeat()
             await self._count_live()
         except TransportError as exc:
-            log.warning("shards: member lease %s/%s: %s", self.namespace, self.member, exc)
+            self._repeats.warn(f"shards: member lease {self.namespace}/{self.member}: {exc}")
+        else:
+            self._repeats.clear()
         held = self.held()
         fair = self.fair_share()
         for i in sorted(held, reverse=True)[:max(0, len(held) - fair)]:

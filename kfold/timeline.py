@@ -65,7 +65,8 @@ class Step:
     divergence: Divergence | None = None
     error: str = ""
     quarantined: dict[str, Any] = field(default_factory=dict)  # key -> core.Quarantined, new here
-
+    timer_cluster: str = ""            # a Deadline record: the cluster whose clock its timer is on
+    state: State | None = None         # the state after this record (before it, when refused)
 
     def keys(self) -> set[str]:
         """Every key this record concerns: decisions changed, effects emitted, timers moved, the
@@ -104,7 +105,7 @@ def walk(records: Iterable[Record], state: State | None = None) -> Iterator[Step
             after, step.effects = fold(state, rec, reg)
         except Exception as exc:  # shown on the record, whatever it is (a viewer must not hide a bug)
             step.error = f"{type(exc).__name__}: {exc}"
-            state = replace(state, seq=rec.seq)
+            state = step.state = replace(state, seq=rec.seq)
             yield step
             continue
         _note_changes(step, notes, state, after)
@@ -113,7 +114,7 @@ def walk(records: Iterable[Record], state: State | None = None) -> Iterator[Step
         for e in step.effects:
             if e.type != "log":
                 expected[e.id] = (rec, effect_to_dict(e))
-        state = after
+        state = step.state = after
         yield step
 
 
@@ -122,6 +123,7 @@ def _before_fold(step: Step, state: State) -> None:
     if rec.rec == "deadline":
         timer = state.timers.get(rec.timer)
         step.fired = timer is not None and timer.due == rec.due
+        step.timer_cluster = timer.cluster if timer is not None else ""
     elif rec.rec == "outcome":
         p = state.pending.get(rec.effect_id)
         step.answered = p.effect if p is not None else None
@@ -224,7 +226,8 @@ def record_line(rec: Record) -> str:
         return f"deadline {rec.machine} {rec.key} {rec.name} (due {iso(rec.due)})"
     if rec.rec == "outcome":
         reason = f" {rec.status_reason}" if rec.status_reason else ""
-        return f"outcome {rec.effect_id} {rec.result}{reason}" + (f" ({rec.code})" if rec.code else "")
+        why = f": {rec.message}" if rec.message and rec.result != "ok" else ""
+        return f"outcome {rec.effect_id} {rec.result}{reason}" + (f" ({rec.code})" if rec.code else "") + why
     if rec.rec == "effect":
         term = f" [term {rec.term}]" if getattr(rec, "term", None) is not None else ""   # kfold.leader
         if term and getattr(rec, "shard", None) is not None:   # kfold.shards

@@ -5,7 +5,7 @@ page of the timeline takes to serve (the browser only ever receives pages).
     python scripts/bench_ui.py [--events 1000000] [--objects 10000] [--keep DIR]
 
 Journal: the golden session (tests/data/golden_session.jsonl) followed by ``--events`` observed Pod
-events over ``--objects`` pods (``scripts/bench_journal.py``'s workload), in a SQLite journal.
+events over ``--objects`` pods (``scripts/workload.py``'s world), in a SQLite journal.
 Reported: journal write time (not part of the UI), index build time and rate, index size, and the
 median of 20 requests to the real HTTP server for: the first page of everything, a page at the
 end, a page of one pod's timeline from its middle, the Session with its related objects, one
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_journal import Workload  # noqa: E402
+from workload import World, observed, variants  # noqa: E402
 from journal.jsonl import read_jsonl  # noqa: E402
 from journal.sqlite import SqliteJournal  # noqa: E402
 from kfold.ui.index import build  # noqa: E402
@@ -38,14 +38,14 @@ NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 async def write(path: Path, events: int, objects: int) -> None:
-    work = Workload(objects)
+    pool = variants(World(objects), min(events, 20_000))   # the events cycle through this pool
     async with SqliteJournal(path, synchronous="NORMAL") as journal:
         await journal.append(list(read_jsonl(GOLDEN)))
-        left = events
-        while left:
-            batch = work.batch(min(5000, left))
-            await journal.append(batch)
-            left -= len(batch)
+        done, rv, at = 0, 10_000_000, 1_800_000_000_000
+        while done < events:
+            n = min(5000, events - done)
+            await journal.append([observed(pool[(done + i) % len(pool)], rv + done + i, at + done + i) for i in range(n)])
+            done += n
 
 
 def timed(url: str, n: int = 20) -> tuple[float, int]:

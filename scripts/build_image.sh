@@ -22,7 +22,7 @@
 # same manifest digest. "Inputs" are this script, pyproject.toml, constraints.txt, README.md (the
 # wheel's long description), engine/, journal/, kfold/, and the Debian packages mmdebstrap got: the
 # base is built once per base key and reused, so Debian's point releases change it only with
-# KFOLD_IMAGE_REFRESH=1 (or on a machine with an empty cache). See README "Container image".
+# KFOLD_IMAGE_REFRESH=1 (or on a machine with an empty cache). See docs/image.md.
 #
 # Cached under ${KFOLD_CACHE:-~/.cache/kfold}/image/: a warm run (same input hash) is a hash and a
 # print. Needs root (mmdebstrap's root mode, chroot) and Debian's mmdebstrap + umoci (setup.sh

@@ -73,6 +73,8 @@ command -v curl >/dev/null || need_apt+=(curl)
 command -v git >/dev/null || need_apt+=(git)
 # Headless Chromium drives `kfold ui` in tests/browser (a real browser over the DevTools protocol).
 command -v chromium >/dev/null || need_apt+=(chromium)
+# Graphviz's dot lays out the state diagrams (`kfold diagrams`, `kfold ui`, docs/diagrams/*.svg).
+command -v dot >/dev/null || need_apt+=(graphviz)
 # The container image (scripts/build_image.sh, tests/e2e/test_image.py) is built as root with
 # Debian's mmdebstrap and umoci (looked up in the system's bin dirs too); without root the build
 # itself says what to install.

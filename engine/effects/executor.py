@@ -123,8 +123,10 @@ class Executor:
         out = self._draft(effect, d, attempt, clock)
         if self._metrics is not None:
             self._metrics.effect_done(effect.type, out.result)
-        log.info("effect %s %s -> %s", effect.type, effect.key, out.result,
-                 extra={"key": effect.key, "effect_id": effect.id, "result": out.result})
+        kind = {"apply_secret": "Secret", "ensure_namespace": "Namespace"}.get(effect.type, getattr(effect, "kind", ""))
+        why = f": {out.message}" if out.result != "ok" and out.message else ""
+        log.info("effect %s %s %s -> %s%s", effect.type, kind or "-", effect.key, out.result, why,
+                 extra={"key": effect.key, "kind": kind, "effect_id": effect.id, "result": out.result})
         return out
 
     def _calling(self, clock: ServerClock) -> Callable[[Request], Awaitable[Response]]:

@@ -64,7 +64,7 @@ async def perform(effect: Any, call: Call, env: Mapping[str, str]) -> Done:
     try:
         return await op(effect, _bound(effect, call), env)
     except TransportError as exc:
-        return Done("transient", message=f"transport error: {exc}")
+        return Done("transient", message=str(exc))   # "connection refused", "read timed out", ...
     except (Refused, res.UnknownKind, res.InvalidObjectName) as exc:
         return Done("refused", message=str(exc))
 

@@ -155,4 +155,5 @@ def _transport_error(exc: Exception) -> Exception:
     from kubernetes.client.exceptions import ApiException
     if isinstance(exc, ApiException) and exc.status:
         return TransportError(f"unexpected API exception {exc.status}: {exc.reason}")
-    return TransportError(f"{type(exc).__name__}: {exc}")
+    from engine.effects.kube_errors import transport_reason
+    return TransportError(transport_reason(exc))

@@ -60,7 +60,7 @@ def classify(exc: BaseException) -> Classified:
     if isinstance(exc, ApiException):
         return _from_api(exc)
     if isinstance(exc, _TRANSPORT):
-        return Classified("transient", "", 0, f"transport error: {_describe(exc)}", None)
+        return Classified("transient", "", 0, transport_reason(exc), None)
     return Classified("error", "", 0, f"unexpected error: {_describe(exc)}", None)
 
 
@@ -123,3 +123,39 @@ def _seconds(value: Any) -> int | None:
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+_ERRNO_WORDS = {"ECONNREFUSED": "connection refused", "ECONNRESET": "connection reset",
+                "ETIMEDOUT": "connection timed out", "EHOSTUNREACH": "host unreachable",
+                "ENETUNREACH": "network unreachable", "EPIPE": "connection closed"}
+
+
+def transport_reason(exc: BaseException) -> str:
+    """A transport failure in a few words (``connection refused``, ``name resolution failed``,
+    ``TLS: certificate verify failed``, ``read timed out``): the innermost cause, without the
+    client's internal class names and object addresses."""
+    import errno
+    import ssl
+    chain, cur = [], exc
+    while isinstance(cur, BaseException) and all(cur is not c for c in chain):
+        chain.append(cur)
+        nxt = getattr(cur, "reason", None)
+        cur = nxt if isinstance(nxt, BaseException) else (cur.__cause__ or cur.__context__)
+    for cur in reversed(chain):   # innermost first
+        if isinstance(cur, ssl.SSLError):
+            return f"TLS: {getattr(cur, 'reason', None) or cur.strerror or cur}".replace("_", " ").lower()
+        if isinstance(cur, socket.gaierror):
+            return "name resolution failed"
+        if isinstance(cur, OSError) and cur.errno:
+            name = errno.errorcode.get(cur.errno, "")
+            return _ERRNO_WORDS.get(name) or (cur.strerror or name).lower()
+    text = " ".join(str(c) for c in chain)
+    for words, short in (("Errno 111", "connection refused"), ("Connection refused", "connection refused"),
+                         ("Name or service not known", "name resolution failed"),
+                         ("Temporary failure in name resolution", "name resolution failed"),
+                         ("No route to host", "host unreachable"), ("CERTIFICATE_VERIFY_FAILED", "TLS: certificate verify failed"),
+                         ("Read timed out", "read timed out"), ("timed out", "connection timed out"),
+                         ("Connection reset", "connection reset"), ("RemoteDisconnected", "connection closed by the server")):
+        if words in text:
+            return short
+    return f"transport error: {_describe(chain[-1])}"

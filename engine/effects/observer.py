@@ -52,6 +52,11 @@ from engine.effects.watch_stream import (
 from journal.records import ListedKey, Observed, Record, Relist, observed_draft
 
 log = logging.getLogger("kfold.observer")
+REMIND_S = 300.0   # an apiserver still unreachable is mentioned again at most this often
+# cluster -> [monotonic time of the first failure, of the last line logged]: every observer of a
+# cluster shares it, so an unreachable apiserver is one ERROR, not one per watch
+_UNREACHABLE: dict[str, list[float]] = {}
+_ANSWERED: dict[str, float] = {}   # cluster -> monotonic time it answered again after being unreachable
 
 Sink = Callable[[list[Record]], Awaitable[Any]]
 CHANGE_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -130,7 +135,7 @@ class Observer:
                  list_batch: int = 1000, optional: bool = False, prepare: Callable[[Record], Record] | None = None,
                  rng: Callable[[], float] = random.random,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-                 monotonic: Callable[[], float] = time.monotonic):
+                 monotonic: Callable[[], float] = time.monotonic, where: str = ""):
         self.client_factory, self.cluster, self.kind = client_factory, cluster, kind
         self.api_version, self.namespace, self.label_selector = api_version, namespace, label_selector
         self.path = resource_path(api_version, plural, namespace)
@@ -140,7 +145,9 @@ class Observer:
         self.idle_timeout_s, self.server_timeout_s = idle_timeout_s, int(server_timeout_s)
         self.timeouts = (connect_timeout_s, read_timeout_s or idle_timeout_s + 5.0)
         self.backoff = WatchBackoff(backoff[0], backoff[1], backoff_reset_s, rng, monotonic)
-        self.list_batch, self._sleep = list_batch, sleep
+        self.list_batch, self._sleep, self._monotonic = list_batch, sleep, monotonic
+        self._sent_at = 0.0   # monotonic time the last GET was sent
+        self.where = where   # how the cluster was reached, for messages ("context kind-dev of ~/.kube/config")
         self.rv = ""
         self.synced = False
         self.optional = optional          # /readyz does not wait for it (e.g. Repos on a registered cluster)
@@ -183,6 +190,10 @@ class Observer:
         if isinstance(exc, HttpStatusError) and exc.code == 429 and exc.retry_after_s is not None:
             delay = exc.retry_after_s
         self.problem = self._explain(exc)
+        if self.problem is None and _is_transport(exc):
+            self._unreachable(exc, delay)
+            await self._sleep(delay)
+            return
         log.log(logging.ERROR if self.problem else logging.WARNING,
                 "observer %s/%s %s: %s; retrying in %.2fs", self.cluster, self.kind, reason,
                 self.problem or exc, delay, extra={"cluster": self.cluster, "kind": self.kind})
@@ -198,6 +209,39 @@ class Observer:
                     f"installed; install kfold's CRDs with `kfold manifests | kubectl apply -f -`")
         return (f"kfold may not list/watch {self.kind} in {where} ({exc.message or exc.reason}); grant it "
                 f"with kfold's RBAC (`kfold manifests`) or remove the namespace from `namespaces`")
+
+    def _server(self) -> str:
+        return str(getattr(getattr(self._api, "configuration", None), "host", "") or "?")
+
+    def _unreachable(self, exc: BaseException, delay: float) -> None:
+        """One ERROR per cluster when its apiserver cannot be reached, a WARNING every ``REMIND_S``
+        while it stays so, DEBUG otherwise; ``_reached`` says when it answers again."""
+        from engine.effects.kube_errors import transport_reason
+        now, why = self._monotonic(), transport_reason(exc)
+        where = f"{self._server()}" + (f" ({self.where})" if self.where else "")
+        extra = {"cluster": self.cluster, "server": self._server()}
+        seen = _UNREACHABLE.get(self.cluster)
+        if seen is None and self._sent_at <= _ANSWERED.get(self.cluster, float("-inf")):
+            log.debug("observer %s/%s: %s (sent before the apiserver answered again); retrying in %.2fs",
+                      self.cluster, self.kind, why, delay, extra=extra)
+        elif seen is None:
+            _UNREACHABLE[self.cluster] = [now, now]
+            log.error("cannot reach the apiserver of cluster %s at %s: %s; retrying quietly with backoff "
+                      "(a reminder every %.0fs); check the kubeconfig's server and context, and the network",
+                      self.cluster, where, why, REMIND_S, extra=extra)
+        elif now - seen[1] >= REMIND_S:
+            seen[1] = now
+            log.warning("still cannot reach the apiserver of cluster %s at %s: %s (for %.0fs)",
+                        self.cluster, where, why, now - seen[0], extra=extra)
+        else:
+            log.debug("observer %s/%s: %s; retrying in %.2fs", self.cluster, self.kind, why, delay, extra=extra)
+
+    def _reached(self) -> None:
+        seen = _UNREACHABLE.pop(self.cluster, None)
+        if seen is not None:
+            _ANSWERED[self.cluster] = self._monotonic()
+            log.info("the apiserver of cluster %s at %s answers again (unreachable for %.0fs)", self.cluster,
+                     self._server(), self._monotonic() - seen[0], extra={"cluster": self.cluster})
 
     def _restart(self, reason: str) -> None:
         self.restarts[reason] = self.restarts.get(reason, 0) + 1
@@ -334,7 +378,10 @@ class Observer:
     # -- helpers ----------------------------------------------------------------------------
     def _get(self, query: list[tuple[str, Any]]) -> Any:
         """Blocking GET in a worker thread: feeds the clock from any answer, raises on non-2xx."""
+        self._sent_at = self._monotonic()
         resp = open_get(self._api, self.path, query, self.timeouts)
+        if self.cluster in _UNREACHABLE:
+            self._reached()
         self.clock.observe(resp.headers.get("Date"))
         raise_for_status(resp)
         return resp
@@ -349,3 +396,9 @@ class Observer:
                              md.get("namespace", ""), md.get("name", ""), md.get("uid", ""),
                              md.get("resourceVersion", ""), event, self.redact(self.kind, obj))
         return rec if self.prepare is None else self.prepare(rec)
+
+
+def _is_transport(exc: BaseException) -> bool:
+    """A failure to reach the apiserver at all (refused, reset, DNS, TLS, timeout), not an answer."""
+    from engine.effects.kube_errors import _TRANSPORT
+    return isinstance(exc, _TRANSPORT) and not isinstance(exc, ReadTimeoutError)

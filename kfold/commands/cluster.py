@@ -9,7 +9,6 @@ Exit codes: 0 done, 1 refused by the registry (message on stderr), 2 usage (argp
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from datetime import datetime, timezone
@@ -18,6 +17,7 @@ from typing import Callable
 
 import yaml
 
+from kfold.table import OUTPUTS, aligned, dump
 from kfold.registry import (
     DirectoryCredentials,
     RegistrationIndex,
@@ -29,6 +29,25 @@ from kfold.registry import (
 DEFAULT_DIR = "~/.local/state/kfold/registry"
 COLUMNS = ("NAME", "TENANT", "PROVIDER", "ENDPOINT", "NODES", "NVIDIA", "AMD", "NAMESPACES",
            "DEFAULT", "REGISTERED")
+WIDE = ("ALLOW-EXEC", "ALLOW-FILES")
+EXAMPLES = {
+    "register": """examples:
+  kfold cluster register edge --tenant acme --kubeconfig edge.yaml -n sandboxes --default
+  kfold cluster register gke-prod --tenant acme --context gke_proj_zone_prod --allow-exec
+
+exit codes: 0 registered; 1 refused (the probe failed, the kubeconfig asks for what was not allowed:
+stderr says what); 2 bad arguments.""",
+    "list": """examples:
+  kfold cluster list
+  kfold cluster list --tenant acme -o wide
+  kfold cluster list -o json
+
+exit codes: 0 listed; 1 the registry could not be read; 2 bad arguments.""",
+    "deregister": """examples:
+  kfold cluster deregister edge --tenant acme
+
+exit codes: 0 deregistered; 1 no such cluster (or the registry could not be written); 2 bad arguments.""",
+}
 
 
 def default_registry_dir() -> str:
@@ -47,27 +66,38 @@ def _iso(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _row(r: Registration) -> tuple[str, ...]:
+def _row(r: Registration, wide: bool = False) -> tuple[str, ...]:
     inv = r.inventory
     counts = (inv.nodes, inv.nvidia_gpu, inv.amd_gpu) if inv else ("-", "-", "-")
-    return (r.name, r.tenant, r.provider, r.endpoint, *map(str, counts),
-            ",".join(r.namespaces) or "*", "yes" if r.default else "", _iso(r.registered_at))
+    row = (r.name, r.tenant, r.provider, r.endpoint, *map(str, counts),
+           ",".join(r.namespaces) or "*", "yes" if r.default else "", _iso(r.registered_at))
+    return row + (("yes" if r.allow_exec else "no", "yes" if r.allow_files else "no") if wide else ())
 
 
 def render(records: tuple[Registration, ...], output: str) -> str:
-    """``records`` as json, yaml or an aligned table."""
-    data = [r.model_dump(mode="json") for r in records]
-    if output == "json":
-        return json.dumps(data, indent=2)
-    if output == "yaml":
-        return yaml.safe_dump(data, sort_keys=False).rstrip()
-    rows = [COLUMNS, *map(_row, records)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+    """``records`` as json, yaml, an aligned table, or a wider one."""
+    if output in ("json", "yaml"):
+        return dump([r.model_dump(mode="json") for r in records], output)
+    wide = output == "wide"
+    return aligned([COLUMNS + (WIDE if wide else ()), *(_row(r, wide) for r in records)])
+
+
+def _kubeconfig_text(path: str | None, context: str | None) -> str:
+    """The kubeconfig to register (kubectl's file order, see ``kfold.commands.repos.kubeconfig_path``),
+    narrowed to ``context`` (its current-context set to it) when one is given."""
+    from kfold.commands.repos import kubeconfig_path
+    text = Path(kubeconfig_path(path)[0]).expanduser().read_text()
+    if not context:
+        return text
+    doc = yaml.safe_load(text)
+    names = [c.get("name") for c in (doc or {}).get("contexts") or () if isinstance(c, dict)]
+    if context not in names:
+        raise RegistryError(f"context {context!r} is not in the kubeconfig; its contexts: {', '.join(map(str, names))}")
+    return yaml.safe_dump({**doc, "current-context": context}, sort_keys=False)
 
 
 def cmd_register(args: argparse.Namespace) -> int:
-    text = Path(args.kubeconfig).expanduser().read_text()
+    text = _kubeconfig_text(args.kubeconfig, args.context)
     record = open_registry(args.registry_dir).register(
         args.tenant, args.name, text, provider=args.provider, namespaces=args.namespace_bound,
         default=args.default, allow_exec=args.allow_exec, allow_files=args.allow_files,
@@ -104,20 +134,26 @@ def _common(parser: argparse.ArgumentParser, output: bool = True) -> None:
                         help="where records and credentials live (default: $KFOLD_REGISTRY_DIR "
                              f"or {DEFAULT_DIR})")
     if output:
-        parser.add_argument("-o", "--output", choices=("json", "yaml", "table"), default="table")
+        parser.add_argument("-o", "--output", choices=OUTPUTS, default="table",
+                            help="table (default), wide (adds the trust flags), json or yaml")
 
 
 def _add_register(sub) -> None:
-    p = sub.add_parser("register", help="register a cluster for a tenant (probes it first)")
-    p.add_argument("name")
-    p.add_argument("--tenant", required=True)
-    p.add_argument("--kubeconfig", required=True, help="kubeconfig file holding the credential")
-    p.add_argument("--namespace-bound", action="append", default=[], metavar="NS",
-                   help="bound the registration to this namespace (repeatable)")
-    p.add_argument("--provider", default="byo")
+    p = sub.add_parser("register", help="register a cluster for a tenant (probes it first)",
+                       epilog=EXAMPLES["register"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", help="the cluster's name within the tenant (a DNS label)")
+    p.add_argument("--tenant", required=True, help="the tenant (organisation) the cluster belongs to")
+    p.add_argument("--kubeconfig", help="kubeconfig file holding the credential (default: $KUBECONFIG's first "
+                                        "existing file, else ~/.kube/config)")
+    p.add_argument("--context", metavar="NAME", help="the kubeconfig context to register (default: its current-context)")
+    p.add_argument("-n", "--namespace", "--namespace-bound", dest="namespace_bound", action="append", default=[],
+                   metavar="NS", help="bound the registration to this namespace (repeatable; default: every namespace)")
+    p.add_argument("--provider", default="byo", help="free-form provider label shown by list (default: byo)")
     p.add_argument("--default", action="store_true", help="the tenant's default cluster")
-    p.add_argument("--allow-exec", action="store_true", help="trust exec plugins/auth-providers")
-    p.add_argument("--allow-files", action="store_true", help="trust local file references")
+    p.add_argument("--allow-exec", action="store_true",
+                   help="trust exec plugins/auth-providers: kfold runs them whenever it reaches the cluster (docs/cli.md)")
+    p.add_argument("--allow-files", action="store_true",
+                   help="trust local file references (certificate/key/token files on this machine)")
     _common(p)
     p.set_defaults(func=_guarded(cmd_register))
 
@@ -126,16 +162,19 @@ def register(subparsers) -> argparse.ArgumentParser:
     """Add ``cluster`` (with register/list/deregister) to the top-level ``subparsers``.
 
     Each leaf sets ``func(args) -> int`` (exit code)."""
-    cluster = subparsers.add_parser("cluster", help="the cluster registry")
-    sub = cluster.add_subparsers(dest="cluster_command", required=True)
+    cluster = subparsers.add_parser("cluster", help="the cluster registry (register, list, deregister)",
+                                    description="The clusters Sessions may be placed on, per tenant.")
+    sub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="SUBCOMMAND")
     _add_register(sub)
-    p = sub.add_parser("list", help="list registered clusters")
+    p = sub.add_parser("list", help="list registered clusters", epilog=EXAMPLES["list"],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tenant", help="only this tenant's clusters (default: every tenant)")
     _common(p)
     p.set_defaults(func=_guarded(cmd_list))
-    p = sub.add_parser("deregister", help="remove a cluster and destroy its credential")
-    p.add_argument("name")
-    p.add_argument("--tenant", required=True)
+    p = sub.add_parser("deregister", help="remove a cluster and destroy its credential",
+                       epilog=EXAMPLES["deregister"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", help="the registered cluster's name")
+    p.add_argument("--tenant", required=True, help="the tenant it is registered for")
     _common(p, output=False)
     p.set_defaults(func=_guarded(cmd_deregister))
     return cluster

@@ -1,6 +1,7 @@
 """``kfold diagrams [--format mermaid|svg] [-o DIR] [--machine NAME] [--update-readme FILE]``.
 
-Draws each machine's transition table (``kfold.diagrams``). Without ``-o``, Mermaid goes to
+Draws each machine's transition table (``kfold.diagrams``; SVG is laid out by Graphviz's ``dot``,
+and without it the command says what to install and exits 2). Without ``-o``, Mermaid goes to
 stdout (SVG too, for one ``--machine``); with ``-o DIR``, one ``<machine>.mmd`` or ``<machine>.svg``
 per table. ``--update-readme`` rewrites the generated block of a Markdown file in place.
 """
@@ -10,9 +11,20 @@ import sys
 from pathlib import Path
 
 
+EXAMPLES = """examples:
+  kfold diagrams --machine session               # Mermaid on stdout
+  kfold diagrams --format svg -o docs/diagrams/  # one SVG per machine
+  kfold diagrams --update-readme README.md
+
+exit codes: 0 drawn; 2 bad arguments (an unknown machine, SVG of several to stdout) or a file that
+cannot be written."""
+
+
 def register(sub) -> None:
-    p = sub.add_parser("diagrams", help="draw the state machines' transition tables (Mermaid or SVG)")
-    p.add_argument("--format", choices=("mermaid", "svg"), default="mermaid")
+    import argparse
+    p = sub.add_parser("diagrams", help="draw the state machines' transition tables (Mermaid or SVG)",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--format", choices=("mermaid", "svg"), default="mermaid", help="Mermaid text (default) or SVG")
     p.add_argument("-o", "--output", metavar="DIR", default=None, help="write one file per machine into DIR")
     p.add_argument("--machine", default=None, help="only this machine's table (e.g. session)")
     p.add_argument("--highlight", default=None, metavar="STATE", help="mark this state")
@@ -40,6 +52,14 @@ def run(args) -> int:
             return 2
         found = {args.machine: found[args.machine]}
     draw = diagrams.svg if args.format == "svg" else diagrams.mermaid
+    try:
+        return _write(args, found, draw)
+    except diagrams.DotMissing as exc:
+        print(f"kfold diagrams: {exc}", file=sys.stderr)
+        return 2
+
+
+def _write(args, found, draw) -> int:
     suffix = ".svg" if args.format == "svg" else ".mmd"
     if args.output is None:
         if args.format == "svg" and len(found) > 1:

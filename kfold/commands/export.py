@@ -13,11 +13,22 @@ from __future__ import annotations
 import sys
 
 
+EXAMPLES = """examples:
+  kfold export /var/lib/kfold/journal.db -o bug-report.jsonl
+  kfold export journal.db --since 120000 --until 125000 -o window.jsonl
+  kfold export journal.db --unsealed | less
+
+exit codes: 0 written; 2 unreadable input or bad arguments; 3 a broken checksum chain (the records
+before it were written)."""
+
+
 def register(sub) -> None:
-    p = sub.add_parser("export", help="write a journal as JSONL (for bug reports; kfold replay reads it)")
-    p.add_argument("journal")
-    p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
-    p.add_argument("--until", type=int, default=None, metavar="SEQ")
+    import argparse
+    p = sub.add_parser("export", help="write a journal as JSONL (for bug reports; kfold replay reads it)",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("journal", help="journal file (SQLite) or a JSONL export")
+    p.add_argument("-o", "--output", default="-", metavar="FILE", help="output file (default: stdout)")
+    p.add_argument("--until", type=int, default=None, metavar="SEQ", help="stop after this sequence number")
     p.add_argument("--since", type=int, default=None, metavar="SEQ",
                    help="begin at the newest snapshot before SEQ (SQLite journals): record SEQ and every one after "
                         "it are in the export, which carries that snapshot")

@@ -5,9 +5,18 @@ import argparse
 import sys
 
 
+EXAMPLES = """examples:
+  kfold manifests | kubectl apply -f -
+  kfold manifests -n kfold-system --config my-config.yaml --image registry.example/kfold:1.2 > install.yaml
+  kfold manifests --replicas 3 --config ha-config.yaml | kubectl apply --dry-run=server -f -
+
+exit codes: 0 printed; 2 bad arguments or a config file kfold cannot use."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("manifests", help="print the in-cluster install (RBAC, CRDs, Deployment)")
-    p.add_argument("--namespace", default="kfold", help="namespace kfold runs in (default: kfold)")
+    p = subparsers.add_parser("manifests", help="print the in-cluster install (RBAC, CRDs, Deployment)",
+                              epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-n", "--namespace", default="kfold", help="namespace kfold runs in (default: kfold)")
     from kfold.manifests import DEFAULT_IMAGE
     p.add_argument("--image", default=DEFAULT_IMAGE,
                    help=f"container image (default: {DEFAULT_IMAGE}, what scripts/build_image.sh builds)")

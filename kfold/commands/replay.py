@@ -14,6 +14,11 @@ are not read, so their chain is not verified either; a full replay does both.
 On a terminal, stderr shows progress (records done / total, rate, time left); see
 ``kfold.progress``.
 
+The summary is followed by every object the machines track with its state (``MACHINE KEY STATE``;
+``-o wide`` adds generation, target and rv; ``-o json|yaml`` prints the summary and the objects as
+data). With ``--check``, a divergence names the fields that differ (``spec.ports[0].port: expected 80,
+got 8080``: expected = journaled, got = recomputed).
+
 Exit codes: 0 folded (and, with --check, no divergence); 1 divergence; 2 unreadable input (a
 malformed or truncated JSONL file, a newer schema, a fold error); 3 a broken checksum chain (in a
 journal, or in a sealed export: a record altered or missing).
@@ -23,9 +28,24 @@ from __future__ import annotations
 import sys
 
 
+EXAMPLES = """examples:
+  kfold replay journal.db                      # summary, then each object and its state
+  kfold replay journal.db --check              # compare every journaled effect with the current code
+  kfold replay export.jsonl --until 4200 -o wide
+  kfold replay journal.db -o json | jq '.objects[] | select(.state == "Failed")'
+
+exit codes: 0 folded (and, with --check, no divergence); 1 a divergence (its differing fields on
+stderr); 2 bad arguments or unreadable input; 3 a broken checksum chain."""
+
+
 def register(sub) -> None:
-    p = sub.add_parser("replay", help="refold a journal (SQLite or JSONL) with the current code")
+    import argparse
+    p = sub.add_parser("replay", help="refold a journal (SQLite or JSONL) with the current code", epilog=EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Refold a journal with the current code; list the objects it tracks and their state.")
     p.add_argument("journal", help="journal file (SQLite) or its JSONL export")
+    p.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table",
+                   help="the objects as an aligned table (default), a wider one, or the whole result as json/yaml")
     p.add_argument("--until", type=int, default=None, metavar="SEQ", help="stop after this sequence number")
     p.add_argument("--check", action="store_true",
                    help="compare recomputed effects with the journaled ones; stop at the first divergence")
@@ -69,9 +89,7 @@ def run(args) -> int:
         print(f"{name}: checksum chain broken at seq {bad}{why}; refusing to fold past it "
               f"(--up-to-corruption folds records {from_seq}..{bad - 1})", file=sys.stderr)
         return 3
-    if note:
-        print(note)
-    print(result.summary())
+    _print(args, note, result)
     if result.divergence is not None:
         print(result.divergence.describe(), file=sys.stderr)
         return 1
@@ -118,6 +136,28 @@ def _starting_point(args) -> tuple:
         return None, f"snapshot at seq {snap[0]} not used ({exc}): folded from seq 1"
     return state, (f"started from the snapshot at seq {snap[0]}; records 1..{snap[0]} were neither "
                    f"read nor verified (a full replay does both)")
+
+
+def _print(args, note: str, result) -> None:
+    from kfold.replay import objects
+    rows = objects(result.state, wide=args.output != "table")
+    if args.output in ("json", "yaml"):
+        from kfold.table import dump
+        data = {"note": note or None, "records": result.records, "last_seq": result.state.seq,
+                "effects": dict(sorted(result.effects.items())), "pending_effects": len(result.state.pending),
+                "timers": len(result.state.timers), "in_flight": result.in_flight,
+                "quarantined": sorted(result.state.quarantine), "objects": rows,
+                "divergence": result.divergence.describe() if result.divergence is not None else None}
+        print(dump(data, args.output))
+        return
+    from kfold.table import table
+    if note:
+        print(note)
+    print(result.summary())
+    if rows:
+        print()
+        print(table(rows, ("machine", "key", "state") + (() if args.output == "table" else
+                                                           ("generation", "target", "rv"))))
 
 
 def _tune_gc() -> None:

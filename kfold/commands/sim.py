@@ -3,7 +3,7 @@
 Exit 0 when every invariant held, 1 when one failed: the seed, the invariant and the step are
 printed, the journal is written to ``--out`` (SQLite: ``kfold replay``/``kfold trace`` open it),
 and, unless ``--no-shrink``, a shorter run failing the same invariant is searched and printed as
-the command that reproduces it.
+the command that reproduces it. Exit 2: bad arguments (an unknown fault, a negative count).
 """
 from __future__ import annotations
 
@@ -11,22 +11,46 @@ import logging
 from pathlib import Path
 
 
+EXAMPLES = """examples:
+  kfold sim --seed 7                              # one seed, every fault
+  kfold sim --seeds 50 --steps 400 --faults watch_drop,conflict
+  kfold sim --seed 7 --faults none --journal --out /tmp/sim   # keep the journal of a passing run
+
+exit codes: 0 every invariant held; 1 an invariant failed (seed, step and journal printed); 2 bad arguments."""
+
+
 def register(sub) -> None:
+    import argparse
     from kfold.sim.world import FAULTS
-    p = sub.add_parser("sim", help="run a seeded simulation of kfold against a simulated apiserver with faults")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--steps", type=int, default=200, help="steps with faults and users, before the run settles")
-    p.add_argument("--sessions", type=int, default=3)
-    p.add_argument("--faults", default="all",
+    p = sub.add_parser("sim", help="run a seeded simulation of kfold against a simulated apiserver with faults",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="A seeded, deterministic whole-system simulation that checks kfold's invariants.")
+    p.add_argument("--seed", type=_count, default=0, help="the first seed (default 0)")
+    p.add_argument("--steps", type=_count, default=200, help="steps with faults and users, before the run settles")
+    p.add_argument("--sessions", type=_count, default=3, help="Sessions the simulated users create (default 3)")
+    p.add_argument("--faults", type=parse_faults, default=FAULTS,
                    help=f"comma-separated subset of: {', '.join(FAULTS)}; 'all' (default) or 'none'")
-    p.add_argument("--seeds", type=int, default=1, help="run this many consecutive seeds from --seed")
+    p.add_argument("--seeds", type=_count, default=1, help="run this many consecutive seeds from --seed")
     p.add_argument("--out", default="sim-out", help="directory for the journal of a failing run")
-    p.add_argument("--no-shrink", action="store_true")
+    p.add_argument("--no-shrink", action="store_true", help="do not search a shorter failing run")
     p.add_argument("--journal", action="store_true", help="write the journal even when the run passes")
     p.set_defaults(func=run)
 
 
+def _count(text: str) -> int:
+    import argparse
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
 def parse_faults(text: str) -> tuple[str, ...]:
+    """``--faults``: 'all', 'none' or known fault names (argparse exits 2 on an unknown one)."""
+    import argparse
     from kfold.sim.world import FAULTS
     if text == "all":
         return FAULTS
@@ -35,12 +59,12 @@ def parse_faults(text: str) -> tuple[str, ...]:
     asked = tuple(f.strip() for f in text.split(",") if f.strip())
     for f in asked:
         if f not in FAULTS:
-            raise SystemExit(f"kfold sim: unknown fault {f!r}; known: {', '.join(FAULTS)}")
+            raise argparse.ArgumentTypeError(f"unknown fault {f!r}; known: {', '.join(FAULTS)}, or 'all'/'none'")
     return asked
 
 
 def run(args) -> int:
-    faults = parse_faults(args.faults)
+    faults = args.faults
     logging.disable(logging.CRITICAL)  # the daemon's own logs would drown the report
     try:
         return _run_seeds(args, faults)

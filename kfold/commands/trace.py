@@ -5,7 +5,9 @@ per changed field of each decision record it changed (``phase: Pending -> Creati
 effect on KEY (``effect 9.1 create Service ns/demo``), timers set or cancelled, and, for an outcome,
 the effect it answers. With leader election on, each effect on KEY journaled as issued is shown
 with the leadership term that issued it (``issued 9.1 create Service ns/demo [term 3]``). A record that concerned KEY but changed nothing is left out. When KEY matches
-nothing, the closest keys that exist are named (exit 1). A journal whose head retention cut, or an
+nothing, the closest keys that exist are named (exit 1). KEY may also be ``<namespace>/<name>`` or
+``<name>`` when that names one object of the journal; one naming several is refused, listing them (exit 2).
+A record whose decision kept its phase shows the fields it changed under ``session (still Pending):``. A journal whose head retention cut, or an
 export of it, is traced from the snapshot its history continues (stderr says so): what KEY's
 decision record held there is the "before" of its first change.
 """
@@ -18,12 +20,37 @@ from typing import Iterator
 MAX_NEW_FIELDS = 12
 
 
+EXAMPLES = """examples:
+  kfold trace journal.db local/team-a/demo     # cluster/namespace/name, as `kfold replay` lists it
+  kfold trace journal.db team-a/demo           # namespace/name, when one cluster has it
+  kfold trace journal.db demo --until 4200     # a name, when it is unique in the journal
+  kfold trace journal.db team-a/demo -o json | jq -r 'select(.record | startswith("outcome")) | .record'
+
+exit codes: 0 shown; 1 no record touched KEY (the closest keys are named); 2 bad arguments, an
+ambiguous KEY (its candidates are listed) or an unreadable journal; 3 a broken checksum chain."""
+
+
 def register(sub) -> None:
-    p = sub.add_parser("trace", help="show how the decisions about one object evolved in a journal")
-    p.add_argument("journal")
-    p.add_argument("key", help="object key <cluster>/<namespace>/<name>, as in replay output")
-    p.add_argument("--until", type=int, default=None, metavar="SEQ")
+    import argparse
+    p = sub.add_parser("trace", help="show how the decisions about one object evolved in a journal",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Every record that concerned one object, in words: its changes, effects, outcomes, timers.")
+    p.add_argument("journal", help="journal file (SQLite) or its JSONL export")
+    p.add_argument("key", help="the object: <cluster>/<namespace>/<name>, <namespace>/<name> or <name> (unique)")
+    p.add_argument("--until", type=int, default=None, metavar="SEQ", help="stop after this sequence number")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                   help="text (default), or json: one object per record (seq, at, record, details), JSON Lines")
     p.set_defaults(func=run)
+
+
+def matches(wanted: str, key: str) -> bool:
+    """``key`` (``cluster/ns/name``) is what ``wanted`` names: itself, or its ``ns/name`` or ``name`` tail."""
+    if wanted == key:
+        return True
+    parts = key.split("/")
+    if len(parts) != 3 or not wanted or wanted.count("/") > 1:
+        return False
+    return "/".join(parts[3 - wanted.count("/") - 1:]) == wanted
 
 
 def run(args) -> int:
@@ -31,7 +58,7 @@ def run(args) -> int:
     from kfold.sources import input_error, input_error_code, iter_records, start_point
     from kfold.timeline import walk
 
-    shown, seen = 0, set()
+    shown, seen, found = 0, set(), {}   # found: matching key -> its lines (printed once KEY is known unique)
     try:
         state, first, note = start_point(args.journal, args.until)
         if note:
@@ -41,21 +68,47 @@ def run(args) -> int:
         for step in walk(records, state):
             keys = step.keys()
             seen |= keys
-            if args.key not in keys:
-                continue
-            for line in step_lines(step, args.key):
-                print(line)
-                shown += 1
+            for key in keys if args.key not in keys else (args.key,):
+                if key == args.key:
+                    for line in rendered(step, key, args.output):
+                        print(line)
+                        shown += 1
+                elif matches(args.key, key):
+                    found.setdefault(key, []).extend(rendered(step, key, args.output))
     except Exception as exc:
         code = None if isinstance(exc, BrokenPipeError) else input_error_code(exc)
         if code is None:
             raise
         print(f"kfold trace: {args.journal}: {input_error(exc)}", file=sys.stderr)
         return code
+    found = {k: v for k, v in found.items() if v and args.key not in seen}
+    if not shown and len(found) > 1:
+        print(f"kfold trace: {args.key!r} names {len(found)} objects in this journal: {', '.join(sorted(found))}; "
+              f"pass one of them", file=sys.stderr)
+        return 2
+    if not shown and found:
+        (key, lines), = found.items()
+        print(f"kfold trace: {args.key} is {key}", file=sys.stderr)
+        print("\n".join(lines))
+        return 0
     if not shown:
         print(f"kfold trace: no record touched {args.key}{_hint(args.key, seen)}", file=sys.stderr)
         return 1
     return 0
+
+
+def rendered(step, key: str, output: str) -> list[str]:
+    """``step_lines`` as printed: as they are, or (json) one object for the record, its header
+    split into ``seq``, ``at`` (ISO 8601 server time, null before any) and ``record``."""
+    lines = list(step_lines(step, key))
+    if output != "json" or not lines:
+        return lines
+    import json
+    from kfold.timeline import record_line
+    rec = step.record
+    at = lines[0][len(f"#{rec.seq} "):].removesuffix(" " + record_line(rec))
+    return [json.dumps({"seq": rec.seq, "at": None if rec.at is None else at, "record": record_line(rec),
+                        "details": [line.strip() for line in lines[1:]]})]
 
 
 def _hint(key: str, seen: set[str]) -> str:
@@ -90,10 +143,16 @@ def step_lines(step, key: str) -> Iterator[str]:
     if quarantined is not None:
         yield f"  QUARANTINED by machine {quarantined.machine}: {quarantined.error}"
     for c in mine:
-        yield f"  {c.machine}: {state_of(c.before)} -> {state_of(c.after)}"
+        diff = [] if c.after is None else [d for d in c.diff() if d[0] not in ("phase", "state") or c.before is not None]
+        before, after = state_of(c.before), state_of(c.after)
+        if before == after and c.before is not None and c.after is not None:
+            if not diff:
+                continue   # nothing of this decision changed
+            yield f"  {c.machine} (still {after}):"
+        else:
+            yield f"  {c.machine}: {before} -> {after}"
         if c.after is None:
             continue
-        diff = [d for d in c.diff() if d[0] not in ("phase", "state") or c.before is not None]
         for path, old, new in diff[:MAX_NEW_FIELDS] if c.before is None else diff:
             yield f"    {path}: {show(new)}" if c.before is None else f"    {path}: {show(old)} -> {show(new)}"
         if c.before is None and len(diff) > MAX_NEW_FIELDS:

@@ -22,8 +22,19 @@ from pathlib import Path
 DEFAULT_LISTEN = "127.0.0.1:8765"
 
 
+EXAMPLES = """examples:
+  kfold ui journal.db                                # http://127.0.0.1:8765/
+  kfold ui bug-report.jsonl --listen 127.0.0.1:0     # any free port (printed)
+  kfold ui journal.db --index ~/.cache/kfold-ui.idx  # keep the index for next time
+
+exit codes: 0 stopped with Ctrl-C or SIGTERM; 2 an unreadable journal or a bad --listen; 3 a broken
+checksum chain."""
+
+
 def register(sub) -> None:
-    p = sub.add_parser("ui", help="browse a journal in a local, read-only web page")
+    import argparse
+    p = sub.add_parser("ui", help="browse a journal in a local, read-only web page",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("journal", help="journal file (SQLite) or its JSONL export")
     p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                    help=f"address to serve on (default {DEFAULT_LISTEN}; port 0 picks a free one)")

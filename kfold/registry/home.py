@@ -21,12 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+import yaml
+
 from kubernetes.client import Configuration
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
 from kfold.registry.client import configuration_for, tuned
-from kfold.registry.errors import HomeUnavailable
+from kfold.registry.errors import HomeUnavailable, KubeconfigRefused
 from kfold.registry.kubeconfig import Kubeconfig, select
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -39,17 +41,40 @@ class HomeSource:
     kind: str
     endpoint: str
     namespace: str | None
+    context: str | None = None   # the kubeconfig context used (kind "kubeconfig")
+    path: str | None = None      # the kubeconfig file used
+
+    def describe(self) -> str:
+        """Where the home client points, for messages: ``context kind-dev of /home/me/.kube/config``."""
+        return f"context {self.context} of {self.path}" if self.kind == "kubeconfig" else "in-cluster service account"
 
 
 def _from_kubeconfig(path: str, context: str | None, allow_exec: bool, allow_files: bool):
     try:
         text = Path(path).expanduser().read_text()
     except OSError as e:
-        raise HomeUnavailable(f"cannot read home kubeconfig {path}: {e.strerror}") from None
-    selected = select(Kubeconfig(text), context, allow_exec=allow_exec, allow_files=allow_files)
+        raise HomeUnavailable(f"cannot read home kubeconfig {path}: {e.strerror}; pass --kubeconfig PATH "
+                              "(or cluster.kubeconfig) naming a readable file") from None
+    try:
+        selected = select(Kubeconfig(text), context, allow_exec=allow_exec, allow_files=allow_files)
+    except KubeconfigRefused as e:   # the same refusal, saying which file and what to pass
+        e.args = (f"home kubeconfig {path}: refused: {'; '.join(e.problems)}{_contexts(text, e)}",)
+        raise e from None
     base = str(Path(path).expanduser().resolve().parent)
     cfg = configuration_for(selected, base_path=base)
-    return cfg, HomeSource("kubeconfig", cfg.host, selected.namespace)
+    return cfg, HomeSource("kubeconfig", cfg.host, selected.namespace, selected.context, path)
+
+
+def _contexts(text: str, refused: KubeconfigRefused) -> str:
+    """For an unknown context: the ones the file defines (names only), and the flag that picks one."""
+    if not any(p.startswith("context ") for p in refused.problems):
+        return ""
+    try:
+        doc = yaml.safe_load(text)
+        names = [str(c.get("name")) for c in doc.get("contexts") or () if isinstance(c, dict)]
+    except (yaml.YAMLError, AttributeError):
+        return ""
+    return f"; its contexts: {', '.join(names) or '(none)'}; pick one with --context NAME (or cluster.context)"
 
 
 def _in_cluster(service_account_dir: str, environ: Mapping[str, str]):
@@ -83,3 +108,18 @@ def home_configuration(
         "no home cluster: pass a kubeconfig file (and context), or run kfold in a pod with a "
         "service account"
     )
+
+
+def kubeconfig_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """``(path, how it was chosen)`` from ``$KUBECONFIG``: its first existing file (kubectl merges
+    the colon-separated list; kfold reads one file and says which), or None when it is unset.
+    Set but naming no existing file: ``HomeUnavailable``."""
+    value = (os.environ if environ is None else environ).get("KUBECONFIG", "")
+    paths = [p for p in value.split(os.pathsep) if p]
+    if not paths:
+        return None
+    for p in paths:
+        if Path(p).expanduser().is_file():
+            rest = f", the first existing of {len(paths)}; the others are not merged" if len(paths) > 1 else ""
+            return p, f"$KUBECONFIG ({p}{rest})"
+    raise HomeUnavailable(f"$KUBECONFIG names no existing file ({value}); fix it, unset it, or pass --kubeconfig PATH")

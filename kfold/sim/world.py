@@ -453,7 +453,7 @@ class Simulation:
         dt = self.rng.choice((0, 100, 500, 1000, 2000, 5000))
         self.now += dt
         self.mono_ms += dt
-        if self.fault("date_skew"):   # apiservers a few s apart; with a Lease, within its margin (README)
+        if self.fault("date_skew"):   # apiservers a few s apart; with a Lease, within its margin (docs/simulation.md)
             self.api.skew_ms = self.rng.choice(LEADER_SKEWS if self.leader else (-5_000, -1_000, 1_000, 5_000))
         self._set_time()
         for api in self.apis.values():

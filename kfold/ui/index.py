@@ -2,19 +2,27 @@
 the page can ask for one page of one object's records without the journal ever being loaded whole.
 
 Layout (all rows inserted once, by ``build``; the server only reads):
-- ``records(seq, at, kind, line, error, fired, answers, detail, pos)``: one row per journal record;
-  ``detail`` is JSON: the decision changes with their field-level diff, the effects emitted, the
-  timers moved, a divergence; ``pos`` is the byte offset of a JSONL line (NULL for SQLite, whose
-  rows are read back by seq).
+- ``records(seq, at, kind, line, error, fired, answers, detail, pos, clock, delta, problem)``: one
+  row per journal record; ``detail`` is JSON: the decision changes with their field-level diff, the
+  effects emitted, the timers moved, a divergence; ``pos`` is the byte offset of a JSONL line (NULL
+  for SQLite, whose rows are read back by seq); ``clock`` the cluster whose clock stamped it,
+  ``delta`` the signed time since the previous record on that clock, ``problem`` what went wrong
+  (NULL: nothing), all as ``kfold.explain`` defines them.
 - ``objects(id, kind, key, machine, parent, state, n, first, last)``: every object a record
   concerned: a machine's decision key (Session, Pod, Repo, or a machine's bookkeeping row), an
   observed object, an effect's target (Service, Ingress, Secret, Namespace...). ``parent`` ties a
-  Service/Ingress/Secret to the Session whose effects made it, and a pod to its Session.
+  Service/Ingress/Secret to the Session whose effects made it, and a pod to its Session; ``nkey``
+  is ``key`` in natural order (``kfold.explain.natural_key``: s2 before s10).
 - ``touches(obj, seq)`` and ``mtouch(machine, seq)``: which records concern an object or a machine
   (primary keys, so a page of one object is an index range scan).
-- ``effects(id, cause, issued, outcome, result, attempts, line, obj)``: each effect, the record that
-  emitted it, the one that journaled it as issued, and its (last) outcome.
-- ``meta``: source path, record count, time span, the first divergence; ``first_seq`` and
+- ``effects(id, cause, issued, outcome, result, attempts, line, obj, owner, issued_at, outcome_at,
+  latency_ms, retries, reason, message, code, nid)``: each effect, the record that emitted it, the
+  first that journaled it as issued, and its (last) outcome; ``latency_ms`` from that issue to that
+  outcome, ``retries`` the transient outcomes it was retried after, ``owner`` the machine object
+  that emitted it, ``nid`` the id in natural order.
+- ``sessions(obj, summary)``: per Session, ``kfold.explain.SessionSummary`` as JSON.
+- ``meta``: source path, record count, time span, the first divergence, the home cluster, what is
+  pending when the journal ends (``kfold.explain.pending_at_end``); ``first_seq`` and
   ``history`` (a line, or "") say where the indexed history begins: a journal whose head retention
   cut, or its export, is walked from the snapshot it continues, whose objects are listed too.
 
@@ -31,19 +39,24 @@ import orjson
 
 from journal.records import Record
 from kfold.replay import is_object_key
+from kfold.explain import Clocks, key_cluster, SessionLog, clock_of, delta_text, natural_key, pending_at_end, problem_of
 from kfold.timeline import MACHINE_KIND, Step, effect_line, effect_target, field_diff, record_line, state_of, walk
 
 SCHEMA = """
 CREATE TABLE records (seq INTEGER PRIMARY KEY, at INTEGER, kind TEXT NOT NULL, line TEXT NOT NULL,
-  error TEXT, fired INTEGER, answers TEXT, detail BLOB NOT NULL, pos INTEGER);
+  error TEXT, fired INTEGER, answers TEXT, detail BLOB NOT NULL, pos INTEGER, clock TEXT, delta TEXT,
+  problem TEXT);
 CREATE TABLE objects (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, machine TEXT,
-  parent INTEGER, state TEXT, n INTEGER, first INTEGER, last INTEGER);
+  parent INTEGER, state TEXT, n INTEGER, first INTEGER, last INTEGER, nkey TEXT NOT NULL);
 CREATE TABLE touches (obj INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (obj, seq)) WITHOUT ROWID;
 CREATE TABLE mtouch (machine TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (machine, seq)) WITHOUT ROWID;
 CREATE TABLE effects (id TEXT PRIMARY KEY, cause INTEGER, issued INTEGER, outcome INTEGER, result TEXT,
-  attempts INTEGER, line TEXT, obj INTEGER) WITHOUT ROWID;
+  attempts INTEGER, line TEXT, obj INTEGER, owner INTEGER, issued_at INTEGER, outcome_at INTEGER,
+  latency_ms INTEGER, retries INTEGER, reason TEXT, message TEXT, code INTEGER, nid TEXT) WITHOUT ROWID;
+CREATE TABLE sessions (obj INTEGER PRIMARY KEY, summary BLOB NOT NULL);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 """
+LAYOUT = 2            # the tables above; a kept index of another layout is rebuilt
 FLUSH = 5000          # records per write batch
 MAX_VALUE = 400       # characters of one diff value kept in the index
 
@@ -57,7 +70,8 @@ class _Obj:
         self.state, self.n, self.first, self.last = "", 0, 0, 0
 
     def row(self) -> tuple:
-        return (self.id, self.kind, self.key, self.machine, self.parent, self.state, self.n, self.first, self.last)
+        return (self.id, self.kind, self.key, self.machine, self.parent, self.state, self.n, self.first, self.last,
+                natural_key(self.key))
 
 
 class Builder:
@@ -70,7 +84,12 @@ class Builder:
         self.rows: list[tuple] = []
         self.touch: list[tuple[int, int]] = []
         self.mtouch: list[tuple[str, int]] = []
-        self.effects: dict[str, list] = {}   # id -> [cause, issued, outcome, result, attempts, line, obj]
+        # id -> [cause, issued, outcome, result, attempts, line, obj, owner, issued_at, outcome_at,
+        #        latency_ms, retries, reason, message, code]
+        self.effects: dict[str, list] = {}
+        self.clocks = Clocks()
+        self.sessions = SessionLog()
+        self.state: Any = None
         self.divergence: dict[str, Any] | None = None
         self.count, self.first_at, self.last_at = 0, None, None
         self.kinds: set[str] = set()
@@ -118,6 +137,12 @@ class Builder:
         self._observed(rec, touched)
         if step.divergence is not None:
             detail["divergence"] = self._divergence(step)
+        self.clocks.note_home(rec)
+        clock = clock_of(step, self.clocks.home)
+        delta = delta_text(self.clocks.delta(clock, rec.at), clock, self.clocks.home)
+        problem = problem_of(step)
+        self.sessions.add(step, problem)
+        self.state = step.state
         for oid in touched:
             self.touch.append((oid, seq))
             o = self.by_id[oid]
@@ -128,7 +153,8 @@ class Builder:
         self.machines |= machines
         self.kinds.add(rec.rec)
         self.rows.append((seq, rec.at, rec.rec, record_line(rec), step.error or None,
-                          None if step.fired is None else int(step.fired), answers, orjson.dumps(detail), pos))
+                          None if step.fired is None else int(step.fired), answers, orjson.dumps(detail), pos,
+                          clock, delta, problem or None))
         if len(self.rows) >= FLUSH:
             self.flush()
 
@@ -157,7 +183,7 @@ class Builder:
             touched.add(obj.id)
         line = effect_line(e)
         if e.type != "log":
-            self.effects[e.id] = [seq, None, None, None, 0, line, obj.id]
+            self.effects[e.id] = [seq, None, None, None, 0, line, obj.id, owner.id, None, None, None, 0, "", "", None]
         return {"id": e.id, "type": e.type, "line": line, "obj": obj.id, "owner": owner.id}
 
     def _answers(self, step: Step, seq: int, touched: set[int], machines: set[str]) -> str | None:
@@ -173,9 +199,13 @@ class Builder:
         if row is not None:
             touched.add(row[6])
             if rec.rec == "effect":
-                row[1] = seq
+                row[1] = row[1] or seq
+                row[8] = row[8] if row[8] is not None else rec.at
             else:
                 row[2], row[3], row[4] = seq, rec.result, row[4] + 1
+                row[9], row[12], row[13], row[14] = rec.at, rec.status_reason, rec.message, rec.code or None
+                row[10] = rec.at - row[8] if rec.at is not None and row[8] is not None else None
+                row[11] += int(rec.result == "transient" and rec.retry_after_ms is not None)
                 target = self.by_id[row[6]]
                 if target.machine is None:
                     target.state = f"{row[5].split(' ', 1)[0]} {rec.result}"
@@ -202,7 +232,7 @@ class Builder:
 
     def flush(self) -> None:
         db = self.db
-        db.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?)", self.rows)
+        db.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", self.rows)
         db.executemany("INSERT OR IGNORE INTO touches VALUES (?,?)", self.touch)
         db.executemany("INSERT OR IGNORE INTO mtouch VALUES (?,?)", self.mtouch)
         self.rows, self.touch, self.mtouch = [], [], []
@@ -210,16 +240,34 @@ class Builder:
     def finish(self, source: dict[str, Any], seconds: float) -> None:
         self.flush()
         db = self.db
-        db.executemany("INSERT INTO objects VALUES (?,?,?,?,?,?,?,?,?)", [o.row() for o in self.objects.values()])
-        db.executemany("INSERT INTO effects VALUES (?,?,?,?,?,?,?,?)", [(k, *v) for k, v in self.effects.items()])
-        meta = {**source, "records": self.count, "first_at": self.first_at, "last_at": self.last_at,
+        db.executemany("INSERT INTO objects VALUES (?,?,?,?,?,?,?,?,?,?)", [o.row() for o in self.objects.values()])
+        db.executemany("INSERT INTO effects VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       [(k, *v, natural_key(k)) for k, v in self.effects.items()])
+        db.executemany("INSERT INTO sessions VALUES (?,?)", self._session_rows())
+        pending = pending_at_end(self.state, self.clocks) if self.state is not None else None
+        if pending is not None:
+            for item in (*pending["effects"], *pending["timers"]):
+                o = self.objects.get((MACHINE_KIND.get(item["machine"], item["machine"]), item["key"]))
+                item["obj"] = o.id if o is not None else None
+                owner = o if o is None or o.parent is None else self.by_id[o.parent]   # a pod's: its Session
+                item["session"] = owner.id if owner is not None and owner.kind == "Session" else None
+        meta = {"home": self.clocks.home, "pending": pending, **source, "records": self.count, "first_at": self.first_at, "last_at": self.last_at,
                 "divergence": self.divergence, "seconds": round(seconds, 2), "kinds": sorted(self.kinds),
                 "machines": sorted(self.machines), "object_kinds": sorted({o.kind for o in self.objects.values()}),
                 "objects": len(self.objects)}
         db.executemany("INSERT INTO meta VALUES (?,?)", [(k, orjson.dumps(v).decode()) for k, v in meta.items()])
         db.execute("CREATE INDEX objects_by_parent ON objects (parent)")
+        db.execute("CREATE INDEX objects_by_nkey ON objects (nkey)")
+        db.execute("CREATE INDEX records_by_problem ON records (seq) WHERE problem IS NOT NULL")
+        db.execute("CREATE INDEX effects_by_owner ON effects (owner, nid)")
         db.execute("CREATE INDEX records_by_kind ON records (kind, seq)")
         db.commit()
+
+    def _session_rows(self) -> Iterator[tuple[int, bytes]]:
+        for key, summary in self.sessions.sessions.items():
+            o = self.objects.get(("Session", key))
+            if o is not None:
+                yield o.id, orjson.dumps(summary.as_dict(self.clocks.last.get(key_cluster(key)) or self.last_at))
 
 
 def _children(change: Any) -> Iterator[str]:
@@ -292,9 +340,10 @@ def build(source: str, index: str | Path, until: int | None = None,
 
 def source_identity(source: str) -> dict[str, Any]:
     """What an index was built from: a kept index (``kfold ui --index``) is reused only for the
-    same file, unchanged (path, size, modification time)."""
+    same file, unchanged (path, size, modification time), written in this ``LAYOUT``."""
     st = Path(source).stat()
-    return {"source": str(Path(source).absolute()), "source_size": st.st_size, "source_mtime_ns": st.st_mtime_ns}
+    return {"source": str(Path(source).absolute()), "source_size": st.st_size, "source_mtime_ns": st.st_mtime_ns,
+            "layout": LAYOUT}
 
 
 def read_meta(index: str | Path) -> dict[str, Any]:

@@ -8,9 +8,15 @@ route answers 503 with the progress, see ``Indexing``):
   divergence.
 - ``/api/objects?q=&kind=&top=1&offset=&limit=``: objects by kind and key, with their last state
   and record count; ``/api/object/<id>``: one object with its parent and children.
-- ``/api/records?obj=&related=1&machine=&kinds=a,b&from=SEQ&dir=next|prev|around&limit=``: one page
-  of the timeline (at most ``MAX_PAGE`` records), each with its diff, effects (with their outcome),
-  timers, the effect it answers, and the objects it names.
+- ``/api/records?obj=&related=1&machine=&kinds=a,b&problems=1&from=SEQ&dir=next|prev|around&limit=``:
+  one page of the timeline (at most ``MAX_PAGE`` records), each with its diff, effects (with their
+  outcome), timers, the effect it answers, the objects it names, its signed time delta on its own
+  clock and its problem (``problems=1``: only records with one).
+- ``/api/session/<id>``: a Session's summary (``kfold.explain.SessionSummary``).
+- ``/api/effects?obj=&related=1&problems=1&offset=&limit=``: effect -> outcome rows in the order
+  they were emitted, with latency and retries (``problems=1``: only those not answered ``ok``).
+- ``/api/pending``: the effects without an outcome and the timers armed when the journal ends, each
+  with its object and the Session it serves (``session``: an object id, or null).
 - ``/api/record/<seq>``: the record as journaled (read back from the journal file by seq, or by
   byte offset for a JSONL export).
 - ``/api/diagram/<machine>.svg?state=S``: the machine's table drawn with ``S`` highlighted.
@@ -92,7 +98,7 @@ class Store:
         if top:
             conds.append("parent IS NULL")
         where = f"WHERE {' AND '.join(conds)}" if conds else ""
-        order = "ORDER BY kind NOT IN ('Session','Repo'), kind LIKE '% bookkeeping', kind, key"
+        order = "ORDER BY kind NOT IN ('Session','Repo'), kind LIKE '% bookkeeping', kind, nkey"
         rows = self.db().execute(f"SELECT *, (SELECT COUNT(*) FROM objects c WHERE c.parent = o.id) AS children "
                                  f"FROM objects o {where} {order} LIMIT ? OFFSET ?",
                                  (*params, _limit(limit), max(offset, 0))).fetchall()
@@ -104,24 +110,55 @@ class Store:
         row = db.execute("SELECT * FROM objects WHERE id = ?", (oid,)).fetchone()
         if row is None:
             raise ApiError(404, f"no object {oid} in this journal's index")
-        children = [dict(r) for r in db.execute("SELECT * FROM objects WHERE parent = ? ORDER BY kind, key", (oid,))]
+        children = [dict(r) for r in db.execute("SELECT * FROM objects WHERE parent = ? ORDER BY kind, nkey", (oid,))]
         parent = db.execute("SELECT * FROM objects WHERE id = ?", (row["parent"],)).fetchone()
         return {**dict(row), "children": children, "parent": dict(parent) if parent else None}
 
     # -- the timeline ---------------------------------------------------------------------------
     def records(self, obj: int | None = None, related: bool = False, machine: str = "", kinds: list[str] = (),
-                start: int | None = None, direction: str = "next", limit: int = 50) -> dict[str, Any]:
+                start: int | None = None, direction: str = "next", limit: int = 50,
+                problems: bool = False) -> dict[str, Any]:
         limit = _limit(limit)
         ids = self._object_ids(obj, related) if obj else []
+        seqs_of = lambda at, way, n: self._seqs(ids, machine, kinds, at, way, n, problems)  # noqa: E731
         if direction == "around":
-            before = self._seqs(ids, machine, kinds, start, "prev", max(limit // 4, 1))
-            seqs = before + self._seqs(ids, machine, kinds, start, "next", limit - len(before))
+            before = seqs_of(start, "prev", max(limit // 4, 1))
+            seqs = before + seqs_of(start, "next", limit - len(before))
         else:
-            seqs = self._seqs(ids, machine, kinds, start, direction, limit)
+            seqs = seqs_of(start, direction, limit)
         page = self._expand(seqs)
-        more_before = bool(seqs) and bool(self._seqs(ids, machine, kinds, seqs[0], "prev", 1))
-        more_after = bool(seqs) and bool(self._seqs(ids, machine, kinds, seqs[-1] + 1, "next", 1))
+        more_before = bool(seqs) and bool(seqs_of(seqs[0], "prev", 1))
+        more_after = bool(seqs) and bool(seqs_of(seqs[-1] + 1, "next", 1))
         return {**page, "more_before": more_before, "more_after": more_after, "objects_filtered": ids}
+
+    def session(self, oid: int) -> dict[str, Any]:
+        row = self.db().execute("SELECT summary FROM sessions WHERE obj = ?", (oid,)).fetchone()
+        if row is None:
+            raise ApiError(404, f"object {oid} is not a Session of this journal")
+        return orjson.loads(row[0])
+
+    def effect_rows(self, obj: int | None = None, related: bool = False, problems: bool = False, offset: int = 0,
+                    limit: int = 100) -> dict[str, Any]:
+        """Effect -> outcome rows, in the order they were emitted."""
+        conds, params = [], []
+        if obj:
+            ids = self._object_ids(obj, related)
+            marks = ",".join("?" * len(ids))
+            conds.append(f"(owner IN ({marks}) OR obj IN ({marks}))")
+            params += ids + ids
+        if problems:
+            conds.append("(result IS NULL OR result != 'ok')")
+        where = f"WHERE {' AND '.join(conds)}" if conds else ""
+        db = self.db()
+        rows = db.execute(f"SELECT * FROM effects {where} ORDER BY cause, nid LIMIT ? OFFSET ?",
+                          (*params, _limit(limit), max(offset, 0))).fetchall()
+        total = db.execute(f"SELECT COUNT(*) FROM effects {where}", params).fetchone()[0]
+        objects = {r["id"]: dict(r) for r in _in(db, "objects", "id", {r["obj"] for r in rows})}
+        return {"effects": [dict(r) for r in rows], "objects": objects, "total": total, "offset": offset}
+
+    def pending(self) -> dict[str, Any]:
+        return {**(self.meta.get("pending") or {"effects": [], "timers": [], "more": 0}),
+                "last_at": self.meta.get("last_at"), "home": self.meta.get("home", "")}
 
     def _object_ids(self, obj: int, related: bool) -> list[int]:
         if not related:
@@ -130,7 +167,7 @@ class Store:
         return [obj, *(r[0] for r in rows)]
 
     def _seqs(self, ids: list[int], machine: str, kinds: list[str] | tuple, start: int | None, direction: str,
-              limit: int) -> list[int]:
+              limit: int, problems: bool = False) -> list[int]:
         """Sequence numbers of one page, driven by the narrowest index the filter allows."""
         back = direction == "prev"
         if ids:
@@ -148,6 +185,8 @@ class Store:
             # record of that kind); alone, the kind index is the driver
             conds.append(f"{'+' if ids or machine else ''}r.kind IN ({','.join('?' * len(kinds))})")
             params += list(kinds)
+        if problems:
+            conds.append("r.problem IS NOT NULL")
         if start is not None:
             conds.append(f"{seq} {'<' if back else '>='} ?")
             params.append(start)
@@ -267,8 +306,15 @@ class Handler(BaseHTTPRequestHandler):
         if path == "records":
             kinds = [k for k in arg("kinds").split(",") if k]
             return _json(s.records(int(arg("obj")) if arg("obj") else None, arg("related") == "1",
-                                          arg("machine"), kinds, int(arg("from")) if arg("from") else None,
-                                          arg("dir", "next"), int(arg("limit", "50"))))
+                                   arg("machine"), kinds, int(arg("from")) if arg("from") else None,
+                                   arg("dir", "next"), int(arg("limit", "50")), arg("problems") == "1"))
+        if m := re.fullmatch(r"session/(\d+)", path):
+            return orjson.dumps(s.session(int(m[1])))
+        if path == "effects":
+            return _json(s.effect_rows(int(arg("obj")) if arg("obj") else None, arg("related") == "1",
+                                       arg("problems") == "1", int(arg("offset", "0")), int(arg("limit", "100"))))
+        if path == "pending":
+            return orjson.dumps(s.pending())
         if m := re.fullmatch(r"record/(\d+)", path):
             return orjson.dumps(s.raw(int(m[1])))
         if m := re.fullmatch(r"effect/([\w.]+)", path):
@@ -280,7 +326,10 @@ class Handler(BaseHTTPRequestHandler):
         table = diagrams.tables().get(machine)
         if table is None:
             raise ApiError(404, f"no machine table named {machine!r}")
-        return diagrams.svg(table, state or None).encode()
+        try:
+            return diagrams.svg(table, state or None).encode()
+        except diagrams.DotMissing as exc:
+            raise ApiError(503, str(exc)) from None
 
     def _static(self, path: str) -> tuple[bytes, str]:
         name = "index.html" if path in ("/", "/index.html") else path.removeprefix("/static/")

@@ -1,5 +1,5 @@
 """A small driver for headless Chromium over the DevTools protocol (websocket-client), enough for
-the UI tests: open a URL, evaluate JavaScript, wait for a condition, click, take a screenshot.
+the UI tests: size the viewport, open a URL, evaluate JavaScript, wait for a condition, click, take a screenshot.
 
 Chromium is the Debian package ``chromium`` (scripts/setup.sh installs it). It runs as root, so
 with ``--no-sandbox``; with a fresh profile in the test's tmp dir; with everything that would reach
@@ -35,13 +35,19 @@ class Browser:
             raise RuntimeError("chromium is not installed: run `bash scripts/setup.sh` (it installs the Debian "
                                "package chromium), or apt-get install -y chromium")
         profile.mkdir(parents=True, exist_ok=True)
+        (profile / "DevToolsActivePort").unlink(missing_ok=True)   # a reused profile's is stale
         self.proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
                                       "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.timeout = timeout
-        port = self._port(profile / "DevToolsActivePort")
-        targets = json.load(_NO_PROXY.open(f"http://127.0.0.1:{port}/json/list", timeout=10))
-        page = next(t for t in targets if t["type"] == "page")
-        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=timeout, suppress_origin=True)
+        try:
+            port = self._port(profile / "DevToolsActivePort")
+            targets = json.load(_NO_PROXY.open(f"http://127.0.0.1:{port}/json/list", timeout=10))
+            page = next(t for t in targets if t["type"] == "page")
+            self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=timeout, suppress_origin=True)
+        except BaseException:   # never leave a browser running behind a failed start
+            self.proc.kill()
+            self.proc.wait()
+            raise
         self._id = 0
         self.errors: list[str] = []   # uncaught exceptions thrown by the page's scripts
         self.send("Page.enable")
@@ -69,6 +75,10 @@ class Browser:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")
                 return msg.get("result", {})
+
+    def viewport(self, width: int, height: int) -> None:
+        """Lay the page out at ``width`` x ``height`` CSS pixels (a window of that size)."""
+        self.send("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
 
     def open(self, url: str) -> None:
         self.send("Page.navigate", url=url)

@@ -109,3 +109,37 @@ async def test_every_reply_advances_the_server_clock(port):
     assert out.result == "not_found"
     assert T2030 + 5_000 <= port.clock.now_ms() < T2030 + 65_000
     assert out.at is not None and out.at >= T2030 + 5_000
+
+
+async def test_every_effect_log_line_names_the_kind_and_a_failure_its_message(port, caplog):
+    import logging
+    caplog.set_level(logging.INFO, logger="kfold.executor")
+    await port.run(create())
+    port.server.faults.append(Fault(409, "AlreadyExists", "pods \"p\" already exists"))
+    await port.run(create())
+    lines = [r.getMessage() for r in caplog.records if r.name == "kfold.executor"]
+    assert lines[0] == "effect create Pod local/work/p -> ok"
+    assert lines[1].startswith("effect create Pod local/work/p -> already_exists: ") and "already exists" in lines[1]
+    assert all(r.kind == "Pod" for r in caplog.records if r.name == "kfold.executor")
+
+
+async def test_a_refused_connection_is_a_transient_outcome_in_words():
+    import socket
+    from kubernetes.client import ApiClient, Configuration
+    from engine.effects.clock import ServerClock
+    from engine.effects.executor import Executor
+    from engine.effects.executor_transport import KubeTransport
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    conf = Configuration()
+    conf.host = f"http://127.0.0.1:{closed}"
+    conf.retries = 0
+    client = ApiClient(conf)
+    sent = []
+    executor = Executor(KubeTransport(lambda _c, _t: client, max_threads=1), lambda _c: ServerClock(), sent.append)
+    try:
+        out = await executor.run(get())
+    finally:
+        await executor.close()
+    assert (out.result, out.message) == ("transient", "connection refused")

@@ -246,7 +246,7 @@ def test_a_leader_paused_past_its_lease_issues_nothing_when_it_wakes(pair, admin
     assert unresolved_conflicts(b.journal) == [], "conflicts caused by two leaders"
     # The one window no client-side fence closes: a request already being sent when the process
     # froze reaches the apiserver when it wakes. A Session status write caught so can show an old
-    # phase for a moment (status writes carry no resourceVersion precondition; README "Leadership"),
+    # phase for a moment (status writes carry no resourceVersion precondition; docs/ha.md),
     # until the new leader restates its own (waited for above).
     unexplained = {n: p for n, p in regressions(watch.seen).items() if n not in caught}
     assert not unexplained, f"phase regressions not caused by a write caught mid-send: {unexplained}"

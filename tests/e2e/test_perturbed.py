@@ -172,7 +172,7 @@ def test_stale_reads_expired_watches_and_late_or_lost_write_answers(run_factory,
     r.finish()
     assert r.proxy.injected, "the run was not perturbed"
     # Every read kfold makes is a quorum read and every watch resumes from an exact resourceVersion
-    # (README "Reads"): no answer from a cache or an older snapshot can reach a decision.
+    # (docs/architecture.md, "Reads"): no answer from a cache or an older snapshot can reach a decision.
     for method, path, query in r.proxy.requests:
         q = parse_qs(query)
         if method != "GET":

@@ -19,7 +19,7 @@ from kfold.sim.world import FAULTS, T0, Options, SimFailure, Simulation, simulat
 
 SEEDS = range(300)
 STEPS, SESSIONS = 80, 3
-# Failures the simulator found that are not fixed yet, {seed: why} (README, "Simulation"):
+# Failures the simulator found that are not fixed yet, {seed: why} (docs/simulation.md):
 # reproduce with ``kfold sim --seed N --steps 80``. They stay in the set as non-strict xfails, so a
 # fix shows up as XPASS. Empty: every seed of the set passes.
 KNOWN_OPEN: dict[int, str] = {}

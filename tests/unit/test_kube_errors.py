@@ -111,7 +111,17 @@ def test_retry_after_seconds_in_the_status_details_count_too():
 def test_transport_errors_are_transient_and_never_not_found(exc):
     c = classify(exc)
     assert (c.result, c.status_reason, c.code) == ("transient", "", 0)
-    assert c.message.startswith("transport error")
+    assert c.message in ("connection reset", "connection refused", "read timed out", "name resolution failed",
+                         "timed out", "connection timed out")
+
+
+def test_a_refused_connection_is_named_in_words_without_client_class_names():
+    class CheckedHTTPSConnection:
+        pass
+    inner = NewConnectionError(CheckedHTTPSConnection(), "Failed to establish a new connection: [Errno 111] "
+                                                         "Connection refused")
+    c = classify(MaxRetryError(None, "/api/v1/pods", reason=inner))
+    assert c.message == "connection refused"
 
 
 def test_a_tls_failure_surfaced_as_status_zero_is_transient():

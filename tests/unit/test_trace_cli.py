@@ -152,7 +152,8 @@ def test_a_deadline_that_fires_and_a_stale_one_are_told_apart(tmp_path, capsys):
     assert f"  timer start due {iso_ms(due)}" in armed
     fired = out.split(f"#{arms + 1} ", 1)[1].split("\n#", 1)[0]
     assert fired.startswith(f"{iso_ms(due)} deadline session {KEY} start")
-    assert "\n  fired\n" in fired and "session: Provisioning -> Provisioning" in fired
+    assert "\n  fired\n" in fired and "session (still Provisioning):" in fired
+    assert "Provisioning -> Provisioning" not in out
     assert "get Pod" in fired, "the deadline reads the pod before judging the Session"
     stale = out.split(f"#{arms + 2} ", 1)[1]
     assert "stale: the timer was cancelled or moved since" in stale

@@ -90,9 +90,11 @@ def test_filters_narrow_by_record_kind_and_machine(store):
 def test_an_effect_links_to_the_records_that_issued_and_answered_it(store):
     pod = G.first("create", "Pod")   # the pod's creation, answered by the outcome that moves the Session on
     assert G.record(pod.outcome)["result"] == "ok"
-    assert store.effect(pod.id) | {"line": None} == {"id": pod.id, "cause": pod.cause, "issued": pod.issued,
-                                                     "outcome": pod.outcome, "result": "ok", "attempts": 1,
-                                                     "line": None, "obj": obj_id(store, "Pod", pod.body["key"])}
+    row = store.effect(pod.id)
+    assert {k: row[k] for k in ("id", "cause", "issued", "outcome", "result", "attempts", "obj", "latency_ms")} == \
+        {"id": pod.id, "cause": pod.cause, "issued": pod.issued, "outcome": pod.outcome, "result": "ok", "attempts": 1,
+         "obj": obj_id(store, "Pod", pod.body["key"]),
+         "latency_ms": G.record(pod.outcome)["at"] - G.record(pod.issued)["at"]}
     page = store.records(start=pod.outcome, limit=1)
     rec = page["records"][0]
     assert rec["answers"] == pod.id and page["effects"][pod.id]["cause"] == pod.cause
@@ -147,7 +149,7 @@ def test_the_server_serves_the_page_and_the_api(http_server):
     assert status == 200 and len(json.loads(body)["records"]) == 2
     status, headers, body = request(http_server, "/api/diagram/session.svg?state=Ready")
     assert status == 200 and headers["Content-Type"].startswith("image/svg+xml")
-    assert b'class="state current" data-state="Ready"' in body
+    assert b'class="node state current" data-state="Ready"' in body
 
 
 @pytest.mark.parametrize("method,path,host,status", [
