@@ -91,7 +91,7 @@ class SessionConfigure(_Seam):
 
 class RepoBind(_Seam):
     """``repo.bind`` (boot, per namespace of each cluster): the repo machine validates the urls and
-    credential entries itself and refuses them with their value named (``repo_list``)."""
+    credential entries itself and refuses them with their value named (``repo.bindings``)."""
 
     cluster: str = ""
     namespace: str = ""

@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 
 from engine.machines.session import manifests
-from engine.machines.session.limits import clamp, quantity
+from engine.machines.session.spec import clamp, quantity
 from engine.machines.session.spec import Spec, SpecError, validate
 from kfold.config import ConfigError, parse_config
 

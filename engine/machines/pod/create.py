@@ -103,7 +103,7 @@ def in_doubt(ctx: Ctx, key: str, e: PodOp) -> None:
 def finish(ctx: Ctx, key: str, e: PodOp, message: str, view: PodView | None = None, **args: Any) -> None:
     """Answer every caller, keep the fence, then run a delete that queued behind the create: after
     a refusal (``taken``) that delete means this session's pod, so it deletes only a pod labelled
-    for it (``pod_delete``: a quorum read first), never the one that holds the name."""
+    for it (``pod.delete``: a quorum read first), never the one that holds the name."""
     tell_all(ctx, e.replies, message, pod=key, **args)
     fence = {"uid": view.uid, "rv": view.rv, "terminating": view.terminating} if view else {}
     done = settled(ctx, key, e, session="", generation=0, then_delete=(), **fence)

@@ -11,7 +11,7 @@ Phases of one pod name (``PodOp.phase``)::
 Guarantees:
 - ``send_delete`` is the only place a pod operation's ``DeleteObject`` is built, and it refuses to
   build one without a complete fence for the target uid (it re-reads instead): no unfenced delete
-  exists. (The orphan-pod sweep, ``pod_orphans``, builds its own, fenced by the uid and
+  exists. (The orphan-pod sweep, ``pod.orphans``, builds its own, fenced by the uid and
   resourceVersion of a quorum list, and never retries one.)
 - Every operation is armed with a budget timer on server time as soon as a record carries one;
   with no server time yet the budget waits rather than guesses. An operation in doubt (a restart,

@@ -1,6 +1,6 @@
 """The repo machine's list-driven commands (reconcileBound, gc), and its command input.
 
-The records these decide over (``RepoConfig``, ``RepoEntry``, ``ListOp``) are in ``repo_records``.
+The records these decide over (``RepoConfig``, ``RepoEntry``, ``ListOp``) are in ``repo.records``.
 
 reconcileBound: a quorum list of bound Repos; each one whose key the configuration no longer binds
 is unlabelled. A 404 list outcome (``not_found``, or ``error`` with code 404: a real apiserver

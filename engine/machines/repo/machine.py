@@ -18,7 +18,7 @@ Expected flow (one operation at a time per Repo; later ones queue, ensures join)
 - ``repo.reconcile_bound``: quorum-list bound Repos, unlabel those the config no longer binds.
   A 404 for the list (no Repo CRD) is "nothing to do"; any other refusal is logged as an error.
 - ``repo.gc``: quorum-list Repos, delete (fenced by uid + resourceVersion) every unbound one whose
-  clock is older than the TTL on the list response's server time. See ``repo_list``.
+  clock is older than the TTL on the list response's server time. See ``repo.bindings``.
 
 Guarantees: pure; bad input is refused with the value and the reason before any effect; a token
 value is never seen (only variable names). Caveats: a burst of ensures joins the one in flight, so
@@ -26,8 +26,8 @@ the clock holds the first attach's time of the burst; retries of one operation (
 re-created after a read found it absent) are counted across the whole operation in ``Op.attempts``,
 within ``engine.backoff.REPO_OP``, then it is reported.
 
-Layout: this module routes and takes commands and messages in; one operation runs in ``repo_ops``,
-the list-driven commands in ``repo_list``, over the records in ``repo_records``.
+Layout: this module routes and takes commands and messages in; one operation runs in ``repo.ops``,
+the list-driven commands in ``repo.bindings``, over the records in ``repo.records``.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Pods of a generation newer than a podless Session's record knows: judged once it catches up.
 
 Why: a podless Session (Suspended, Stopping, Stopped, Failed) releases a live pod seen under its
-labels (``session_replies.release_stale``: made by a life or replica whose record this one never
+labels (``session.replies.release_stale``: made by a life or replica whose record this one never
 saw; seed 240). But a record can be behind the Session: a replica paused (SIGSTOP) while the user
 resumed it comes back still Suspended, and its pod watch may deliver the pod the other replica made
 for that resume before its Session watch delivers the resume. Released then, the other replica's

@@ -12,11 +12,11 @@ in flight at a time; a change of the desired manifest while one is in flight is 
 completes (``sync`` compares digests).
 
 Guarantees:
-- Desired manifests come from ``session_manifests`` only; the digest of what the apiserver last
+- Desired manifests come from ``session.manifests`` only; the digest of what the apiserver last
   accepted is kept (``Upsert.have``), so an unchanged port set sends nothing.
 - A ports-only change re-routes here; nothing in this module touches the pod.
 - Retries of one manifest are bounded (``engine.backoff.ENDPOINT``); the last error is kept for status.
-- Own before touching (``session_owned``): a same-name object found by the read is replaced only
+- Own before touching (``session.owned``): a same-name object found by the read is replaced only
   when it carries this Session's labels (else the session machine fails the Session naming it),
   and an object no longer wanted is read, then deleted only if it is this Session's, by uid.
 
@@ -46,7 +46,7 @@ def desired(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> dict[str, dic
 
 def _wanted(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> dict[str, tuple[dict[str, Any] | None, str]]:
     """Each endpoint object's manifest and its digest. Remembered for the inputs they are made of
-    (the spec by identity, as ``session_flow.spec_of`` hands it out, held by the entry): a Session's
+    (the spec by identity, as ``session.flow.spec_of`` hands it out, held by the entry): a Session's
     decision asks for them on every step, and they change only with its pod or its spec."""
     key = (id(spec), d.name, d.target_ns, d.generation, d.pod.uid, cfg.base_domain)
     hit = _WANTED.get(key)

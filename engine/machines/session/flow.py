@@ -10,7 +10,7 @@ and a Session deleted before the finalizer landed is seen going and its pod rele
 namespace (pod machine; skipped on a namespace-bounded registration, where namespaces are
 cluster-scoped and refused, and where the pod runs beside its Session: that namespace exists)
 -> repositories (repo machine) -> session Secret (made or mended with env references, dropped
-without: ``session_secret``) -> pod ``<session>-g<N>`` (pod machine ``create``) -> Running with a
+without: ``session.secret``) -> pod ``<session>-g<N>`` (pod machine ``create``) -> Running with a
 pod IP within the start deadline -> the workspace container ready (and every repository synced on
 the pod's node) within the ready deadline, and its Service and Ingress published -> Ready.
 Endpoints are upserted as soon as the pod's create answered (they name the pod as owner), while it
@@ -25,7 +25,7 @@ Guarantees:
 - A failure records a reason and a message for status and releases the pod.
 
 - Everything on the target side (pod, Secret, Service, Ingress, Events, repositories) goes to the
-  Session's target cluster handle, tenant and namespace (session_tenancy); the Session's own
+  Session's target cluster handle, tenant and namespace (session.tenancy); the Session's own
   finalizer and status patches go to its home cluster.
 
 Caveats:
@@ -46,7 +46,6 @@ from engine.machines.session import endpoints
 from engine.machines.session import manifests as mf
 from engine.machines.session import secret
 from engine.machines.session import status
-from engine.machines.session import targets
 from engine.machines.session import tenancy
 from engine.machines.base import object_key, remember
 from engine.repo_names import cache_key
@@ -58,7 +57,7 @@ from engine.machines.session.spec import Spec, SpecError, shape, validate
 
 
 def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
-    """The validated spec, placed for this Session's tenant (session_tenancy).
+    """The validated spec, placed for this Session's tenant (session.tenancy).
 
     Remembered per spec object: a Session's ``spec_raw`` is the dict of its last observation,
     replaced (never changed in place) when a new one is folded, while ``decide`` asks for its spec
@@ -87,7 +86,7 @@ def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> Sessio
         # Resumed from its status (a fresh or lost journal), or never begun: its pod and the rest
         # run where its spec places them, which may be another cluster than its own (found by
         # kfold sim, seed 76); a pod seen there under its labels is this Session's to release
-        # (``session_replies.release_stale``).
+        # (``session.replies.release_stale``).
         d = d.but(target=spec.cluster, target_tenant=spec.tenant, target_namespace=spec.namespace)
     d = act(ctx, key, d, wish_of(d, spec), spec, cfg)
     d = arm_deadlines(ctx, key, d)
@@ -180,7 +179,7 @@ def suspend(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
 
 def teardown(ctx: Ctx, key: str, d: SessionDecision, claimed: bool = False) -> SessionDecision:
     """Stop: release the pod, delete Service, Ingress, Secret and the workspace claim (each read first and
-    deleted only when it is this Session's, fenced by its uid: ``session_owned``); then, if the
+    deleted only when it is this Session's, fenced by its uid: ``session.owned``); then, if the
     Session is being deleted, remove the finalizer. Repeated requests change nothing. ``claimed``:
     the config gives Sessions a workspace claim (one may exist even if this record never made it)."""
     if d.phase not in ("Stopping", "Stopped"):
@@ -211,7 +210,7 @@ def _release_unmade(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> Sess
     pk = object_key(d.target, d.target_ns, mf.pod_name(d.name, d.generation))
     if pk in d.releasing or pk in d.abandoned or not ctx.ask("pod", "uid", pk):
         # Only a pod kfold has seen (the pod machine's answer): one that shows up later is
-        # released when it is observed (``session_replies.release_stale``: a stopped Session has no
+        # released when it is observed (``session.replies.release_stale``: a stopped Session has no
         # pod), so a stop costs no read on the normal path.
         return d
     return delete_pod(ctx, key, d, pk, reason, by_name=True)
@@ -296,7 +295,7 @@ def _needs_generation(d: SessionDecision, spec: Spec) -> bool:
 def _taken(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> str:
     """Why this Session cannot run its pods where its spec places them ("" = it can)."""
     namespace = spec.namespace or d.namespace
-    holder = targets.lookup(ctx, spec.cluster, namespace, d.name)
+    holder = tenancy.lookup(ctx, spec.cluster, namespace, d.name)
     if holder is None or holder == key:
         return ""
     return (f"another Session named {d.name!r} already runs in namespace {namespace} of cluster "
@@ -380,7 +379,7 @@ def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: Session
     d = d.move("create").but(pod=PodFacts(name=name))
     # Owned by the Session where an ownerReference can reach it (same cluster and namespace): a
     # Session deleted before its finalizer landed still takes its pod with it, journal or not.
-    # Elsewhere the pod names the Session's namespace, for the orphan-pod sweep (``pod_orphans``).
+    # Elsewhere the pod names the Session's namespace, for the orphan-pod sweep (``pod.orphans``).
     owner, away = (d.uid, "") if _ownable(d) else ("", d.namespace)
     claim = mf.claim_name(d.name) if cfg.workspace_class else ""
     manifest = mf.pod(d.name, d.target_ns, d.generation, spec, owner, away, claim=claim, seed=spec.seed or cfg.workspace_seed)
@@ -431,7 +430,7 @@ def _node_status(r: RepoFacts, node: str) -> dict[str, Any]:
 def _clone_error(d: SessionDecision) -> str | None:
     """Seed 000: only a failed Clone fails a session waiting on the node. A failed Probe (no pod on
     the node mounts the repository yet) or Fetch (a warm cache that could not refresh) is a status
-    signal (``session_status.repo_signals``), never a verdict."""
+    signal (``session.status.repo_signals``), never a verdict."""
     for r in d.repos:
         st = _node_status(r, d.pod.node) if d.pod.node else {}
         if st.get("attempted") == "Clone" and st.get("lastError") and not st.get("synced"):

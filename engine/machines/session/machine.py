@@ -4,18 +4,18 @@ The Session ``spec`` is the command channel: ``suspended`` true/false suspends/r
 generation N+1), a change of the app set recreates as N+1, a ports-only change re-routes, and
 ``stopped`` true (or deleting the resource; finalizer ``kfold.dev/teardown``) tears down.
 
-This module routes; ``session_flow.decide`` decides. Every handler reduces what arrived to facts on
-the decision record (``session_model``), then calls ``decide``.
+This module routes; ``session.flow.decide`` decides. Every handler reduces what arrived to facts on
+the decision record (``session.model``), then calls ``decide``.
 
 Inputs: observed ``Session`` and ``Pod`` (pods by their ``kfold.dev/session`` label, namespace and
 cluster handle, which must be the Session's target; only the current generation's pod counts),
 command ``session.configure`` (``engine.seams.SessionConfigure``: home, tenants, registered
 clusters, clusters (old form: names every Session may use), base_domain, start_seconds,
-ready_seconds; tenancy and placement: ``session_tenancy``), replies from the pod machine
+ready_seconds; tenancy and placement: ``session.tenancy``), replies from the pod machine
 (``pod_created``, ``pod_create_failed``, ``pod_gone``, ``pod_delete_failed``, ``namespace_ready``,
 ``namespace_failed``) and the repo machine (``repo_ensured``, ``repo_failed``, ``repo_status``),
 outcomes of its own effects, the ``start``/``ready`` deadlines and the ``ahead`` grace
-(``session_ahead``: pods of a newer generation than a podless record knows).
+(``session.ahead``: pods of a newer generation than a podless record knows).
 
 Guarantees:
 - Nothing is decided before ``session.configure``: sessions are recorded and wait for it.
@@ -26,11 +26,11 @@ Guarantees:
 - A relist's absences are suspects: a missing Session or pod is re-read (quorum GET) and only a
   404 lets it go (``base.missing_after_relist``).
 - A re-read of the Session, or its Secret's create, that fails is repeated on the one backoff
-  (``engine.backoff``) and reported once (``session_retry``), never at once.
+  (``engine.backoff``) and reported once (``session.retry``), never at once.
 - A Session kfold has no record of resumes from the status it wrote on it (``from_status``): a
   lost journal costs history, never a healthy object, and no status write moves a phase backwards
-  (``session_status.regresses``). Service, Ingress and Secret are adopted or deleted only when they
-  carry this Session's labels (``session_owned``).
+  (``session.status.regresses``). Service, Ingress and Secret are adopted or deleted only when they
+  carry this Session's labels (``session.owned``).
 """
 from __future__ import annotations
 
@@ -52,10 +52,9 @@ from engine.machines.base import Dispatch, Machine, RetryDue, UnknownEvent, igno
 from engine.machines.session.model import (BRINGING_UP, CONFIG_KEY, INDEX_KEY, PHASES, FINALIZER, GONE_KEY, LIVE, MAX_GONE, DeletedSessions,
                                           Failure, SessionConfig, SessionDecision,
                                           SessionEntry)
-from engine.machines.session import targets
 from engine.machines.session import tenancy
-from engine.machines.session.limits import ceilings
-from engine.machines.session.observe import session_view
+from engine.machines.session.spec import ceilings
+from engine.machines.session.replies import session_view
 from engine.machines.session.spec import SpecError
 from engine.machines.session.status import API_VERSION
 from engine.seams import (MESSAGES, NamespaceFailed, NamespaceReady, PodCreated, PodCreateFailed, PodDeleteFailed, PodGone,
@@ -94,7 +93,7 @@ class SessionMachine(Machine):
 
     def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         if rec.kind == "Pod":
-            if targets.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's
+            if tenancy.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's
                 return None
             owner = replies.pod_owner(ctx, rec)  # before any reduction: most pods are no session's
             if owner is None:
@@ -261,11 +260,11 @@ def save(ctx: Ctx, key: str, d: SessionDecision) -> None:
     before = ctx.get(key)
     after = d if cfg is None else _judge_ahead(ctx, key, flow.decide(ctx, key, d, cfg), cfg)
     ctx.put(key, after)
-    targets.update(ctx, key, before, after)
+    tenancy.update(ctx, key, before, after)
 
 
 def _judge_ahead(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
-    """Pods newer than the record knew (``session_ahead``), judged on what the decision now knows:
+    """Pods newer than the record knew (``session.ahead``), judged on what the decision now knows:
     after ``decide``, which may have begun their generation (its create adopts them)."""
     judged = ahead.judge(ctx, key, d) if d.ahead else d
     d = d if judged is d else flow.decide(ctx, key, judged, cfg)
@@ -274,7 +273,7 @@ def _judge_ahead(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> 
 
 
 def _ahead_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> None:
-    """The quorum read ``session_ahead.read`` asked for: newer than the pods it was asked for, so
+    """The quorum read ``session.ahead.read`` asked for: newer than the pods it was asked for, so
     each of them is judged on it. A failed read is made again after the grace."""
     if rec.result != "ok" or not isinstance(rec.obj, dict):
         ctx.log(key, f"session {d.name}: could not read the Session to judge pods newer than its record: "
@@ -292,7 +291,7 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
     renewed = d is None or bool(d.uid and v.uid and d.uid != v.uid)
     if renewed or _overtaken(d, v):
         # Rebuilt from the status. Pods noted as ahead of the record stay noted: the fresh record
-        # judges them (session_ahead). Overtaken, it is the same Session: the pods it is still
+        # judges them (session.ahead). Overtaken, it is the same Session: the pods it is still
         # letting go stay its own too.
         kept = {} if renewed else {"releasing": d.releasing, "abandoned": d.abandoned}
         d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster,
@@ -302,7 +301,7 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
     # than what was folded (a stale list), and must not resume a Session being deleted.
     deleting = v.deleting or (d.deleting and d.uid == v.uid)
     d = _overwritten(d, v)
-    # The same spec keeps the same dict: ``session_flow.spec_of`` remembers its validation by it.
+    # The same spec keeps the same dict: ``session.flow.spec_of`` remembers its validation by it.
     spec = d.spec_raw if same_json(v.spec, d.spec_raw) else v.spec
     return d.but(uid=v.uid, rv=v.rv, spec_raw=spec, spec_generation=v.spec_generation, deleting=deleting, finalizers=v.finalizers,
                  finalizer_step=step, reported_phase=v.phase, reported_generation=v.generation,
@@ -399,7 +398,7 @@ def session_gone(ctx: Ctx, key: str) -> None:
         ctx.tell("repo", r.key, "release", reply_to="session", reply_key=key)
     for name in ("start", "ready", ahead.TIMER, *retry.TIMERS):
         ctx.cancel_timer(key, name)
-    targets.update(ctx, key, ctx.get(key), None)
+    tenancy.update(ctx, key, ctx.get(key), None)
     ctx.drop(key)
     if d.uid:
         gone = ctx.get(GONE_KEY)
@@ -471,7 +470,7 @@ def _finalizer_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> S
 
 def _foreign_endpoint(d: SessionDecision, rec: Outcome, effect: Any, spec: Any, cfg: SessionConfig) -> bool:
     """A read of the Service/Ingress kfold wants to route found a same-name object not this
-    Session's: it is reported, never replaced (``session_owned``)."""
+    Session's: it is reported, never replaced (``session.owned``)."""
     return (effect.type == "get" and rec.result == "ok" and not owned.owned(rec.obj, d.name)
             and endpoints.desired(d, spec, cfg)[effect.kind] is not None)
 
@@ -492,7 +491,7 @@ def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sess
 
 def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
     """The Secret's create met AlreadyExists: adopt it only when it is this Session's, mended to
-    what the current spec implies (``session_secret.adopt``)."""
+    what the current spec implies (``session.secret.adopt``)."""
     if d.secret_step != "reading":
         return d
     spec = flow.spec_of(d, config(ctx) or SessionConfig())
@@ -541,7 +540,7 @@ def _claim_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: An
 
 def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
     if effect.id == d.ahead_read:
-        return d.but(ahead_read="")   # read again after the grace (``session_ahead.arm``)
+        return d.but(ahead_read="")   # read again after the grace (``session.ahead.arm``)
     match effect.kind, effect.type:
         case "Session", "patch" if effect.subresource == "status":
             return d.but(status_written="")

@@ -1,10 +1,10 @@
 """The session Secret (``<session>-env``) of the current spec: what bring-up makes, mends or drops.
 
 The Secret records the spec's env references (annotation ``kfold.dev/env-refs``) and holds no data
-(``session_manifests.secret``). The pod never references it.
+(``session.manifests.secret``). The pod never references it.
 
 Guarantees (each generation's bring-up, before its pod is created):
-- With env references: created; an existing one that is this Session's (``session_owned.owned``) is
+- With env references: created; an existing one that is this Session's (``session.owned.owned``) is
   adopted when it says what the spec implies, else replaced with exactly that (a PUT carrying the
   uid and resourceVersion read: it never lands on another object); someone else's fails the
   Session ``NameTaken`` (``session._secret_read``).

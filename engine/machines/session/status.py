@@ -142,7 +142,7 @@ def _ready(d: SessionDecision) -> dict[str, Any]:
 
 def repo_signals(d: SessionDecision) -> list[str]:
     """Failed probes and fetches on the pod's node: ``<url>: <attempted> failed on node N: <error>``
-    (a failed Clone fails the session instead: ``session_flow``)."""
+    (a failed Clone fails the session instead: ``session.flow``)."""
     out = []
     for r in d.repos:
         st = _on_node(r, d.pod.node)
