@@ -233,6 +233,17 @@ class RepoStatusReply(_Seam):
     nodes: dict[str, NodeStatus] = Field(default_factory=dict)
 
 
+class SecretListed(_Seam):
+    """A Session's ``<session>-env`` Secret as the orphan Secret sweep's quorum list showed it
+    (``pod.sweep``): the session machine decides with the spec it holds (``session.secret.listed``)."""
+
+    namespace: str
+    name: str
+    uid: str = Field(min_length=1)
+    rv: str = Field(min_length=1)
+    session_owners: tuple[str, ...] = ()   # uids of the Sessions its ownerReferences name
+
+
 MESSAGES: dict[tuple[str, str], type[_Seam]] = {
     ("pod", "create"): CreatePod,
     ("pod", "delete"): DeletePod,
@@ -248,6 +259,7 @@ MESSAGES: dict[tuple[str, str], type[_Seam]] = {
     ("session", "repo_ensured"): RepoEnsured,
     ("session", "repo_failed"): RepoFailed,
     ("session", "repo_status"): RepoStatusReply,
+    ("session", "secret_listed"): SecretListed,
 }
 
 

@@ -8,8 +8,8 @@ Guarantees:
 - Boot commands: ``session.configure``; per watched namespace ``repo.bind`` (with the NAMES of
   the credential variables that are set, never values) and ``repo.reconcile_bound``; then every
   ``repos.gc_interval_seconds`` ``repo.gc`` (home and registered targets alike) and every ``sweep.interval_seconds``
-  ``pod.sweep_secrets`` and, on each registered target, ``pod.sweep_orphans`` (also once at boot
-  with a fresh journal, once the observers have listed). Intervals are monotonic waits: they choose when to ask, the fold decides
+  ``pod.sweep_secrets`` and, on each registered target, ``pod.sweep_orphans`` (both also once at
+  boot with a fresh journal, once the observers have listed). Intervals are monotonic waits: they choose when to ask, the fold decides
   with server time.
 - One daemon per journal: ``run`` holds ``<journal>.lock`` (``writer_lock``) from before it reads
   the journal until it returns; a second ``kfold run`` on the same file is refused.
@@ -114,12 +114,15 @@ def periodic_commands(cfg: Config, remote: Callable[[], list[tuple[str, str, str
     def gc_args() -> list[dict[str, Any]]:
         return [{"cluster": c, "namespace": ns, "ttl_seconds": cfg.repos.gc_ttl_seconds} for c, ns in where()]
 
-    def sweep_args() -> list[dict[str, Any]]:
-        return [{"cluster": c, "namespace": ns, "grace_seconds": cfg.sweep.grace_seconds} for c, ns in where()]
-
     return [(cfg.repos.gc_interval_seconds, "repo.gc", gc_args),
-            (cfg.sweep.interval_seconds, "pod.sweep_secrets", sweep_args),
+            (cfg.sweep.interval_seconds, "pod.sweep_secrets", lambda: secret_sweep_args(cfg, remote())),
             (cfg.sweep.interval_seconds, "pod.sweep_orphans", lambda: orphan_sweep_args(cfg, remote()))]
+
+
+def secret_sweep_args(cfg: Config, remote: list[tuple[str, str, str, str]]) -> list[dict[str, Any]]:
+    """``pod.sweep_secrets`` in every watched namespace: the home cluster's and each registered target's."""
+    where = [(cfg.cluster.name, ns) for ns in cfg.namespaces] + [(h, ns) for h, _t, _n, ns in remote]
+    return [{"cluster": c, "namespace": ns, "grace_seconds": cfg.sweep.grace_seconds} for c, ns in where]
 
 
 def orphan_sweep_args(cfg: Config, remote: list[tuple[str, str, str, str]]) -> list[dict[str, Any]]:
@@ -131,18 +134,23 @@ def orphan_sweep_args(cfg: Config, remote: list[tuple[str, str, str, str]]) -> l
 
 
 async def sweep_after_fresh_journal(daemon: Daemon, observers: list[Any], args: list[dict[str, Any]],
-                                    wait_s: float = 120.0, poll_s: float = 1.0) -> None:
+                                    wait_s: float = 120.0, poll_s: float = 1.0,
+                                    secrets: list[dict[str, Any]] = ()) -> None:
     """Once, at boot with a fresh (or lost) journal: kfold's own requests of a previous life may
     still land (a pod create answered after its Session was deleted), and nothing of this life
-    knows them. Sent when every observer has journaled its first list (the Sessions are tracked,
-    so their pods cost no read), or after ``wait_s`` at most."""
+    knows them, nor the Secret an earlier spec made (``secrets``: ``pod.sweep_secrets`` args, whose
+    list tells each Session its Secret). Sent when every observer has journaled its first list (the
+    Sessions are tracked, so their pods and Secrets cost no read), or after ``wait_s`` at most."""
     for _ in range(int(wait_s / poll_s)):
         if all(getattr(o, "synced", True) or getattr(o, "optional", False) for o in observers):
             break
         await asyncio.sleep(poll_s)
+    commands = [Command(at=daemon.clock.now_ms(), name=name, cluster=a["cluster"], namespace=a["namespace"], args=a)
+                for name, batch in (("pod.sweep_orphans", args), ("pod.sweep_secrets", secrets)) for a in batch]
+    if not commands:
+        return
     try:
-        await daemon.submit([Command(at=daemon.clock.now_ms(), name="pod.sweep_orphans", cluster=a["cluster"],
-                                     namespace=a["namespace"], args=a) for a in args])
+        await daemon.submit(commands)
     except SeamError:
         pass  # refused and logged by the daemon, never journaled; the periodic sweep asks again
 
@@ -317,8 +325,9 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
         daemon.spawn(follower.run(), "registry-follower")
     for interval, name, args in periodic_commands(cfg, lambda: follower.remote):
         daemon.spawn(run_periodic(daemon, interval, name, args), f"periodic:{name}")
-    if fresh and remote:
-        daemon.spawn(sweep_after_fresh_journal(daemon, observers, orphan_sweep_args(cfg, follower.remote)),
+    if fresh:
+        daemon.spawn(sweep_after_fresh_journal(daemon, observers, orphan_sweep_args(cfg, follower.remote),
+                                               secrets=secret_sweep_args(cfg, follower.remote)),
                      "orphan-sweep-at-boot")
     http = HttpServer(*cfg.http.host_port, routes_for(daemon, observers, metrics, elector))
     await http.start()

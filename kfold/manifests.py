@@ -40,6 +40,8 @@ RULES: list[dict[str, Any]] = [
     # The workspace claim (config workspace.storage_class): made at bring-up, read to adopt, deleted at teardown.
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "create", "delete"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    # Events on a Session (engine/effects/event_series): posted, then patched as a series grows.
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["get", "list", "create", "update", "patch", "delete"]},
     {"apiGroups": ["kfold.dev"], "resources": ["sessions", "repos"], "verbs": WATCH + ["create", "update", "patch", "delete"]},
     {"apiGroups": ["kfold.dev"], "resources": ["sessions/status", "repos/status"], "verbs": ["get", "patch", "update"]},

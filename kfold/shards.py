@@ -102,7 +102,7 @@ def effect_shard(effect: Any, state: Any, shards: int) -> int | None:
         # in order, so one key needs one answer, or a held head would block the rest).
         return None
     if effect.machine == "session":
-        return shard_of(ns, name, shards)
+        return shard_of(ns, name.partition("#")[0], shards)   # ``<session>#events``: the Session's Events
     if effect.machine == "pod":
         if name.startswith("#"):
             return shard_of(ns, name, shards)    # the namespace's orphan Secret sweep

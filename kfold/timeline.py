@@ -250,6 +250,9 @@ def effect_line(effect: Any) -> str:
     elif t == "event":
         what = f"event {e.get('event_type', '')} {e.get('reason', '')} on {e.get('involved', {}).get('kind', '')} " \
                f"{e.get('namespace', '')}/{e.get('involved', {}).get('name', '')}"
+    elif t == "post_event":
+        what = f"post_event {e.get('event_type', '')} {e.get('reason', '')} on {e.get('regarding', {}).get('kind', '')} " \
+               f"{e.get('namespace', '')}/{e.get('regarding', {}).get('name', '')}"
     elif t == "list":
         sel = f" -l {e['label_selector']}" if e.get("label_selector") else ""
         what = f"list {e.get('kind', '')} in {e.get('namespace') or '(all namespaces)'}{sel}"

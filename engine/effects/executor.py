@@ -42,6 +42,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from engine.backoff import BASE_MS, CAP_MS
 from engine.effects.clock import ServerClock, parse_http_date
 from engine.effects.executor_ops import Done, perform
+from engine.effects.event_series import EventSeries
 from engine.effects.executor_transport import Response, Request, Transport
 from journal.records import Outcome
 
@@ -76,6 +77,7 @@ class Executor:
         self._rng = rng or random.Random()
         self._queues: dict[str, deque[tuple[Any, int]]] = {}
         self._workers: dict[str, asyncio.Task] = {}
+        self._series = EventSeries()   # events.k8s.io series dedup: this process's, best effort
 
     # -- API ----------------------------------------------------------------------------------
     def submit(self, effect: Any, attempt: int = 0) -> None:
@@ -119,7 +121,7 @@ class Executor:
     async def run(self, effect: Any, attempt: int = 0) -> Outcome:
         """Perform one effect and draft its outcome (no queueing; used by the contract tests)."""
         clock = self._clock_for(effect.cluster)
-        d = await perform(effect, self._calling(clock), self._env)
+        d = await perform(effect, self._calling(clock), self._env, self._series, clock.now_ms())
         out = self._draft(effect, d, attempt, clock)
         if self._metrics is not None:
             self._metrics.effect_done(effect.type, out.result)

@@ -56,9 +56,15 @@ class Done:
     step: str = ""                    # see ``Outcome.step``
 
 
-async def perform(effect: Any, call: Call, env: Mapping[str, str]) -> Done:
-    """Apply ``effect``; never raises for apiserver or transport failures."""
+async def perform(effect: Any, call: Call, env: Mapping[str, str], series: Any = None,
+                  now_ms: int | None = None) -> Done:
+    """Apply ``effect``; never raises for apiserver or transport failures. ``series``: the
+    executor's ``event_series.EventSeries`` (a ``PostEvent`` is refused without one); ``now_ms``:
+    the effect's cluster's server time, if known (an Event's timestamps)."""
     op = _OPS.get(effect.type)
+    if effect.type == "post_event" and series is not None:
+        async def op(e: Any, send: Any, _env: Any) -> Done:
+            return await series.post(e, send, now_ms, lambda reply: done(reply, obj_ok=False))  # no Event in the journal
     if op is None:
         return Done("refused", message=f"the executor has no operation for effect type {effect.type!r}")
     try:

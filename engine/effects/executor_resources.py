@@ -3,7 +3,7 @@
 Guarantees:
 - ``path(api_version, kind, namespace, name, subresource)`` builds the apiserver path for every kind
   kfold touches (core/v1 Pod, Secret, Service, Event, Namespace, ConfigMap, PersistentVolumeClaim; networking.k8s.io/v1
-  Ingress; kfold.dev/v1alpha1 Repo and Session) and raises ``UnknownKind`` for anything else, so
+  Ingress; events.k8s.io/v1 Event; kfold.dev/v1alpha1 Repo and Session) and raises ``UnknownKind`` for anything else, so
   an effect on an unlisted kind is refused before any request is sent.
 - Every part of a path is validated before the path exists (``k8s_names``): a namespace is a
   DNS-1123 label, an object name follows its kind's own Kubernetes rule (``Resource.name_rule``), a
@@ -51,6 +51,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("v1", "Secret", "secrets", True),
     Resource("v1", "Service", "services", True, DNS1123_LABEL),
     Resource("v1", "Event", "events", True),
+    Resource("events.k8s.io/v1", "Event", "events", True),
     Resource("v1", "ConfigMap", "configmaps", True),
     Resource("v1", "PersistentVolumeClaim", "persistentvolumeclaims", True),
     Resource("v1", "Namespace", "namespaces", False, DNS1123_LABEL),

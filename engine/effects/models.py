@@ -111,6 +111,22 @@ class RecordEvent(_Effect):
     event_name: str
 
 
+class PostEvent(_Effect):
+    """An events.k8s.io/v1 Event about ``regarding`` (apiVersion, kind, name, namespace, uid): a
+    decision a user should see in ``kubectl describe``. Best effort: the executor dedups repeats
+    into a series (``event_series``), never retries, and its answer decides nothing. ``note``
+    carries no secret material (it is what the status already says)."""
+
+    type: Literal["post_event"] = "post_event"
+    namespace: str
+    regarding: dict[str, str]
+    reason: str
+    action: str
+    note: str
+    event_type: Literal["Normal", "Warning"] = "Normal"
+    safe_to_retry: bool = False
+
+
 class ApplySecret(_Effect):
     """Create-or-update a Secret whose values the executor resolves itself at apply time.
 
@@ -138,7 +154,7 @@ class Log(_Effect):
 Effect = Annotated[
     Union[
         CreateObject, GetObject, PatchObject, ReplaceObject, DeleteObject, ListObjects,
-        EnsureNamespace, RecordEvent, ApplySecret, Log,
+        EnsureNamespace, RecordEvent, PostEvent, ApplySecret, Log,
     ],
     Field(discriminator="type"),
 ]

@@ -9,7 +9,7 @@ import base64
 
 from engine.effects.fake import T2030
 from engine.effects.models import (ApplySecret, CreateObject, DeleteObject, EnsureNamespace, GetObject,
-                                   ListObjects, PatchObject, RecordEvent, ReplaceObject)
+                                   ListObjects, PatchObject, PostEvent, RecordEvent, ReplaceObject)
 from tests.contract.exec_stub import ENV, port  # noqa: F401  (fixture)
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {"kfold.dev/session": "s1"}},
@@ -151,6 +151,19 @@ class TestEvent:
         assert out.result == "ok"
         ev = port.server.get("v1", "Event", "work", "s1.app-web")
         assert (ev["reason"], ev["involvedObject"]["name"], ev["type"]) == ("AppEnded", "s1", "Normal")
+
+
+class TestPostEvent:
+    async def test_an_events_k8s_io_event_is_posted_then_its_series_patched(self, port):
+        ev = dict(machine="session", key="local/work/s1#events", namespace="work", reason="Ready", action="BringUp",
+                  note="generation 1: pod s1-g1 is serving",
+                  regarding={"apiVersion": "kfold.dev/v1alpha1", "kind": "Session", "name": "s1", "namespace": "work",
+                             "uid": "u1"})
+        assert (await port.run(PostEvent(id="1.0", **ev))).result == "ok"
+        assert (await port.run(PostEvent(id="2.0", **ev))).result == "ok"
+        [stored] = [o for k, o in port.server.objects.items() if k[0] == "events.k8s.io/v1"]
+        assert (stored["reason"], stored["action"], stored["regarding"]["uid"]) == ("Ready", "BringUp", "u1")
+        assert stored["reportingController"] == "kfold.dev/kfold" and stored["series"]["count"] == 2
 
 
 def secret(n=0, **kw):

@@ -61,3 +61,33 @@ def test_the_env_secret_follows_the_spec_and_goes_with_its_env(cp, admin, namesp
     _ready_at(cluster, 4)
     assert _secret(cluster) is None
     assert d.stop() == 0
+
+
+BOUND_S = 60   # the first lists of a fresh journal, then one Secret list (the boot sweep), on a 2-vCPU box
+
+
+def test_after_a_lost_journal_the_secret_of_an_earlier_env_goes_with_a_spec_without_env(
+        cp, admin, namespace, daemon_factory):
+    """kfold stopped, its journal deleted, the env removed meanwhile: the fresh journal rebuilds the
+    Session from its status (and adopts its pod); the Secret an earlier spec made is deleted within
+    ``BOUND_S`` while no pod is replaced. The sweep interval is left long (600 s) so only the sweep at
+    boot can make the bound."""
+    from pathlib import Path
+    cluster = Cluster(admin, namespace)
+    extra = {"sweep": {"interval_seconds": 600}}
+    d = daemon_factory(cp["kubeconfig"], [namespace], extra).start()
+    cluster.create_session(NAME, env=TWO)
+    _ready_at(cluster, 1)
+    assert _secret(cluster) == _expected(TWO)
+    pods = {p.metadata.name: p.metadata.uid for p in cluster.pods()}
+    d.kill9()
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(d.journal) + suffix).unlink(missing_ok=True)
+
+    cluster.patch_spec(NAME, env=None)   # while kfold runs without its journal
+    d2 = daemon_factory(cp["kubeconfig"], [namespace], extra).start()
+    wait_for(lambda: _secret(cluster) is None, timeout=BOUND_S, interval=0.5,
+             what="the Secret of the earlier env gone after the lost journal")
+    assert {p.metadata.name: p.metadata.uid for p in cluster.pods()} == pods, "a pod was replaced"
+    assert (_status(cluster).get("phase"), _status(cluster).get("generation")) == ("Ready", 1)
+    assert d2.stop() == 0

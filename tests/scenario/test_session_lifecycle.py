@@ -196,7 +196,7 @@ def test_an_invalid_spec_fails_with_a_condition_naming_the_field_and_creates_not
     assert w.phase == "Failed"
     cond = w.condition("SpecValid")
     assert cond["status"] == "False" and cond["message"].startswith(f"{field}: ")
-    assert [e.type for e in w.s.effects if e.type != "log"] == ["patch"], "only the status is written"
+    assert [e.type for e in w.s.effects if e.type != "log"] == ["patch", "post_event"], "only the status is written (and its Failed Event posted)"
 
 
 def test_fixing_an_invalid_spec_brings_the_session_up():

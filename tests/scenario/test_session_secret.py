@@ -13,7 +13,8 @@ import json
 import pytest
 
 from engine.machines.session.model import FINALIZER
-from tests.scenario.test_session_support import ENV_SPEC, SPEC, World, owned_obj, pod_obj, session_obj
+from tests.scenario.test_lost_journal import _adopt_everything, _ready_session
+from tests.scenario.test_session_support import ENV_SPEC, SPEC, World, at, owned_obj, pod_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -141,3 +142,53 @@ def test_a_replace_refused_fails_the_session_instead_of_asking_again():
     w.answer("replace", "Secret", "forbidden", when=12)
     assert w.phase == "Failed" and w.condition("Ready")["reason"] == "SecretFailed"
     assert len(w.effects("replace", "Secret")) == 1 and not w.pending("create", "Secret")
+
+
+# -- after a lost journal: the Secret an earlier spec made, found by the sweep's list --------------
+
+def _resumed_without_env() -> World:
+    """A fresh journal meets a Session Ready at generation 3 whose spec has no env; its pod is adopted."""
+    w = World()
+    w.s.observe(_ready_session(3, spec=SPEC), at(0))
+    _adopt_everything(w, 3)
+    assert w.phase == "Ready" and w.pod_creates() == ["demo-g3"]
+    return w
+
+
+def _listed(w: World, secret: dict, when: float = 30) -> list:
+    """One orphan Secret sweep whose quorum list shows ``secret`` (created just now: inside the grace)."""
+    [listed] = [e for e in w.s.command("pod.sweep_secrets", at(when), cluster="local", namespace="team")
+                if e.type == "list"]
+    secret["metadata"]["creationTimestamp"] = "2030-01-01T00:00:20Z"
+    return [e for e in w.s.outcome(listed, "ok", at(when), items=(secret,)) if e.type == "delete"]
+
+
+def test_after_a_lost_journal_the_sweeps_list_deletes_the_secret_a_spec_without_env_no_longer_wants():
+    w = _resumed_without_env()
+    before = len(w.s.effects)
+    [delete] = _listed(w, _secret(ENV_SPEC, rv="301"))
+    assert (delete.kind, delete.namespace, delete.name, delete.uid, delete.rv) == \
+        ("Secret", "team", "demo-env", "secret-uid", "301"), "fenced by the uid and resourceVersion listed"
+    assert not [e for e in w.s.effects[before:] if e.type == "get"], "the list is the proof: no read per Session"
+    assert not w.effects("delete", "Pod") and w.phase == "Ready", "the running pod is untouched"
+    w.answer("delete", "Secret", "conflict", when=31, status_reason="Conflict")   # changed since the list
+    assert len(w.effects("delete", "Secret")) == 1, "a 409 waits for the next sweep's list"
+    assert [d.rv for d in _listed(w, _secret(ENV_SPEC, rv="302"), when=400)] == ["302"]
+
+
+@pytest.mark.parametrize("case", ["env-spec", "other-session-owner", "other-session-label"])
+def test_the_sweeps_list_never_deletes_a_secret_the_spec_wants_or_that_is_not_this_sessions(case):
+    if case == "env-spec":
+        w = World()
+        w.s.observe(_ready_session(3, spec=ENV_SPEC), at(0))
+        _adopt_everything(w, 3)
+        obj = _secret(ENV_SPEC, rv="301")
+    else:
+        w = _resumed_without_env()
+        obj = _secret(ENV_SPEC, rv="301", labels={"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": "other"}
+                      if case == "other-session-label" else None)
+        if case == "other-session-owner":
+            obj["metadata"]["ownerReferences"] = [{"apiVersion": "kfold.dev/v1alpha1", "kind": "Session",
+                                                   "name": "demo", "uid": "uid-of-an-earlier-demo"}]
+    assert _listed(w, obj) == []
+    assert not w.effects("delete", "Secret")

@@ -168,7 +168,7 @@ def test_another_tenants_cluster_is_refused_exactly_like_one_nobody_registered()
     assert cond["status"] == "False" and cond["message"] == f"spec.cluster: {NOT_FOUND}"
     assert theirs.condition("Ready")["message"] == f"spec.cluster: {NOT_FOUND}"
     assert theirs.s.transcript() == nobodys.s.transcript(), "the refusal must not reveal that 'edge' exists"
-    assert [e.type for e in theirs.s.effects if e.type != "log"] == ["patch"], "nothing is created"
+    assert [e.type for e in theirs.s.effects if e.type != "log"] == ["patch", "post_event"], "nothing is created (the status and its Failed Event)"
 
     nowhere = _refusal("sb-other", (EDGE,), "nowhere")
     text = nowhere.condition("SpecValid")["message"]
@@ -206,7 +206,7 @@ def test_a_session_outside_a_wider_bound_fails_naming_the_bound_and_creates_noth
     assert w.phase == "Failed"
     assert w.condition("SpecValid")["message"] == (
         "spec.cluster: cluster 'edge' is bounded to namespaces sb-a, sb-b; create the Session in one of them")
-    assert [e.type for e in w.s.effects if e.type != "log"] == ["patch"]
+    assert [e.type for e in w.s.effects if e.type != "log"] == ["patch", "post_event"]
 
 
 def test_two_sessions_of_one_tenant_sent_to_the_same_target_namespace_do_not_share_a_pod():

@@ -13,6 +13,10 @@ Guarantees:
 - A pod that still exists, even terminating, keeps its session's Secrets.
 - A failed or in-doubt list ends the sweep with a log; the next sweep starts afresh. One sweep
   per key at a time.
+- Each listed ``<session>-env`` Secret of a Session the fold tracks there is told to that Session
+  (``secret_listed``, with the uid and resourceVersion listed): a record rebuilt after a lost
+  journal does not know a Secret an earlier spec made, and its spec decides (``session.secret.listed``).
+  The list is the only request: nothing is read per Session.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from engine.machines.pod.records import SESSION, SWEEP_NAME, SecretRef, SweepOp,
 from engine.machines.base import describe
 from engine.seams import SweepSecrets
 from journal.records import Command
+from engine.labels import SESSION_API_VERSION
 
 
 
@@ -72,6 +77,7 @@ def on_outcome(ctx: Ctx, key: str, rec: Any, effect: Any) -> None:
 
 
 def _secrets_listed(ctx: Ctx, key: str, e: SweepOp, rec: Any, effect: Any) -> None:
+    _tell_sessions(ctx, effect.cluster, rec.items or ())
     if rec.at is None:
         _end(ctx, key, "orphan Secret sweep skipped: the Secret list response carried no valid Date "
                        "header, so Secret ages cannot be measured on the server clock", "warning")
@@ -82,6 +88,23 @@ def _secrets_listed(ctx: Ctx, key: str, e: SweepOp, rec: Any, effect: Any) -> No
         return
     eff = _list(ctx, key, effect.cluster, effect.namespace, "Pod")
     ctx.put(key, e.but(phase="pods", awaiting=eff.id, at=rec.at, secrets=old))
+
+
+def _tell_sessions(ctx: Ctx, cluster: str, items: Any) -> None:
+    """Each tracked Session's env Secret, as listed, to its Session (the session machine's answer)."""
+    for obj in items:
+        s = secret_ref(obj)
+        if not s.session or s.name != f"{s.session}-env" or not s.uid:
+            continue
+        owner = ctx.ask("session", "owner", cluster, s.namespace, s.session)
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        if owner is None or not rv:
+            continue
+        refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+        sessions = tuple(str(r.get("uid") or "") for r in refs if isinstance(r, dict)
+                         and r.get("kind") == "Session" and r.get("apiVersion") == SESSION_API_VERSION)
+        ctx.tell("session", owner, "secret_listed", namespace=s.namespace, name=s.name, uid=s.uid, rv=rv,
+                 session_owners=sessions)
 
 
 def _older_than_grace(s: SecretRef, now: int, grace_ms: int) -> bool:

@@ -58,7 +58,7 @@ from engine.machines.session.replies import session_view
 from engine.machines.session.spec import SpecError
 from engine.machines.session.status import API_VERSION
 from engine.seams import (MESSAGES, NamespaceFailed, NamespaceReady, PodCreated, PodCreateFailed, PodDeleteFailed, PodGone,
-                          RepoEnsured, RepoFailed, RepoStatusReply, SessionConfigure)
+                          RepoEnsured, RepoFailed, RepoStatusReply, SecretListed, SessionConfigure)
 from journal.records import Command, Observed, Outcome, Relist
 
 __all__ = ["SessionMachine"]
@@ -72,10 +72,13 @@ class SessionMachine(Machine):
     observes = frozenset({"Session", "Pod"})
     commands = frozenset({"session.configure"})
     typed_messages = True
-    questions = frozenset({"placed"})
+    questions = frozenset({"placed", "owner"})
 
-    def answer(self, question: str, table: Any, *args: Any) -> set[str]:
-        """``placed``: ``"<cluster>/<namespace>/<session>"`` of every Session the fold places pods for."""
+    def answer(self, question: str, table: Any, *args: Any) -> Any:
+        """``placed``: ``"<cluster>/<namespace>/<session>"`` of every Session the fold places pods for;
+        ``owner`` (handle, namespace, session name): the key of the Session whose pods live there, or None."""
+        if question == "owner":
+            return tenancy.owner(table, *args)
         slots = getattr(table.get(INDEX_KEY), "slots", None)
         if isinstance(slots, dict):
             return set(slots)
@@ -128,14 +131,14 @@ class SessionMachine(Machine):
         DISPATCH.handler(d.phase if isinstance(d, SessionDecision) else UNTRACKED, type(msg))(ctx, key, d, msg)
 
     def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
+        if effect.type in ("event", "post_event"):   # a report (it names no object kind): its answer decides nothing
+            if rec.result not in ("ok", "already_exists"):
+                what = getattr(effect, "event_name", "") or f"{effect.reason} on Session {effect.regarding.get('name', '')}"
+                ctx.log(effect.key, f"event {what} not recorded: {rec.result} {rec.message}".strip(), level="debug")
+            return None
         d = ctx.get(effect.key)
         if not isinstance(d, SessionDecision):
             return
-        if effect.type == "event":   # a report (it names no object kind): its answer decides nothing
-            if rec.result not in ("ok", "already_exists"):
-                ctx.log(effect.key, f"event {effect.event_name} not recorded: {rec.result} {rec.message}".strip(),
-                        level="debug")
-            return None
         if (effect.kind, effect.type, rec.result) == ("Session", "get", "not_found"):
             return session_gone(ctx, effect.key)  # a quorum read proves the Session deleted
         if effect.id == d.ahead_read:
@@ -153,7 +156,7 @@ class SessionMachine(Machine):
 
     def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
         d = ctx.get(effect.key)
-        if isinstance(d, SessionDecision):
+        if isinstance(d, SessionDecision) and effect.type not in ("event", "post_event"):   # a report: never repeated
             save(ctx, effect.key, in_doubt(ctx, effect.key, d, effect))
 
     def on_quarantine(self, ctx: Ctx, key: str, error: str) -> None:
@@ -373,6 +376,8 @@ def from_status(d: SessionDecision, v: Any) -> SessionDecision:
     the pod's own shape is not compared."""
     if v.generation <= 0:
         return d
+    # what the status shows was evented when it was written: not posted again
+    d = d.but(evented=status.event_mark(v.phase, v.generation, v.failure[0] or "Failed" if v.phase == "Failed" else ""))
     if v.phase in LIVE:
         return d.but(generation=v.generation - 1)
     if v.phase == "Failed":
@@ -620,6 +625,10 @@ def _created_for_none(ctx: Ctx, key: str, d: None, msg: PodCreated) -> None:
     ctx.tell("pod", msg.pod, "delete", reply_to="session", reply_key=key, reason="created for a session that is gone")
 
 
+def _secret_listed(ctx: Ctx, key: str, d: SessionDecision, msg: SecretListed) -> None:
+    save(ctx, key, secret.listed(ctx, key, d, msg, flow.spec_of(d, config(ctx) or SessionConfig())))
+
+
 def _untracked(ctx: Ctx, key: str, d: None, msg: Any) -> None:
     ctx.log(key, f"{MESSAGE_NAMES[type(msg)]} for a session kfold no longer tracks; ignored", level="debug")
 
@@ -653,6 +662,8 @@ DISPATCH = Dispatch("session", [
     (_NOT_PROVISIONING, BringUpDeadline, ignore),
     (UNTRACKED, PodCreated, _created_for_none),
     *((UNTRACKED, model, _untracked) for model in _REPLIES if model is not PodCreated),
+    (UNTRACKED, SecretListed, _untracked),
+    (PHASES, SecretListed, _secret_listed),
     *((PHASES, model, _reply(handler)) for model, handler in _REPLIES.items() if model not in _BY_PHASE),
     *((phases, model, _reply(handler)) for model, rows in _BY_PHASE.items() for phases, handler in rows),
 ])

@@ -167,6 +167,7 @@ class SessionDecision(Decision):
     reported_generation: int = 0           # status.generation on the Session as last observed
     since: dict[str, tuple[str, str]] = Field(default_factory=dict)  # condition type -> (status, lastTransitionTime) last written
     home_time: str = ""                    # the latest home-clock time (RFC 3339, seconds) its record knows
+    evented: str = ""                      # the last decision posted as an Event (session.status.event_mark)
 
     def move(self, event: str) -> "SessionDecision":
         return self.but(phase=TABLE.next(self.phase, event))

@@ -11,9 +11,13 @@ Guarantees (each generation's bring-up, before its pod is created):
 - Without env references: one this record made or adopted is deleted (fenced by uid; read first
   when the uid is unknown, and deleted only when it is this Session's): the Secret never outlives
   the env that made it.
-Caveat: a record rebuilt from the status (a lost journal) does not know of a Secret an earlier spec
-made; one left so is deleted by the Session's teardown only while its spec has env references, and
-by the orphan Secret sweep once the Session is gone.
+- One an earlier spec made that this record does not know of (rebuilt from the status after a lost
+  journal) is found by the orphan Secret sweep's quorum list (``pod.sweep``), at boot with a fresh
+  journal and every sweep interval, and told here (``listed``): with a spec without env
+  references, a bring-up whose Secret step is done and no teardown, a Secret carrying this
+  Session's labels (the list's selector and name) and no ownerReference to another Session is
+  deleted, fenced by the uid AND resourceVersion listed (a Secret changed since, e.g. adopted by a
+  later spec with env, answers 409 and is kept; the next sweep's list decides again).
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from engine.machines.session import owned
 from engine.machines.base import Ctx
 from engine.machines.session.model import SessionDecision
 from engine.machines.session.spec import Spec
+from engine.seams import SecretListed
 
 ENV_REFS = "kfold.dev/env-refs"
 
@@ -100,6 +105,20 @@ def on_dropping(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -
         ctx.log(key, f"session {d.name}: {owned.conflict('Secret', effect.namespace, effect.name, rec.obj, d.name)}",
                 level="warning")
     return d.but(secret_step="done", secret_made=False, secret_uid="")
+
+
+def listed(ctx: Ctx, key: str, d: SessionDecision, msg: SecretListed, spec: Any) -> SessionDecision:
+    """The sweep listed this Session's env Secret: delete it when the spec held has no env
+    references (the answer decides nothing: a 409 or a delete in doubt waits for the next list)."""
+    if (not isinstance(spec, Spec) or spec.env or d.secret_step != "done" or d.deleting
+            or d.phase in ("Stopping", "Stopped") or d.spec_raw.get("stopped") is True
+            or (msg.namespace, msg.name) != (d.target_ns, mf.secret_name(d.name))
+            or any(u != d.uid for u in msg.session_owners)):
+        return d
+    ctx.log(key, f"session {d.name}: Secret {msg.namespace}/{msg.name} was made for env references its "
+                 "spec no longer has (found by the Secret sweep's list); deleting it", level="info")
+    ctx.emit(DeleteObject, key, uid=msg.uid, rv=msg.rv, safe_to_retry=True, **_ref(d))
+    return d.but(secret_made=False, secret_uid="")
 
 
 def _ref(d: SessionDecision) -> dict[str, str]:

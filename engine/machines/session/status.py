@@ -35,6 +35,12 @@ Guarantees:
   carries it (a record stamped on another cluster's clock uses the latest home-clock time this
   Session's record knows: its last status write or observation; never the local clock). The
   digest a write is compared on leaves the times out, so a time alone never causes a write.
+- Events (docs/session-status.md "Events"): a status write that reports a decision a user acts on
+  (Ready, Failed with its reason, Stopped, TeardownBlocked; ``quarantined``: Quarantined) also
+  emits one ``PostEvent`` about the Session, once per decision (``evented``; a record rebuilt from
+  the status starts from what it shows, so a lost journal posts no second Ready), at key
+  ``<session key>#events``: its answer routes to no record, so an Event never holds the
+  Session's own requests back.
 """
 from __future__ import annotations
 
@@ -44,7 +50,7 @@ from typing import Any
 from engine.canonical import canonical_json
 from engine.machines.session import endpoints
 from engine.machines.base import Ctx
-from engine.effects.models import PatchObject
+from engine.effects.models import PatchObject, PostEvent
 from engine.machines.session.manifests import host, pod_name
 from engine.machines.session.model import RepoFacts, SessionConfig, SessionDecision
 from engine.machines.session.spec import Spec, SpecError, route_ports
@@ -173,8 +179,39 @@ def write(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: S
     ctx.emit(PatchObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
              namespace=d.namespace, name=d.name, patch={"status": {**status, "conditions": conditions}},
              subresource="status")
-    return d.but(status_written=text, status_rv="", status_echoed=False,   # its echo is awaited anew
-                 since=since)
+    return _evented(ctx, key, d).but(status_written=text, status_rv="", status_echoed=False,   # its echo is awaited anew
+                                     since=since)
+
+
+def event_mark(phase: str, generation: int, reason: str = "", blocked: bool = False) -> str:
+    """What an Event is posted once for: the phase a user acts on, at its generation (and reason)."""
+    if blocked:
+        return f"TeardownBlocked/{generation}"
+    if phase == "Failed":
+        return f"Failed/{generation}/{reason}"
+    return f"{phase}/{generation}" if phase in ("Ready", "Stopped") else ""
+
+
+def _evented(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
+    mark = event_mark(d.phase, d.generation, d.failure.reason if d.failure else "", bool(d.blocked))
+    if not mark or mark == d.evented:
+        return d
+    if d.blocked:
+        post_event(ctx, key, d, "Warning", "TeardownBlocked", "Teardown", d.blocked)
+    elif d.phase == "Failed":
+        reason, note = (d.failure.reason, d.failure.message) if d.failure else ("Failed", "failed")
+        post_event(ctx, key, d, "Warning", reason, "BringUp", f"generation {d.generation}: {note}")
+    elif d.phase == "Ready":
+        post_event(ctx, key, d, "Normal", "Ready", "BringUp", f"generation {d.generation}: pod {d.pod.name} is serving")
+    else:
+        post_event(ctx, key, d, "Normal", "Stopped", "Teardown", "stopped: its pod, Secret and workspace claim are deleted")
+    return d.but(evented=mark)
+
+
+def post_event(ctx: Ctx, key: str, d: SessionDecision, type_: str, reason: str, action: str, note: str) -> None:
+    ctx.emit(PostEvent, f"{key}#events", cluster=d.home, namespace=d.namespace, reason=reason, action=action,
+             note=note, event_type=type_, regarding={"apiVersion": API_VERSION, "kind": "Session", "name": d.name,
+                                                     "namespace": d.namespace, "uid": d.uid})
 
 
 def stamp(conditions: list[dict[str, Any]], since: dict[str, tuple[str, str]],
@@ -271,6 +308,7 @@ def quarantined(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, 
                               if c["type"] == "Ready" else c for c in st["conditions"]], d.since, at)[0]
     ctx.emit(PatchObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
              namespace=d.namespace, name=d.name, patch={"status": st}, subresource="status")
+    post_event(ctx, key, d, "Warning", "Quarantined", "Decide", f"kfold stopped deciding about this Session: {error}")
 
 
 def finalizer_released(d: SessionDecision) -> bool:

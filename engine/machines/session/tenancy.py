@@ -103,6 +103,16 @@ def configure(cmd: SessionConfigure) -> dict[str, Any]:
 _EMPTY = TargetIndex(slots={})
 
 
+def owner(table: Any, handle: str, namespace: str, session: str) -> str | None:
+    """``lookup`` as another machine asks it (``Ctx.ask("session", "owner", ...)``: the pod
+    machine's sweeps): from the session machine's index, or its records when there is none."""
+    want = slot(handle, namespace, session)
+    got = table.get(INDEX_KEY)
+    if isinstance(got, TargetIndex):
+        return got.slots.get(want)
+    return next((key for key, d in table.items() if slot_of(d) == want), None)
+
+
 def slot(handle: str, namespace: str, session: str) -> str:
     return f"{handle}/{namespace}/{session}"
 
