@@ -3,7 +3,7 @@
 A handler that meets a failed answer says only whether the failure is terminal (it decides
 something else) or worth a retry, and then asks ``next_try`` when: the policy decides, from the
 request's ``Policy`` below, how many failures it has met and the server time of the record. The
-executor's own retries of a safe effect (``engine.effects.executor.Backoff``, with jitter) use the
+executor's own retries of a safe effect (``engine.effects.io.executor.Backoff``, with jitter) use the
 same ``delay_ms``.
 
 Guarantees:

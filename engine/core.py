@@ -212,7 +212,7 @@ class StepContext:
 
     def _stamped_on(self, record: Record) -> str:
         """The cluster whose clock stamped ``record`` (observers, the executor and the ticker stamp on
-        the clock of the cluster concerned; see ``engine.effects.clock.ServerClocks``)."""
+        the clock of the cluster concerned; see ``engine.effects.io.clock.ServerClocks``)."""
         if isinstance(record, (Observed, Relist)):
             return record.cluster
         if isinstance(record, EffectIssued):

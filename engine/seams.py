@@ -64,7 +64,7 @@ class SessionConfigure(_Seam):
     ready_seconds: StrictInt = Field(120, ge=1)
     default_image: str = ""                              # "" = none: a Session must name its image
     limits: dict[str, str] = Field(default_factory=dict)   # resource -> ceiling (quantity) of every container
-    # The workspace volume (kfold.config.WorkspaceConfig): no class = an emptyDir per pod.
+    # The workspace volume (kfold.daemon.config.WorkspaceConfig): no class = an emptyDir per pod.
     workspace_class: str = ""
     workspace_size: str = "1Gi"
     workspace_access: str = "ReadWriteOnce"

@@ -96,8 +96,8 @@ class EffectIssued(_Record):
 
     rec: Literal["effect"] = "effect"
     effect: dict[str, Any]
-    term: int | None = None   # the leadership term it was issued under (kfold.leader); None: no election
-    shard: int | None = None  # whose term: the shard's Lease (kfold.shards, leader.shards > 1); None: the one Lease
+    term: int | None = None   # the leadership term it was issued under (kfold.daemon.leader); None: no election
+    shard: int | None = None  # whose term: the shard's Lease (kfold.daemon.shards, leader.shards > 1); None: the one Lease
 
 
 Result = Literal[

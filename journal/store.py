@@ -372,7 +372,7 @@ class Journal(Retaining):
                         views: bool = False) -> AsyncIterator[list[Row]]:
         """``read_batches`` in two steps: the rows, verified, up to ``READ_BATCH`` at a time (with
         their projections if ``views``; the next batch is fetched meanwhile), the same error at the
-        same place; ``parse`` makes records of them. A synchronous reader (``kfold.sources``) so
+        same place; ``parse`` makes records of them. A synchronous reader (``kfold.offline.sources``) so
         turns its event loop once per ``READ_BATCH`` rows instead of once per parsed slice."""
         end = self.last_seq if until is None else min(until, self.last_seq)
         head = self.last_seq

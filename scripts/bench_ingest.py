@@ -13,7 +13,7 @@ Each event carries, in a label (the projection keeps labels: the fold sees it), 
 The pipeline is ``kfold run``'s: the Pod ``Observer`` (redacting with the journal's redactor)
 submits to ``Daemon.submit``; the committer appends (``SqliteJournal``, ``--synchronous`` FULL by
 default), folds with the real machines, releases effects and writes snapshots by the default
-policy. The collector runs with ``kfold.gc_policy``, as in ``kfold run``.
+policy. The collector runs with ``kfold.daemon.gc_policy``, as in ``kfold run``.
 
 Measured per run:
 - events/s: events folded / (last fold - first event generated).
@@ -42,15 +42,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_floor import ingest_floor, journal_batches  # noqa: E402
 from journal.records import Observed  # noqa: E402
 from journal.sqlite import SqliteJournal  # noqa: E402
-from kfold import gc_policy  # noqa: E402
-from kfold.http import Metrics  # noqa: E402
+from kfold.daemon import gc_policy  # noqa: E402
+from kfold.daemon.http import Metrics  # noqa: E402
 from workload import start_daemon, start_stub, watch_observer  # noqa: E402
 
 SENT = "bench.kfold.dev/sent-ns"
 
 
 class Latency(Metrics):
-    """``kfold run``'s metrics (``kfold.http.Metrics``), and per folded record the time since the
+    """``kfold run``'s metrics (``kfold.daemon.http.Metrics``), and per folded record the time since the
     stub made its line."""
 
     def __init__(self) -> None:
@@ -114,7 +114,7 @@ def main() -> None:
     ap.add_argument("--synchronous", choices=("FULL", "NORMAL"), default="FULL")
     ap.add_argument("--chunk", type=int, default=64, help="event lines per HTTP chunk from the stub")
     args = ap.parse_args()
-    gc_policy.set_thresholds()  # what kfold run does (kfold.gc_policy)
+    gc_policy.set_thresholds()  # what kfold run does (kfold.daemon.gc_policy)
     runs = []
     for i in range(args.runs):
         load = os.getloadavg()[0]

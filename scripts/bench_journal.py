@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_floor import ingest_floor, journal_batches, replay_floor  # noqa: E402
 from engine import fold_many, initial_state  # noqa: E402
 from journal.sqlite import SqliteJournal  # noqa: E402
-from kfold import gc_policy  # noqa: E402
+from kfold.daemon import gc_policy  # noqa: E402
 from workload import World, observed, start_daemon, variants  # noqa: E402
 
 T0 = 1_893_456_000_000

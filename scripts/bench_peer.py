@@ -161,7 +161,7 @@ def install(api) -> None:
 def kfold_rbac(ns: str) -> list[dict]:
     """kfold's own least-privilege RBAC (``kfold manifests``) for the bench identity; the cluster-wide
     pieces renamed so they never collide with the e2e tests' ``kfold`` ClusterRoleBinding."""
-    from kfold.manifests import rbac
+    from kfold.daemon.manifests import rbac
     out = []
     for doc in rbac(BENCH_NS, [ns]):
         doc = json.loads(json.dumps(doc))
@@ -231,7 +231,8 @@ def sa_kubeconfig(api, cp: dict, who: str, path: Path) -> Path:
 def baseline_needs_domain() -> bool:
     """Does the ``--baseline`` checkout require ``base_domain`` (older than it being optional)?
     Then its kfold runs with one, an Ingress per Session: compare it with ``kfold-ingress``."""
-    config = Path(os.environ["KFOLD_BENCH_BASELINE"]) / "kfold" / "config.py"
+    root = Path(os.environ["KFOLD_BENCH_BASELINE"]) / "kfold"
+    config = next((p for p in (root / "daemon" / "config.py", root / "config.py") if p.exists()), root / "config.py")
     return "\n    base_domain: str\n" in config.read_text()
 
 

@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from workload import World, observed, variants  # noqa: E402
 from journal.jsonl import read_jsonl  # noqa: E402
 from journal.sqlite import SqliteJournal  # noqa: E402
-from kfold.ui.index import build  # noqa: E402
-from kfold.ui.server import Store, serve  # noqa: E402
+from kfold.offline.ui.index import build  # noqa: E402
+from kfold.offline.ui.server import Store, serve  # noqa: E402
 
 GOLDEN = ROOT / "tests" / "data" / "golden_session.jsonl"
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -7,7 +7,7 @@
 #   1. base: Debian (bookworm) from Debian's own packages by mmdebstrap: the Essential:yes set plus
 #      python3.11 (python3-minimal + libpython3.11-stdlib), merged /usr, no docs/man/locales, the
 #      stdlib precompiled, user "nonroot" 65532:65532 (the Deployment's runAsUser/fsGroup in
-#      kfold/manifests.py), /var/lib/kfold (the journal volume) owned by it.
+#      kfold/daemon/manifests.py), /var/lib/kfold (the journal volume) owned by it.
 #   2. app: the kfold wheel (built here from the checkout) and exactly the versions constraints.txt
 #      pins, installed into /usr/local/lib/python3.11/dist-packages, precompiled by the image's
 #      own interpreter (unchecked-hash .pyc: nothing is written at run time), /usr/local/bin/kfold.
@@ -58,7 +58,7 @@ done
 
 SUITE=bookworm
 PYV=3.11                      # bookworm's python3; pip installs cp311 wheels for it
-UID_GID=65532:65532           # kfold/manifests.py: runAsUser / fsGroup
+UID_GID=65532:65532           # kfold/daemon/manifests.py: runAsUser / fsGroup
 DEB_ARCH=$(dpkg --print-architecture)
 case "$DEB_ARCH" in amd64) PY_ARCH=x86_64 ;; arm64) PY_ARCH=aarch64 ;; *) die "unsupported architecture $DEB_ARCH" ;; esac
 GLIBC_MINOR=36                # bookworm's glibc 2.36: the newest manylinux tag its python takes

@@ -55,7 +55,7 @@ def admin(kubeconfig: str) -> client.ApiClient:
 
 
 def install(api: client.ApiClient) -> None:
-    from kfold.manifests import crds
+    from kfold.daemon.manifests import crds
     docs = crds() + [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}]
     for doc in docs:
         try:

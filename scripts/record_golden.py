@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     from kubernetes import client, config, utils
     from kubernetes.client.exceptions import ApiException
 
-    from kfold.manifests import crds
+    from kfold.daemon.manifests import crds
     from tests.e2e.controlplane import ensure_controlplane
 
     cp = ensure_controlplane(build=False)

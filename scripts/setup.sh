@@ -9,7 +9,8 @@
 # installs what the tests last passed with. Rerunnable: an up-to-date venv is kept (a stamp of
 # pyproject.toml + constraints.txt), pip reuses its cache, and the control plane build is skipped
 # when the cached binaries under ${KFOLD_CACHE:-~/.cache/kfold} match the pinned versions.
-# KFOLD_SKIP_CONTROLPLANE=1 skips the control plane build (Python only).
+# KFOLD_SKIP_CONTROLPLANE=1 skips the control plane build (Python only); promtool (scripts/build_promtool.sh)
+# is built once unless KFOLD_SKIP_PROMTOOL=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/venv.sh
@@ -107,4 +108,11 @@ fi
 
 if [ "${KFOLD_SKIP_CONTROLPLANE:-}" != 1 ]; then
   bash scripts/build_controlplane.sh
+fi
+
+# promtool checks and unit-tests deploy/prometheus (tests/unit/test_alert_rules.py); built once from
+# the prometheus Go module into $KFOLD_CACHE/bin, reused while its pin holds.
+# KFOLD_SKIP_PROMTOOL=1 skips it (those tests then skip, naming this script).
+if [ "${KFOLD_SKIP_PROMTOOL:-}" != 1 ]; then
+  bash scripts/build_promtool.sh
 fi

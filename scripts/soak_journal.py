@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from journal.retention import Retention, SnapshotPolicy  # noqa: E402
 from journal.sqlite import SqliteJournal  # noqa: E402
-from kfold import gc_policy  # noqa: E402
+from kfold.daemon import gc_policy  # noqa: E402
 from workload import start_daemon, start_stub, watch_observer  # noqa: E402
 
 

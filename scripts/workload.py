@@ -199,10 +199,10 @@ def observed(line: bytes, rv: int, at: int, cluster: str = "local") -> Any:
 async def start_daemon(journal: Any, snapshots: Any = None, metrics: Any = None) -> Any:
     """``kfold run``'s committer around ``journal`` (opened here): the real machines, the fold,
     snapshots and retention, effects to an in-memory fake apiserver; recovered and looping."""
-    from engine.effects.clock import ServerClock
-    from engine.effects.executor import Executor
-    from engine.effects.fake import FakeApiServer, FakeTransport
-    from kfold.daemon import Daemon
+    from engine.effects.io.clock import ServerClock
+    from engine.effects.io.executor import Executor
+    from engine.effects.io.fake import FakeApiServer, FakeTransport
+    from kfold.daemon.loop import Daemon
     await journal.open()
     clock, server = ServerClock(), FakeApiServer(strict_namespaces=False)
     daemon = Daemon(journal, lambda sink: Executor(FakeTransport(server), clock, sink, env={}), clock,
@@ -264,10 +264,10 @@ def start_stub(objects: int, secrets: int, n: int, rate: float = 0.0, chunk: int
 
 def watch_observer(url: str, daemon: Any) -> Any:
     """The Pod observer ``kfold run`` starts, on the stub at ``url``, its drafts into ``daemon.submit``
-    and redacted with the journal's redactor, as ``kfold.daemon_boot.make_observers`` wires it."""
+    and redacted with the journal's redactor, as ``kfold.daemon.boot.make_observers`` wires it."""
     from kubernetes import client as k8s
 
-    from engine.effects.observer import Observer
+    from engine.effects.io.observer import Observer
     cfg = k8s.Configuration()
     cfg.host = url
     return Observer(lambda: k8s.ApiClient(cfg), "local", "v1", "Pod", "pods", "", daemon.submit, daemon.clock.for_cluster("local"),

@@ -1,6 +1,7 @@
-"""Effects: what the fold asks the outside world to do (``models``, pure data), and the executor
-and observer that do it through the Kubernetes client (the only modules that talk to an apiserver).
+"""Effects as data, and the rules over them: what the fold asks the outside world to do
+(``models``), which pending effect may be issued now (``timers``), Kubernetes name rules
+(``k8s_names``) and the field trim applied to what is observed (``object_trim``). All pure.
 
-Importing this package imports nothing that does I/O; import ``engine.effects.executor`` or
-``engine.effects.observer`` explicitly where I/O is wanted.
+The I/O that performs effects and observes clusters is ``engine.effects.io``; nothing in this
+package, nor in the rest of ``engine``, imports it (import-linter holds this).
 """

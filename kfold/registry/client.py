@@ -27,7 +27,7 @@
   re-reads the credential: ``kfold.registry.registry``).
 - Every request is counted by (verb, resource, HTTP status) in ``requests`` (``kfold_client_requests_total``
   on /metrics): what kfold itself sends, watches included, beside what the apiserver counts. The
-  observers' raw lists and watches (engine.effects.watch_stream) report through ``note_request``.
+  observers' raw lists and watches (engine.effects.io.watch) report through ``note_request``.
 - ``repr`` names the cluster only; the ``Configuration`` holding the credential is never printed
   by kfold.
 Caveats: websocket streams (exec/attach/port-forward) are bounds-checked but not rate limited;

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 
-from engine.effects.executor_transport import NotSent
+from engine.effects.io.transport import NotSent
 
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 

@@ -49,7 +49,7 @@ Guarantees:
      ``quote(decoded, safe="")`` spells it. Normalisation leaves such a target unchanged, and the
      apiserver's own decoding splits it into the segments the check classified. Anything else is
      refused (``UnsafePath``), on bounded and unbounded clients alike, before a byte is written.
-  Names are checked before they become paths as well (the executor's ``executor_resources.path``
+  Names are checked before they become paths as well (the executor's ``resources.path``
   applies Kubernetes' own name rules), so a refusal there names the bad name and the rule.
   Tested by tests/contract/test_registry_wire_fuzz.py; the threat model is docs/registry-threat-model.md.
 - Pacing (``Limits``): the home client uses ``home_limits`` (unlimited unless configured: see

@@ -1,6 +1,6 @@
 """The simulator's apiserver: ``FakeApiServer`` plus what a whole-system run needs.
 
-Added to the fake's semantics (engine/effects/fake.py):
+Added to the fake's semantics (engine/effects/io/fake.py):
 - a watch event log: every write appends ``(rv, type, obj)``; ``events_after(kind, rv)`` is what a
   watch from ``rv`` streams; ``compact()`` forgets the log so a watch from an older rv gets 410;
 - list resourceVersion (the fake's) and stale lists: ``list_at(kind, rv)`` answers from a history
@@ -26,13 +26,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from engine.effects.executor_resources import ParsedPath, Resource, parse_path
-from engine.effects.executor_transport import Response
+from engine.effects.io.resources import ParsedPath, Resource, parse_path
+from engine.effects.io.transport import Response
 from engine.labels import MANAGED_BY, MANAGER
-from engine.effects.fake import FakeApiServer, _key_of, _rfc3339
+from engine.effects.io.fake import FakeApiServer, _key_of, _rfc3339
 
 SESSION_LABEL = "kfold.dev/session"
 GEN_LABEL = "kfold.dev/generation"
+NS = "team"   # the namespace of the simulated Sessions
 Key = tuple[str, str, str, str]
 # A Session fails by design when a foreign object holds one of its names (kfold never takes it
 # over), healthy pod or not: that Failed is not a violation.
@@ -124,7 +125,7 @@ class SimApiServer(FakeApiServer):
         p = _lease_path(path)
         if p is None:
             return super()._dispatch(method, path, query, body)
-        from engine.effects.fake import _ApiError, _verb, status_body
+        from engine.effects.io.fake import _ApiError, _verb, status_body
         try:
             code, obj = getattr(self, f"_{_verb(method, p)}")(p, query, body)
         except _ApiError as e:
@@ -170,7 +171,7 @@ class SimApiServer(FakeApiServer):
 
     def _mark(self, cur: dict[str, Any], body: Any) -> tuple[int, dict]:
         """Graceful deletion: the object stays, marked, until its finalizers (or the kubelet) let go."""
-        from engine.effects.fake import _ApiError
+        from engine.effects.io.fake import _ApiError
         pre = (body or {}).get("preconditions") or {}
         for field, have in (("uid", cur["metadata"]["uid"]), ("resourceVersion", cur["metadata"]["resourceVersion"])):
             if pre.get(field) and pre[field] != have:

@@ -19,11 +19,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kfold.sim.apiserver import GEN_LABEL, SESSION_LABEL, healthy_pod, owned_by_kfold
+from kfold.sim.apiserver import GEN_LABEL, NS, SESSION_LABEL, healthy_pod, owned_by_kfold
+
+
+class SimFailure(Exception):
+    def __init__(self, invariant: str, detail: str, step: int):
+        super().__init__(f"{invariant}: {detail} (step {step})")
+        self.invariant, self.detail, self.step = invariant, detail, step
 
 
 def _fail(sim: Any, invariant: str, detail: str) -> None:
-    from kfold.sim.world import SimFailure
     raise SimFailure(invariant, detail, sim.step)
 
 
@@ -54,12 +59,10 @@ def one_live_pod_per_generation(sim: Any) -> None:
 
 
 def _session(sim: Any, name: str) -> dict[str, Any] | None:
-    from kfold.sim.world import NS
     return sim.api.get("kfold.dev/v1alpha1", "Session", NS, name)
 
 
 def _live_pods(sim: Any, name: str) -> list[dict[str, Any]]:
-    from kfold.sim.world import NS
     return [o for o in sim.api._pods_of(NS, name) if not o["metadata"].get("deletionTimestamp")]
 
 

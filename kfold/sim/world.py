@@ -1,14 +1,14 @@
 """One seeded simulation run: the real daemon pieces against ``SimApiServer``, faults, invariants.
 
-What runs for real: ``kfold.daemon.Daemon`` — its committer task (``run_committer``: the inbox,
+What runs for real: ``kfold.daemon.loop.Daemon`` — its committer task (``run_committer``: the inbox,
 group commit of everything queued, journal first, fold, EffectIssued, the submit futures),
 recovery with in-doubt effects, the ticker's deadlines and retries (``Ticker.due`` and the
 daemon's term stamping ``_fenced``, as ``run_ticker`` calls them) — over ``journal.memory``; the
-pure fold with the real machines; ``engine.effects.executor.Executor.run`` through
+pure fold with the real machines; ``engine.effects.io.executor.Executor.run`` through
 ``FakeTransport``; the observer's record construction (``Observer._observed`` with the journal's
-redactor); with ``second_daemon``, ``kfold.leader``'s ``Elector`` (acquire, renew, fence) on a Lease
+redactor); with ``second_daemon``, ``kfold.daemon.leader``'s ``Elector`` (acquire, renew, fence) on a Lease
 in the model, ``Fence``/``FencedTransport`` in front of the executor, and the daemon's gate and
-``resume`` exactly as ``kfold.daemon_boot`` wires them. What is simulated: the apiservers
+``resume`` exactly as ``kfold.daemon.boot`` wires them. What is simulated: the apiservers
 (``kfold.sim.apiserver``, one per cluster), the watch streams (events from its log, delivered by
 ``SimWatch`` with the observer's list -> Relist -> watch -> 410 -> list cycle), the users, time.
 
@@ -45,19 +45,20 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.effects.clock import ServerClocks
-from engine.effects.executor import Executor
-from engine.effects.fake import Fault, FakeTransport
-from engine.effects.observer import Observer
+from engine.effects.io.clock import ServerClocks
+from engine.effects.io.executor import Executor
+from engine.effects.io.fake import Fault, FakeTransport
+from engine.effects.io.observer import Observer
 from journal.memory import MemoryJournal, MemoryStore
 from journal.records import Command, EffectIssued, ListedKey, Relist
-from kfold.daemon import Daemon
-from kfold.leader import Elector, Fence, FencedTransport
+from kfold.daemon.loop import Daemon
+from kfold.daemon.leader import Elector, Fence, FencedTransport
 from kfold.sim import invariants
-from kfold.sim.apiserver import LEASE_PREFIX, SimApiServer
+from kfold.sim.apiserver import LEASE_PREFIX, NS, SimApiServer
+from kfold.sim.invariants import SimFailure
 
 T0 = 1_893_456_000_000  # 2030-01-01T00:00:00Z
-CLUSTER, NS, BASE = "local", "team", "sessions.example.test"
+CLUSTER, BASE = "local", "sessions.example.test"
 EAST = "east"                       # the registered cluster ``cluster_skew`` adds
 LEASE_NAME, LEASE_S, RETRY_S = "kfold", 15, 2
 LEADER_SKEWS = (-1_000, -500, 500, 1_000)
@@ -70,12 +71,6 @@ FAULTS = ("conflict", "already_exists", "throttle", "server_error", "reset_befor
           "date_skew", "kill", "kill_lost_journal", "foreign_objects", "user_edits", "user_deletes",
           "batch", "second_daemon", "leader_pause", "cluster_skew")
 NEW_FAULTS = ("batch", "second_daemon", "leader_pause", "cluster_skew")  # drawn from the second stream
-
-
-class SimFailure(Exception):
-    def __init__(self, invariant: str, detail: str, step: int):
-        super().__init__(f"{invariant}: {detail} (step {step})")
-        self.invariant, self.detail, self.step = invariant, detail, step
 
 
 @dataclass
@@ -354,7 +349,7 @@ class Simulation:
             r.next_elect_ms = self.mono_ms
         r.executor = SimExecutor(Executor(transport, r.clocks.for_cluster, self._no_sink, env={}, rng=self.rng))
         r.daemon = Daemon(journal, lambda _sink: r.executor, r.clocks, monotonic=self._mono, snapshot_every=10**9)
-        if r.elector is not None:   # as kfold.daemon_boot wires them
+        if r.elector is not None:   # as kfold.daemon.boot wires them
             r.daemon.gate = self.leader_gate(r.elector)
             r.elector.on_change = lambda term, _reason, d=r.daemon: d.resume() if term is not None else None
         r.committer = r.daemon.spawn(r.daemon.run_committer(), "committer")
@@ -517,7 +512,7 @@ class Simulation:
 
     async def _sweep(self, r: Replica) -> None:
         """``kfold run``'s periodic sweeps (``run_periodic``): orphan Secrets on every cluster, orphan
-        pods on every cluster but the home one (``kfold.daemon_boot.periodic_commands``)."""
+        pods on every cluster but the home one (``kfold.daemon.boot.periodic_commands``)."""
         if self.mono_ms < r.next_sweep_ms:
             return
         r.next_sweep_ms = self.mono_ms + SWEEP_S * 1000

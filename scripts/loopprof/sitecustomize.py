@@ -44,13 +44,13 @@ if os.environ.get("KFOLD_LOOP_PROFILE"):
         return timed
 
     def _patch_steps() -> None:
-        import kfold.daemon as daemon
+        import kfold.daemon.loop as daemon
         from journal.store import Journal
         for name in ("_fold_ahead", "_release", "_snapshot_due"):
             setattr(daemon.Daemon, name, _timed(f"fn:Daemon.{name}", getattr(daemon.Daemon, name)))
         for name in ("seal", "prepare", "flush"):
             setattr(Journal, name, _timed(f"fn:Journal.{name}", getattr(Journal, name)))
-        for name in ("fold", "fold_many"):   # the names kfold.daemon calls
+        for name in ("fold", "fold_many"):   # the names kfold.daemon.loop calls
             setattr(daemon, name, _timed(f"fn:engine.{name}", getattr(daemon, name)))
 
     _patched = []

@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from engine.effects.executor_transport import TransportError
-from engine.effects.fake import FakeApiServer
+from engine.effects.io.transport import TransportError
+from engine.effects.io.fake import FakeApiServer
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -87,10 +87,10 @@ class ExecStub:
 # -- the executor's two ports, for contract tests ------------------------------------------------
 import pytest  # noqa: E402
 
-from engine.effects.clock import ServerClock  # noqa: E402
-from engine.effects.executor import Executor  # noqa: E402
-from engine.effects.executor_transport import KubeTransport  # noqa: E402
-from engine.effects.fake import FakeTransport  # noqa: E402
+from engine.effects.io.clock import ServerClock  # noqa: E402
+from engine.effects.io.executor import Executor  # noqa: E402
+from engine.effects.io.transport import KubeTransport  # noqa: E402
+from engine.effects.io.fake import FakeTransport  # noqa: E402
 
 
 class Port:

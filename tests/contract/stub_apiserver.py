@@ -4,7 +4,7 @@
         stub.answer("DELETE", "/api/v1/namespaces/ns/pods/p", 200, {"kind": "Pod", ...})
         client = stub.api_client()      # the REAL kubernetes ApiClient, pointed at the stub
         executor = Executor(KubeTransport(lambda cluster, tenant: client), ServerClock(), sink)
-        out = await executor.run(effect)  # the daemon's own path: executor_ops -> KubeTransport
+        out = await executor.run(effect)  # the daemon's own path: engine.effects.io.ops -> KubeTransport
         stub.requests[-1].body          # what the client actually sent
 
 Guarantees: every request is recorded (method, path, query, headers, JSON body) before it is

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 
-from engine.effects.fake import T2030
+from engine.effects.io.fake import T2030
 from engine.effects.models import (ApplySecret, CreateObject, DeleteObject, EnsureNamespace, GetObject,
                                    ListObjects, PatchObject, PostEvent, RecordEvent, ReplaceObject)
 from tests.contract.exec_stub import ENV, port  # noqa: F401  (fixture)

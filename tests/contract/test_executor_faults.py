@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.effects.fake import T2030, Fault
+from engine.effects.io.fake import T2030, Fault
 from engine.effects.models import CreateObject, DeleteObject, GetObject, ListObjects
 from tests.contract.exec_stub import port  # noqa: F401  (fixture)
 
@@ -126,9 +126,9 @@ async def test_every_effect_log_line_names_the_kind_and_a_failure_its_message(po
 async def test_a_refused_connection_is_a_transient_outcome_in_words():
     import socket
     from kubernetes.client import ApiClient, Configuration
-    from engine.effects.clock import ServerClock
-    from engine.effects.executor import Executor
-    from engine.effects.executor_transport import KubeTransport
+    from engine.effects.io.clock import ServerClock
+    from engine.effects.io.executor import Executor
+    from engine.effects.io.transport import KubeTransport
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]

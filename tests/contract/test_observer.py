@@ -6,10 +6,10 @@ from typing import Any, Callable
 
 import pytest
 
-from engine.effects.clock import ServerClock
-from engine.effects import observer as observer_module
-from engine.effects.observer import WatchBackoff, Observer
-from engine.effects.watch_stream import LinePump
+from engine.effects.io.clock import ServerClock
+from engine.effects.io import observer as observer_module
+from engine.effects.io.observer import WatchBackoff, Observer
+from engine.effects.io.watch import LinePump
 from engine.machines.base import missing_after_relist, object_key
 from journal.records import Observed, Relist
 from tests.contract.watch_stub import (
@@ -205,6 +205,20 @@ async def test_a_stalled_watch_is_restarted_after_the_idle_timeout_from_the_same
     assert h.observer.restarts == {"idle": 1}
     assert h.watches()[1]["resourceVersion"] == "11"
     assert len(stub.of_kind("list")) == 1 and h.sleeps == []
+
+
+async def test_watch_progress_is_stamped_by_the_list_and_by_each_answered_watch(stub):
+    """``progressed_at`` (/metrics' watch lag): when the watch last heard from the apiserver."""
+    now = [7.0]
+    stub.lists = [ListReply([], rv="10")]
+    stub.watches = [WatchReply([event("ADDED", pod("a", "11"))], end="stall")]
+    h = Harness(stub, idle_timeout_s=0.2, read_timeout_s=5.0, monotonic=lambda: now[0])
+    assert h.observer.progressed_at is None
+    await h.run_until(lambda: h.observer.events == 1)
+    assert h.observer.progressed_at == 7.0
+    now[0] = 30.0
+    await h.run_until(watches_at_least(h, 2))   # the stalled one ended idle; the next was answered
+    assert h.observer.progressed_at == 30.0
 
 
 async def test_the_client_read_timeout_also_ends_a_silent_stream_as_idle(stub):
@@ -433,7 +447,7 @@ async def test_a_cancel_is_never_swallowed_by_a_batch_landing_in_the_same_instan
 async def test_batches_queued_behind_the_one_taken_come_merged_and_the_end_comes_after_them():
     """Under load the reader queues many small batches; the observer takes them as one (one sink
     call, one journal commit to wait for), in order, and the end of the stream still comes last."""
-    from engine.effects.watch_stream import StreamEnd
+    from engine.effects.io.watch import StreamEnd
     pump = LinePump(resp=None, loop=asyncio.get_running_loop())
     for batch in ([b"1"], [b"2", b"3"], [b"4"]):
         pump._credits.acquire()

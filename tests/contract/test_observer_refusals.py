@@ -2,7 +2,7 @@
 error and shown by /readyz; kfold keeps retrying and recovers once it is fixed."""
 import logging
 
-from kfold.http import Metrics, routes_for
+from kfold.daemon.http import Metrics, routes_for
 from tests.contract.test_observer import Harness, stub  # noqa: F401 - the stub fixture
 from tests.contract.watch_stub import ListReply, StatusReply, pod
 

@@ -1,7 +1,7 @@
 """What the daemon's executor puts on the wire for the pod machine's effects.
 
 Every test drives the REAL path the daemon uses: ``Executor(KubeTransport(client_for), ...)``
--> ``executor_ops`` -> the official client's ``param_serialize``/``call_api`` -> a recording
+-> ``engine.effects.io.ops`` -> the official client's ``param_serialize``/``call_api`` -> a recording
 stub apiserver on 127.0.0.1. The assertions read the ``Outcome`` draft and the recorded requests.
 """
 from __future__ import annotations
@@ -11,9 +11,9 @@ import socket
 import pytest
 from kubernetes.client import ApiClient, Configuration
 
-from engine.effects.clock import ServerClock
-from engine.effects.executor import Executor
-from engine.effects.executor_transport import KubeTransport
+from engine.effects.io.clock import ServerClock
+from engine.effects.io.executor import Executor
+from engine.effects.io.transport import KubeTransport
 from engine.effects.models import DeleteObject, EnsureNamespace, GetObject, ListObjects
 from tests.contract.stub_apiserver import StubApiServer, status_body
 from tests.harness import ms

@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from kfold.commands import cluster
+from kfold.cli.commands import cluster
 from tests.contract.registry_stub import FIXED_DATE_MS, api_stub  # noqa: F401
 
 

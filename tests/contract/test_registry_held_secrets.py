@@ -15,9 +15,9 @@ import textwrap
 
 import pytest
 
-from engine.effects.executor_transport import KubeTransport, Request
-from kfold.config import read_config
-from kfold.daemon_clusters import client_for, open_registry
+from engine.effects.io.transport import KubeTransport, Request
+from kfold.daemon.config import read_config
+from kfold.daemon.clusters import client_for, open_registry
 from kfold.registry.index import RegistrationIndex
 from kfold.registry.records import Registration
 from kfold.registry.registry import CREDENTIAL_REFRESH_S, UNAUTHORIZED_REREAD_S

@@ -7,8 +7,8 @@ import pytest
 import yaml
 from kubernetes.client import CoreV1Api
 
-from kfold.config import ConfigError, ExecutorConfig, parse_config, read_config
-from kfold.daemon_clusters import open_registry
+from kfold.daemon.config import ConfigError, ExecutorConfig, parse_config, read_config
+from kfold.daemon.clusters import open_registry
 from tests.contract.registry_stub import api_stub  # noqa: F401
 
 

@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 from kubernetes import watch
 from kubernetes.client import Configuration, CoreV1Api, CustomObjectsApi, NetworkingV1Api
 
-from engine.effects.clock import ServerClock
-from engine.effects.executor import Executor
-from engine.effects.executor_transport import KubeTransport
+from engine.effects.io.clock import ServerClock
+from engine.effects.io.executor import Executor
+from engine.effects.io.transport import KubeTransport
 from engine.effects.models import (CreateObject, DeleteObject, GetObject, ListObjects, PatchObject,
                                    ReplaceObject)
-from engine.effects.watch_stream import close_quietly, open_get
+from engine.effects.io.watch import close_quietly, open_get
 from kfold.registry import (
     BoundedApiClient, DirectoryCredentials, OutOfBounds, Registration, RegistrationIndex, Registry, UnsafePath, bounds,
 )
@@ -187,7 +187,7 @@ REF = dict(id="1.0", machine="fuzz", key="k", cluster="edge", tenant="acme")
 
 
 def run_effect(registry: Registry, effect) -> list:
-    """The daemon's path: Executor -> executor_ops -> KubeTransport -> the registry's client."""
+    """The daemon's path: Executor -> engine.effects.io.ops -> KubeTransport -> the registry's client."""
     async def run():
         async def sink(_outcome):
             pass

@@ -62,7 +62,7 @@ def apply(api, docs):
 def install_crds(api) -> None:
     """kfold's CRDs as this checkout has them: created, or updated where a reused control plane
     holds an older version (a field the CRD lacks is pruned by the apiserver). Also the bench's."""
-    from kfold.manifests import crds as crd_docs
+    from kfold.daemon.manifests import crds as crd_docs
     from tests.e2e.driver import ok
     docs = crd_docs()
     apply(api, docs)
@@ -136,7 +136,7 @@ def namespace(namespaces):
 
 
 def install_rbac(admin, kfold_ns: str, watched: list[str]) -> None:
-    from kfold.manifests import rbac
+    from kfold.daemon.manifests import rbac
     from kubernetes import client
     try:
         client.CoreV1Api(admin).create_namespace({"metadata": {"name": kfold_ns}})

@@ -102,7 +102,7 @@ def drill_admin() -> tuple[dict[str, str], Any]:
     """For a drill script: the local control plane (started if need be, never built), an admin
     client on it, kfold's CRDs applied."""
     from kubernetes import client, config
-    from kfold.manifests import crds
+    from kfold.daemon.manifests import crds
     from tests.e2e.conftest import apply
     from tests.e2e.controlplane import ensure_controlplane
 

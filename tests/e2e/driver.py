@@ -21,9 +21,9 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from engine.core import Machines, State, fold, initial_state
-from engine.effects.clock import ServerClock
-from engine.effects.executor import Executor
-from engine.effects.executor_transport import KubeTransport, Response, Request, decode_body
+from engine.effects.io.clock import ServerClock
+from engine.effects.io.executor import Executor
+from engine.effects.io.transport import KubeTransport, Response, Request, decode_body
 from engine.effects.models import effect_to_dict
 from engine.machines import all_machines
 from engine.machines.base import Machine

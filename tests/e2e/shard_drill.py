@@ -82,7 +82,7 @@ def check_terms(paths: dict[str, Path]) -> dict[str, int]:
 
 
 def check_session_shards(paths: dict[str, Path], ns: str, shards: int) -> None:
-    from kfold.shards import session_of_pod, shard_of
+    from kfold.daemon.shards import session_of_pod, shard_of
     for name, path in paths.items():
         for r in journal(path):
             if r["rec"] != "effect" or r.get("shard") is None:
@@ -104,7 +104,7 @@ def lease_rbac(admin: Any) -> None:
     """The leases Role as ``kfold manifests`` renders it now (``install_rbac`` keeps an existing one,
     which on a shared control plane may predate list/delete)."""
     from kubernetes import client
-    from kfold.manifests import rbac
+    from kfold.daemon.manifests import rbac
     (role,) = [d for d in rbac(KFOLD_NS, []) if d["kind"] == "Role" and d["metadata"]["name"] == "kfold-leader"]
     client.RbacAuthorizationV1Api(admin).replace_namespaced_role("kfold-leader", KFOLD_NS, role)
 

@@ -216,7 +216,7 @@ def test_metadata_generation_moves_with_the_spec_alone_on_the_real_apiserver_and
     the fakes the simulator and the unit tests run on must keep that counter as the apiserver does:
     1 at create, +1 for a spec change, unchanged by a status or a label change. And the Session CRD
     keeps ``observedGeneration`` in a condition (a field the CRD lacked would be pruned)."""
-    from engine.effects.fake import FakeApiServer
+    from engine.effects.io.fake import FakeApiServer
     path = f"/apis/kfold.dev/v1alpha1/namespaces/{namespace}/sessions"
     body = {"apiVersion": "kfold.dev/v1alpha1", "kind": "Session", "metadata": {"name": "gen"},
             "spec": {"image": "registry.example/ws:1", "apps": [{"name": "web"}]}}

@@ -57,8 +57,8 @@ def test_the_export_of_a_journal_retention_cut_while_running_opens_everywhere(ad
     assert traced.returncode == 0, traced.stderr
     assert "-> Stopped" in traced.stdout
 
-    from kfold.ui.index import build
-    from kfold.ui.server import Store
+    from kfold.offline.ui.index import build
+    from kfold.offline.ui.server import Store
     meta = build(str(out), tmp_path / "index.sqlite")
     assert meta["first_seq"] == first and meta["records"] > 0
     objects = Store(tmp_path / "index.sqlite", str(out)).objects(q="demo", kind="Session")["objects"]

@@ -28,7 +28,7 @@ import yaml
 from kubernetes import client
 
 from kfold import __version__
-from kfold.manifests import DEFAULT_IMAGE, NONROOT, install
+from kfold.daemon.manifests import DEFAULT_IMAGE, NONROOT, install
 from tests.safe_tar import extract_all
 from tests.e2e.conftest import REPO, free_port, install_rbac, service_account_token, wait_for
 from tests.e2e.test_session_lifecycle import GROUP, PLURAL, VERSION, WEB, World, session_manifest

@@ -2,7 +2,7 @@
 
 Each crash test runs the real daemon on a fresh namespace, makes it die (``os._exit(137)``, as a
 SIGKILL leaves it) at one boundary through the test-only ``KFOLD_CRASH_AFTER`` hook in
-kfold/daemon.py (or a real SIGKILL), restarts it on the same journal and checks:
+kfold/daemon/loop.py (or a real SIGKILL), restarts it on the same journal and checks:
 
 - it converges (Session Ready / Suspended) with exactly one pod for the generation, same name;
 - nothing journaled was lost: the journal before the crash is an exact prefix of the journal after;

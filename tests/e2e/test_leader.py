@@ -188,7 +188,7 @@ def test_the_standby_takes_over_a_killed_leader_without_duplicates_or_regression
     assert not regressions(watch.seen), f"phase regressions: {regressions(watch.seen)}"
     print(f"conflicts: {len(conflicts(b.journal))} in the new leader's journal, all resolved by a re-read")
     assert unresolved_conflicts(b.journal) == [], "conflicts after the takeover"
-    assert 'kfold_leader{lease=' in metrics(b) and '} 1' in [ln for ln in metrics(b).splitlines()
+    assert 'kfold_leader{holder=' in metrics(b) and '} 1' in [ln for ln in metrics(b).splitlines()
                                                               if ln.startswith("kfold_leader{")][0]
     assert b.stop() == 0
     from kubernetes import client

@@ -17,7 +17,7 @@ import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from kfold.manifests import DATA, DEFAULT_IMAGE, NONROOT
+from kfold.daemon.manifests import DATA, DEFAULT_IMAGE, NONROOT
 from tests.e2e.conftest import REPO
 
 

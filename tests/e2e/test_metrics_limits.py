@@ -6,6 +6,7 @@ import re
 import urllib.request
 
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import install_rbac, service_account_kubeconfig, wait_for
 from tests.e2e.test_session_lifecycle import GROUP, PLURAL, VERSION, WEB, session_manifest
@@ -17,8 +18,13 @@ def metrics(daemon) -> str:
 
 
 def sample(text: str, name: str, labels: str = "") -> float | None:
-    m = re.search(rf"^{re.escape(name)}{re.escape(labels)} (\S+)$", text, re.M)
-    return float(m.group(1)) if m else None
+    """The value of sample ``name`` whose labels are exactly ``labels`` (``{k="v",...}``, any order)."""
+    want = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name == name and s.labels == want:
+                return s.value
+    return None
 
 
 def test_configured_pacing_and_latency_histograms_on_metrics(admin, cp, namespace, daemon_factory, tmp_path):

@@ -16,7 +16,7 @@ import time
 from kubernetes import client
 
 from engine.machines.session.model import FINALIZER
-from kfold.manifests import RULES
+from kfold.daemon.manifests import RULES
 from tests.e2e.conftest import install_rbac, service_account_kubeconfig, wait_for
 from tests.e2e.test_metrics_limits import metrics, sample
 from tests.e2e.test_session_lifecycle import GROUP, PLURAL, VERSION, WEB, session_manifest

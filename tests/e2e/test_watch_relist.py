@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.effects.clock import ServerClock
-from engine.effects.observer import Observer
+from engine.effects.io.clock import ServerClock
+from engine.effects.io.observer import Observer
 from engine.machines.base import object_key
 from journal.records import Observed, Relist
 from tests.e2e.conftest import wait_for

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from engine.core import Machines
-from engine.effects.clock import ServerClocks
-from engine.effects.executor import Executor
-from engine.effects.fake import FakeApiServer, FakeTransport
+from engine.effects.io.clock import ServerClocks
+from engine.effects.io.executor import Executor
+from engine.effects.io.fake import FakeApiServer, FakeTransport
 from engine.machines.base import Machine, object_key
 from engine.machines.repo.machine import RepoMachine
 from engine.repo_names import ANNOTATION_LAST_ATTACHED, rfc3339

@@ -12,7 +12,7 @@ from typing import Any
 
 
 from engine.core import Machines
-from engine.effects.fake import merge_patch
+from engine.effects.io.fake import merge_patch
 from engine.machines.base import Machine
 from engine.machines.repo.machine import RepoMachine
 from engine.repo_names import rfc3339

@@ -143,9 +143,9 @@ def test_a_paused_leader_is_fenced_and_the_second_daemon_takes_over():
 
 
 def test_without_the_fence_the_simulator_sees_a_request_outside_its_term(monkeypatch):
-    """The leader invariants are live: with kfold.leader's fence switched off, the paused leader's
+    """The leader invariants are live: with kfold.daemon.leader's fence switched off, the paused leader's
     in-flight effect (the one the test above sees fenced) reaches the apiserver after its term ended."""
-    monkeypatch.setattr("kfold.leader.Fence.check", lambda self, req=None: None)
+    monkeypatch.setattr("kfold.daemon.leader.Fence.check", lambda self, req=None: None)
     sim = _sim(FENCE_SEED, ("second_daemon", "leader_pause"))
     assert sim.failure is not None and sim.failure.invariant == "effect_in_a_live_term", str(sim.failure)
 
@@ -171,7 +171,7 @@ def test_a_session_on_a_skewed_cluster_is_judged_on_that_clusters_clock():
 def test_the_batch_fault_commits_several_inputs_as_one_group(monkeypatch):
     """The run drives the daemon's real committer task: with ``batch``, a step's inputs queue at
     once and ``run_committer`` takes them as one group commit; without it, one input at a time."""
-    from kfold.daemon import Daemon
+    from kfold.daemon.loop import Daemon
     groups: list[int] = []
     real = Daemon._commit_batch
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import textwrap
 
 from engine.machines.session.model import CONFIG_KEY
-from kfold.config import read_config
-from kfold.daemon_boot import boot_drafts
-from kfold.daemon_clusters import open_registry
+from kfold.daemon.config import read_config
+from kfold.daemon.boot import boot_drafts
+from kfold.daemon.clusters import open_registry
 from kfold.registry.index import RegistrationIndex
 from kfold.registry.records import Registration
 from tests.scenario.test_session_support import World, at, pod_obj
@@ -108,9 +108,9 @@ def test_each_registered_target_gets_the_repo_statements_the_home_namespaces_get
 
 
 async def test_a_registered_target_watches_its_repos_too_and_readiness_does_not_wait_for_them(tmp_path):
-    from engine.effects.clock import ServerClocks
-    from kfold.daemon import Daemon
-    from kfold.daemon_boot import remote_observers
+    from engine.effects.io.clock import ServerClocks
+    from kfold.daemon.loop import Daemon
+    from kfold.daemon.boot import remote_observers
     from tests.journals import TestJournal
 
     cfg = read_config(config_file(tmp_path))
@@ -128,8 +128,8 @@ async def test_a_registered_target_watches_its_repos_too_and_readiness_does_not_
 def test_orphan_pods_are_swept_on_each_registered_target_only(tmp_path):
     """On the home cluster a Session's pods are owner-referenced to it (the garbage collector takes
     them); only a registered target needs kfold's orphan-pod sweep: one list per target and interval."""
-    from kfold.daemon_boot import periodic_commands
-    from kfold.daemon_clusters import remote_targets
+    from kfold.daemon.boot import periodic_commands
+    from kfold.daemon.clusters import remote_targets
     cfg = read_config(config_file(tmp_path))
     registry, _client = open_registry(cfg)
     remote = remote_targets(cfg, registry)
@@ -143,8 +143,8 @@ def test_orphan_pods_are_swept_on_each_registered_target_only(tmp_path):
 def test_the_repo_gc_runs_in_every_watched_namespace_of_every_cluster_registered_targets_included(tmp_path):
     """Issue 33 item 6: Repos on a registered cluster are evicted too. Each gc decides on its own
     list response's server time (engine.machines.repo.bindings), so each cluster is judged on its clock."""
-    from kfold.daemon_boot import periodic_commands
-    from kfold.daemon_clusters import remote_targets
+    from kfold.daemon.boot import periodic_commands
+    from kfold.daemon.clusters import remote_targets
     cfg = read_config(config_file(tmp_path))
     registry, _client = open_registry(cfg)
     remote = remote_targets(cfg, registry)
@@ -158,7 +158,7 @@ def test_the_repo_gc_runs_in_every_watched_namespace_of_every_cluster_registered
 
 async def test_the_boot_sweep_after_a_fresh_journal_waits_for_the_first_lists_then_asks_once():
     import asyncio
-    from kfold.daemon_boot import sweep_after_fresh_journal
+    from kfold.daemon.boot import sweep_after_fresh_journal
 
     class Observer:
         synced, optional = False, False

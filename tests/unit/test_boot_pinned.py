@@ -3,9 +3,9 @@ item 11): the ready deadline's default is the seed's 120 s, and a token variable
 string is unset (seed 000: ``if (value === undefined || value === "")`` writes no ref)."""
 from __future__ import annotations
 
-from kfold.config import read_config
-from kfold.daemon_boot import boot_drafts
-from kfold.daemon_clusters import open_registry
+from kfold.daemon.config import read_config
+from kfold.daemon.boot import boot_drafts
+from kfold.daemon.clusters import open_registry
 from tests.scenario.test_session_support import World, at, pod_obj
 from tests.unit.test_boot_config import URL, config_file
 

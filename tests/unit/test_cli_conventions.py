@@ -124,7 +124,7 @@ def test_an_ambiguous_name_exits_2_listing_the_candidates(tmp_path, capsys):
 
 def test_trace_shows_an_outcome_message():
     from journal.records import Outcome
-    from kfold.timeline import record_line
+    from kfold.offline.render import record_line
     rec = Outcome(seq=5, at=0, effect_id="3.0", machine="repo", key="local/ns/", result="transient",
                   message="connection refused")
     assert record_line(rec) == "outcome 3.0 transient: connection refused"

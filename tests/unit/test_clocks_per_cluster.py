@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from email.utils import formatdate
 
-from engine.effects.clock import ServerClock, ServerClocks
+from engine.effects.io.clock import ServerClock, ServerClocks
 from engine.effects.timers import Ticker
 from tests.harness import T0
 from tests.scenario.test_session_tenancy import ON_EDGE, TWorld

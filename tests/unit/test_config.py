@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kfold.config import ConfigError, ExecutorConfig, read_config
+from kfold.daemon.config import ConfigError, ExecutorConfig, read_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "kfold" / "data" / "config.example.yaml"
 MINIMAL = "namespaces: [sessions]\nbase_domain: sessions.example.com\n"
@@ -40,7 +40,7 @@ def test_a_minimal_file_gets_documented_defaults(tmp_path):
 
 
 def test_base_domain_may_be_left_out_for_cluster_internal_sessions(tmp_path):
-    from kfold.daemon_boot import configure_command
+    from kfold.daemon.boot import configure_command
     cfg = read_config(write(tmp_path, "namespaces: [sessions]\n"))
     assert cfg.base_domain is None
     assert configure_command(cfg, 0).args["base_domain"] == ""   # the session machine: no Ingress

@@ -1,8 +1,8 @@
 """Cluster handles and what the daemon watches and tells the fold about registered clusters."""
 from types import SimpleNamespace
 
-from kfold.config import Config
-from kfold.daemon_clusters import client_for, configure_args, remote_targets, split_handle
+from kfold.daemon.config import Config
+from kfold.daemon.clusters import client_for, configure_args, remote_targets, split_handle
 
 CFG = Config(namespaces=("sb-acme", "sb-globex", "sb-free"), base_domain="s.example.com",
              tenants={"sb-acme": "acme", "sb-globex": "globex"})

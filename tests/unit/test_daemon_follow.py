@@ -1,4 +1,4 @@
-"""``kfold.daemon_follow.Follower``: registrations re-read while running.
+"""``kfold.daemon.follow.Follower``: registrations re-read while running.
 
 A change journals ``session.configure`` before any watch starts; an unchanged registry journals
 nothing; an unreadable one keeps what was read before; a deregistered target's watch is stopped."""
@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from journal.records import Command
-from kfold.daemon_follow import Follower
+from kfold.daemon.follow import Follower
 
 
 class FakeDaemon:

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from journal.records import Command, EffectIssued
-from kfold.daemon import Daemon
+from kfold.daemon.loop import Daemon
 from tests.journals import TestJournal
 from tests.unit.test_daemon_recovery import T2030, daemon_on, fresh_server
 

@@ -10,13 +10,13 @@ from typing import Any
 
 from engine import snapshot
 from engine.core import Machines, fold_all, initial_state
-from engine.effects.clock import ServerClock
-from engine.effects.executor import Executor
-from engine.effects.fake import T2030, FakeApiServer, FakeTransport
+from engine.effects.io.clock import ServerClock
+from engine.effects.io.executor import Executor
+from engine.effects.io.fake import T2030, FakeApiServer, FakeTransport
 from engine.effects.models import CreateObject, GetObject, effect_to_dict
 from engine.machines.base import Decision, Machine
 from journal.records import Command, EffectIssued, Outcome
-from kfold.daemon import Daemon
+from kfold.daemon.loop import Daemon
 from tests.journals import TestJournal as MemoryJournal
 
 NS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "work"}}
@@ -178,7 +178,7 @@ async def test_stop_commits_in_flight_outcomes_snapshots_and_closes_the_journal(
 
 
 async def test_with_the_sqlite_journal_an_in_doubt_create_is_re_observed_not_resent(tmp_path):
-    from kfold.daemon_journal import open_journal
+    from kfold.daemon.journal import open_journal
     path = str(tmp_path / "journal.db")
     journal = open_journal(path)
     await journal.open()
@@ -205,7 +205,7 @@ async def test_an_in_doubt_command_is_stamped_on_its_effects_clusters_clock():
     clock while a takeover stamps it on the effect's; a cluster an hour ahead then had a deadline
     armed from home time. Both stamp it on the effect's cluster's clock."""
     from email.utils import formatdate
-    from engine.effects.clock import ServerClocks
+    from engine.effects.io.clock import ServerClocks
     class EastProbe(Probe):
         def on_command(self, ctx: Any, rec: Command) -> None:
             ctx.emit(GetObject, "east/work/p", cluster="east", **REF)

@@ -14,7 +14,7 @@ from engine.machines.pod import table as pod_table
 from engine.machines.repo import ops as repo_ops
 from engine.machines.session import model as session_model
 from engine.machines.base import Table
-from kfold import diagrams
+from kfold.offline import diagrams
 from kfold.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

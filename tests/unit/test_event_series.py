@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 
-from engine.effects import event_series
-from engine.effects.event_series import EventSeries
-from engine.effects.executor_ops import perform
-from engine.effects.executor_transport import Response
+from engine.effects.io import event_series
+from engine.effects.io.event_series import EventSeries
+from engine.effects.io.ops import perform
+from engine.effects.io.transport import Response
 from engine.effects.models import PostEvent
 
 T0 = 1_893_456_000_000   # 2030-01-01T00:00:00Z

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from email.utils import formatdate
 
-from engine.effects.clock import ServerClocks
-from engine.effects.executor import Backoff
-from engine.effects.executor_transport import Request, Response
+from engine.effects.io.clock import ServerClocks
+from engine.effects.io.executor import Backoff
+from engine.effects.io.transport import Request, Response
 from engine.effects.models import GetObject
-from kfold.daemon_boot import executor_factory
+from kfold.daemon.boot import executor_factory
 from tests.harness import T0
 
 HOME_MS, EDGE_MS = T0, T0 - 3_600_000   # the registered cluster's clock runs an hour behind

@@ -12,15 +12,15 @@ import asyncio
 from typing import Any
 
 from engine.core import Machines, Pending, State
-from engine.effects.clock import ServerClock
-from engine.effects.executor import Backoff, Executor
-from engine.effects.fake import T2030, Fault, FakeApiServer, FakeTransport
+from engine.effects.io.clock import ServerClock
+from engine.effects.io.executor import Backoff, Executor
+from engine.effects.io.fake import T2030, Fault, FakeApiServer, FakeTransport
 from engine.effects.models import CreateObject, PatchObject, effect_to_dict
 from engine.effects.timers import MAX_SLEEP_S, Ticker, ready_to_issue
 from engine.machines.base import Decision, Machine
 from immutables import Map
 from journal.records import Command, EffectIssued, Outcome
-from kfold.daemon import Daemon
+from kfold.daemon.loop import Daemon
 from tests.journals import TestJournal as MemoryJournal
 
 KEY = "local/work/p"

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from engine.effects import executor_resources as res
-from engine.effects.executor_ops import perform
+from engine.effects.io import resources as res
+from engine.effects.io.ops import perform
 from engine.effects.k8s_names import DNS1123_LABEL, DNS1123_SUBDOMAIN, InvalidObjectName, problem
 from engine.effects.models import (ApplySecret, CreateObject, DeleteObject, EnsureNamespace, GetObject,
                                    ListObjects, PatchObject, RecordEvent, ReplaceObject)
-from engine.effects.watch_stream import resource_path
+from engine.effects.io.watch import resource_path
 
 BAD_NAMES = ["..", ".", "a/b", "%2e%2e", "A", "a..b", "-a", "a-", ".a", "a.", "a b", "a\\b",
              "a?b", "a#b", "ａ", "é", "a" * 254, "a\n", "a%2fb"]

@@ -18,8 +18,8 @@ from engine.core import fold, initial_state
 from journal.retention import Retention
 from journal.sqlite import SqliteJournal
 from kfold.cli import main
-from kfold.ui.index import build
-from kfold.ui.server import Store
+from kfold.offline.ui.index import build
+from kfold.offline.ui.server import Store
 from tests.harness import Scenario
 from tests.unit.test_replay_cli import scenario as replay_cli_scenario, session_obj
 

@@ -11,7 +11,7 @@ import pytest
 
 from engine import SequenceError, fold, fold_many, initial_state, snapshot
 from journal.records import Observed
-from kfold.sources import iter_records
+from kfold.offline.sources import iter_records
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "golden_session.jsonl"
 

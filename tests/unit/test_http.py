@@ -1,7 +1,7 @@
 """/readyz names what it waits for; unknown paths and methods are refused."""
 from types import SimpleNamespace
 
-from kfold.http import HttpServer, Metrics, routes_for
+from kfold.daemon.http import HttpServer, Metrics, routes_for
 
 
 def observer(kind, synced):
@@ -16,8 +16,8 @@ def test_readyz_waits_for_every_initial_list_and_names_the_missing_ones():
 
 def test_metrics_count_watch_restarts_by_reason():
     text = Metrics().render([observer("Pod", True)], journal_bytes=10, skew_ms=None, seq=3)
-    assert 'kfold_watch_restarts_total{cluster="local",kind="Pod",namespace="ns",reason="gone"} 2' in text
-    assert "kfold_state_seq 3" in text
+    assert 'kfold_watch_restarts_total{cluster="local",kind="Pod",namespace="ns",reason="gone"} 2.0' in text
+    assert "kfold_state_seq 3.0" in text
 
 
 def test_only_get_on_known_paths_is_served():

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import asyncio
 
-from engine.effects.clock import ServerClock
-from engine.effects.executor import Executor
-from engine.effects.fake import T2030, FakeApiServer, FakeTransport
+from engine.effects.io.clock import ServerClock
+from engine.effects.io.executor import Executor
+from engine.effects.io.fake import T2030, FakeApiServer, FakeTransport
 from journal.records import Command, Observed
 from journal.retention import Retention, SnapshotPolicy
 from journal.sqlite import SqliteJournal
 from kfold.cli import main
-from kfold.daemon import Daemon
-from kfold.http import Metrics, routes_for
+from kfold.daemon.loop import Daemon
+from kfold.daemon.http import Metrics, routes_for
 
 
 def session(name: str) -> dict:

@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.client.rest import RESTResponse
 from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError, ReadTimeoutError
 
-from engine.effects.kube_errors import classify, parse_http_date
+from engine.effects.io.kube_errors import classify, parse_http_date
 from tests.harness import ms
 
 PHRASES = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 410: "Gone",

@@ -7,21 +7,22 @@ Prometheus text format (cumulative buckets ending in +Inf == _count).
 """
 from __future__ import annotations
 
-import re
+from prometheus_client.parser import text_string_to_metric_families
 
-from engine.effects.fake import T2030
+from engine.effects.io.fake import T2030
 from journal.records import Command
-from kfold.http import Histogram, Metrics
+from kfold.daemon.http import Histogram, Metrics
 from tests.unit.test_executor_order import idle, world
 
 
 def series(text: str, name: str) -> dict[str, float]:
-    """``{labels: value}`` of every sample line of ``name`` (buckets, sum, count)."""
+    """``{name{labels sorted}: value}`` of every sample of family ``name`` (buckets, sum, count)."""
     out = {}
-    for line in text.splitlines():
-        m = re.match(rf"^({re.escape(name)}(?:_bucket|_sum|_count)?)(\{{[^}}]*\}})? (\S+)$", line)
-        if m:
-            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    for fam in text_string_to_metric_families(text):
+        if fam.name == name:
+            for s in fam.samples:
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+                out[s.name + (f"{{{labels}}}" if labels else "")] = s.value
     return out
 
 
@@ -40,7 +41,7 @@ async def test_one_command_one_patch_fills_each_latency_histogram_once():
     assert series(text, "kfold_fold_to_effect_issued_seconds")['kfold_fold_to_effect_issued_seconds_count{held="false"}'] == 1
     trip = series(text, "kfold_effect_round_trip_seconds")
     assert trip['kfold_effect_round_trip_seconds_count{type="patch"}'] == 1
-    assert trip['kfold_effect_round_trip_seconds_bucket{type="patch",le="+Inf"}'] == 1
+    assert trip['kfold_effect_round_trip_seconds_bucket{le="+Inf",type="patch"}'] == 1
     # the command and the patch's outcome each went from the inbox to a fold
     assert series(text, "kfold_event_to_fold_seconds")["kfold_event_to_fold_seconds_count"] == 2
     # two transactions reached the disk: the command with its EffectIssued, then the outcome
@@ -64,21 +65,20 @@ def test_histogram_buckets_are_cumulative_and_include_their_upper_bound():
     h = Histogram("x_seconds", (0.001, 0.01), label="type")
     for s in (0.001, 0.005, 0.5):
         h.observe(s, "create")
-    lines = h.render()
-    assert lines == ['# TYPE x_seconds histogram',
-                     'x_seconds_bucket{type="create",le="0.001"} 1',
-                     'x_seconds_bucket{type="create",le="0.01"} 2',
-                     'x_seconds_bucket{type="create",le="+Inf"} 3',
-                     'x_seconds_sum{type="create"} 0.506000',
-                     'x_seconds_count{type="create"} 3']
+    got = [(s.name, s.labels, s.value) for s in h.family().samples]
+    assert got == [("x_seconds_bucket", {"type": "create", "le": "0.001"}, 1),
+                   ("x_seconds_bucket", {"type": "create", "le": "0.01"}, 2),
+                   ("x_seconds_bucket", {"type": "create", "le": "+Inf"}, 3),
+                   ("x_seconds_count", {"type": "create"}, 3),
+                   ("x_seconds_sum", {"type": "create"}, 0.001 + 0.005 + 0.5)]
 
 
 def test_the_fold_histogram_keeps_its_name_and_format():
     m = Metrics()
     m.fold.observe(0.0002)
     text = m.render([], journal_bytes=0, skew_ms=None, seq=0)
-    assert 'kfold_fold_seconds_bucket{le="0.0005"} 1' in text
-    assert "kfold_fold_seconds_count 1" in text
+    assert 'kfold_fold_seconds_bucket{le="0.0005"} 1.0' in text
+    assert "kfold_fold_seconds_count 1.0" in text
 
 
 def test_each_pass_of_the_cyclic_collector_is_timed_by_generation():
@@ -92,6 +92,6 @@ def test_each_pass_of_the_cyclic_collector_is_timed_by_generation():
     finally:
         gc.callbacks.remove(m._gc_callback)
     assert m._gc_callback not in gc.callbacks
-    text = "\n".join(m.gc_pause.render())
-    assert 'kfold_gc_pause_seconds_count{generation="0"} 1' in text
-    assert 'kfold_gc_pause_seconds_count{generation="2"} 1' in text
+    text = m.text()
+    assert 'kfold_gc_pause_seconds_count{generation="0"} 1.0' in text
+    assert 'kfold_gc_pause_seconds_count{generation="2"} 1.0' in text

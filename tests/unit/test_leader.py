@@ -1,4 +1,4 @@
-"""Leader election on a Lease, judged on the apiserver's clock, and the daemon's fence (kfold.leader).
+"""Leader election on a Lease, judged on the apiserver's clock, and the daemon's fence (kfold.daemon.leader).
 
 A tiny in-memory Lease endpoint stands in for the apiserver: resourceVersion preconditions (409
 Conflict), AlreadyExists on a second create, and a ``Date`` header from its own clock, which runs
@@ -20,15 +20,15 @@ from typing import Any
 import freezegun
 import pytest
 
-from engine.effects.clock import ServerClock
-from engine.effects.executor import Executor
-from engine.effects.executor_transport import Request, Response, TransportError
-from engine.effects.fake import T2030, FakeTransport
+from engine.effects.io.clock import ServerClock
+from engine.effects.io.executor import Executor
+from engine.effects.io.transport import Request, Response, TransportError
+from engine.effects.io.fake import T2030, FakeTransport
 from journal.records import Command, EffectIssued
-from kfold.config import MIN_MARGIN_S, ConfigError, parse_config
-from kfold.daemon import Daemon
+from kfold.daemon.config import MIN_MARGIN_S, ConfigError, parse_config
+from kfold.daemon.loop import Daemon
 from engine.rfc3339 import to_ms
-from kfold.leader import Elector, Fence, FencedTransport, micro_time
+from kfold.daemon.leader import Elector, Fence, FencedTransport, micro_time
 from tests.journals import TestJournal as MemoryJournal
 from tests.unit.test_daemon_recovery import MACHINES, fresh_server, settle
 
@@ -344,8 +344,8 @@ def test_an_old_effect_record_without_a_term_still_loads():
 def test_replay_and_trace_say_which_term_issued_what():
     from engine.core import initial_state
     from engine.effects.models import GetObject
-    from kfold.replay import ReplayResult
-    from kfold.timeline import record_line
+    from kfold.offline.replay import ReplayResult
+    from kfold.offline.render import record_line
     from tests.unit.test_daemon_recovery import issued as issued_record
     rec = issued_record("1.0", GetObject).model_copy(update={"seq": 2, "term": 4})
     assert record_line(rec) == "issued 1.0 get Pod work/p [term 4]"
@@ -355,15 +355,15 @@ def test_replay_and_trace_say_which_term_issued_what():
 
 
 async def test_readyz_and_metrics_say_who_leads_under_which_term(server, mono):
-    from kfold.http import leader_metrics, leader_text
+    from kfold.daemon.http import leader_metrics, leader_text
     a, b = elector(server, mono, "a"), elector(server, mono, "b")
     await a.step()
     await b.step()
     assert leader_text(a) == "leader of lease kfold/kfold, term 1, as a\n"
     assert leader_text(b) == "standby for lease kfold/kfold (held by a), as b\n"
-    assert 'kfold_leader{lease="kfold/kfold",holder="a",term="1"} 1' in leader_metrics(a)
-    assert 'kfold_leader{lease="kfold/kfold",holder="b",term=""} 0' in leader_metrics(b)
-    assert 'kfold_leader_transitions_total{lease="kfold/kfold",what="acquired"} 1' in leader_metrics(a)
+    assert 'kfold_leader{holder="a",lease="kfold/kfold",term="1"} 1.0' in leader_metrics(a)
+    assert 'kfold_leader{holder="b",lease="kfold/kfold",term=""} 0.0' in leader_metrics(b)
+    assert 'kfold_leader_transitions_total{lease="kfold/kfold",what="acquired"} 1.0' in leader_metrics(a)
 
 
 async def test_an_unexpected_error_does_not_end_the_election(server, mono, caplog):
@@ -384,7 +384,7 @@ async def test_an_unexpected_error_does_not_end_the_election(server, mono, caplo
 
 
 async def test_the_sending_thread_checks_the_term_again_right_before_the_request_leaves():
-    from engine.effects.executor_transport import KubeTransport
+    from engine.effects.io.transport import KubeTransport
     sent, term = [], [None]
 
     class Client:
@@ -404,8 +404,8 @@ async def test_the_sending_thread_checks_the_term_again_right_before_the_request
 
 
 async def test_a_retry_due_while_standby_waits_for_a_term_and_is_re_observed_then():
-    from engine.effects.executor import Backoff
-    from engine.effects.fake import Fault
+    from engine.effects.io.executor import Backoff
+    from engine.effects.io.fake import Fault
     journal, server = MemoryJournal(), fresh_server()
     clock = ServerClock()
     d = Daemon(journal, lambda sink: Executor(FakeTransport(server), clock, sink, env={}, backoff=Backoff(base_ms=50)),

@@ -3,7 +3,7 @@ import io
 import json
 import logging
 
-from kfold import logs
+from kfold.daemon import logs
 
 
 def emit(fmt):
@@ -45,14 +45,14 @@ def test_the_level_is_honoured_and_urllib3_retry_chatter_is_silenced():
 
 def test_run_log_level_flag_overrides_the_config():
     from kfold.cli import build_parser
-    from kfold.commands.run import _overrides
+    from kfold.cli.commands.run import _overrides
     args = build_parser("run").parse_args(["run", "--config", "c.yaml", "--log-level", "debug", "-n", "a,b", "-n", "c"])
     over = _overrides(args)
     assert over["log.level"] == "debug" and over["namespaces"] == ["a", "b", "c"]
 
 
 def test_a_recurring_problem_is_one_warning_then_debug_then_a_reminder():
-    from kfold.leader import Repeats
+    from kfold.daemon.leader import Repeats
     now = [0.0]
     out = io.StringIO()
     logs.setup("plain", "debug", stream=out)

@@ -2,7 +2,7 @@
 a volume that survives a reschedule, probes on the daemon's own endpoints."""
 import yaml
 
-from kfold.manifests import install
+from kfold.daemon.manifests import install
 
 FORBIDDEN_VERBS = {"*", "escalate", "bind", "impersonate", "deletecollection"}
 

@@ -5,7 +5,7 @@ import yaml
 
 from kfold import __version__
 from kfold.cli import main
-from kfold.manifests import DATA, DEFAULT_IMAGE, NONROOT, install
+from kfold.daemon.manifests import DATA, DEFAULT_IMAGE, NONROOT, install
 
 
 def _pod(config_text=None):

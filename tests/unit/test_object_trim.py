@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import copy
 
-from engine.effects.executor_ops import done
-from engine.effects.executor_transport import Response
+from engine.effects.io.ops import done
+from engine.effects.io.transport import Response
 from engine.effects.object_trim import without_managed_fields
 
 MANAGED = [{"manager": "kube-scheduler", "operation": "Update", "fieldsType": "FieldsV1",
@@ -47,7 +47,7 @@ def test_a_secret_reply_loses_its_payload_and_its_managed_fields():
 
 
 async def test_listed_items_are_kept_without_managed_fields():
-    from engine.effects.executor_ops import perform
+    from engine.effects.io.ops import perform
     from engine.effects.models import ListObjects
 
     async def call(req):

@@ -4,12 +4,12 @@ item 5: the daemon wrapped the SQLite journal in an adapter with no ``redactor``
 back to ``journal.redact.redact`` and its per-process random salt)."""
 from __future__ import annotations
 
-from engine.effects.clock import ServerClock
+from engine.effects.io.clock import ServerClock
 from journal.records import Observed
-from kfold.config import Config
-from kfold.daemon import Daemon
-from kfold.daemon_boot import make_observers
-from kfold.daemon_journal import open_journal
+from kfold.daemon.config import Config
+from kfold.daemon.loop import Daemon
+from kfold.daemon.boot import make_observers
+from kfold.daemon.journal import open_journal
 
 SECRET = {"apiVersion": "v1", "kind": "Secret",
           "metadata": {"name": "s-env", "namespace": "work", "uid": "u1", "resourceVersion": "3"},

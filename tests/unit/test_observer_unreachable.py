@@ -8,8 +8,8 @@ import logging
 
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
-from engine.effects import observer as obs
-from engine.effects.clock import ServerClock
+from engine.effects.io import observer as obs
+from engine.effects.io.clock import ServerClock
 
 
 class _Api:

@@ -10,17 +10,17 @@ import asyncio
 
 import pytest
 
-from engine.effects.clock import ServerClock
-from engine.effects.executor import Executor
-from engine.effects.fake import T2030, FakeApiServer, FakeTransport
+from engine.effects.io.clock import ServerClock
+from engine.effects.io.executor import Executor
+from engine.effects.io.fake import T2030, FakeApiServer, FakeTransport
 from engine.seams import SeamError
 from journal.memory import MemoryJournal
 from journal.records import Command, Observed
-from kfold.daemon import Daemon
-from kfold.http import Metrics
-from kfold.commands.trace import step_lines
-from kfold.replay import replay
-from kfold.timeline import walk
+from kfold.daemon.loop import Daemon
+from kfold.daemon.http import Metrics
+from kfold.cli.commands.trace import step_lines
+from kfold.offline.replay import replay
+from kfold.offline.timeline import walk
 
 LABELS = {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": "s", "kfold.dev/generation": "1"}
 
@@ -74,7 +74,7 @@ async def test_a_daemon_recovers_over_a_poison_journal_and_other_objects_go_on()
     await d.submit([pod("bad", T2030 + 4)])                           # a quarantined key hears nothing
     assert d.state.table("pod").get("local/work/bad") is None
     body = d.metrics.render([], 0, None, d.state.seq, d.state.quarantine)
-    assert 'kfold_quarantined{what="object"} 1' in body and 'kfold_quarantined{what="command"} 1' in body
+    assert 'kfold_quarantined{what="object"} 1.0' in body and 'kfold_quarantined{what="command"} 1.0' in body
     await d.stop()
 
     again = daemon_on(await MemoryJournal(j.store).open())  # a restart on the same journal
@@ -117,7 +117,8 @@ def test_a_quarantined_session_says_so_in_its_status_and_its_decision_stays(monk
 
     monkeypatch.setattr(session_machine, "session_view", boom)
     effects = w.s.observe(session_obj(SPEC, rv="9"), at(1))
-    assert [e.type for e in effects] == ["log", "patch"]
+    assert [e.type for e in effects] == ["log", "patch", "post_event"]
+    assert effects[2].reason == "Quarantined" and effects[2].event_type == "Warning" and "KeyError" in effects[2].note
     ready = next(c for c in effects[1].patch["status"]["conditions"] if c["type"] == "Ready")
     assert ready["reason"] == "Quarantined" and "KeyError" in ready["message"]
     assert w.decision() == before  # frozen as it was
@@ -128,7 +129,10 @@ def test_a_quarantined_session_says_so_in_its_status_and_its_decision_stays(monk
 
 
 def test_kfold_run_refuses_a_boot_command_the_fold_cannot_take_in_one_line():
-    from kfold.commands.run import _refusal
+    from kfold.cli.commands.run import _refusal
     error = SeamError("command pod.sweep_secrets refused: field grace_seconds: Input should be a valid integer")
-    line = _refusal(error, "/var/lib/kfold/journal.db")
+    from types import SimpleNamespace
+    cfg = SimpleNamespace(journal=SimpleNamespace(path="/var/lib/kfold/journal.db"),
+                          http=SimpleNamespace(listen="0.0.0.0:8080"))
+    line = _refusal(error, cfg)
     assert line.startswith("command pod.sweep_secrets refused: field grace_seconds") and "nothing was journaled" in line

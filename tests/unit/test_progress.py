@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from kfold import progress
+from kfold.offline import progress
 from kfold.cli import main
 from tests.golden_facts import GOLDEN, golden
 

@@ -5,7 +5,7 @@ import argparse
 import json
 
 from journal.records import dump_record
-from kfold.commands import repos
+from kfold.cli.commands import repos
 from engine.repo_names import repo_status_rows
 from tests.scenario.test_repo_world import RepoWorld
 

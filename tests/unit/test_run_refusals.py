@@ -46,7 +46,7 @@ def test_a_second_kfold_run_on_the_same_journal_is_refused_before_it_reads_it(tm
     refused with the holder and the fix, and leaves the journal untouched."""
     import os
 
-    from kfold.daemon_journal import writer_lock
+    from kfold.daemon.journal import writer_lock
     journal = tmp_path / "journal.db"
     make_journal(journal)
     before = hashlib.sha256(journal.read_bytes()).hexdigest()

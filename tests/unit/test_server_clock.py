@@ -4,7 +4,7 @@ from __future__ import annotations
 import freezegun
 import pytest
 
-from engine.effects.clock import ServerClock, parse_http_date
+from engine.effects.io.clock import ServerClock, parse_http_date
 
 DATE = "Tue, 01 Jan 2030 00:00:00 GMT"
 DATE_MS = 1_893_456_000_000

@@ -12,7 +12,7 @@ import pytest
 from engine.machines.session import manifests
 from engine.machines.session.spec import clamp, quantity
 from engine.machines.session.spec import Spec, SpecError, validate
-from kfold.config import ConfigError, parse_config
+from kfold.daemon.config import ConfigError, parse_config
 
 _UNIT = {"m": Fraction(1, 1000), "": 1, "k": 1000, "Mi": 2 ** 20, "Gi": 2 ** 30, "M": 10 ** 6, "G": 10 ** 9}
 
@@ -143,7 +143,7 @@ def test_a_bad_sessions_field_is_one_config_error_naming_it(sessions, field):
 
 
 def test_the_sessions_fields_reach_the_session_machine_through_session_configure():
-    from kfold.daemon_boot import configure_command
+    from kfold.daemon.boot import configure_command
     cfg = parse_config({"namespaces": ["team"], "sessions": {"default_image": "d:1", "limits": {"cpu": 2}}})
     args = configure_command(cfg, 0).args
     assert args["default_image"] == "d:1" and args["limits"] == {"cpu": "2"}

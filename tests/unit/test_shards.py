@@ -1,4 +1,4 @@
-"""Scale-out (kfold.shards): which shard an effect belongs to, shards spread over the live replicas
+"""Scale-out (kfold.daemon.shards): which shard an effect belongs to, shards spread over the live replicas
 and moved when one dies or joins, the daemon issuing each effect only under its shard's term.
 
 An in-memory Lease endpoint (many Leases, list by label, delete with a resourceVersion
@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 
 from engine.core import Machines
-from engine.effects.clock import ServerClock
-from engine.effects.executor import Executor
-from engine.effects.executor_transport import Request, Response, TransportError
-from engine.effects.fake import T2030, FakeTransport
+from engine.effects.io.clock import ServerClock
+from engine.effects.io.executor import Executor
+from engine.effects.io.transport import Request, Response, TransportError
+from engine.effects.io.fake import T2030, FakeTransport
 from engine.effects.models import CreateObject, EnsureNamespace, GetObject, ListObjects, PatchObject
 from engine.machines.base import Decision, Machine
 from journal.records import Command, EffectIssued, Outcome
-from kfold.daemon import Daemon
-from kfold.shards import ShardedTransport, ShardFence, ShardSet, effect_shard, session_of_pod, shard_of
+from kfold.daemon.loop import Daemon
+from kfold.daemon.shards import ShardedTransport, ShardFence, ShardSet, effect_shard, session_of_pod, shard_of
 from tests.journals import TestJournal as MemoryJournal
 from tests.unit.test_daemon_recovery import fresh_server, settle
 from tests.unit.test_leader import Mono
@@ -229,7 +229,7 @@ async def test_the_sharded_transport_sends_only_under_the_term_the_effect_was_is
     eff = GetObject(id="9.0", machine="session", key="local/ns/s", cluster="local", api_version="v1", kind="Pod",
                     namespace="ns", name="s")
     shard, term = a.stamp(eff)
-    from kfold.shards import _CURRENT
+    from kfold.daemon.shards import _CURRENT
     _CURRENT.set("9.0")
     await t.call(Request("local", "", "GET", "/x"))
     mono.t += 8   # a froze: its term of that shard ended (lease 8 - margin 2 < 8)
@@ -319,8 +319,8 @@ async def test_the_daemon_issues_each_effect_under_its_shards_term_and_re_observ
 
 def test_trace_and_replay_name_the_shard_and_term():
     from engine.core import initial_state
-    from kfold.replay import ReplayResult
-    from kfold.timeline import record_line
+    from kfold.offline.replay import ReplayResult
+    from kfold.offline.render import record_line
     from tests.unit.test_daemon_recovery import issued as issued_record
     rec = issued_record("1.0", GetObject).model_copy(update={"seq": 2, "term": 4, "shard": 3})
     assert record_line(rec) == "issued 1.0 get Pod work/p [shard 3 term 4]"
@@ -330,7 +330,7 @@ def test_trace_and_replay_name_the_shard_and_term():
 
 
 async def test_readyz_and_metrics_show_each_shard(server, mono):
-    from kfold.http import leader_metrics, leader_text
+    from kfold.daemon.http import leader_metrics, leader_text
     a, b = replica(server, mono, "a", shards=2), replica(server, mono, "b", shards=2)
     await rounds(mono, 5, a, b)
     text = leader_text(a)
@@ -339,13 +339,13 @@ async def test_readyz_and_metrics_show_each_shard(server, mono):
     assert f"shard {mine}: leader of lease kfold/kfold-shard-{mine}, term" in text
     assert f"shard {other}: standby for lease kfold/kfold-shard-{other} (held by b), as a" in text
     m = leader_metrics(a)
-    assert f'kfold_leader{{lease="kfold/kfold-shard-{mine}",shard="{mine}",holder="a",term="' in m
-    assert "kfold_shards_held 1" in m and "kfold_replicas_live 2" in m
-    assert "kfold_leader_fenced_requests_total 0" in m
+    assert f'kfold_leader{{holder="a",lease="kfold/kfold-shard-{mine}",shard="{mine}",term="' in m
+    assert "kfold_shards_held 1.0" in m and "kfold_replicas_live 2.0" in m
+    assert "kfold_leader_fenced_requests_total 0.0" in m
 
 
 def test_the_shards_setting_defaults_to_one_lease():
-    from kfold.config import ConfigError, parse_config
+    from kfold.daemon.config import ConfigError, parse_config
     base = {"namespaces": ["a"], "base_domain": "s.example.com"}
     assert parse_config(base).leader.shards == 1
     assert parse_config({**base, "leader": {"enabled": True, "shards": 12}}).leader.shards == 12
@@ -409,7 +409,7 @@ async def test_a_term_acquired_issues_nothing_until_its_takeover_is_re_observed(
 
 
 async def test_a_replica_tells_the_daemon_when_a_lapsed_term_is_renewed(server, mono):
-    from kfold.leader import Term
+    from kfold.daemon.leader import Term
     a = replica(server, mono, "a", shards=2)
     await rounds(mono, 2, a)
     told = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from kfold.cli import main
-from kfold.timeline import effect_line, field_diff, iso
+from kfold.offline.render import effect_line, field_diff, iso
 from tests.golden_facts import GOLDEN, golden, iso_ms
 
 G = golden()
@@ -79,8 +79,8 @@ def test_words_for_times_and_effects():
 def test_a_record_the_fold_refuses_is_shown_and_the_walk_goes_on(tmp_path, capsys):
     """``kfold replay`` stops at a record the fold refuses (here a repeated seq); trace and the UI
     show it and carry on."""
-    from kfold.sources import iter_records
-    from kfold.timeline import walk
+    from kfold.offline.sources import iter_records
+    from kfold.offline.timeline import walk
     i = G.index(G.session_observed["seq"] + 1)   # right after the Session is first seen
     path = tmp_path / "refused.jsonl"
     path.write_text("\n".join(G.lines[:i + 1] + [G.lines[i]] + G.lines[i + 1:]) + "\n")
@@ -96,8 +96,8 @@ def test_a_record_a_machine_cannot_fold_is_shown_quarantined_and_the_walk_goes_o
     """An unknown command is quarantined (issue 12): the walk shows the quarantine on that record
     and goes on; ``kfold replay`` completes and reports it."""
     from journal.records import Command
-    from kfold.sources import iter_records
-    from kfold.timeline import walk
+    from kfold.offline.sources import iter_records
+    from kfold.offline.timeline import walk
     seq = G.session_observed["seq"] + 1
     bad = Command(seq=seq, at=G.record(seq)["at"], name="session.nonsense", cluster="local").model_dump_json()
     path = tmp_path / "poison.jsonl"
@@ -116,7 +116,7 @@ def test_the_walk_decides_exactly_what_the_fold_decides():
     """Watching the machines' writes changes nothing: the same effects, record by record."""
     from engine.core import fold, initial_state
     from journal.jsonl import read_jsonl
-    from kfold.timeline import walk
+    from kfold.offline.timeline import walk
     records = list(read_jsonl(GOLDEN))
     state, folded = initial_state(), []
     for rec in records:

@@ -2,7 +2,7 @@
 while a failure after sending is a ``TransportError`` (in doubt)."""
 import pytest
 
-from engine.effects.executor_transport import KubeTransport, Refused, Request, TransportError
+from engine.effects.io.transport import KubeTransport, Refused, Request, TransportError
 from kfold.registry.errors import OutOfBounds
 
 

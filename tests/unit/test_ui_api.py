@@ -17,9 +17,9 @@ from journal.jsonl import read_jsonl
 from journal.records import Observed
 from journal.sqlite import SqliteJournal
 from kfold.cli import main
-from kfold.timeline import Change, Step
-from kfold.ui.index import SCHEMA, Builder, build
-from kfold.ui.server import MAX_PAGE, ApiError, Store, serve
+from kfold.offline.timeline import Change, Step
+from kfold.offline.ui.index import SCHEMA, Builder, build
+from kfold.offline.ui.server import MAX_PAGE, ApiError, Store, serve
 from tests.golden_facts import GOLDEN, golden
 
 G = golden()
@@ -219,7 +219,7 @@ def test_an_object_observed_before_its_machine_decides_still_gets_its_machine(tm
 
 
 def test_while_the_index_is_built_the_page_is_served_and_the_api_says_how_far_it_got(store):
-    from kfold.ui.server import Indexing
+    from kfold.offline.ui.server import Indexing
     serving = Indexing(str(GOLDEN), total=len(G))
     server = serve(serving, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -1,4 +1,4 @@
-"""What ``kfold ui`` explains about a Session (``kfold.explain``, through the index and its API), on
+"""What ``kfold ui`` explains about a Session (``kfold.offline.explain``, through the index and its API), on
 the golden journal and on journals cut or made from it. Every expectation is worked out from the
 journal's own records (the status phases kfold wrote, the outcomes' results and times, which
 effect ids have an outcome), not from the code under test."""
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from kfold.explain import delta_text, duration_text, natural_key
-from kfold.ui.index import build
-from kfold.ui.server import Store
+from kfold.offline.explain import delta_text, duration_text, natural_key
+from kfold.offline.ui.index import build
+from kfold.offline.ui.server import Store
 from tests.golden_facts import GOLDEN, golden
 
 G = golden()
@@ -41,7 +41,7 @@ def status_writes(records) -> list[tuple[int, str, int, str | None]]:
     out = []
     for r in records:
         e = r.get("effect") if r["rec"] == "effect" else None
-        if e and e["kind"] == "Session" and e.get("subresource") == "status":
+        if e and e.get("kind") == "Session" and e.get("subresource") == "status":
             status = e["patch"]["status"]
             out.append((int(e["id"].split(".")[0]), status["phase"], status["generation"], status["podName"]))
     return out

@@ -14,7 +14,7 @@ belongs to a tracked Session, so the sweep costs one list and nothing per Sessio
 GET per candidate Session on ``home`` -> its 404 is the proof: each of its pods is deleted with the
 uid + resourceVersion preconditions the list showed (a 409, the pod changed or replaced since, is
 left to the next sweep: its fresh list decides again). The effects are the sweep key's, so with
-``leader.shards`` the replica that sweeps a namespace also deletes there (``kfold.shards``).
+``leader.shards`` the replica that sweeps a namespace also deletes there (``kfold.daemon.shards``).
 
 Guarantees:
 - Only a 404 of a quorum GET of the Session, issued after the list, deletes; a list alone never

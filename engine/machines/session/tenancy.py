@@ -1,6 +1,6 @@
 """Where a Session runs: its tenant, the cluster handle its ``spec.cluster`` names, the namespace.
 
-Contract (shared with the daemon, see kfold/daemon_clusters.py):
+Contract (shared with the daemon, see kfold/daemon/clusters.py):
 - The home cluster is the Session's own cluster (config ``home``, e.g. "local"), tenant "". A
   registered cluster is its handle ``"<name>@<tenant>"`` in keys and effects.
 - A Session's tenant is ``tenants[<its namespace>]``; an unmapped namespace has no tenant and may
