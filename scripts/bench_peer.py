@@ -2,6 +2,11 @@
 
     bash scripts/controlplane.sh start
     .venv/bin/python scripts/bench_peer.py                       # N=100 and N=300, 3 rounds each
+    .venv/bin/python scripts/bench_peer.py --n 100 300 1000 3000 --json curve.json --md curve.md
+    .venv/bin/python scripts/bench_plot.py curve.json -o docs/images/bench-curve.svg
+                    # the cost curve (issue 38), on a quiet machine, the control plane sized for it:
+                    # KFOLD_APISERVER_ARGS='--max-requests-inflight=800 --max-mutating-requests-inflight=400'
+                    # KFOLD_ETCD_ARGS='--quota-backend-bytes=8589934592' bash scripts/controlplane.sh start
     .venv/bin/python scripts/bench_peer.py --n 20 --rounds 1     # a quick check
     .venv/bin/python scripts/bench_peer.py --n 100 --profile profile   # + py-spy of kfold
     .venv/bin/python scripts/bench_peer.py --n 300 --rounds 1 --contestants kfold --loop-profile /tmp/loop
@@ -11,10 +16,11 @@
                     # an operator on a node of its own, as in production, instead of sharing the
                     # control plane's cores (the default, and the setting the issue measured in)
 
-The bench extra (kopf, py-spy) is installed into this venv when missing:
+The bench extra (kopf, kubernetes_asyncio, py-spy, matplotlib) is installed into this venv when missing:
 ``pip install -c constraints.txt -e '.[bench]'``.
 
-Contestants, each a real process under its own ServiceAccount, in a fresh namespace per run:
+Contestants, each a real process under its own ServiceAccount, in a fresh namespace per run (by
+default kfold, kopf-async, kopf-sync and floor; the others on request with ``--contestants``):
 - ``kfold``       ``kfold run`` with a config file, at its defaults (the home client unpaced) and
                   without ``base_domain``: cluster-internal sessions, a Service and no Ingress each,
                   the job the kopf operator and the floor do;
@@ -22,7 +28,11 @@ Contestants, each a real process under its own ServiceAccount, in a fresh namesp
                   every run before this option measured as ``kfold``);
 - ``kfold-50qps`` ``kfold`` with ``cluster.qps: 50, burst: 100`` (client-go's pacing, kfold's
                   home default before issue 13);
-- ``kopf``        scripts/peer_kopf_operator.py under ``kopf run --standalone``;
+- ``kopf-async``  scripts/peer_kopf_async.py under ``kopf run --standalone``: async handlers with
+                  kubernetes_asyncio, kopf's settings tuned (its docstring says which and why): the
+                  peer the ratios (``kfold/kopf-async``) compare kfold with; ``kopf`` means this one;
+- ``kopf-sync``   scripts/peer_kopf_operator.py the same way: sync handlers with the sync client
+                  through kopf's thread pool (the peer before issue 38), a second row;
 - ``kfold-threadsN`` (on request, ``--contestants``) kfold at its defaults but ``executor.threads: N``;
 - ``kfold-base``  (on request, with ``--baseline CHECKOUT``) kfold at its defaults, its code taken from
                   another checkout (e.g. the main branch): a before/after comparison in one run;
@@ -36,7 +46,11 @@ The pod is the same for every contestant: the one kfold makes of the bench's Ses
 both). Until 2026-12-01 the kopf operator and the floor made a one-container pod without the
 volume: ~0.7 s less to all Ready at N=300 for each of them on this machine (same-hour runs).
 Rounds interleave the contestants (the order rotates each round); each figure is the median of
-the rounds. Per run: N Sessions created at once by 16 threads (admin identity, not counted),
+the rounds. Enough kwok nodes for the largest N: the bench adds Nodes ``kfold-bench-node-*``
+(label ``kfold.dev/bench-node=true``, 110 pods each) until every pod fits with 20 to spare, and
+deletes the ones it added at the end (``--keep-nodes`` keeps them). The control plane's sizing
+flags (kube-apiserver's inflight limits, etcd's quota) are read from its processes and reported;
+from N=1,000 on the bench warns when they are at their defaults. Per run: N Sessions created at once by 16 threads (admin identity, not counted),
 then all deleted at once. After each run the bench deletes its namespace and waits until it is
 gone and the control plane is quiet again (apiserver + etcd + controller manager + kwok under 0.15
 core over a second; ``settle``) before the next contestant starts: a namespace's deletion keeps the
@@ -49,6 +63,8 @@ Measured:
 - teardown: delete calls sent -> every Session gone / no pod left in the namespace;
 - operator CPU per Session: utime+stime of the operator's process tree (/proc), start of creates to
   end of teardown;
+- operator memory: its peak resident set (VmHWM), and per Session the peak above what the started,
+  idle operator held (VmRSS just before the creates) divided by N;
 - requests per Session counted BY THE APISERVER: a FlowSchema per contestant identity, all mapped
   to a priority level of the bench's own, and the delta of
   ``apiserver_flowcontrol_dispatched_requests_total{flow_schema=...}`` (watches included; the
@@ -57,7 +73,8 @@ Measured:
   is shared: other processes' requests land in these too, and the machine's load is reported;
 - kfold only, from its /metrics: event -> effect issued p50/p99 (histogram quantiles), and what its
   client sent by verb/resource/status (``kfold_client_requests_total``), per Session.
-Output: a Markdown table (stdout and --md) and JSON (--json).
+Output: a Markdown table per N and one over every N (the curve; stdout and --md) and JSON (--json:
+every run, the medians, and the curve's rows that scripts/bench_plot.py draws).
 """
 from __future__ import annotations
 
@@ -90,7 +107,12 @@ BENCH_NS = "kfold-bench"
 LEVEL = "kfold-bench"
 FINALIZER = "kfold.dev/teardown"
 MANAGED = "app.kubernetes.io/managed-by=kfold"
-CONTESTANTS = ("kfold", "kfold-ingress", "kfold-50qps", "kopf", "floor")
+CONTESTANTS = ("kfold", "kfold-ingress", "kfold-50qps", "kopf-async", "kopf-sync", "floor")
+DEFAULT_CONTESTANTS = ("kfold", "kopf-async", "kopf-sync", "floor")
+PEER = "kopf-async"        # the kopf operator the ratios compare kfold with
+ALIASES = {"kopf": PEER}   # command lines from before issue 38
+PEER_SCRIPTS = {"kopf-async": "peer_kopf_async.py", "kopf-sync": "peer_kopf_operator.py"}
+PODS_PER_NODE = 110        # a kwok node's pod capacity (scripts/controlplane.sh's nodes and the bench's)
 PROFILE_RATE = 100   # py-spy samples per second (``--profile-rate``)
 LOOP_PROFILE = ""    # ``--loop-profile``: path prefix for the loop's CPU by callback
 TICK = os.sysconf("SC_CLK_TCK")
@@ -102,10 +124,12 @@ TICK = os.sysconf("SC_CLK_TCK")
 def ensure_bench_extra() -> None:
     try:
         import kopf  # noqa: F401
+        import kubernetes_asyncio  # noqa: F401
         return
     except ImportError:
         pass
-    print("bench_peer: installing the bench extra (kopf, py-spy) into this venv", file=sys.stderr)
+    print("bench_peer: installing the bench extra (kopf, kubernetes_asyncio, py-spy, matplotlib) into this venv",
+          file=sys.stderr)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-c", str(REPO / "constraints.txt"),
                     "-e", f"{REPO}[bench]"], check=True)
 
@@ -177,8 +201,13 @@ def flow_schema(who: str) -> str:
     return f"kfold-bench-{who}"
 
 
+BENCH_NODE_LABEL = "kfold.dev/bench-node"
+
+
 def ensure_capacity(api, pods: int) -> list[str]:
-    """Enough pod slots on the kwok nodes for ``pods`` more; adds ``kfold-bench-node-*`` (kept)."""
+    """Enough pod slots on the kwok nodes for ``pods`` more (and 20 spare), at ``PODS_PER_NODE`` per
+    node: adds kwok Nodes ``kfold-bench-node-*`` labelled ``kfold.dev/bench-node=true`` and returns
+    the names added (``remove_nodes`` deletes them after the run unless ``--keep-nodes``)."""
     from kubernetes import client
     core = client.CoreV1Api(api)
     nodes = [n for n in core.list_node().items if (n.metadata.annotations or {}).get("kwok.x-k8s.io/node") == "fake"]
@@ -195,13 +224,13 @@ def ensure_capacity(api, pods: int) -> list[str]:
         core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {
             "name": name, "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
             "labels": {"type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                       "kubernetes.io/arch": "amd64"}},
-            "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
-                       "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+                       "kubernetes.io/arch": "amd64", BENCH_NODE_LABEL: "true"}},
+            "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": str(PODS_PER_NODE)},
+                       "capacity": {"cpu": "32", "memory": "256Gi", "pods": str(PODS_PER_NODE)},
                        "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake",
                                     **dict.fromkeys(("bootID", "containerRuntimeVersion", "kernelVersion",
                                                      "kubeProxyVersion", "machineID", "osImage", "systemUUID"), "")}}})
-        capacity += 110
+        capacity += PODS_PER_NODE
         added.append(name)
     if added:
         deadline = time.monotonic() + 60
@@ -212,6 +241,48 @@ def ensure_capacity(api, pods: int) -> list[str]:
                 break
             time.sleep(0.5)
     return added
+
+
+def remove_nodes(api, names: list[str]) -> None:
+    """Delete the kwok Nodes ``ensure_capacity`` added (their Leases go with them: owned by the Node)."""
+    from kubernetes import client
+    core = client.CoreV1Api(api)
+    for name in names:
+        try:
+            core.delete_node(name)
+        except client.ApiException as exc:
+            if exc.status != 404:
+                print(f"bench_peer: WARNING could not delete node {name}: {exc.status} {exc.reason}", file=sys.stderr)
+
+
+SIZED_FROM = 1000   # from this N on, the bench warns when the control plane runs at its default sizing
+
+
+def control_plane_flags() -> dict[str, list[str]]:
+    """The flags kube-apiserver and etcd run with (their /proc cmdline), for the report: what the
+    control plane was sized with (``KFOLD_APISERVER_ARGS`` / ``KFOLD_ETCD_ARGS`` of
+    scripts/controlplane.sh). Only the sizing flags are kept."""
+    keep = ("--max-requests-inflight", "--max-mutating-requests-inflight", "--watch-cache", "--quota-backend-bytes",
+            "--default-watch-cache-size", "--etcd-compaction-interval", "--auto-compaction", "--snapshot-count")
+    out: dict[str, list[str]] = {}
+    for name in ("kube-apiserver", "etcd"):
+        pid = component_pid(name)
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0") if pid else []
+        except OSError:
+            argv = []
+        out[name] = [a for a in argv if a.startswith(keep)]
+    return out
+
+
+def warn_unsized(flags: dict[str, list[str]], n: int) -> None:
+    sized = any(a.startswith("--max-requests-inflight") for a in flags.get("kube-apiserver", []))
+    if n >= SIZED_FROM and not sized:
+        print(f"bench_peer: WARNING N={n} on a control plane at its default sizing (kube-apiserver "
+              "--max-requests-inflight=400, etcd's 2 GiB quota); for the curve start it with e.g. "
+              "KFOLD_APISERVER_ARGS='--max-requests-inflight=800 --max-mutating-requests-inflight=400' "
+              "KFOLD_ETCD_ARGS='--quota-backend-bytes=8589934592' bash scripts/controlplane.sh start",
+              file=sys.stderr)
 
 
 def sa_kubeconfig(api, cp: dict, who: str, path: Path) -> Path:
@@ -295,13 +366,23 @@ def loop_schedstat(pid: int) -> tuple[int, int, int]:
         return 0, 0, 0
 
 
-def peak_rss_mb(pid: int) -> float | None:
+def peak_rss_mb(pid: int, field: str = "VmHWM") -> float | None:
     """``pid``'s resident set high-water mark (``VmHWM`` in /proc/PID/status), in MB."""
     try:
-        m = re.search(r"^VmHWM:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.M)
+        m = re.search(rf"^{field}:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.M)
     except OSError:
         return None
     return int(m.group(1)) / 1024 if m else None
+
+
+def rss_mb(pid: int) -> float | None:
+    """``pid``'s resident set now (``VmRSS``), in MB."""
+    return peak_rss_mb(pid, "VmRSS")
+
+
+def identity(who: str) -> str:
+    """The ServiceAccount (and FlowSchema) a contestant runs as: one per kind of operator."""
+    return "kfold" if who.startswith("kfold") else "kopf" if who in PEER_SCRIPTS else who
 
 
 APISERVER_LOG = CP / "logs" / "kube-apiserver.log"
@@ -529,7 +610,7 @@ class Contestant:
 
     @property
     def identity(self) -> str:
-        return "kfold" if self.name.startswith("kfold") else self.name
+        return identity(self.name)
 
     def start(self) -> None:
         import yaml
@@ -547,8 +628,8 @@ class Contestant:
                 cfg["base_domain"] = "sessions.bench"   # endpoints with an Ingress each (kopf makes none)
             (self.work / "config.yaml").write_text(yaml.safe_dump(cfg))
             cmd = [sys.executable, "-m", "kfold", "run", "--config", str(self.work / "config.yaml")]
-        elif self.name == "kopf":
-            cmd = [sys.executable, "-m", "kopf", "run", str(REPO / "scripts" / "peer_kopf_operator.py"),
+        elif self.name in PEER_SCRIPTS:
+            cmd = [sys.executable, "-m", "kopf", "run", str(REPO / "scripts" / PEER_SCRIPTS[self.name]),
                    "--standalone", "--namespace", self.ns, "--quiet",
                    f"--liveness=http://127.0.0.1:{self.port}/healthz"]
         else:
@@ -569,7 +650,7 @@ class Contestant:
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
-        url = {"kopf": f"http://127.0.0.1:{self.port}/healthz"}.get(self.name, f"http://127.0.0.1:{self.port}/readyz")
+        url = f"http://127.0.0.1:{self.port}/" + ("healthz" if self.name in PEER_SCRIPTS else "readyz")
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
@@ -686,7 +767,7 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
     core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
     core.create_namespace({"metadata": {"name": ns}})
     work = Path(tempfile.mkdtemp(prefix=f"{who}-", dir=work_root))
-    ident = "kfold" if who.startswith("kfold") else who
+    ident = identity(who)
     if ident == "kfold":
         apply(api, kfold_rbac(ns))
     kubeconfig = sa_kubeconfig(api, cp, ident, work / "kubeconfig")
@@ -697,6 +778,7 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
     try:
         c.start()
         apiserver, etcd = component_pid("kube-apiserver"), component_pid("etcd")
+        rss_start = rss_mb(c.proc.pid)
         before = dict(apf=apf_dispatched(api), op=cpu_seconds(c.proc.pid),
                       api=cpu_seconds(apiserver) if apiserver else 0.0, etcd=cpu_seconds(etcd) if etcd else 0.0,
                       metrics=c.metrics(), load=os.getloadavg()[0], threads=cpu_by_thread(c.proc.pid),
@@ -747,6 +829,11 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
         result["etcd_cpu_s"] = after["etcd"] - before["etcd"]
         result["load1"] = (before["load"] + after["load"]) / 2
         result["operator_peak_rss_mb"] = peak_rss_mb(c.proc.pid)
+        result["operator_rss_at_start_mb"] = rss_start
+        # memory per Session: the high-water mark above what the idle, started operator held
+        result["operator_rss_kb_per_session"] = (round(1024 * (result["operator_peak_rss_mb"] - rss_start) / n, 1)
+                                                 if result["operator_peak_rss_mb"] is not None and rss_start is not None
+                                                 else None)
         # How long the event loop's thread waited for a core each time it became runnable (mean):
         # on a saturated machine, the floor under any latency measured inside the operator.
         run, wait, slices = (a - b for a, b in zip(after["sched"], before["sched"]))
@@ -947,6 +1034,7 @@ ROWS = [
     ("teardown: no pod left (s)", "no_pod_left_s", 2),
     ("operator CPU per Session (ms)", "operator_cpu_ms_per_session", 1),
     ("operator peak resident memory (MB, VmHWM)", "operator_peak_rss_mb", 0),
+    ("operator memory per Session (kB, VmHWM above the started operator's VmRSS)", "operator_rss_kb_per_session", 1),
     ("requests per Session (apiserver APF count, watches incl.)", "requests_per_session", 1),
     ("apiserver: first ClusterIP allocated (s, its log)", "clusterip_first_s", 2),
     ("apiserver: last ClusterIP allocated (s, its log)", "clusterip_last_s", 2),
@@ -990,12 +1078,12 @@ def markdown(summary: dict, machine: str) -> str:
     for n in ns:
         cols = [k.split("@")[0] for k in summary if k.endswith(f"@{n}")]
         s = {w: summary[f"{w}@{n}"] for w in cols}
-        head = [f"{w} N={n}" for w in cols] + ["kfold/kopf", "kfold/floor"]
+        head = [f"{w} N={n}" for w in cols] + [f"kfold/{PEER}", "kfold/floor"]
         lines += [f"| N={n} | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
         for label, key, digits in ROWS:
             vals = [fmt(s[w].get(key), digits) for w in cols]
             k = s.get("kfold", {}).get(key)
-            vals += [ratio(k, s.get("kopf", {}).get(key)), ratio(k, s.get("floor", {}).get(key))]
+            vals += [ratio(k, s.get(PEER, {}).get(key)), ratio(k, s.get("floor", {}).get(key))]
             lines.append(f"| {label} | " + " | ".join(vals) + " |")
         for label, key in (("kfold event -> effect issued p99, all effects (ms, /metrics)", "event_to_issued_p99_ms"),
                            ("kfold event -> effect issued p99, not held behind its key (ms)", "event_to_issued_unheld_p99_ms"),
@@ -1011,8 +1099,53 @@ def markdown(summary: dict, machine: str) -> str:
         lines.append("| rounds (all correct?) | " + " | ".join(f"{s[w]['rounds']} ({'yes' if s[w]['ok'] else 'NO'})" for w in cols) + " | | |")
         lines.append("| load average (1 min, median) | " + " | ".join(fmt(s[w].get("load1"), 1) for w in cols) + " | | |")
         lines.append("")
+    lines += curve_markdown(summary)
     lines.append(f"Machine: {machine}")
     return "\n".join(lines)
+
+
+CURVE = [   # (column, summary key, digits): the cost curve, one row per N and contestant
+    ("all Ready (s)", "all_ready_s", 1),
+    ("Ready p99 (s)", "ready_p99_s", 2),
+    ("Sessions gone (s)", "sessions_gone_s", 1),
+    ("no pod left (s)", "no_pod_left_s", 1),
+    ("CPU per Session (ms)", "operator_cpu_ms_per_session", 1),
+    ("peak RSS (MB)", "operator_peak_rss_mb", 0),
+    ("RSS per Session (kB)", "operator_rss_kb_per_session", 1),
+    ("requests per Session", "requests_per_session", 1),
+]
+
+
+def curve(summary: dict) -> list[dict]:
+    """The curve as rows ``{"n", "contestant", <CURVE keys>..., "vs_<PEER>", "vs_floor"}`` (kfold's
+    rows carry its ratios to the peer and the floor at the same N), for the JSON and bench_plot.py."""
+    rows = []
+    for key in summary:
+        who, n = key.split("@")
+        row = {"n": int(n), "contestant": who, "rounds": summary[key]["rounds"], "ok": summary[key]["ok"],
+               **{k: summary[key].get(k) for _, k, _ in CURVE}}
+        if who == "kfold":
+            for other in (PEER, "floor"):
+                o = summary.get(f"{other}@{n}", {})
+                row[f"vs_{other}"] = {k: (round(row[k] / o[k], 3) if row[k] is not None and o.get(k) else None)
+                                      for _, k, _ in CURVE}
+        rows.append(row)
+    return sorted(rows, key=lambda r: r["n"])
+
+
+def curve_markdown(summary: dict) -> list[str]:
+    """One table over every N (the curve), kfold's ratios to the peer and the floor under its rows."""
+    rows = curve(summary)
+    lines = ["The curve (medians of the rounds):", "",
+             "| N | contestant | " + " | ".join(label for label, _, _ in CURVE) + " |",
+             "|---|---|" + "---|" * len(CURVE)]
+    for r in rows:
+        lines.append(f"| {r['n']} | {r['contestant']} | " + " | ".join(fmt(r[k], d) for _, k, d in CURVE) + " |")
+        for other in (PEER, "floor"):
+            if f"vs_{other}" in r:
+                lines.append(f"| {r['n']} | kfold/{other} | " + " | ".join(
+                    "—" if r[f"vs_{other}"][k] is None else f"{r[f'vs_{other}'][k]:.2f}x" for _, k, _ in CURVE) + " |")
+    return [*lines, ""]
 
 
 def machine() -> str:
@@ -1035,7 +1168,11 @@ def main() -> int:
     fl.add_argument("--ready-file", required=True)
     ap.add_argument("--n", type=int, nargs="+", default=[100, 300])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--contestants", default=",".join(CONTESTANTS))
+    ap.add_argument("--contestants", default=",".join(DEFAULT_CONTESTANTS),
+                    help=f"comma-separated, of {', '.join(CONTESTANTS)}, kfold-threadsN, kfold-base "
+                         f"(default: {','.join(DEFAULT_CONTESTANTS)}; kopf = {PEER})")
+    ap.add_argument("--keep-nodes", action="store_true",
+                    help="keep the kwok Nodes added for N's pods (default: deleted at the end)")
     ap.add_argument("--baseline", default=None, help="a checkout whose kfold runs as contestant kfold-base")
     ap.add_argument("--json", default=None, help="write every run and the medians here")
     ap.add_argument("--md", default=None, help="write the Markdown table here")
@@ -1051,6 +1188,13 @@ def main() -> int:
     ap.add_argument("--workdir", default=None,
                     help="keep each operator's files here (kfold's journals: scripts/bench_phases.py reads them)")
     args = ap.parse_args()
+    if args.cmd != "floor":
+        if any(n < 1 for n in args.n) or args.rounds < 1:
+            ap.error("--n and --rounds take positive integers")
+        known = re.compile(r"kfold-threads\d+|kfold-base|" + "|".join(map(re.escape, (*CONTESTANTS, *ALIASES))))
+        bad = [w for w in args.contestants.split(",") if w and not known.fullmatch(w)]
+        if bad:
+            ap.error(f"--contestants: unknown {', '.join(bad)} (known: {', '.join(CONTESTANTS)}, kfold-threadsN, kfold-base)")
     global PROFILE_RATE, LOOP_PROFILE
     PROFILE_RATE, LOOP_PROFILE = args.profile_rate, str(Path(args.loop_profile).resolve()) if args.loop_profile else ""
     if args.cmd == "floor":
@@ -1081,36 +1225,45 @@ def _run(args, api, cp) -> int:
     quiet = idle_control_plane(api)
     work_root = Path(args.workdir or tempfile.mkdtemp(prefix="bench_peer-"))
     work_root.mkdir(parents=True, exist_ok=True)
-    who_all = [w for w in args.contestants.split(",") if w]
+    who_all = list(dict.fromkeys(ALIASES.get(w, w) for w in args.contestants.split(",") if w))
+    flags = control_plane_flags()
     runs: list[dict] = []
-    for n in args.n:
-        added = ensure_capacity(api, n)
-        if added:
-            print(f"bench_peer: added kwok nodes {added} for N={n}", file=sys.stderr)
-        profiled: set[str] = set()
-        for r in range(args.rounds):
-            order = who_all[r % len(who_all):] + who_all[:r % len(who_all)]
-            for who in order:
-                prof = None
-                if args.profile and who.startswith("kfold") and who not in profiled:
-                    prof = Path(f"{args.profile}.{who}.{n}.txt")
-                    profiled.add(who)
-                res = run_once(api, cp, who, n, work_root, prof)
-                res["round"] = r + 1
-                res.update(settle(api, res["namespace"]))
-                runs.append(res)
-                print(json.dumps({k: v for k, v in res.items() if k != "client_requests_per_session"}), file=sys.stderr, flush=True)
+    added = ensure_capacity(api, max(args.n))
+    if added:
+        print(f"bench_peer: added {len(added)} kwok nodes for N={max(args.n)} ({PODS_PER_NODE} pods each)", file=sys.stderr)
+    try:
+        for n in args.n:
+            warn_unsized(flags, n)
+            profiled: set[str] = set()
+            for r in range(args.rounds):
+                order = who_all[r % len(who_all):] + who_all[:r % len(who_all)]
+                for who in order:
+                    prof = None
+                    if args.profile and who.startswith("kfold") and who not in profiled:
+                        prof = Path(f"{args.profile}.{who}.{n}.txt")
+                        profiled.add(who)
+                    res = run_once(api, cp, who, n, work_root, prof)
+                    res["round"] = r + 1
+                    res.update(settle(api, res["namespace"], gone_timeout=240.0 + 0.2 * n))
+                    runs.append(res)
+                    print(json.dumps({k: v for k, v in res.items() if k != "client_requests_per_session"}),
+                          file=sys.stderr, flush=True)
+    finally:
+        if not args.keep_nodes:
+            remove_nodes(api, added)
     summary = summarize(runs)
     pinned = (f"; pinned (--pin): control plane and the bench's clients on CPUs {sorted(PIN['control_plane'])}, each "
               f"contestant on CPUs {sorted(PIN['contestants'])}") if PIN else ""
+    sizing = "; ".join(f"{name} {' '.join(f) or 'at its default sizing'}" for name, f in flags.items())
     md = markdown(summary, machine() + f"; control plane while idle before the run: {quiet['idle_cores']:.2f} core, "
-                  f"{quiet['terminating_namespaces']} namespaces Terminating" + pinned)
+                  f"{quiet['terminating_namespaces']} namespaces Terminating; {sizing}" + pinned)
     print(md)
     if args.md:
         Path(args.md).write_text(md + "\n")
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": machine(), "idle_control_plane": quiet, "summary": summary,
-                                               "runs": runs}, indent=1) + "\n")
+        Path(args.json).write_text(json.dumps({"machine": machine(), "idle_control_plane": quiet,
+                                               "control_plane_flags": flags, "peer": PEER, "summary": summary,
+                                               "curve": curve(summary), "runs": runs}, indent=1) + "\n")
     return 0 if all(r.get("ok") for r in runs) else 1
 
 

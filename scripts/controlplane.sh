@@ -36,6 +36,11 @@
 # KFOLD_SCHEDULER_PORT, KFOLD_KCM_PORT, KFOLD_KWOK_PORT. KFOLD_WATCH_CACHE=true turns the
 # apiserver watch cache back on: old-RV watches are then served from memory and compaction
 # does NOT cause a 410 (only RVs older than the cache's start do).
+# Sizing (e.g. scripts/bench_peer.py at N >= 1,000): KFOLD_APISERVER_ARGS and KFOLD_ETCD_ARGS are
+# extra flags (split on spaces) appended to kube-apiserver's and etcd's, read by `start` only;
+# unset (the default), both run as above. E.g.
+#   KFOLD_APISERVER_ARGS='--max-requests-inflight=800 --max-mutating-requests-inflight=400' \
+#   KFOLD_ETCD_ARGS='--quota-backend-bytes=8589934592' bash scripts/controlplane.sh start
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/syspath.sh"
 
@@ -50,6 +55,8 @@ SCHED_PORT=${KFOLD_SCHEDULER_PORT:-26259}
 KCM_PORT=${KFOLD_KCM_PORT:-26257}
 KWOK_PORT=${KFOLD_KWOK_PORT:-26247}
 WATCH_CACHE=${KFOLD_WATCH_CACHE:-false}
+read -r -a APISERVER_ARGS <<< "${KFOLD_APISERVER_ARGS:-}"
+read -r -a ETCD_ARGS <<< "${KFOLD_ETCD_ARGS:-}"
 NODES=(kfold-node-1 kfold-node-2)
 ETCD=http://127.0.0.1:$ETCD_PORT
 API=https://127.0.0.1:$API_PORT
@@ -176,7 +183,7 @@ cmd_start() {
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "kfold=http://127.0.0.1:$ETCD_PEER_PORT" \
-    --listen-metrics-urls "" --log-level warn
+    --listen-metrics-urls "" --log-level warn ${ETCD_ARGS[@]+"${ETCD_ARGS[@]}"}
   wait_for etcd etcd 30 curl -sf "$ETCD/health"
   spawn kube-apiserver "$BIN/kube-apiserver" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
@@ -187,7 +194,7 @@ cmd_start() {
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 --authorization-mode=Node,RBAC \
     --disable-admission-plugins=ServiceAccount --allow-privileged=true --profiling=false \
-    --endpoint-reconciler-type=none
+    --endpoint-reconciler-type=none ${APISERVER_ARGS[@]+"${APISERVER_ARGS[@]}"}
   wait_for kube-apiserver "apiserver /readyz" 120 kcurl -f "$API/readyz"
   spawn kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$KUBECONFIG_FILE" \
     --authentication-kubeconfig="$KUBECONFIG_FILE" --authorization-kubeconfig="$KUBECONFIG_FILE" \

@@ -1,5 +1,6 @@
-"""The peer kfold is measured against (scripts/bench_peer.py): the same essential Session job, written
-the way a competent kopf user would write it. Not part of kfold; kopf is the bench-only extra.
+"""A kopf peer kfold is measured against (scripts/bench_peer.py, contestant ``kopf-sync``; the peer
+the ratios use is the async one, scripts/peer_kopf_async.py): the same essential Session job, with
+kopf's sync handlers and the sync client. Not part of kfold; kopf is the bench-only extra.
 
     pip install -c constraints.txt -e '.[bench]'
     KUBECONFIG=... python -m kopf run scripts/peer_kopf_operator.py --standalone --namespace NS
@@ -9,8 +10,9 @@ The job (kfold's, reduced to its essentials):
 - create: pod ``<session>-g1`` with kfold's labels, owned by the Session (``kopf.adopt``), the pod
   kfold makes of the Session's spec (a ``workspace`` container and one ``app-<name>`` container per
   app with its ports, all mounting one ``emptyDir`` at /workspace: the same object for the
-  apiserver, etcd and kwok to store and run as kfold's); status
-  ``phase: Starting`` with the pod name, written by kopf in the same patch as its own bookkeeping;
+  apiserver, etcd and kwok to store and run as kfold's). Until issue 38 it also wrote status
+  ``phase: Starting``, a value the Session CRD's enum rejects (422): kopf retried the create
+  handler after 1 s, every Session paid it;
 - the pod Running with a Ready condition (one pod watch, no polling): a ClusterIP Service
   ``<session>`` owned by the pod, then status ``phase: Ready``;
 - delete: Service and pod deleted, then kopf releases the finalizer.
@@ -21,15 +23,19 @@ handlers get a pool as wide as the benchmark's 16 creating threads.
 """
 from __future__ import annotations
 
+import sys
 import threading
+from pathlib import Path
 
 import kopf
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer_job import MANAGED, pod_for, ready, service_for  # noqa: E402  (the job's objects, shared by both peers)
+
 GROUP, VERSION, PLURAL = "kfold.dev", "v1alpha1", "sessions"
 FINALIZER = "kfold.dev/teardown"
-MANAGED = {"app.kubernetes.io/managed-by": "kfold"}
 
 _api: client.ApiClient | None = None
 _served: set[str] = set()          # pod uids whose Service and Ready status are done
@@ -48,13 +54,6 @@ def configure(settings: kopf.OperatorSettings, **_) -> None:
     _api = client.ApiClient(cfg)
 
 
-def labels(session: str, generation: int | None = None) -> dict[str, str]:
-    out = {**MANAGED, "kfold.dev/session": session}
-    if generation is not None:
-        out["kfold.dev/generation"] = str(generation)
-    return out
-
-
 def ignore(status: int, call, *args, **kwargs):
     try:
         return call(*args, **kwargs)
@@ -65,30 +64,15 @@ def ignore(status: int, call, *args, **kwargs):
 
 
 @kopf.on.create(GROUP, VERSION, PLURAL)
-def create(name: str, namespace: str, spec: dict, body: kopf.Body, patch: kopf.Patch, **_) -> None:
-    pod_name = f"{name}-g1"
-    mount = [{"name": "workspace", "mountPath": "/workspace"}]
-    apps = [{"name": f"app-{app['name']}", "image": spec["image"], "volumeMounts": mount,
-             "ports": [{"containerPort": p["port"], "protocol": p.get("protocol", "TCP")} for p in app.get("ports", [])]}
-            for app in spec.get("apps", [])]
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": pod_name, "labels": labels(name, 1)},
-           "spec": {"restartPolicy": "Never", "volumes": [{"name": "workspace", "emptyDir": {}}],
-                    "containers": [{"name": "workspace", "image": spec["image"], "volumeMounts": mount}, *apps]}}
+def create(name: str, namespace: str, spec: dict, body: kopf.Body, **_) -> None:
+    pod = pod_for(name, spec)
     kopf.adopt(pod, owner=body)
     ignore(409, client.CoreV1Api(_api).create_namespaced_pod, namespace, pod)   # a retried handler
-    patch.status["phase"] = "Starting"
-    patch.status["podName"] = pod_name
-
-
-def _ready(status: dict) -> bool:
-    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    return status.get("phase") == "Running" and conditions.get("Ready") == "True"
 
 
 @kopf.on.event("", "v1", "pods", labels=MANAGED)
 def pod_event(type: str, body: kopf.Body, namespace: str, **_) -> None:
-    if type == "DELETED" or body.metadata.get("deletionTimestamp") or not _ready(body.get("status", {})):
+    if type == "DELETED" or body.metadata.get("deletionTimestamp") or not ready(body.get("status", {})):
         return
     uid, pod_name = body.metadata["uid"], body.metadata["name"]
     session = body.metadata.get("labels", {}).get("kfold.dev/session")
@@ -96,13 +80,7 @@ def pod_event(type: str, body: kopf.Body, namespace: str, **_) -> None:
         if uid in _served or not session:
             return
         _served.add(uid)
-    ports = [{"name": f"{p.get('protocol', 'TCP').lower()}-{p['containerPort']}", "port": p["containerPort"],
-              "targetPort": p["containerPort"], "protocol": p.get("protocol", "TCP")}
-             for c in body.spec.get("containers", []) for p in c.get("ports", [])]
-    service = {"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": session, "labels": labels(session),
-                            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": uid}]},
-               "spec": {"type": "ClusterIP", "selector": labels(session, 1), "ports": ports}}
+    service = service_for(session, pod_name, uid, list(body.spec.get("containers", [])))
     ignore(409, client.CoreV1Api(_api).create_namespaced_service, namespace, service)
     ignore(404, client.CustomObjectsApi(_api).patch_namespaced_custom_object_status,
            GROUP, VERSION, namespace, PLURAL, session, {"status": {"phase": "Ready", "podName": pod_name}})
