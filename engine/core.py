@@ -294,8 +294,11 @@ class StepContext:
 
     def ask(self, machine: str, question: str, *args: Any) -> Any:
         """``machine``'s answer to ``question`` (``Machine.questions``), read from its table as it
-        stands in this step. Refused for a question the machine does not declare."""
-        m = (self._reg or default_machines()).by_name[machine]
+        stands in this step; None when no such machine folds here (a fold of some machines only).
+        Refused for a question the machine does not declare."""
+        m = (self._reg or default_machines()).by_name.get(machine)
+        if m is None:
+            return None
         if question not in m.questions:
             raise FoldError(f"machine {machine!r} answers no question {question!r}; "
                             f"it answers: {', '.join(sorted(m.questions)) or 'none'}")

@@ -204,7 +204,8 @@ class Ctx(Protocol):
 
     def ask(self, machine: str, question: str, *args: Any) -> Any:
         """The one read across machines: ``machine``'s answer to a question it declares
-        (``Machine.questions``), from this step's working copy, read only."""
+        (``Machine.questions``), from this step's working copy, read only; None when that machine
+        is not in the fold."""
         ...
 
 

@@ -118,7 +118,7 @@ def _candidate(obj: dict[str, Any], cluster: str, namespace: str, home: str) -> 
 def _tracked(ctx: Ctx) -> set[str]:
     """``"<cluster>/<namespace>/<session>"`` of every Session the fold places pods for (the
     session machine's answer)."""
-    return ctx.ask("session", "placed")
+    return ctx.ask("session", "placed") or set()
 
 
 def _session_read(ctx: Ctx, key: str, e: OrphanSweep, rec: Any, effect: Any) -> None:
