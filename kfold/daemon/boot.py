@@ -142,7 +142,8 @@ async def sweep_after_fresh_journal(daemon: Daemon, observers: list[Any], args: 
     list tells each Session its Secret). Sent when every observer has journaled its first list (the
     Sessions are tracked, so their pods and Secrets cost no read), or after ``wait_s`` at most."""
     for _ in range(int(wait_s / poll_s)):
-        if all(getattr(o, "synced", True) or getattr(o, "optional", False) for o in observers):
+        if all(getattr(o, "synced", True) or getattr(o, "optional", False) or getattr(o, "absent", False)
+               for o in observers):
             break
         await asyncio.sleep(poll_s)
     commands = [Command(at=daemon.clock.now_ms(), name=name, cluster=a["cluster"], namespace=a["namespace"], args=a)
@@ -197,12 +198,26 @@ def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClocks
     out = []
     common = _observer_options(cfg, daemon)
     for r in observed_kinds(daemon):
+        api_version = _absent_version(r) or r.api_version
         for ns in cfg.namespaces:
             selector = MANAGED_SELECTOR if r.kind in ("Pod", "Secret") else ""
-            out.append(Observer(lambda: client, cfg.cluster.name, r.api_version, r.kind, r.plural, ns,
+            out.append(Observer(lambda: client, cfg.cluster.name, api_version, r.kind, r.plural, ns,
                                 _late_lists(daemon.submit, r.kind), clock.for_cluster(cfg.cluster.name),
-                                label_selector=selector, where=where, **common))
+                                label_selector=selector, where=where, may_be_absent=r.kind == "Repo", **common))
     return out
+
+
+def _absent_version(r: Any) -> str | None:
+    """TEST-ONLY (tests/e2e/test_without_repos.py); inert unless ``KFOLD_TEST_ABSENT_KIND`` is set.
+
+    ``KFOLD_TEST_ABSENT_KIND=<kind>`` makes the home observer of ``kind`` watch a version of its
+    group no apiserver serves (same group and plural, so RBAC allows it), as on a cluster without
+    that kind's CRD: the list answers 404 (the CRDs are cluster-scoped: a shared test apiserver
+    cannot lack one for one test alone)."""
+    if os.environ.get("KFOLD_TEST_ABSENT_KIND") == r.kind:
+        log.warning("KFOLD_TEST_ABSENT_KIND=%s: watching a version the apiserver does not serve (test-only hook)", r.kind)
+        return f"{r.group}/v0absent"
+    return None
 
 
 def _late_lists(sink: Callable[[list[Any]], Any], kind: str) -> Callable[[list[Any]], Any]:
@@ -245,8 +260,8 @@ def _slow_status(check: Callable[[Any], None]) -> Callable[[Any], None]:
 def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClocks, registry: Any,
                      remote: list[tuple[str, str, str, str]]) -> list[Any]:
     """kfold's pods and the Repos on each registered target ``(handle, tenant, name, namespace)``.
-    A Repo watch there is ``optional`` for /readyz: a cluster without the Repo CRD runs Sessions
-    that name no repository."""
+    A Repo watch there is ``optional`` for /readyz and ``may_be_absent``: a cluster without the
+    Repo CRD runs Sessions that name no repository."""
     from engine.effects.io.observer import Observer
     common = _observer_options(cfg, daemon)
     repo = next(r for r in res.RESOURCES if r.kind == "Repo")
@@ -258,7 +273,7 @@ def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClocks, registry:
                             label_selector=MANAGED_SELECTOR, where=where, **common))
         if repo.kind in daemon.machines.by_kind:  # per-node status for the Sessions placed there
             out.append(Observer(reach, handle, repo.api_version, repo.kind, repo.plural, ns, daemon.submit,
-                                clock.for_cluster(handle), optional=True, where=where, **common))
+                                clock.for_cluster(handle), optional=True, may_be_absent=True, where=where, **common))
     return out
 
 

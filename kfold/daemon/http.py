@@ -7,7 +7,8 @@ install, and cannot block the committer. aiohttp is installed only as a transiti
 
 Guarantees:
 - ``/healthz`` is 200 while the committer task is alive (a dead committer = restart me).
-- ``/readyz`` is 200 only after every observer has journaled its initial list; with leader
+- ``/readyz`` is 200 only after every observer has journaled its initial list (or found its kind
+  not served, ``Observer.absent``: a cluster without the Repo CRD is ready); with leader
   election its second line says ``leader of lease NS/NAME, term N`` or ``standby for lease ...``
   (a standby is ready: its watches are warm). ``/metrics`` then adds ``kfold_leader``,
   ``kfold_leader_transitions_total`` and ``kfold_leader_fenced_requests_total`` (``leader_metrics``).
@@ -72,7 +73,7 @@ def routes_for(daemon: Any, observers: list[Any], metrics: Metrics, leader: Any 
 
     def waiting() -> list[str]:
         return [f"{o.cluster}/{o.namespace or '*'}/{o.kind}" + (f" ({o.problem})" if getattr(o, "problem", None) else "")
-                for o in observers if not o.synced and not o.optional]
+                for o in observers if not o.synced and not o.optional and not getattr(o, "absent", False)]
 
     def readyz() -> tuple[int, str, str]:
         if waiting():

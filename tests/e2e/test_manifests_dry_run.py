@@ -67,7 +67,7 @@ def test_every_document_of_kfold_manifests_passes_a_server_side_dry_run(admin, c
             except client.ApiException:
                 pass
     assert {k[0] for k in seen} == {"Namespace", "ServiceAccount", "CustomResourceDefinition", "ClusterRole",
-                                    "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
+                                    "Role", "RoleBinding", "ConfigMap", "Service",
                                     "PersistentVolumeClaim", "Deployment"}
     (dep,) = [v for k, v in seen.items() if k[0] == "Deployment"]
     pod = dep["spec"]["template"]["spec"]
@@ -103,6 +103,6 @@ def test_replicas_render_a_statefulset_the_apiserver_accepts(admin, crds, tmp_pa
             kinds.add(back["kind"])
             if back["kind"] == "StatefulSet":
                 assert back["spec"]["replicas"] == 3 and back["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "journal"
-        assert {"StatefulSet", "Service", "Role"} <= kinds and "Deployment" not in kinds
+        assert {"StatefulSet", "Service", "Role", "PodDisruptionBudget"} <= kinds and "Deployment" not in kinds
     finally:
         core.delete_namespace(home)

@@ -106,12 +106,15 @@ def test_a_session_lives_and_ends_on_a_real_apiserver(admin, namespace, sa_daemo
 
 
 def test_an_invalid_session_fails_with_the_field_named_and_no_pod(admin, namespace, sa_daemon):
+    """What admission cannot judge (a quantity; the CRD refuses a duplicate app name itself,
+    tests/e2e/test_session_admission.py) kfold fails, naming the field."""
     w = World(admin, namespace)
-    bad = session_manifest(namespace, [WEB, {"name": "web", "ports": [{"port": 9090}]}])
+    bad = session_manifest(namespace, [WEB])
+    bad["spec"]["resources"] = {"limits": {"cpu": "lots"}}
     w.co.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, bad)
     st = w.phase_is("Failed")
     text = " ".join(c.get("message", "") for c in st.get("conditions", []))
-    assert "spec.apps[1].name" in text and "duplicate" in text
+    assert "spec.resources.limits.cpu" in text and "not a Kubernetes quantity" in text
     assert w.all_pods() == []
 
 

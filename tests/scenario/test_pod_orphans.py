@@ -134,3 +134,15 @@ def test_a_pod_placed_away_from_its_session_names_the_sessions_namespace():
     assert "ownerReferences" not in away.manifest["metadata"]
     assert "kfold.dev/session-namespace" not in beside.manifest["metadata"]["labels"]
     assert beside.manifest["metadata"]["ownerReferences"][0]["kind"] == "Session"
+
+
+def test_an_orphan_pod_delete_that_fails_is_logged_and_not_resent():
+    """A refused delete is not retried by the sweep (the next sweep lists again); it is reported
+    once, as a warning naming the pod."""
+    s = two_clusters()
+    _, [read] = sweep(s, [east_pod()])
+    [delete] = [e for e in s.outcome(read, "not_found", at(3)) if e.type == "delete"]
+    after = s.outcome(delete, "forbidden", at(4), status_reason="Forbidden")
+    [log] = of_type(after, "log")
+    assert log.level == "warning" and f"{NS}/demo-g1" in log.message and "not deleted" in log.message
+    assert len(pod_deletes(s)) == 1

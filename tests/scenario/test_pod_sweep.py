@@ -115,3 +115,11 @@ def test_a_list_in_doubt_after_a_crash_abandons_the_sweep(frozen_world):
     log = one(s.command("effect.in_doubt", T0, effect_id=listed.id), "log")
     assert "abandoned" in log.message
     assert one(s.command("pod.sweep_secrets", T0, cluster="local", namespace="ns"), "list").kind == "Secret"
+
+
+def test_an_orphan_secret_delete_that_fails_is_logged_and_not_resent(frozen_world):
+    s = world()
+    [d] = sweep(s, [secret("s1-env")], T0 + GRACE + SECOND)
+    log = one(s.outcome(d, "forbidden", T0 + GRACE + SECOND, status_reason="Forbidden"), "log")
+    assert log.level == "warning" and "ns/s1-env" in log.message and "not deleted" in log.message
+    assert len(deletes(s)) == 1

@@ -173,3 +173,27 @@ def test_the_same_attach_story_gives_the_same_effects_in_every_world():
         attached(w, "https://github.com/org/new", "github-com-org-new")
         return w.s.transcript()
     assert [e["type"] for e in run_in_all_worlds(story)] == ["create", "patch", "apply_secret", "create"]
+
+
+def test_regression_a_flickering_repo_fails_after_the_attempt_bound_instead_of_looping(frozen_world):
+    """Found by mutation testing (repo_ops.on_read survived attempts=None): a Repo present at every
+    create and gone at every read was re-created forever. Rule: an operation is repeated a bounded
+    number of times (repo_ops.MAX_ATTEMPTS = 3 creates), then every waiter is told ``repo_failed``."""
+    w = RepoWorld()
+    w.at = ATTACH
+    w.ensure("https://github.com/org/app", APP)
+    creates = 0
+    for _ in range(20):
+        pending = w.s.pending()
+        if not pending:
+            break
+        (e,) = pending
+        if e.type == "create":
+            creates += 1
+            w.s.outcome(e, "already_exists", ATTACH, status_reason="AlreadyExists", code=409)
+        else:
+            assert e.type == "get"
+            w.s.outcome(e, "not_found", ATTACH, status_reason="NotFound", code=404)
+    assert not w.s.pending(), "kfold kept re-creating a Repo that flickers"
+    assert creates == 3
+    assert [r[1] for r in w.replies()] == ["repo_failed"]

@@ -261,3 +261,18 @@ def test_the_answer_to_an_event_decides_nothing(result):
     assert w.phase == "Ready"
     w.submit({**SPEC, "stopped": True}, 22)
     assert w.phase == "Stopping", "still decided on"
+
+
+def test_a_second_invalid_spec_reports_its_own_field_and_the_same_one_again_reports_nothing_new():
+    """The SpecValid condition always names what is wrong with the spec as it is now (a user who
+    fixed one field and broke another must be told the other), and a Session observed again with
+    the same invalid spec writes no second status."""
+    w = World()
+    w.submit({"apps": []})
+    assert w.condition("SpecValid")["message"].startswith("spec.image: ")
+    w.submit({**SPEC, "cluster": "mars"}, 5)
+    assert w.phase == "Failed"
+    assert w.condition("SpecValid")["message"].startswith("spec.cluster: ")
+    writes = len(w.effects("patch", "Session"))
+    w.submit({**SPEC, "cluster": "mars"}, 6)
+    assert len(w.effects("patch", "Session")) == writes

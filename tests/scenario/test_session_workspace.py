@@ -53,6 +53,8 @@ def test_the_claim_is_made_before_the_first_pod_with_the_configured_class_size_a
     assert not w.pending("create", "Pod"), "the pod waits for its workspace"
     m = create.manifest
     assert (create.name, create.namespace, m["metadata"]["name"]) == (CLAIM, NS, CLAIM)
+    assert (m["apiVersion"], m["kind"]) == ("v1", "PersistentVolumeClaim"), "what the apiserver is sent names its type"
+    assert (create.api_version, create.kind) == ("v1", "PersistentVolumeClaim")
     assert m["spec"] == {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast-ssd",
                          "resources": {"requests": {"storage": "5Gi"}}}
     assert {k: m["metadata"]["labels"][k] for k in OURS} == OURS

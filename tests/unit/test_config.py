@@ -25,7 +25,9 @@ def error_of(path: Path) -> str:
 
 def test_the_shipped_example_is_valid():
     cfg = read_config(EXAMPLE)
-    assert cfg.namespaces == ("kfold-sessions",) and cfg.repos.credentials[0].env == "KFOLD_GIT_TOKEN"
+    # neutral: nothing of anyone's bound or trusted, cluster-internal endpoints
+    assert cfg.namespaces == ("kfold-sessions",) and cfg.repos.bindings == () and cfg.repos.credentials == ()
+    assert cfg.base_domain is None
 
 
 def test_the_shipped_example_runs_the_executor_at_the_measured_default():

@@ -391,3 +391,14 @@ def test_a_pods_spec_is_walked_once_across_its_events(monkeypatch):
         assert (spec in walked[before:]) == (n == 0), f"event {n}: spec walked again"
     assert all(o["spec"]["containers"][0]["env"][0]["value"].startswith(PREFIX) for o in outs)
     assert {o["spec"]["containers"][0]["env"][0]["value"] for o in outs} == {outs[0]["spec"]["containers"][0]["env"][0]["value"]}
+
+
+def test_a_value_is_a_jwt_only_when_it_has_the_shape_of_one_not_when_it_merely_contains_eyj():
+    """Over-redaction hides what an operator needs: a value that contains "eyJ" (as "keyJar" does)
+    but is no header.payload.signature stays as it is; a real JWT argument is redacted."""
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig"
+    pod = {"kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "args": ["--keyJar=/var/lib/jar", jwt]}]}}
+    args = Redactor(b"j" * 16).redact("Pod", pod)["spec"]["containers"][0]["args"]   # its own verdict cache
+    assert args[0] == "--keyJar=/var/lib/jar"
+    assert args[1].startswith(PREFIX)

@@ -22,6 +22,11 @@ def test_a_named_namespace_outside_the_bound_is_refused_not_narrowed():
         resolve(BOUNDED, "other")
 
 
+def test_the_refusal_names_the_bound_the_caller_may_use():
+    with pytest.raises(OutOfBounds, match=r"\(bound: team-a, team-b\)$"):
+        resolve(BOUNDED, "other")
+
+
 def test_no_namespace_on_a_bounded_registration_means_the_whole_bound():
     assert resolve(BOUNDED, None) == ("team-a", "team-b")
     assert resolve(BOUNDED, "  ") == ("team-a", "team-b")
@@ -60,6 +65,10 @@ def test_a_single_object_operation_needs_a_named_namespace():
         ("GET", "/api/v1", "discovery", None),
         ("GET", "/apis/apps/v1", "discovery", None),
         ("GET", "/version", "discovery", None),
+        ("GET", "/openapi/v2", "discovery", None),
+        ("GET", "/OPENAPI/v2", "cluster", None),
+        ("GET", "/openapi/v3/apis/apps/v1", "discovery", None),
+        ("GET", "/versions", "cluster", None),
         ("POST", "/api/v1", "cluster", None),
     ],
 )
@@ -70,8 +79,9 @@ def test_request_paths_are_classified_by_what_they_address(method, path, scope, 
 
 @pytest.mark.parametrize("path", ["/api/v1/nodes", "/api/v1/namespaces", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"])
 def test_cluster_scoped_requests_are_refused_on_a_bounded_registration(path):
-    with pytest.raises(OutOfBounds, match="cluster-scoped operations are not available"):
-        admit(BOUNDED, "GET", path)
+    with pytest.raises(OutOfBounds, match="cluster-scoped operations are not available") as refused:
+        admit(BOUNDED, "get", path)
+    assert str(refused.value).endswith(f"(GET {path})"), "the refusal names the request it refused"
     admit(WHOLE, "GET", path)
 
 
@@ -114,8 +124,9 @@ def test_a_target_that_the_http_layer_or_the_apiserver_could_read_differently_is
     assert found is not None and problem in found, found
     assert explain_wire_problem(target) == found
     for record in (BOUNDED, WHOLE, None):
-        with pytest.raises(UnsafePath, match="refused before sending"):
+        with pytest.raises(UnsafePath, match="refused before sending") as refused:
             admit(record, "GET", target)
+        assert refused.value.problem == found and str(refused.value).endswith(f": {found}")
 
 
 @pytest.mark.parametrize(
@@ -141,3 +152,34 @@ def test_a_canonical_target_passes_the_wire_check(target):
 def test_the_fast_path_of_the_wire_check_accepts_nothing_the_full_rules_refuse(target):
     if wire_problem(target) is None:
         assert explain_wire_problem(target) is None, target
+
+
+@pytest.mark.parametrize(
+    "target, reason",
+    [
+        ("/api/v1/namespaces/team-a/secrets/%GGa", "it has a malformed percent-escape at '%GG'"),
+        ("/api/v1/namespaces/team-a/secrets/a%2", "it has a malformed percent-escape at '%2'"),
+        ("/api/v1/namespaces/team-a/pods?labelSelector=a%2fb", "it has a lower-case percent-escape '%2f'"),
+        ("/api/v1/namespaces/team-a/secrets/%2E", "segment '%2E' is an encoded dot segment"),
+        ("/api/v1/namespaces/team-a/secrets/x%2F%5C", "segment 'x%2F%5C' decodes to '/', '\\\\'"),
+        ("/api/v1/namespaces/team-a/pods/a b", "it contains ' '"),
+        ("/api/v1/namespaces/team-\x01\u00e9/pods", "it contains '\\x01', '\u00e9'"),
+        ("/api/v1/namespaces/team-\u00e9/pods", "it contains '\u00e9'"),
+        ("/api/v1/namespaces/team-a/pods#x", "it contains a fragment ('#')"),
+        ("/api/v1/namespaces/team-a\\pods", "it contains a backslash"),
+        ("api/v1/namespaces/team-a/pods", "it does not start with '/'"),
+        ("/api/v1/namespaces//pods", "it has an empty segment ('//')"),
+        ("/api/v1/namespaces/team-a/pods?labelSelector=a|b", "its query has '|'"),
+        ("/api/v1/namespaces/team-a/pods?labelSelector=<a>", "its query has '<', '>'"),
+    ],
+)
+def test_a_refused_target_is_told_exactly_which_part_is_wrong(target, reason):
+    """The reason quotes the offending escape itself (three characters), or every bad character."""
+    assert wire_problem(target) == reason
+
+
+def test_a_query_may_use_every_character_urllib3_sends_unchanged():
+    query = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/?%41"
+    target = "/api/v1/namespaces/team-a/pods?" + query
+    assert explain_wire_problem(target) is None
+    assert wire_problem(target) is None

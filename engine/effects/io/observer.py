@@ -12,6 +12,10 @@ Expected flow (``run()``, until cancelled):
    Nothing at all (not even a bookmark) for ``idle_timeout_s`` -> the watch is restarted.
 4. Any other failure backs off exponentially with jitter (``backoff=(floor, cap)``, reset after
    ``backoff_reset_s`` without failures); a 429 waits exactly its ``Retry-After`` when given.
+5. ``may_be_absent`` (a kind whose CRD a cluster may lack, e.g. Repo): a 404 to the list or watch
+   (the apiserver does not serve the resource) marks the observer ``absent``: one WARNING, no
+   drafts, /readyz does not wait for it, and the list is retried every ``absent_recheck_s``
+   (quietly) until the resource is served; then one INFO line and back to 1.
 
 Guarantees:
 - Every response's ``Date`` feeds the ``ServerClock``; every draft is stamped
@@ -134,7 +138,8 @@ class Observer:
                  server_timeout_s: int = 300, read_timeout_s: float | None = None,
                  backoff: tuple[float, float] = (0.8, 30.0), label_selector: str = "", *,
                  connect_timeout_s: float = 10.0, backoff_reset_s: float = 60.0,
-                 list_batch: int = 1000, optional: bool = False, prepare: Callable[[Record], Record] | None = None,
+                 list_batch: int = 1000, optional: bool = False, may_be_absent: bool = False,
+                 absent_recheck_s: float = 60.0, prepare: Callable[[Record], Record] | None = None,
                  rng: Callable[[], float] = random.random,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  monotonic: Callable[[], float] = time.monotonic, where: str = ""):
@@ -155,6 +160,8 @@ class Observer:
         self.synced = False
         self.optional = optional          # /readyz does not wait for it (e.g. Repos on a registered cluster)
         self.problem: str | None = None   # a refusal only an operator can fix (shown by /readyz)
+        self.may_be_absent, self.absent_recheck_s = may_be_absent, absent_recheck_s
+        self.absent = False               # the apiserver does not serve the kind (``may_be_absent`` only)
         self.events = self.listed = self.bookmarks = self.relists = self.watch_requests = 0
         self.failures = 0
         self.restarts: dict[str, int] = {}
@@ -180,6 +187,10 @@ class Observer:
                 if gone_in_a_row > 1:  # gone right after a fresh list: do not spin
                     await self._sleep(self.backoff.next_delay())
             except HttpStatusError as exc:
+                if exc.code == 404 and self.may_be_absent:
+                    await self._not_served()
+                    must_list = True
+                    continue
                 await self._after_failure(exc, "throttled" if exc.code == 429 else "error")
             except asyncio.CancelledError:
                 raise
@@ -201,6 +212,15 @@ class Observer:
                 "observer %s/%s %s: %s; retrying in %.2fs", self.cluster, self.kind, reason,
                 self.problem or exc, delay, extra={"cluster": self.cluster, "kind": self.kind})
         await self._sleep(delay)
+
+    async def _not_served(self) -> None:
+        if not self.absent:
+            log.warning("observer %s/%s: the apiserver does not serve %s (%s; its CRD is not installed): "
+                        "running without it, checking again every %ss", self.cluster, self.kind, self.kind,
+                        self.api_version, self.absent_recheck_s, extra={"cluster": self.cluster, "kind": self.kind})
+        self.absent, self.problem = True, None
+        self._restart("absent")
+        await self._sleep(self.absent_recheck_s)
 
     def _explain(self, exc: BaseException) -> str | None:
         """A refusal an operator must fix (kfold keeps retrying, and /readyz shows this line)."""
@@ -261,7 +281,10 @@ class Observer:
                              kind=self.kind, scope=self.namespace, rv=rv, keys=keys))
         for start in range(0, len(drafts), self.list_batch):
             await self.sink(drafts[start:start + self.list_batch])
-        self.rv, self.synced, self.problem = rv, True, None
+        if self.absent:
+            log.info("observer %s/%s: the apiserver serves %s now", self.cluster, self.kind, self.kind,
+                     extra={"cluster": self.cluster, "kind": self.kind})
+        self.rv, self.synced, self.problem, self.absent = rv, True, None, False
         self.progressed_at = self._monotonic()
         self.listed += len(items)
         self.relists += 1

@@ -1,4 +1,5 @@
-"""``kfold manifests [--namespace kfold] [--image ...] [--config FILE] [--replicas N]``: print a complete install."""
+"""``kfold manifests [--namespace kfold] [--image ...] [--config FILE] [--replicas N] [--part crds|namespaces|app]
+[--kustomize DIR]``: print a complete install, or write it as a kustomize base."""
 from __future__ import annotations
 
 import argparse
@@ -24,12 +25,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--replicas", type=int, default=1,
                    help="daemons to run (default 1: a Deployment); more: a StatefulSet with a journal per "
                         "replica, which needs `leader: {enabled: true}` in the config")
+    p.add_argument("--part", choices=("all", "crds", "namespaces", "app"), default="all",
+                   help="crds: the CRDs; namespaces: kfold's and the watched ones; app: everything else "
+                        "(`--part app | kubectl delete -f -` uninstalls kfold and keeps the Sessions); default all")
+    p.add_argument("--kustomize", metavar="DIR",
+                   help="write a kustomize base to DIR (crds.yaml, namespaces.yaml, kfold.yaml, kustomization.yaml) instead of printing")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     from kfold.daemon.config import ConfigError, read_config
-    from kfold.daemon.manifests import install, render
+    from kfold.daemon.manifests import InstallError, install, render, write_kustomize
     text = None
     if args.config:
         try:
@@ -42,9 +48,14 @@ def main(args: argparse.Namespace) -> int:
     if args.replicas < 1:
         print(f"kfold manifests: --replicas {args.replicas}: give 1 or more", file=sys.stderr)
         return 2
+    from kfold.daemon.manifests import PARTS
+    parts = PARTS if args.part == "all" else (args.part,)
     try:
-        docs = install(args.namespace, args.image, text, replicas=args.replicas)
-    except ValueError as exc:
+        if args.kustomize:
+            write_kustomize(args.kustomize, args.namespace, args.image, text, args.replicas)
+            return 0
+        docs = install(args.namespace, args.image, text, replicas=args.replicas, parts=parts)
+    except (InstallError, OSError) as exc:
         print(f"kfold manifests: {exc}", file=sys.stderr)
         return 2
     sys.stdout.write(render(docs))
