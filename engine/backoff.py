@@ -1,21 +1,72 @@
-"""The one backoff of every request kfold repeats after a failed answer: the executor's retries
-of a safe effect (``engine.effects.io.executor.Backoff``, with jitter) and a machine's own repeats.
+"""The one retry policy of the fold, and every bound on how a machine repeats a request.
+
+A handler that meets a failed answer says only whether the failure is terminal (it decides
+something else) or worth a retry, and then asks ``next_try`` when: the policy decides, from the
+request's ``Policy`` below, how many failures it has met and the server time of the record. The
+executor's own retries of a safe effect (``engine.effects.io.executor.Backoff``, with jitter) use the
+same ``delay_ms``.
 
 Guarantees:
-- Repeat ``n`` (0 for the first) waits ``min(BASE_MS * 2**n, CAP_MS)`` ms of server time, or the
-  server's own ``Retry-After`` (``hint_ms``) when it gave one. Pure: the caller arms a timer at
-  ``now + delay_ms(n)`` on the clock of the cluster the request goes to (``Ctx.set_timer``); the
-  fold never reads a clock.
-- Without server time there is nothing to wait on: callers repeat at most ``MAX_UNTIMED`` times
-  at once, then wait for the next record about the object.
+- Failure ``n`` (1 for the first) of a request waits ``delay_ms(n + policy.step)`` ms of server
+  time, or the server's own ``Retry-After`` (``hint_ms``) when it gave one: ``min(BASE_MS * 2**i,
+  CAP_MS)``. Pure: the caller arms a timer at the due time ``next_try`` returns, on the clock of
+  the cluster the request goes to (``Ctx.set_timer``); the fold never reads a clock.
+- A request with a ``limit`` is terminal at its ``limit``-th failure, whatever the clock.
+- Without server time there is nothing to wait on: a timed request is repeated at once at most
+  ``policy.untimed`` times, then it fails (``then == FAIL``) or waits for the next record about
+  its object (``then == WAIT``). An untimed policy (``timed`` False) repeats at once up to its limit.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 BASE_MS = 1_000
 CAP_MS = 30_000
 MAX_UNTIMED = 5
 
+AT_ONCE = "at once"     # send it again now
+FAIL = "fail"           # terminal: the handler reports the failure
+WAIT = "wait"           # nothing to wait on: the next record about the object decides
+
+
+class Policy(NamedTuple):
+    """How one kind of request is repeated after a failed answer."""
+
+    name: str
+    limit: int | None = None          # terminal at this failure (None: the operation's budget bounds it)
+    timed: bool = True                # repeats wait on server time when the record carries one
+    untimed: int | None = MAX_UNTIMED  # without server time: at most this many repeats at once (None: no bound)
+    then: str = FAIL                  # after the untimed repeats: FAIL or WAIT
+    step: int = -1                    # failure n waits delay_ms(n + step)
+
+
+# Every request a machine repeats, with its bounds.
+POD_READ = Policy("pod quorum read")                                    # the operation's budget bounds it
+NAMESPACE = Policy("namespace ensure", limit=5, untimed=None, step=0)
+SESSION_REREAD = Policy("Session re-read", then=WAIT)
+SESSION_CREATE = Policy("Session Secret or workspace claim create")
+REPO_OP = Policy("Repo operation", limit=3, timed=False)                # in doubt, or absent after a patch
+ENDPOINT = Policy("Service or Ingress upsert", limit=4, timed=False)
+BLOCKED_TEARDOWN_MS = 60_000    # a teardown blocked by a failed pod delete asks again this much later
+
 
 def delay_ms(n: int, hint_ms: int | None = None) -> int:
     """How long repeat ``n`` (0-based) of a request waits."""
     return hint_ms or min(BASE_MS * 2 ** max(n, 0), CAP_MS)
+
+
+def next_try(policy: Policy, failures: int, now: int | None = None, hint_ms: int | None = None) -> int | str:
+    """When a request that has met ``failures`` failed answers is sent again: a due time (server
+    ms, on the clock ``now`` was read from), ``AT_ONCE``, ``FAIL`` or ``WAIT``."""
+    if exhausted(policy, failures):
+        return FAIL
+    if policy.timed and now is not None:
+        return now + delay_ms(failures + policy.step, hint_ms)
+    if not policy.timed or policy.untimed is None or failures <= policy.untimed:
+        return AT_ONCE
+    return policy.then
+
+
+def exhausted(policy: Policy, failures: int) -> bool:
+    """The request has met its limit: terminal, whatever the clock."""
+    return policy.limit is not None and failures >= policy.limit

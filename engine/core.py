@@ -134,7 +134,7 @@ class StepContext:
     state the fold started from is never touched."""
 
     __slots__ = ("record", "now", "_clock", "_base", "_tables", "_mut", "_dirty", "_timers", "_tmut", "_pending", "_pmut",
-                 "_effects", "_queue", "_machine", "_quarantine", "_typed")
+                 "_effects", "_queue", "_machine", "_quarantine", "_typed", "_reg")
 
     def __init__(self, state: State, record: Record | None = None):
         self.record = record
@@ -149,10 +149,11 @@ class StepContext:
         self._pending: Any = state.pending
         self._pmut = False
         self._effects: list[Any] = []
-        self._queue: list[tuple[str, str, str, dict[str, Any]]] = []
+        self._queue: list[tuple[str, str, str, Any]] = []   # (machine, key, message, model or args)
         self._machine = ""
         self._quarantine: Map = state.quarantine
         self._typed: frozenset[str] = frozenset()   # machines whose messages are typed (engine.seams)
+        self._reg: Machines | None = None           # the machines, for ``ask``
 
     def _begin(self, record: Record) -> None:
         self.record, self.now = record, record.at
@@ -286,16 +287,42 @@ class StepContext:
 
     def tell(self, machine: str, key: str, message: str, **args: Any) -> None:
         """Deliver ``message`` to another machine within this same fold step, after this handler.
-        Checked against its model first (``engine.seams``): a message the receiver cannot read is
-        refused here, on the record that made it."""
-        if machine in self._typed:
-            check_message(machine, message, args)
-        self._queue.append((machine, key, message, args))
+        A typed machine's message is validated here, once, into its model (``engine.seams``), and
+        the model is what its ``on_receive`` gets: a message the receiver cannot read is refused here,
+        on the record that made it."""
+        self._queue.append((machine, key, message, check_message(machine, message, args) if machine in self._typed else args))
+
+    def ask(self, machine: str, question: str, *args: Any) -> Any:
+        """``machine``'s answer to ``question`` (``Machine.questions``), read from its table as it
+        stands in this step; None when no such machine folds here (a fold of some machines only).
+        Refused for a question the machine does not declare."""
+        m = (self._reg or default_machines()).by_name.get(machine)
+        if m is None:
+            return None
+        if question not in m.questions:
+            raise FoldError(f"machine {machine!r} answers no question {question!r}; "
+                            f"it answers: {', '.join(sorted(m.questions)) or 'none'}")
+        return m.answer(question, _TableReader(self, machine), *args)
 
     def pending_for(self, key: str) -> list[Any]:
         """This machine's effects on ``key`` still waiting for an outcome."""
         m = self._machine
         return [p.effect for p in self._pending_values() if p.effect.machine == m and p.effect.key == key]
+
+
+class _TableReader:
+    """One machine's table, read only, as ``Machine.answer`` sees it."""
+
+    __slots__ = ("_ctx", "_machine")
+
+    def __init__(self, ctx: StepContext, machine: str):
+        self._ctx, self._machine = ctx, machine
+
+    def get(self, key: str) -> Any:
+        return self._ctx.get(key, self._machine)
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        return self._ctx.items(self._machine)
 
 
 def fold(state: State, record: Record, machines: "Machines | None" = None) -> tuple[State, tuple[Any, ...]]:
@@ -338,7 +365,7 @@ class _Poison(Exception):
 def _fold_run(reg: "Machines", state: State, records: Sequence[Record], start: int,
               end: int) -> tuple[State, list[tuple[Any, ...]]]:
     ctx = StepContext(state)
-    ctx._typed = reg.typed
+    ctx._typed, ctx._reg = reg.typed, reg
     seq, at = state.seq, state.at
     out: list[tuple[Any, ...]] = []
     for i in range(start, end):
@@ -417,7 +444,7 @@ def _reported(reg: "Machines", done: State, effects: tuple[Any, ...], record: Re
     """A step after ``done`` (the quarantine and its Log) where each machine reported the
     quarantine of ``key``; None if a report raised (the quarantine stands without it)."""
     ctx = StepContext(done)
-    ctx._typed = reg.typed
+    ctx._typed, ctx._reg = reg.typed, reg
     ctx._begin(record)
     ctx._effects = list(effects)
     try:
@@ -523,7 +550,7 @@ def _retry(record: Outcome, p: Pending) -> Pending:
 
 
 def _command(reg: "Machines", ctx: StepContext, record: Command) -> None:
-    check_command(record.name, record.args)  # a journal from before the daemon checked (engine.seams)
+    cmd = check_command(record.name, record.args)  # a journal from before the daemon checked (engine.seams)
     if record.name == "effect.in_doubt":
         eid = record.args.get("effect_id", "")
         p = ctx._pending.get(eid)
@@ -537,7 +564,10 @@ def _command(reg: "Machines", ctx: StepContext, record: Command) -> None:
     if m is None:
         raise FoldError(f"record {record.seq}: unknown command {record.name!r}; "
                         f"known: {', '.join(sorted(reg.by_command))}")
-    _call(ctx, m, m.on_command, record)
+    if m.typed_messages:
+        _call(ctx, m, m.on_command, record, cmd)   # the model validated here, once
+    else:
+        _call(ctx, m, m.on_command, record)
 
 
 def _drain(reg: "Machines", ctx: StepContext) -> None:
@@ -553,7 +583,10 @@ def _drain(reg: "Machines", ctx: StepContext) -> None:
             raise FoldError(f"record {ctx.record.seq}: message {message!r} for unknown machine {machine!r}")
         if ctx._quarantine and _frozen(ctx, key):
             continue  # a quarantined object hears nothing: its decision stays frozen
-        _call(ctx, m, m.on_message, key, message, args)
+        if m.typed_messages:
+            _call(ctx, m, m.on_receive, key, args)   # the message's model (``StepContext.tell``)
+        else:
+            _call(ctx, m, m.on_message, key, message, args)
 
 
 def _call(ctx: StepContext, machine: "Machine", handler: Any, *args: Any) -> None:

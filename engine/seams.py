@@ -91,7 +91,7 @@ class SessionConfigure(_Seam):
 
 class RepoBind(_Seam):
     """``repo.bind`` (boot, per namespace of each cluster): the repo machine validates the urls and
-    credential entries itself and refuses them with their value named (``repo_list``)."""
+    credential entries itself and refuses them with their value named (``repo.bindings``)."""
 
     cluster: str = ""
     namespace: str = ""
@@ -123,7 +123,7 @@ class SweepSecrets(_Seam):
 
 class SweepOrphans(_Seam):
     """``pod.sweep_orphans``: kfold's pods in ``namespace`` of ``cluster`` whose Session (on ``home``)
-    is gone are deleted (``engine.machines.pod_orphans``)."""
+    is gone are deleted (``engine.machines.pod.orphans``)."""
 
     cluster: str = Field(min_length=1)
     namespace: str = Field(min_length=1)
@@ -235,7 +235,7 @@ class RepoStatusReply(_Seam):
 
 class SecretListed(_Seam):
     """A Session's ``<session>-env`` Secret as the orphan Secret sweep's quorum list showed it
-    (``pod_sweep``): the session machine decides with the spec it holds (``session_secret.listed``)."""
+    (``pod.sweep``): the session machine decides with the spec it holds (``session.secret.listed``)."""
 
     namespace: str
     name: str

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 
 def all_machines() -> list:
-    from engine.machines.pod import PodMachine
-    from engine.machines.repo import RepoMachine
-    from engine.machines.session import SessionMachine
+    from engine.machines.pod.machine import PodMachine
+    from engine.machines.repo.machine import RepoMachine
+    from engine.machines.session.machine import SessionMachine
     return [PodMachine(), RepoMachine(), SessionMachine()]

@@ -12,7 +12,7 @@ Transition tables are declared as data and checked by the ``transitions`` librar
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterable, Protocol, runtime_checkable
+from typing import Any, ClassVar, Iterable, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from transitions import Machine as _TMachine
@@ -23,6 +23,58 @@ from journal.records import Command, Observed, Outcome, Relist
 
 class IllegalTransition(Exception):
     """An event that the table does not allow from the current state (names both)."""
+
+
+class UnknownEvent(IllegalTransition):
+    """An (phase, event) pair that no row of a machine's dispatch table names (names both)."""
+
+    def __init__(self, machine: str, phase: str, event: str):
+        super().__init__(f"{machine}: no handler for event {event} in phase {phase!r}")
+        self.machine, self.phase, self.event = machine, phase, event
+
+
+class Dispatch:
+    """A machine's one dispatch table: ``Dispatch(machine, [(phase or phases, event, handler), ...])``,
+    shaped as h11's ``EVENT_TRIGGERED_TRANSITIONS``. ``event`` is a class: a seam model
+    (``engine.seams``), a journal record class, or one of the machine's own reduced events.
+
+    Guarantees: a (phase, event) pair names at most one handler (a second row for it is refused
+    when the table is built); ``handler(phase, event)`` is the one lookup, and a pair no row names
+    is ``UnknownEvent`` naming both, never a silent default. What a machine ignores in a phase is a
+    row too (``ignore``)."""
+
+    def __init__(self, machine: str, rows: Iterable[tuple[Any, type, Any]]):
+        self.machine = machine
+        self.rows = tuple(rows)
+        self._handlers: dict[tuple[str, type], Any] = {}
+        for phases, event, handler in self.rows:
+            for phase in (phases,) if isinstance(phases, str) else phases:
+                if (phase, event) in self._handlers:
+                    raise ValueError(f"{machine}: two rows for event {event.__name__} in phase {phase!r}")
+                self._handlers[(phase, event)] = handler
+
+    def handler(self, phase: str, event: type) -> Any:
+        found = self._handlers.get((phase, event))
+        if found is None:
+            raise UnknownEvent(self.machine, phase, event.__name__)
+        return found
+
+    def pairs(self) -> list[tuple[str, str, str]]:
+        """``[(phase, event, handler)]`` by name, in row order: the table as data."""
+        return [(p, e.__name__, getattr(h, "__qualname__", repr(h))) for (p, e), h in self._handlers.items()]
+
+
+class InDoubt(NamedTuple):
+    """``effect`` was issued before a crash and has no outcome (an event of every machine)."""
+    effect: Any
+
+
+class RetryDue(NamedTuple):
+    """A failed request's backoff passed (a machine's retry timer; ``engine.backoff``)."""
+
+
+def ignore(*_args: Any) -> None:
+    """The handler of a (phase, event) pair that decides nothing."""
 
 
 class Decision(BaseModel):
@@ -51,8 +103,8 @@ _set = object.__setattr__
 
 def remember(memo: dict[Any, Any], key: Any, value: Any, limit: int) -> Any:
     """Keep ``value`` under ``key`` in ``memo``, dropping its oldest entry once it holds ``limit``;
-    returns ``value``. For the fold's bounded memos (``session_flow.spec_of``,
-    ``session_endpoints._wanted``)."""
+    returns ``value``. For the fold's bounded memos (``session.flow.spec_of``,
+    ``session.endpoints._wanted``)."""
     if len(memo) >= limit:
         del memo[next(iter(memo))]
     memo[key] = value
@@ -150,6 +202,20 @@ class Ctx(Protocol):
 
     def pending_for(self, key: str) -> list[Any]: ...
 
+    def ask(self, machine: str, question: str, *args: Any) -> Any:
+        """The one read across machines: ``machine``'s answer to a question it declares
+        (``Machine.questions``), from this step's working copy, read only; None when that machine
+        is not in the fold."""
+        ...
+
+
+class TableView(Protocol):
+    """One machine's table as ``Machine.answer`` reads it (read only)."""
+
+    def get(self, key: str) -> Any: ...
+
+    def items(self) -> Iterable[tuple[str, Any]]: ...
+
 
 class Machine:
     """Default handlers do nothing; a machine overrides what it owns."""
@@ -158,7 +224,8 @@ class Machine:
     decision: ClassVar[type[Decision]] = Decision
     observes: ClassVar[frozenset[str]] = frozenset()   # object kinds, e.g. {"Pod"}
     commands: ClassVar[frozenset[str]] = frozenset()   # command names, e.g. {"repo.bind"}
-    typed_messages: ClassVar[bool] = False             # its messages are checked (engine.seams.MESSAGES)
+    questions: ClassVar[frozenset[str]] = frozenset()   # what other machines may ``ask`` it (``answer``)
+    typed_messages: ClassVar[bool] = False             # typed seams: ``on_receive(msg model)``, ``on_command(rec, cmd model)``
 
     def on_observed(self, ctx: Ctx, rec: Observed) -> None: ...
 
@@ -179,8 +246,18 @@ class Machine:
         a machine that owns it may report that where a user looks (a status). Its decision must
         stay as it is; raising here only drops the report."""
 
+    def answer(self, question: str, table: "TableView", *args: Any) -> Any:
+        """The answer to ``Ctx.ask(self.name, question, *args)`` from this machine's ``table``."""
+        raise UnknownEvent(self.name, "any", f"question {question!r}")
+
     def on_message(self, ctx: Ctx, key: str, message: str, args: dict[str, Any]) -> None:
+        """A message to a machine whose messages are not typed (``typed_messages`` False)."""
         raise IllegalTransition(f"{self.name}: unknown message {message!r}")
+
+    def on_receive(self, ctx: Ctx, key: str, msg: Any) -> None:
+        """A message to a typed machine: its model, validated once where it was sent
+        (``engine.seams.MESSAGES``; ``Ctx.tell``)."""
+        raise UnknownEvent(self.name, "any", type(msg).__name__)
 
 
 def object_key(cluster: str, namespace: str, name: str) -> str:

@@ -129,7 +129,7 @@ def orphan_sweep_args(cfg: Config, remote: list[tuple[str, str, str, str]]) -> l
     """``pod.sweep_orphans`` on each registered target: only there can a pod outlive its Session
     (on the home cluster a Session's pods are owner-referenced to it: the apiserver's garbage
     collector takes them). One pod list per target and interval; a Session is read only for a pod
-    whose Session the fold does not track (``engine.machines.pod_orphans``)."""
+    whose Session the fold does not track (``engine.machines.pod.orphans``)."""
     return [{"cluster": h, "namespace": ns, "home": cfg.cluster.name} for h, _t, _n, ns in remote]
 
 

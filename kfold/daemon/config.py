@@ -19,7 +19,7 @@ import yaml
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
-from engine.machines.session_limits import RESOURCE_NAME, quantity
+from engine.machines.session.spec import RESOURCE_NAME, quantity
 
 from kfold.registry.limiter import DEFAULT_BURST, DEFAULT_QPS, Limits
 

@@ -39,7 +39,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 
 from engine.machines.base import object_key
-from engine.machines.session_model import BRINGING_UP, PHASES, SessionDecision
+from engine.machines.session.model import BRINGING_UP, PHASES, SessionDecision
 
 BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
 # Latencies inside the daemon: fine around the milliseconds a fold and a commit take, coarse up to

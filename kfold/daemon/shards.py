@@ -97,7 +97,7 @@ def shard_of(namespace: str, name: str, shards: int) -> int:
 
 
 def session_of_pod(pod: str) -> str:
-    """``<session>-g<N>`` -> ``<session>`` (``engine.machines.session_manifests.pod_name``)."""
+    """``<session>-g<N>`` -> ``<session>`` (``engine.machines.session.manifests.pod_name``)."""
     base, sep, gen = pod.rpartition("-g")
     return base if sep and gen.isdigit() else pod
 

@@ -33,8 +33,8 @@ def tables() -> dict[str, Table]:
     """Every module-level ``Table`` in ``engine.machines``, by table name."""
     import engine.machines as pkg
     found: dict[str, Table] = {}
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-        module = importlib.import_module(f"{pkg.__name__}.{info.name}")
+    for info in sorted(pkgutil.walk_packages(pkg.__path__, f"{pkg.__name__}."), key=lambda i: i.name):
+        module = importlib.import_module(info.name)
         for value in vars(module).values():
             if isinstance(value, Table) and value.name not in found:
                 found[value.name] = value

@@ -15,7 +15,7 @@ import time
 
 from kubernetes import client
 
-from engine.machines.session_model import FINALIZER
+from engine.machines.session.model import FINALIZER
 from kfold.daemon.manifests import RULES
 from tests.e2e.conftest import install_rbac, service_account_kubeconfig, wait_for
 from tests.e2e.test_metrics_limits import metrics, sample

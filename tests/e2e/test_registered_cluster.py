@@ -12,7 +12,7 @@ import sys
 
 from kubernetes import client
 
-from engine.machines.repo_names import rfc3339
+from engine.repo_names import rfc3339
 from tests.e2e.conftest import REPO, wait_for
 from tests.e2e.driver import server_date_ms
 

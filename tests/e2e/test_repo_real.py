@@ -10,7 +10,7 @@ The last one cannot remove the CRD (other tests share it), so the transport aims
 requests at an API group the apiserver does not serve. A real apiserver answers that with a
 plain-text ``404 page not found`` and no Status body, which ``kube_errors.classify`` (rightly)
 refuses to call ``not_found``: the outcome is ``error`` with code 404. The repo machine must
-still read it as "no Repo resource type: nothing to do" (engine/machines/repo_list.py).
+still read it as "no Repo resource type: nothing to do" (engine/machines/repo/bindings.py).
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import base64
 import dataclasses
 
 from engine.machines.base import object_key
-from engine.machines.repo_creds import token_secret_name
-from engine.machines.repo_names import cache_key, epoch_ms, rfc3339
+from engine.machines.repo.creds import token_secret_name
+from engine.repo_names import cache_key, epoch_ms, rfc3339
 from journal.records import Command
 from tests.e2e.driver import Driver, get, ok, replay_check, server_date_ms
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.machines.session_model import FINALIZER
+from engine.machines.session.model import FINALIZER
 from tests.scenario.test_session_support import ENV_SPEC, SPEC, World, at, owned_obj, pod_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")

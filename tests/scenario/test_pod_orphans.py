@@ -1,4 +1,4 @@
-"""The orphan-pod sweep (``pod.sweep_orphans``, engine/machines/pod_orphans.py), through the full engine.
+"""The orphan-pod sweep (``pod.sweep_orphans``, engine/machines/pod/orphans.py), through the full engine.
 
 Found by kfold sim (seeds 71590, 72011, 72638): a pod create on cluster ``east`` was in flight when
 the journal was lost; the fresh record met the Session with no status, the user deleted it, nothing
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.machines.session_model import FINALIZER
+from engine.machines.session.model import FINALIZER
 from tests.harness import Scenario, of_type
 from tests.scenario.test_session_support import NS, SPEC, at, session_obj
 

@@ -8,7 +8,7 @@ import pytest
 
 from engine.core import Machines
 from engine.machines.base import Decision, IllegalTransition, Machine
-from engine.machines.pod import TABLE, PodMachine
+from engine.machines.pod.machine import TABLE, PodMachine
 from engine import snapshot
 from tests.harness import T0, Scenario, of_type
 

@@ -1,7 +1,7 @@
 """Bind at boot (issue 3, rules 1, 2, 6 and "Bad input"), in frozen worlds."""
 from __future__ import annotations
 
-from engine.machines.repo_creds import token_secret_name
+from engine.machines.repo.creds import token_secret_name
 from tests.harness import T0
 from tests.scenario.test_repo_world import NS, RepoWorld
 

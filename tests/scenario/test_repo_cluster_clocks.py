@@ -22,8 +22,8 @@ from engine.effects.io.clock import ServerClocks
 from engine.effects.io.executor import Executor
 from engine.effects.io.fake import FakeApiServer, FakeTransport
 from engine.machines.base import Machine, object_key
-from engine.machines.repo import RepoMachine
-from engine.machines.repo_names import ANNOTATION_LAST_ATTACHED, rfc3339
+from engine.machines.repo.machine import RepoMachine
+from engine.repo_names import ANNOTATION_LAST_ATTACHED, rfc3339
 from journal.records import Command, Observed
 from tests.harness import T0, Scenario
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from engine import snapshot
-from engine.machines.repo_names import rfc3339
+from engine.repo_names import rfc3339
 from tests.conftest import run_in_all_worlds
 from tests.harness import T0
 from tests.scenario.test_repo_world import RepoWorld

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.machines.repo_names import rfc3339
+from engine.repo_names import rfc3339
 from tests.harness import T0
 from tests.scenario.test_repo_world import RepoWorld
 

@@ -14,8 +14,8 @@ from typing import Any
 from engine.core import Machines
 from engine.effects.io.fake import merge_patch
 from engine.machines.base import Machine
-from engine.machines.repo import RepoMachine
-from engine.machines.repo_names import rfc3339
+from engine.machines.repo.machine import RepoMachine
+from engine.repo_names import rfc3339
 from tests.harness import T0, Scenario
 
 NS = "team"

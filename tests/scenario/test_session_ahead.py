@@ -1,13 +1,13 @@
 """A podless Session's record that sees a pod of a newer generation than it knows waits for its
-Session to catch up before releasing it (``session_ahead``; soak seed 77898), and never leaks it."""
+Session to catch up before releasing it (``session.ahead``; soak seed 77898), and never leaks it."""
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
 
-from engine.machines import session_ahead
-from engine.machines.session_model import FINALIZER
+from engine.machines.session import ahead as session_ahead
+from engine.machines.session.model import FINALIZER
 from tests.scenario.test_session_support import KEY, SPEC, World, at, pod_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")

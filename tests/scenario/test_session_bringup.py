@@ -6,8 +6,8 @@ import pytest
 from engine.core import Machines
 from engine.machines import all_machines
 from engine.machines.base import Machine
-from engine.machines.repo_names import cache_key
-from engine.machines.session_model import FINALIZER
+from engine.repo_names import cache_key
+from engine.machines.session.model import FINALIZER
 from tests.conftest import run_in_all_worlds
 from tests.scenario.test_session_support import KEY, SPEC, World, at, pod_obj, session_obj
 

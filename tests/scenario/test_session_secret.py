@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from engine.machines.session_model import FINALIZER
+from engine.machines.session.model import FINALIZER
 from tests.scenario.test_lost_journal import _adopt_everything, _ready_session
 from tests.scenario.test_session_support import ENV_SPEC, SPEC, World, at, owned_obj, pod_obj, session_obj
 

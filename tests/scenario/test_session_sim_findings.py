@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from engine.machines.session_model import FINALIZER
+from engine.machines.session.model import FINALIZER
 from tests.harness import Scenario
 from tests.scenario.test_session_support import ENV_SPEC, KEY, SPEC, World, at, owned_obj, pod_obj, session_obj
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.machines.session_model import FINALIZER
+from engine.machines.session.model import FINALIZER
 from tests.scenario.test_session_support import SPEC, World, at, owned_obj, pod_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")

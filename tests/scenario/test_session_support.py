@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.machines.session_model import FINALIZER
+from engine.machines.session.model import FINALIZER
 from tests.harness import T0, Scenario
 
 NS = "team"

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from engine import snapshot
-from engine.machines import session_replies
-from engine.machines.session_model import FINALIZER, SessionConfig
-from engine.machines.session_tenancy import PlacementRefused, Placement, configure, place
+from engine.machines.session import replies as session_replies
+from engine.machines.session.model import FINALIZER, SessionConfig
+from engine.seams import SessionConfigure
+from engine.machines.session.tenancy import PlacementRefused, Placement, configure, place
 from tests.harness import LIVE, Scenario
 from tests.scenario.test_session_support import BASE, ENV_SPEC, SPEC, at, owned_obj, pod_obj, session_obj
 
@@ -268,10 +269,10 @@ def test_a_snapshot_without_the_target_index_rebuilds_it():
 
 # -- placement, directly ----------------------------------------------------------------------------
 
-CFG = SessionConfig(clusters=("local",), **configure({
+CFG = SessionConfig(clusters=("local",), **configure(SessionConfigure.model_validate({
     "home": "local", "tenants": {**TENANTS, "a": "acme"},
     "registered": [EDGE, {"handle": "wide@acme", "name": "wide", "tenant": "acme", "namespaces": ["a", "b"]},
-                   {"handle": "free@acme", "name": "free", "tenant": "acme", "namespaces": []}]}))
+                   {"handle": "free@acme", "name": "free", "tenant": "acme", "namespaces": []}]})))
 
 
 @pytest.mark.parametrize("namespace, wanted, expected", [

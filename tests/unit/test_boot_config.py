@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import textwrap
 
-from engine.machines.session_model import CONFIG_KEY
+from engine.machines.session.model import CONFIG_KEY
 from kfold.daemon.config import read_config
 from kfold.daemon.boot import boot_drafts
 from kfold.daemon.clusters import open_registry
@@ -142,7 +142,7 @@ def test_orphan_pods_are_swept_on_each_registered_target_only(tmp_path):
 
 def test_the_repo_gc_runs_in_every_watched_namespace_of_every_cluster_registered_targets_included(tmp_path):
     """Issue 33 item 6: Repos on a registered cluster are evicted too. Each gc decides on its own
-    list response's server time (engine.machines.repo_list), so each cluster is judged on its clock."""
+    list response's server time (engine.machines.repo.bindings), so each cluster is judged on its clock."""
     from kfold.daemon.boot import periodic_commands
     from kfold.daemon.clusters import remote_targets
     cfg = read_config(config_file(tmp_path))

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.machines import pod_table, repo_ops, session_model
+from engine.machines.pod import table as pod_table
+from engine.machines.repo import ops as repo_ops
+from engine.machines.session import model as session_model
 from engine.machines.base import Table
 from kfold.offline import diagrams
 from kfold.cli import main

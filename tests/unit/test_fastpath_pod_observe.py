@@ -2,7 +2,7 @@
 
 Three fast paths: ``view_of`` (a ``PodView`` tuple instead of a validated pydantic record),
 ``refenced`` (a moved fence without pydantic's copy machinery) and the session machine's early exit
-``session_targets.none_tracked`` (no Session placed: the pod is not read). The plain forms below are
+``session.tenancy.none_tracked`` (no Session placed: the pod is not read). The plain forms below are
 the code as first written; on generated inputs, malformed ones included (non-dict metadata and
 labels, labels of other types, missing uid, DELETED events), the fast forms must give the same
 result: equal views, or the same exception with the same errors; equal records with the same
@@ -20,18 +20,18 @@ from pydantic import ValidationError
 from engine import fold, initial_state, snapshot
 from engine.core import Machines
 from engine.effects.models import effect_to_dict
-from engine.machines import pod as pod_machine
-from engine.machines import pod_delete
-from engine.machines import session_replies as replies
-from engine.machines import session_targets as targets
+from engine.machines.pod import machine as pod_machine
+from engine.machines.pod import delete as pod_delete
+from engine.machines.session import replies
+from engine.machines.session import tenancy
 from engine.machines.base import Decision, object_key
-from engine.machines.pod import PodMachine
-from engine.machines.pod_records import PodOp, Reply, refenced, view_of
-from engine.machines.pod_table import PHASES, save
-from engine.machines.repo import RepoMachine
-from engine.machines.session import SessionMachine
-from engine.machines.session import save as session_save
-from engine.machines.session_model import (CONFIG_KEY, INDEX_KEY, PHASES as SESSION_PHASES, PodFacts, SessionConfig,
+from engine.machines.pod.machine import PodMachine
+from engine.machines.pod.records import PodOp, Reply, refenced, view_of
+from engine.machines.pod.table import PHASES, save
+from engine.machines.repo.machine import RepoMachine
+from engine.machines.session.machine import SessionMachine
+from engine.machines.session.machine import save as session_save
+from engine.machines.session.model import (CONFIG_KEY, INDEX_KEY, PHASES as SESSION_PHASES, PodFacts, SessionConfig,
                                            SessionDecision, TargetIndex)
 from journal.records import Observed
 
@@ -65,16 +65,28 @@ class PlainPodMachine(PodMachine):
         e = ctx.get(key)
         view = plain_view_of(rec.obj, rec.uid, rec.rv)
         if rec.event == "DELETED":
-            pod_machine._vanished(ctx, key, e, view.uid)
+            _vanished(ctx, key, e, view.uid)
         elif isinstance(e, PodOp):
             if e.op == "delete":
-                pod_delete.observed(ctx, key, e, view)
+                pod_delete.observed(ctx, key, e, pod_machine.Seen(view))
             elif e.uid == view.uid and e.rv == view.rv and e.terminating == view.terminating:
                 save(ctx, key, e)
             else:
                 save(ctx, key, e.but(uid=view.uid, rv=view.rv, terminating=view.terminating))
         elif view.managed:
             ctx.put(key, PodOp(uid=view.uid, rv=view.rv, terminating=view.terminating))
+
+
+def _vanished(ctx: Any, key: str, e: Any, uid: Any) -> None:
+    if not isinstance(e, PodOp):
+        return
+    if e.op == "delete":
+        pod_delete.vanished(ctx, key, e, pod_machine.Vanished(uid))
+    elif e.op == "create":
+        if uid is None or uid == e.uid:
+            save(ctx, key, e.but(uid="", rv="", terminating=False))
+    elif uid is None or not uid or uid == e.uid:
+        ctx.drop(key)
 
 
 class PlainSessionMachine(SessionMachine):
@@ -229,7 +241,7 @@ def random_session_table(rng: random.Random) -> dict[str, Any]:
     shape = rng.choice(["no index", "index", "index", "empty index"])
     if shape != "no index":
         slots = {} if shape == "empty index" else {
-            targets.slot_of(d): k for k, d in table.items() if targets.slot_of(d) is not None}
+            tenancy.slot_of(d): k for k, d in table.items() if tenancy.slot_of(d) is not None}
         table[INDEX_KEY] = TargetIndex(slots=slots)
     return table
 
@@ -244,7 +256,7 @@ def test_a_pod_event_folds_as_the_plain_session_machine_folds_it(seed):
         rec = random_record(rng, [obj["metadata"]["name"]] * 3 + ["x"] if obj else ["demo-g1", "x"], obj)
         fast = outcome(step, FAST, tables, rec)
         assert fast == outcome(step, PLAIN, tables, rec), (tables, rec)
-        exits += targets.none_tracked(_Reader(tables["session"]))
+        exits += tenancy.none_tracked(_Reader(tables["session"]))
         owned += replies.pod_owner(_Reader(tables["session"]), rec) is not None
     assert 0 < exits < 150 and owned > 5  # the early exit, the full lookup and a session's pod all seen
 

@@ -10,7 +10,7 @@ from immutables import Map
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.core import Pending, State
-from engine.machines.session_model import Failure, SessionConfig, SessionDecision
+from engine.machines.session.model import Failure, SessionConfig, SessionDecision
 from kfold.daemon.metrics import MAX_REASONS, BringUps, Metrics, Scrape, effects_in_flight, sessions_by_phase
 
 

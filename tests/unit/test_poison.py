@@ -104,7 +104,7 @@ async def test_a_bad_command_is_refused_before_it_is_journaled_with_the_field_na
 
 
 def test_a_quarantined_session_says_so_in_its_status_and_its_decision_stays(monkeypatch):
-    from engine.machines import session as session_machine
+    from engine.machines.session import machine as session_machine
     from tests.harness import LIVE
     from tests.scenario.test_session_support import SPEC, World, at, session_obj
 

@@ -21,7 +21,7 @@ import pytest
 
 from engine import fold_many, initial_state, snapshot
 from engine.effects.models import effect_to_dict
-from engine.machines import session_replies as replies
+from engine.machines.session import replies
 from journal import projection
 from journal.chain import parse_payloads
 from journal.projection import POD, Each, prune

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from engine.machines.repo_names import (
+from engine.repo_names import (
     RepoUrlError, cache_key, check_identity, epoch_ms, identity, rfc3339, transport, without_password,
 )
 

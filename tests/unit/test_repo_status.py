@@ -6,7 +6,7 @@ import json
 
 from journal.records import dump_record
 from kfold.cli.commands import repos
-from engine.machines.repo_names import repo_status_rows
+from engine.repo_names import repo_status_rows
 from tests.scenario.test_repo_world import RepoWorld
 
 APP = "github-com-org-app"

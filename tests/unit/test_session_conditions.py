@@ -3,9 +3,9 @@
 condition and the status name the spec's ``metadata.generation``."""
 from __future__ import annotations
 
-from engine.machines.session_model import SessionConfig, SessionDecision
-from engine.machines.session_spec import SpecError
-from engine.machines.session_status import compute, stamp
+from engine.machines.session.model import SessionConfig, SessionDecision
+from engine.machines.session.spec import SpecError
+from engine.machines.session.status import compute, stamp
 from engine.rfc3339 import to_seconds_text
 
 T1, T2 = "2030-01-01T00:00:01Z", "2030-01-01T00:00:09Z"

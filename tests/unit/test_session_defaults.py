@@ -9,9 +9,9 @@ from fractions import Fraction
 
 import pytest
 
-from engine.machines import session_manifests as manifests
-from engine.machines.session_limits import clamp, quantity
-from engine.machines.session_spec import Spec, SpecError, validate
+from engine.machines.session import manifests
+from engine.machines.session.spec import clamp, quantity
+from engine.machines.session.spec import Spec, SpecError, validate
 from kfold.daemon.config import ConfigError, parse_config
 
 _UNIT = {"m": Fraction(1, 1000), "": 1, "k": 1000, "Mi": 2 ** 20, "Gi": 2 ** 30, "M": 10 ** 6, "G": 10 ** 9}
@@ -150,11 +150,12 @@ def test_the_sessions_fields_reach_the_session_machine_through_session_configure
 
 
 def _tenancy_config():
-    from engine.machines import session_tenancy as tenancy
-    from engine.machines.session_model import SessionConfig
-    return tenancy, SessionConfig(**tenancy.configure({
+    from engine.machines.session import tenancy
+    from engine.machines.session.model import SessionConfig
+    from engine.seams import SessionConfigure
+    return tenancy, SessionConfig(**tenancy.configure(SessionConfigure.model_validate({
         "home": "local", "tenants": {"team": "acme"},
-        "registered": [{"name": "edge", "tenant": "acme", "namespaces": [" team ", "team", "  "]}]}))
+        "registered": [{"name": "edge", "tenant": "acme", "namespaces": [" team ", "team", "  "]}]})))
 
 
 @pytest.mark.parametrize("given", ["edge", " edge", "edge \n"])

@@ -11,7 +11,7 @@ Guarantees:
 - Deletes send uid/resourceVersion preconditions when the effect has them and never set
   ``gracePeriodSeconds``.
 - A Pod delete without BOTH a uid and a resourceVersion fence -> ``refused``, nothing sent
-  (defense in depth behind the pod machine, which always fences: engine/machines/pod_delete.py).
+  (defense in depth behind the pod machine, which always fences: engine/machines/pod/delete.py).
 - ``ApplySecret`` reads ``values_from_env`` from ``env`` here, at apply time; the value goes only
   into the request body. The returned Secret is stripped of ``data``/``stringData`` before it
   can reach an outcome. A variable that is not set -> ``refused``, naming the variable only.

@@ -14,8 +14,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Iterable
 
-from engine.machines.repo_records import RepoEntry, absorb, listing
-from engine.machines.repo_names import GROUP
+from engine.machines.repo.records import RepoEntry, absorb, listing
+from engine.repo_names import GROUP
 from kfold.cli.table import OUTPUTS, aligned, dump
 
 COLUMNS = ("CLUSTER", "NAMESPACE", "KEY", "URL", "BOUND", "LAST-ATTACHED", "NODES")

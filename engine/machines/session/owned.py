@@ -26,8 +26,8 @@ from typing import Any
 
 from engine.effects.models import DeleteObject, GetObject
 from engine.labels import MANAGED_BY, MANAGER, SESSION_LABEL
-from engine.machines.session_manifests import claim_name, secret_name
-from engine.machines.session_model import SessionDecision
+from engine.machines.session.manifests import claim_name, secret_name
+from engine.machines.session.model import SessionDecision
 from engine.machines.base import Ctx
 
 # Service and Ingress go with the pod (ownerReference); the workspace claim outlives pods.

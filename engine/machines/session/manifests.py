@@ -11,14 +11,14 @@ Guarantees:
   Session when it runs in the Session's namespace on the Session's cluster.
 - The Service selects the pod by session AND generation, never a terminating predecessor.
 - Every container (workspace and apps) gets the same ``resources``: the spec's limits and requests
-  clamped to the configured ceilings (``session_limits``). App containers with ``io`` tty, pipe
+  clamped to the configured ceilings (``session.spec``). App containers with ``io`` tty, pipe
   or streams have ``stdin`` (tty also ``tty``), so ``kubectl attach -i[t]`` reaches them.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from engine.machines.session_spec import App, Port, Spec
+from engine.machines.session.spec import App, Port, Spec
 
 from engine.labels import GENERATION_LABEL, MANAGED_LABELS, SESSION_LABEL  # noqa: F401 - re-exported
 from engine.labels import SESSION_NAMESPACE_LABEL
@@ -70,8 +70,8 @@ def pod(session: str, namespace: str, generation: int, spec: Spec, session_uid: 
         session_namespace: str = "", claim: str = "", seed: str = "") -> dict[str, Any]:
     """``session_uid``: the Session's, when the pod runs beside it (an ownerReference cannot cross
     namespaces or clusters): the garbage collector then takes the pod with the Session.
-    ``session_namespace``: the Session's, when the pod runs away from it: labelled, so the
-    orphan-pod sweep (``pod_orphans``) knows which Session to read.
+    ``session.namespace``: the Session's, when the pod runs away from it: labelled, so the
+    orphan-pod sweep (``pod.orphans``) knows which Session to read.
     ``claim``: the workspace's PersistentVolumeClaim ("" = an emptyDir of this pod). ``seed``: a
     ConfigMap whose files an init container copies into a workspace that has no ``SEED_MARKER``."""
     containers = [_workspace(spec)] + [_app(app, spec) for app in spec.apps]

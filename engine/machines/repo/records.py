@@ -23,8 +23,8 @@ from pydantic import Field, TypeAdapter
 
 from engine.machines.base import Ctx
 from engine.machines.base import Decision, Reply, object_key, split_key
-from engine.machines.repo_creds import CredEntry
-from engine.machines.repo_names import ANNOTATION_IDENTITY, ANNOTATION_LAST_ATTACHED, LABEL_BOUND, repo_status_rows
+from engine.machines.repo.creds import CredEntry
+from engine.repo_names import ANNOTATION_IDENTITY, ANNOTATION_LAST_ATTACHED, LABEL_BOUND, repo_status_rows
 
 DEFAULT_REFRESH = "5m"
 

@@ -9,7 +9,7 @@ Guarantees:
   (the GET, ``Outcome.step == "check"``; e.g. a 403 for a namespace that exists but may not be
   read) fails with "could not check whether namespace <ns> exists: <cause>" (seed 001).
 - The effect is idempotent, so a transient failure or a crash in flight repeats it (after a
-  backoff on server time when there is one, at most ``MAX_ATTEMPTS`` times).
+  backoff on server time when there is one, within ``engine.backoff.NAMESPACE``).
 - A second request while one runs only adds its reply target.
 """
 from __future__ import annotations
@@ -20,11 +20,10 @@ from engine.machines.base import Ctx
 from engine.effects.models import EnsureNamespace
 from engine.machines.base import split_key
 from engine.labels import MANAGED_LABELS
-from engine.machines.pod_records import NamespaceOp, Reply, reply_list
+from engine.machines.pod.records import NamespaceOp, Reply, reply_list
 from engine import backoff
 from engine.machines.base import describe
 
-MAX_ATTEMPTS = 5
 
 
 def ensure(ctx: Ctx, key: str, reply: Reply) -> None:
@@ -68,13 +67,14 @@ def forbidden_reason(namespace: str) -> str:
 
 def _retry(ctx: Ctx, key: str, e: NamespaceOp, rec: Any) -> None:
     e = e.but(attempts=e.attempts + 1, awaiting="")
-    if e.attempts >= MAX_ATTEMPTS:
+    when = backoff.next_try(backoff.NAMESPACE, e.attempts, ctx.now, rec.retry_after_ms)
+    if when == backoff.FAIL:
         _answer(ctx, key, e, "namespace_failed", namespace=split_key(key)[1],
                 reason=f"could not ensure namespace {split_key(key)[1]} after {e.attempts} attempts: {describe(rec)}")
-    elif ctx.now is None:
+    elif when == backoff.AT_ONCE:
         _send(ctx, key, e)
     else:
-        ctx.set_timer(key, "retry", ctx.now + backoff.delay_ms(e.attempts, rec.retry_after_ms))
+        ctx.set_timer(key, "retry", when)
         ctx.put(key, e)
 
 

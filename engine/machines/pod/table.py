@@ -11,7 +11,7 @@ Phases of one pod name (``PodOp.phase``)::
 Guarantees:
 - ``send_delete`` is the only place a pod operation's ``DeleteObject`` is built, and it refuses to
   build one without a complete fence for the target uid (it re-reads instead): no unfenced delete
-  exists. (The orphan-pod sweep, ``pod_orphans``, builds its own, fenced by the uid and
+  exists. (The orphan-pod sweep, ``pod.orphans``, builds its own, fenced by the uid and
   resourceVersion of a quorum list, and never retries one.)
 - Every operation is armed with a budget timer on server time as soon as a record carries one;
   with no server time yet the budget waits rather than guesses. An operation in doubt (a restart,
@@ -27,7 +27,7 @@ from engine import backoff
 from engine.machines.base import Ctx
 from engine.effects.models import CreateObject, DeleteObject, GetObject
 from engine.machines.base import Table, split_key
-from engine.machines.pod_records import PodOp, Reply
+from engine.machines.pod.records import PodOp, Reply
 
 PHASES = ("idle", "creating", "confirming", "deleting", "reading", "terminating")
 BUSY = ["creating", "confirming", "deleting", "reading", "terminating"]
@@ -85,17 +85,17 @@ def send_delete(ctx: Ctx, key: str, e: PodOp) -> PodOp:
 
 
 def retry_read(ctx: Ctx, key: str, e: PodOp, retry_after_ms: int | None, fail: Any) -> None:
-    """A quorum read failed transiently: read again after a backoff on server time.
-
-    With no server time there is nothing to back off on; a few immediate retries, then ``fail``."""
+    """A quorum read failed transiently: read again when ``backoff.POD_READ`` says (timer ``retry``),
+    or ``fail``."""
     e = e.but(attempts=e.attempts + 1, awaiting="")
-    if ctx.now is None:
-        if e.attempts > backoff.MAX_UNTIMED:
-            return fail(ctx, key, e, f"could not read pod {name_of(key)} after {e.attempts - 1} "
-                                     "attempts and there is no server time to back off on")
+    when = backoff.next_try(backoff.POD_READ, e.attempts, ctx.now, retry_after_ms)
+    if when == backoff.FAIL:
+        return fail(ctx, key, e, f"could not read pod {name_of(key)} after {e.attempts - 1} "
+                                 "attempts and there is no server time to back off on")
+    if when == backoff.AT_ONCE:
         send_read(ctx, key, e)
         return None
-    ctx.set_timer(key, "retry", ctx.now + backoff.delay_ms(e.attempts - 1, retry_after_ms))
+    ctx.set_timer(key, "retry", when)
     save(ctx, key, e)
     return None
 

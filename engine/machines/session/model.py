@@ -48,7 +48,7 @@ class SessionConfig(Decision):
     """From ``session.configure`` (appended by the daemon at boot from its validated config).
 
     ``clusters`` is the old form: names usable by every Session, unbounded, reached as themselves
-    with no tenant. ``home``/``tenants``/``registered`` are the registry's view (session_tenancy)."""
+    with no tenant. ``home``/``tenants``/``registered`` are the registry's view (session.tenancy)."""
 
     kind: Literal["config"] = "config"
     clusters: tuple[str, ...] = ()
@@ -131,7 +131,7 @@ class SessionDecision(Decision):
     target: str = ""                       # the cluster handle the pod runs on
     target_tenant: str = ""                # its tenant ("" = home, or an old-form cluster)
     target_namespace: str = ""             # where the pod runs when not the Session's namespace
-    shape: str = ""                        # session_spec.shape of the current generation
+    shape: str = ""                        # session.spec.shape of the current generation
     failed_spec: str = ""                  # the spec that failed; a different one retries
     finalizer_step: str = ""               # "" | "sent" | "done" | "removing" | "reading"
     reread_tries: int = 0                  # Session re-reads refused in a row (engine.backoff)
@@ -148,7 +148,7 @@ class SessionDecision(Decision):
     repos_step: str = ""
     abandoned: tuple[str, ...] = ()        # pod keys whose create was in flight when let go
     releasing: tuple[str, ...] = ()        # pod keys asked to be deleted, not yet gone
-    ahead: dict[str, int] = Field(default_factory=dict)  # pod key -> generation: newer than the record knows (session_ahead)
+    ahead: dict[str, int] = Field(default_factory=dict)  # pod key -> generation: newer than the record knows (session.ahead)
     ahead_read: str = ""                   # the id of the quorum GET of the Session that settles them
     runs: tuple[Run, ...] = ()
     service: Upsert = Upsert()
@@ -157,7 +157,7 @@ class SessionDecision(Decision):
     teardown_sent: bool = False
     failure: Failure | None = None
     blocked: str = ""                      # why a teardown cannot finish
-    blocked_pod: str = ""                  # the pod key whose failed delete blocks it (retried: session_replies)
+    blocked_pod: str = ""                  # the pod key whose failed delete blocks it (retried: session.replies)
     start_ms: int = DEFAULT_START_MS
     ready_ms: int = DEFAULT_READY_MS
     status_written: str = ""
@@ -167,7 +167,7 @@ class SessionDecision(Decision):
     reported_generation: int = 0           # status.generation on the Session as last observed
     since: dict[str, tuple[str, str]] = Field(default_factory=dict)  # condition type -> (status, lastTransitionTime) last written
     home_time: str = ""                    # the latest home-clock time (RFC 3339, seconds) its record knows
-    evented: str = ""                      # the last decision posted as an Event (session_status.event_mark)
+    evented: str = ""                      # the last decision posted as an Event (session.status.event_mark)
 
     def move(self, event: str) -> "SessionDecision":
         return self.but(phase=TABLE.next(self.phase, event))

@@ -48,12 +48,12 @@ import json
 from typing import Any
 
 from engine.canonical import canonical_json
-from engine.machines import session_endpoints as endpoints
+from engine.machines.session import endpoints
 from engine.machines.base import Ctx
 from engine.effects.models import PatchObject, PostEvent
-from engine.machines.session_manifests import host, pod_name
-from engine.machines.session_model import RepoFacts, SessionConfig, SessionDecision
-from engine.machines.session_spec import Spec, SpecError, route_ports
+from engine.machines.session.manifests import host, pod_name
+from engine.machines.session.model import RepoFacts, SessionConfig, SessionDecision
+from engine.machines.session.spec import Spec, SpecError, route_ports
 from engine.rfc3339 import to_seconds_text
 
 API_VERSION = "kfold.dev/v1alpha1"
@@ -148,7 +148,7 @@ def _ready(d: SessionDecision) -> dict[str, Any]:
 
 def repo_signals(d: SessionDecision) -> list[str]:
     """Failed probes and fetches on the pod's node: ``<url>: <attempted> failed on node N: <error>``
-    (a failed Clone fails the session instead: ``session_flow``)."""
+    (a failed Clone fails the session instead: ``session.flow``)."""
     out = []
     for r in d.repos:
         st = _on_node(r, d.pod.node)

@@ -1,7 +1,7 @@
 """Pods of a generation newer than a podless Session's record knows: judged once it catches up.
 
 Why: a podless Session (Suspended, Stopping, Stopped, Failed) releases a live pod seen under its
-labels (``session_replies.release_stale``: made by a life or replica whose record this one never
+labels (``session.replies.release_stale``: made by a life or replica whose record this one never
 saw; seed 240). But a record can be behind the Session: a replica paused (SIGSTOP) while the user
 resumed it comes back still Suspended, and its pod watch may deliver the pod the other replica made
 for that resume before its Session watch delivers the resume. Released then, the other replica's
@@ -30,10 +30,10 @@ Guarantees:
 from __future__ import annotations
 
 from engine.effects.models import GetObject
-from engine.machines import session_flow as flow
+from engine.machines.session import flow
 from engine.machines.base import Ctx, split_key
-from engine.machines.session_model import SessionDecision
-from engine.machines.session_status import API_VERSION
+from engine.machines.session.model import SessionDecision
+from engine.machines.session.status import API_VERSION
 
 TIMER = "ahead"
 GRACE_MS = 30_000   # how long a record may take to catch up before the Session is read

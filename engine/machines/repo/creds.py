@@ -24,7 +24,7 @@ from typing import Any
 
 from engine.labels import MANAGED_LABELS
 from engine.machines.base import Decision
-from engine.machines.repo_names import (
+from engine.repo_names import (
     ANNOTATION_IDENTITY, ANNOTATION_LAST_ATTACHED, API_VERSION, KIND, LABEL_BOUND,
     RepoUrlError, check_identity, transport,
 )

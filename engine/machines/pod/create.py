@@ -19,17 +19,19 @@ from __future__ import annotations
 from typing import Any
 
 from engine.machines.base import Ctx
-from engine.machines import pod_delete
+from engine.machines.pod import delete as pod_delete
 from engine.machines.base import split_key
 from engine.labels import MANAGER
-from engine.machines.pod_records import GENERATION, MANAGED_BY, SESSION, PodOp, PodView, Reply, view_of
+from engine.machines.pod.records import GENERATION, MANAGED_BY, SESSION, PodOp, PodView, Reply, view_of
 from engine.machines.base import describe
-from engine.machines.pod_table import name_of, retry_read, send_create, send_read, settled, step, tell_all
+from engine.seams import CreatePod
+from journal.records import Outcome
+from engine.machines.pod.table import name_of, retry_read, send_create, send_read, settled, step, tell_all
 
 
-def start(ctx: Ctx, key: str, reply: Reply, args: dict[str, Any], budget_ms: int) -> None:
-    session, generation = str(args["session"]), int(args["generation"])
-    manifest, problem = prepared(key, args.get("manifest") or {}, session, generation)
+def start(ctx: Ctx, key: str, reply: Reply, msg: CreatePod, budget_ms: int) -> None:
+    session, generation = msg.session, msg.generation
+    manifest, problem = prepared(key, msg.manifest, session, generation)
     if problem:
         ctx.tell(reply.to, reply.key, "pod_create_failed", pod=key, reason=problem)
         return
@@ -51,14 +53,8 @@ def prepared(key: str, manifest: dict[str, Any], session: str, generation: int) 
     return {**manifest, "apiVersion": "v1", "kind": "Pod", "metadata": md}, ""
 
 
-def on_outcome(ctx: Ctx, key: str, e: PodOp, rec: Any, effect: Any) -> None:
-    if effect.type == "create":
-        _created(ctx, key, e, rec)
-    else:
-        _confirmed(ctx, key, e, rec)
-
-
-def _created(ctx: Ctx, key: str, e: PodOp, rec: Any) -> None:
+def created(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> None:
+    """The answer to the create (phase ``creating``)."""
     match rec.result:
         case "ok":
             view = view_of(rec.obj)
@@ -69,7 +65,8 @@ def _created(ctx: Ctx, key: str, e: PodOp, rec: Any) -> None:
             fail(ctx, key, e, f"could not create pod {name_of(key)}: {describe(rec)}")
 
 
-def _confirmed(ctx: Ctx, key: str, e: PodOp, rec: Any) -> None:
+def confirmed(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> None:
+    """The answer to the quorum read after AlreadyExists or a create in doubt (phase ``confirming``)."""
     match rec.result:
         case "ok":
             _adopt_or_refuse(ctx, key, e, view_of(rec.obj))
@@ -106,7 +103,7 @@ def in_doubt(ctx: Ctx, key: str, e: PodOp) -> None:
 def finish(ctx: Ctx, key: str, e: PodOp, message: str, view: PodView | None = None, **args: Any) -> None:
     """Answer every caller, keep the fence, then run a delete that queued behind the create: after
     a refusal (``taken``) that delete means this session's pod, so it deletes only a pod labelled
-    for it (``pod_delete``: a quorum read first), never the one that holds the name."""
+    for it (``pod.delete``: a quorum read first), never the one that holds the name."""
     tell_all(ctx, e.replies, message, pod=key, **args)
     fence = {"uid": view.uid, "rv": view.rv, "terminating": view.terminating} if view else {}
     done = settled(ctx, key, e, session="", generation=0, then_delete=(), **fence)

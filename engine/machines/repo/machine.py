@@ -18,31 +18,32 @@ Expected flow (one operation at a time per Repo; later ones queue, ensures join)
 - ``repo.reconcile_bound``: quorum-list bound Repos, unlabel those the config no longer binds.
   A 404 for the list (no Repo CRD) is "nothing to do"; any other refusal is logged as an error.
 - ``repo.gc``: quorum-list Repos, delete (fenced by uid + resourceVersion) every unbound one whose
-  clock is older than the TTL on the list response's server time. See ``repo_list``.
+  clock is older than the TTL on the list response's server time. See ``repo.bindings``.
 
 Guarantees: pure; bad input is refused with the value and the reason before any effect; a token
 value is never seen (only variable names). Caveats: a burst of ensures joins the one in flight, so
 the clock holds the first attach's time of the burst; retries of one operation (in doubt,
 re-created after a read found it absent) are counted across the whole operation in ``Op.attempts``,
-at most ``MAX_ATTEMPTS`` in all, then it is reported.
+within ``engine.backoff.REPO_OP``, then it is reported.
 
-Layout: this module routes and takes commands and messages in; one operation runs in ``repo_ops``,
-the list-driven commands in ``repo_list``, over the records in ``repo_records``.
+Layout: this module routes and takes commands and messages in; one operation runs in ``repo.ops``,
+the list-driven commands in ``repo.bindings``, over the records in ``repo.records``.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from engine.machines.base import Ctx
-from engine.machines import repo_list
-from engine.machines.base import Machine, Reply, object_key, split_key
-from engine.machines.repo_creds import CredentialError, missing_env, resolve
-from engine.machines.repo_names import KIND, RepoUrlError, identity, key_of_identity, rfc3339, without_password
+from engine.machines.repo import bindings as repo_list
+from engine.machines.base import Dispatch, InDoubt, Machine, Reply, object_key, split_key
+from engine.machines.repo.creds import CredentialError, missing_env, resolve
+from engine.repo_names import KIND, RepoUrlError, identity, key_of_identity, rfc3339, without_password
 from engine.effects.models import GetObject
-from engine.machines.repo_ops import answer, doubt, ref_fields, start
-from engine.machines.repo_records import (
+from engine.machines.repo.ops import answer, doubt, ref_fields, start
+from engine.machines.repo.records import (
     Op, RepoConfig, RepoEntry, RepoRow, absorb, config_key, config_of, entry_of, gone, settle,
 )
+from engine.seams import EnsureRepo, ReleaseRepo, RepoBind, RepoGc, RepoReconcileBound
 from journal.records import Command, Observed, Outcome, Relist
 
 
@@ -53,19 +54,12 @@ class RepoMachine(Machine):
     commands = frozenset({"repo.bind", "repo.reconcile_bound", "repo.gc"})
     typed_messages = True
 
-    def on_command(self, ctx: Ctx, rec: Command) -> None:
-        if rec.name == "repo.bind":
-            bind(ctx, rec)
-        else:
-            repo_list.command(ctx, rec, start)
+    def on_command(self, ctx: Ctx, rec: Command, cmd: Any) -> None:
+        cluster, ns = repo_list.where(rec, cmd)
+        DISPATCH.handler("config", type(cmd))(ctx, config_key(cluster, ns), (rec, cmd))
 
-    def on_message(self, ctx: Ctx, key: str, message: str, args: dict[str, Any]) -> None:
-        if message == "ensure":
-            ensure(ctx, key, args)
-        elif message == "release":
-            release(ctx, key, Reply(to=args["reply_to"], key=args["reply_key"]))
-        else:
-            super().on_message(ctx, key, message, args)
+    def on_receive(self, ctx: Ctx, key: str, msg: Any) -> None:
+        DISPATCH.handler("repo", type(msg))(ctx, key, msg)
 
     def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         key = object_key(rec.cluster, rec.namespace, rec.name)
@@ -82,28 +76,37 @@ class RepoMachine(Machine):
                 _recheck(ctx, entry)
 
     def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
-        if split_key(effect.key)[2] == "":
-            return repo_list.outcome(ctx, rec, effect, start)
-        entry = ctx.get(effect.key)
-        if isinstance(entry, RepoEntry) and entry.checking and entry.checking == effect.id:
-            return _rechecked(ctx, entry.but(checking=""), rec)
-        if not isinstance(entry, RepoEntry) or entry.op is None or entry.op.effect_id != effect.id:
-            return ctx.log(effect.key, "outcome for no operation in flight; ignored", level="debug")
-        if rec.result == "ok" and rec.obj and effect.type in ("create", "patch", "get"):
-            settle(ctx, entry, absorb(entry, rec.obj))
-            entry = ctx.get(effect.key)
-        if rec.result == "transient":
-            return doubt(ctx, entry, effect)
-        answer(ctx, entry, rec)
+        DISPATCH.handler(phase_of(effect.key), Outcome)(ctx, rec, effect)
 
     def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
-        if split_key(effect.key)[2] == "":
-            return repo_list.in_doubt(ctx, effect)
+        DISPATCH.handler(phase_of(effect.key), InDoubt)(ctx, effect)
+
+
+def phase_of(key: str) -> str:
+    """``config`` for a namespace's configuration key (``<cluster>/<namespace>/``), else ``repo``."""
+    return "config" if key.endswith("/") else "repo"
+
+
+def _answer(ctx: Ctx, rec: Outcome, effect: Any) -> None:
+    entry = ctx.get(effect.key)
+    if isinstance(entry, RepoEntry) and entry.checking and entry.checking == effect.id:
+        return _rechecked(ctx, entry.but(checking=""), rec)
+    if not isinstance(entry, RepoEntry) or entry.op is None or entry.op.effect_id != effect.id:
+        return ctx.log(effect.key, "outcome for no operation in flight; ignored", level="debug")
+    if rec.result == "ok" and rec.obj and effect.type in ("create", "patch", "get"):
+        settle(ctx, entry, absorb(entry, rec.obj))
         entry = ctx.get(effect.key)
-        if isinstance(entry, RepoEntry) and entry.checking and entry.checking == effect.id:
-            _recheck(ctx, entry.but(checking=""))
-        elif isinstance(entry, RepoEntry) and entry.op is not None and entry.op.effect_id == effect.id:
-            doubt(ctx, entry, effect)
+    if rec.result == "transient":
+        return doubt(ctx, entry, effect)
+    answer(ctx, entry, rec)
+
+
+def _doubt(ctx: Ctx, effect: Any) -> None:
+    entry = ctx.get(effect.key)
+    if isinstance(entry, RepoEntry) and entry.checking and entry.checking == effect.id:
+        _recheck(ctx, entry.but(checking=""))
+    elif isinstance(entry, RepoEntry) and entry.op is not None and entry.op.effect_id == effect.id:
+        doubt(ctx, entry, effect)
 
 
 def _recheck(ctx: Ctx, entry: RepoEntry) -> None:
@@ -123,11 +126,11 @@ def _rechecked(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
 
 
 # -- commands and messages ---------------------------------------------------------------------
-def bind(ctx: Ctx, rec: Command) -> None:
-    cluster, ns = repo_list.where(rec)
-    ckey = config_key(cluster, ns)
+def bind(ctx: Ctx, ckey: str, ev: tuple[Command, RepoBind]) -> None:
+    rec, cmd = ev
+    cluster, ns, _ = split_key(ckey)
     try:
-        cfg, bindings = repo_list.bind_config(ctx, rec, cluster, ns)
+        cfg, bindings = repo_list.bind_config(ctx, cmd, cluster, ns)
     except (RepoUrlError, CredentialError) as exc:
         return repo_list.refuse(ctx, ckey, rec.name, exc)
     ctx.put(ckey, cfg)
@@ -148,11 +151,11 @@ def report_missing_env(ctx: Ctx, ckey: str, cfg: RepoConfig) -> None:
                 level="warning", missing=[{"match": c.match, "env": c.env} for c in missing])
 
 
-def ensure(ctx: Ctx, key: str, args: dict[str, Any]) -> None:
-    target = Reply(to=args["reply_to"], key=args["reply_key"])
+def ensure(ctx: Ctx, key: str, msg: EnsureRepo) -> None:
+    target = Reply(to=msg.reply_to, key=msg.reply_key)
     cluster, ns, name = split_key(key)
     try:
-        url, ident = _attach_url(args.get("url"), name)
+        url, ident = _attach_url(msg.url, name)
     except RepoUrlError as exc:
         return ctx.tell(target.to, target.key, "repo_failed", repo=key, reason=str(exc))
     entry = entry_of(ctx, key)
@@ -176,8 +179,35 @@ def _attach_url(url: Any, name: str) -> tuple[str, str]:
     return without_password(url), ident
 
 
-def release(ctx: Ctx, key: str, target: Reply) -> None:
+def release(ctx: Ctx, key: str, msg: ReleaseRepo) -> None:
+    target = Reply(to=msg.reply_to, key=msg.reply_key)
     entry = ctx.get(key)
     if isinstance(entry, RepoEntry) and target in entry.subscribers:
         ctx.put(key, entry.but(subscribers=tuple(s for s in entry.subscribers if s != target)))
 
+
+def _list_command(ctx: Ctx, ckey: str, ev: tuple[Command, Any]) -> None:
+    repo_list.command(ctx, *ev)
+
+
+def _list_answer(ctx: Ctx, rec: Outcome, effect: Any) -> None:
+    repo_list.outcome(ctx, rec, effect, start)
+
+
+def _list_doubt(ctx: Ctx, effect: Any) -> None:
+    repo_list.in_doubt(ctx, effect)
+
+
+# The repo machine: (phase, event) -> handler. Phase ``config`` is a namespace's configuration key,
+# ``repo`` one Repo's key; the Repo's operation (``records.Op``) is run by ``ops``.
+DISPATCH = Dispatch("repo", [
+    ("config", RepoBind, bind),
+    ("config", RepoReconcileBound, _list_command),
+    ("config", RepoGc, _list_command),
+    ("config", Outcome, _list_answer),
+    ("config", InDoubt, _list_doubt),
+    ("repo", EnsureRepo, ensure),
+    ("repo", ReleaseRepo, release),
+    ("repo", Outcome, _answer),
+    ("repo", InDoubt, _doubt),
+])

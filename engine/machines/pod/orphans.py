@@ -5,7 +5,7 @@ owner-referenced to it, so the apiserver's garbage collector never takes it. A c
 when the journal is lost, answered after the Session was deleted, leaves such a pod behind (found
 by ``kfold sim``, seeds 71590, 72011, 72638: a pod, its Service and Ingress on cluster ``east``).
 Its Service and Ingress are owner-referenced to the pod (same cluster and namespace), so they go
-with it; its Secret is the orphan Secret sweep's (``pod_sweep``: no pod, no Secret).
+with it; its Secret is the orphan Secret sweep's (``pod.sweep``: no pod, no Secret).
 
 Expected flow: quorum list of Pods labelled managed-by kfold in ``namespace`` of ``cluster`` ->
 candidates: pods with a ``kfold.dev/session`` label, not terminating, whose Session the fold does
@@ -36,16 +36,20 @@ from typing import Any
 from engine.effects.models import DeleteObject, GetObject, ListObjects
 from engine.labels import MANAGED_BY, MANAGER, MANAGED_SELECTOR, SESSION_API_VERSION, SESSION_NAMESPACE_LABEL
 from engine.machines.base import Ctx, object_key, split_key
-from engine.machines.pod_records import ORPHANS_NAME, SESSION, OrphanPod, OrphanSweep, PodOp, labels_of
+from engine.machines.pod.records import ORPHANS_NAME, SESSION, OrphanPod, OrphanSweep, PodOp, labels_of
 from engine.machines.base import describe
+from engine.seams import SweepOrphans
 
 MAX_READS = 32          # Sessions read per sweep: the next sweep takes the rest
-TARGETS_KEY = "#targets"  # the session machine's target index (``session_targets``), read only
 
 
-def start(ctx: Ctx, rec: Any) -> None:
-    cluster, namespace, home = rec.args["cluster"], rec.args["namespace"], rec.args["home"]
-    key = object_key(cluster, namespace, ORPHANS_NAME)
+def key_of(cmd: SweepOrphans) -> str:
+    return object_key(cmd.cluster, cmd.namespace, ORPHANS_NAME)
+
+
+def start(ctx: Ctx, cmd: SweepOrphans) -> None:
+    cluster, namespace, home = cmd.cluster, cmd.namespace, cmd.home
+    key = key_of(cmd)
     if ctx.get(key) is not None:
         ctx.log(key, "orphan-pod sweep skipped: the previous sweep is still running", level="debug")
         return
@@ -112,13 +116,9 @@ def _candidate(obj: dict[str, Any], cluster: str, namespace: str, home: str) -> 
 
 
 def _tracked(ctx: Ctx) -> set[str]:
-    """``"<cluster>/<namespace>/<session>"`` of every Session the fold places pods for."""
-    index = ctx.get(TARGETS_KEY, "session")
-    slots = getattr(index, "slots", None)
-    if isinstance(slots, dict):
-        return set(slots)
-    return {f"{d.target}/{d.target_ns}/{d.name}" for _, d in ctx.items("session")
-            if getattr(d, "kind", "") == "session" and d.target}
+    """``"<cluster>/<namespace>/<session>"`` of every Session the fold places pods for (the
+    session machine's answer)."""
+    return ctx.ask("session", "placed") or set()
 
 
 def _session_read(ctx: Ctx, key: str, e: OrphanSweep, rec: Any, effect: Any) -> None:

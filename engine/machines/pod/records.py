@@ -8,7 +8,7 @@ The pod machine's table holds three kinds of entry, told apart by ``kind``:
 - ``PodOp`` at a pod key ``<cluster>/<namespace>/<name>``: the fence and the running operation;
 - ``NamespaceOp`` at ``<cluster>/<namespace>/`` (empty name): a namespace being ensured;
 - ``SweepOp`` at ``<cluster>/<namespace>/#sweep`` ("" namespace = all): an orphan Secret sweep;
-- ``OrphanSweep`` at ``<cluster>/<namespace>/#orphans``: an orphan-pod sweep (``pod_orphans``).
+- ``OrphanSweep`` at ``<cluster>/<namespace>/#orphans``: an orphan-pod sweep (``pod.orphans``).
 ``Entries.model_validate`` reads any of them back from a snapshot.
 
 Guarantees: records are frozen and small; a ``PodOp`` never holds a whole object (the manifest is

@@ -12,11 +12,11 @@ in flight at a time; a change of the desired manifest while one is in flight is 
 completes (``sync`` compares digests).
 
 Guarantees:
-- Desired manifests come from ``session_manifests`` only; the digest of what the apiserver last
+- Desired manifests come from ``session.manifests`` only; the digest of what the apiserver last
   accepted is kept (``Upsert.have``), so an unchanged port set sends nothing.
 - A ports-only change re-routes here; nothing in this module touches the pod.
-- Retries of one manifest are bounded (``MAX_TRIES``); the last error is kept for status.
-- Own before touching (``session_owned``): a same-name object found by the read is replaced only
+- Retries of one manifest are bounded (``engine.backoff.ENDPOINT``); the last error is kept for status.
+- Own before touching (``session.owned``): a same-name object found by the read is replaced only
   when it carries this Session's labels (else the session machine fails the Session naming it),
   and an object no longer wanted is read, then deleted only if it is this Session's, by uid.
 
@@ -27,15 +27,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine import backoff
 from engine.canonical import canonical_json
 from engine.machines.base import Ctx, remember
 from engine.effects.models import CreateObject, DeleteObject, GetObject, ReplaceObject
-from engine.machines import session_manifests as mf
-from engine.machines.session_model import SessionConfig, SessionDecision, Upsert
-from engine.machines.session_owned import owned, uid_of
-from engine.machines.session_spec import Spec, route_ports
+from engine.machines.session import manifests as mf
+from engine.machines.session.model import SessionConfig, SessionDecision, Upsert
+from engine.machines.session.owned import owned, uid_of
+from engine.machines.session.spec import Spec, route_ports
 
-MAX_TRIES = 4
 SERVING = ("Provisioning", "Ready")   # phases with a pod to route to
 KINDS = {"Service": ("service", "v1"), "Ingress": ("ingress", "networking.k8s.io/v1")}
 
@@ -46,7 +46,7 @@ def desired(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> dict[str, dic
 
 def _wanted(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> dict[str, tuple[dict[str, Any] | None, str]]:
     """Each endpoint object's manifest and its digest. Remembered for the inputs they are made of
-    (the spec by identity, as ``session_flow.spec_of`` hands it out, held by the entry): a Session's
+    (the spec by identity, as ``session.flow.spec_of`` hands it out, held by the entry): a Session's
     decision asks for them on every step, and they change only with its pod or its spec."""
     key = (id(spec), d.name, d.target_ns, d.generation, d.pod.uid, cfg.base_domain)
     hit = _WANTED.get(key)
@@ -86,7 +86,7 @@ def settled(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> bool:
     its endpoints are one status write."""
     for kind, (_, want) in _wanted(d, spec, cfg).items():
         u = _get(d, kind)
-        given_up = u.tries >= MAX_TRIES and u.sending == want
+        given_up = backoff.exhausted(backoff.ENDPOINT, u.tries) and u.sending == want
         if u.stage != "idle" or (want != u.have and not given_up):
             return False
     return True
@@ -105,7 +105,7 @@ def _sync_one(ctx: Ctx, key: str, d: SessionDecision, kind: str, manifest: dict[
     if u.stage != "idle" or want == u.have:
         return d
     tries = u.tries if want == u.sending else 0
-    if tries >= MAX_TRIES:
+    if backoff.exhausted(backoff.ENDPOINT, tries):
         return d
     if manifest is None:  # read first: only this Session's object is deleted, fenced by its uid
         _request(ctx, key, d, kind, GetObject)

@@ -1,6 +1,6 @@
 """The repo machine's list-driven commands (reconcileBound, gc), and its command input.
 
-The records these decide over (``RepoConfig``, ``RepoEntry``, ``ListOp``) are in ``repo_records``.
+The records these decide over (``RepoConfig``, ``RepoEntry``, ``ListOp``) are in ``repo.records``.
 
 reconcileBound: a quorum list of bound Repos; each one whose key the configuration no longer binds
 is unlabelled. A 404 list outcome (``not_found``, or ``error`` with code 404: a real apiserver
@@ -22,19 +22,20 @@ from typing import Any, Callable
 from engine.machines.base import Ctx
 from engine.effects.models import ListObjects
 from engine.machines.base import object_key, split_key
-from engine.machines.repo_creds import CredentialError, parse_credentials
-from engine.machines.repo_names import (
+from engine.machines.repo.creds import CredentialError, parse_credentials
+from engine.repo_names import (
     API_VERSION, KIND, LABEL_BOUND, RepoUrlError, epoch_ms, identity, key_of_identity, without_password,
 )
-from engine.machines.repo_records import (
+from engine.machines.repo.records import (
     DEFAULT_REFRESH, ListOp, Op, RepoConfig, RepoEntry, absorb, config_key, config_of, entry_of, settle,
 )
+from engine.seams import RepoBind, RepoGc, RepoReconcileBound
 from journal.records import Command, Outcome
 
 
 # -- command input -------------------------------------------------------------------------------
-def where(rec: Command) -> tuple[str, str]:
-    return rec.args.get("cluster") or rec.cluster, rec.args.get("namespace") or rec.namespace
+def where(rec: Command, cmd: Any) -> tuple[str, str]:
+    return cmd.cluster or rec.cluster, cmd.namespace or rec.namespace
 
 
 def bindings_of(raw: Any) -> list[tuple[str, str]]:
@@ -48,16 +49,16 @@ def bindings_of(raw: Any) -> list[tuple[str, str]]:
     return [(url, ident) for ident, url in out.items()]
 
 
-def bind_config(ctx: Ctx, rec: Command, cluster: str, ns: str) -> tuple[RepoConfig, list[tuple[str, str]]]:
-    bindings = bindings_of(rec.args.get("bindings", []))
-    creds = parse_credentials(rec.args.get("credentials"))
-    env = rec.args.get("env_present") or []
+def bind_config(ctx: Ctx, cmd: RepoBind, cluster: str, ns: str) -> tuple[RepoConfig, list[tuple[str, str]]]:
+    bindings = bindings_of(cmd.bindings)
+    creds = parse_credentials(cmd.credentials)
+    env = cmd.env_present
     if not isinstance(env, (list, tuple)) or not all(isinstance(e, str) for e in env):
         raise CredentialError(f"env_present {env!r} refused: expected a list of variable names")
     keys = tuple(object_key(cluster, ns, key_of_identity(i)) for _, i in bindings)
     cfg = config_of(ctx, cluster, ns).but(
         configured=True, credentials=creds, env_present=tuple(sorted(set(env))), bound_keys=keys,
-        refresh=rec.args.get("refresh_interval") or DEFAULT_REFRESH, last_error="")
+        refresh=cmd.refresh_interval or DEFAULT_REFRESH, last_error="")
     return cfg, bindings
 
 
@@ -69,11 +70,11 @@ def refuse(ctx: Ctx, ckey: str, command: str, exc: Exception) -> None:
 
 
 # -- reconcileBound and gc -----------------------------------------------------------------------
-def command(ctx: Ctx, rec: Command, start: Callable) -> None:
-    cluster, ns = where(rec)
+def command(ctx: Ctx, rec: Command, cmd: RepoReconcileBound | RepoGc) -> None:
+    cluster, ns = where(rec, cmd)
     ckey = config_key(cluster, ns)
     try:
-        lop = _list_op(rec, cluster, ns)
+        lop = _list_op(cmd)
     except (RepoUrlError, ValueError) as exc:
         return refuse(ctx, ckey, rec.name, exc)
     cfg = config_of(ctx, cluster, ns)
@@ -85,14 +86,11 @@ def command(ctx: Ctx, rec: Command, start: Callable) -> None:
     ctx.put(ckey, cfg.but(lists=cfg.lists + (lop.but(effect_id=effect.id),)))
 
 
-def _list_op(rec: Command, cluster: str, ns: str) -> ListOp:
-    if rec.name == "repo.reconcile_bound":
-        keep = tuple(key_of_identity(i) for _, i in bindings_of(rec.args.get("bindings", [])))
+def _list_op(cmd: RepoReconcileBound | RepoGc) -> ListOp:
+    if isinstance(cmd, RepoReconcileBound):
+        keep = tuple(key_of_identity(i) for _, i in bindings_of(cmd.bindings))
         return ListOp(effect_id="", purpose="reconcile", keep=keep)
-    ttl = rec.args.get("ttl_seconds")
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0:
-        raise ValueError(f"ttl_seconds {ttl!r} refused: expected a whole number of seconds >= 0")
-    return ListOp(effect_id="", purpose="gc", ttl_ms=ttl * 1000)
+    return ListOp(effect_id="", purpose="gc", ttl_ms=cmd.ttl_seconds * 1000)   # a whole number >= 0 (seams)
 
 
 def outcome(ctx: Ctx, rec: Outcome, effect: Any, start: Callable) -> None:

@@ -10,7 +10,7 @@ and a Session deleted before the finalizer landed is seen going and its pod rele
 namespace (pod machine; skipped on a namespace-bounded registration, where namespaces are
 cluster-scoped and refused, and where the pod runs beside its Session: that namespace exists)
 -> repositories (repo machine) -> session Secret (made or mended with env references, dropped
-without: ``session_secret``) -> pod ``<session>-g<N>`` (pod machine ``create``) -> Running with a
+without: ``session.secret``) -> pod ``<session>-g<N>`` (pod machine ``create``) -> Running with a
 pod IP within the start deadline -> the workspace container ready (and every repository synced on
 the pod's node) within the ready deadline, and its Service and Ingress published -> Ready.
 Endpoints are upserted as soon as the pod's create answered (they name the pod as owner), while it
@@ -25,7 +25,7 @@ Guarantees:
 - A failure records a reason and a message for status and releases the pod.
 
 - Everything on the target side (pod, Secret, Service, Ingress, Events, repositories) goes to the
-  Session's target cluster handle, tenant and namespace (session_tenancy); the Session's own
+  Session's target cluster handle, tenant and namespace (session.tenancy); the Session's own
   finalizer and status patches go to its home cluster.
 
 Caveats:
@@ -38,26 +38,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine import backoff
 from engine.canonical import canonical_json
 from engine.machines.base import Ctx
 from engine.effects.models import CreateObject, Log, PatchObject
-from engine.machines import session_endpoints as endpoints
-from engine.machines import session_manifests as mf
-from engine.machines import session_secret as secret
-from engine.machines import session_status as status
-from engine.machines import session_targets as targets
-from engine.machines import session_tenancy as tenancy
+from engine.machines.session import endpoints
+from engine.machines.session import manifests as mf
+from engine.machines.session import secret
+from engine.machines.session import status
+from engine.machines.session import tenancy
 from engine.machines.base import object_key, remember
-from engine.machines.repo_names import cache_key
-from engine.machines.session_model import (
+from engine.repo_names import cache_key
+from engine.machines.session.model import (
     FINALIZER, LIVE, Failure, PodFacts, RepoFacts, SessionConfig, SessionDecision,
 )
-from engine.machines.session_owned import TEARDOWN_KINDS, start_teardown
-from engine.machines.session_spec import Spec, SpecError, shape, validate
+from engine.machines.session.owned import TEARDOWN_KINDS, start_teardown
+from engine.machines.session.spec import Spec, SpecError, shape, validate
 
 
 def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
-    """The validated spec, placed for this Session's tenant (session_tenancy).
+    """The validated spec, placed for this Session's tenant (session.tenancy).
 
     Remembered per spec object: a Session's ``spec_raw`` is the dict of its last observation,
     replaced (never changed in place) when a new one is folded, while ``decide`` asks for its spec
@@ -86,22 +86,44 @@ def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> Sessio
         # Resumed from its status (a fresh or lost journal), or never begun: its pod and the rest
         # run where its spec places them, which may be another cluster than its own (found by
         # kfold sim, seed 76); a pod seen there under its labels is this Session's to release
-        # (``session_replies.release_stale``).
+        # (``session.replies.release_stale``).
         d = d.but(target=spec.cluster, target_tenant=spec.tenant, target_namespace=spec.namespace)
-    if d.deleting or d.spec_raw.get("stopped") is True or d.phase == "Stopping":
-        # A teardown under way finishes even when the spec stops asking for it (un-stopped while
-        # Stopping): only from Stopped does the Session start, suspend or fail again.
-        d = teardown(ctx, key, d, claimed=bool(cfg.workspace_class))
-    if d.deleting or d.spec_raw.get("stopped") is True or d.phase == "Stopping":
-        pass
-    elif isinstance(spec, SpecError):
-        d = _invalid(ctx, key, d, spec)
-    elif spec.suspended:
-        d = suspend(ctx, key, d)
-    else:
-        d = run(ctx, key, d, spec, cfg)
+    d = act(ctx, key, d, wish_of(d, spec), spec, cfg)
     d = arm_deadlines(ctx, key, d)
     return status.write(ctx, key, d, spec, cfg)
+
+
+WISHES = ("stop", "invalid", "suspend", "run")
+
+
+def wish_of(d: SessionDecision, spec: Spec | SpecError) -> str:
+    """What the Session asks for: ``stop`` (``spec.stopped``, or deleted), ``invalid`` (a spec
+    kfold refuses), ``suspend`` or ``run``."""
+    if d.deleting or d.spec_raw.get("stopped") is True:
+        return "stop"
+    if isinstance(spec, SpecError):
+        return "invalid"
+    return "suspend" if spec.suspended else "run"
+
+
+def act(ctx: Ctx, key: str, d: SessionDecision, wish: str, spec: Any, cfg: SessionConfig) -> SessionDecision:
+    """The session decision: one match over (wish, phase). A teardown under way finishes even when
+    the spec stops asking for it (un-stopped while Stopping): only from Stopped does the Session
+    start, suspend or fail again, in the same step."""
+    match wish, d.phase:
+        case "stop", _:
+            return teardown(ctx, key, d, claimed=bool(cfg.workspace_class))
+        case _, "Stopping":
+            d = teardown(ctx, key, d, claimed=bool(cfg.workspace_class))
+            return d if d.phase == "Stopping" else act(ctx, key, d, wish, spec, cfg)
+        case "invalid", _:
+            return _invalid(ctx, key, d, spec)
+        case "suspend", _:
+            return suspend(ctx, key, d)
+        case "run", _:
+            return run(ctx, key, d, spec, cfg)
+        case other:
+            raise AssertionError(f"session {key}: no decision for {other!r}")
 
 
 def _spec_text(d: SessionDecision) -> str:
@@ -157,7 +179,7 @@ def suspend(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
 
 def teardown(ctx: Ctx, key: str, d: SessionDecision, claimed: bool = False) -> SessionDecision:
     """Stop: release the pod, delete Service, Ingress, Secret and the workspace claim (each read first and
-    deleted only when it is this Session's, fenced by its uid: ``session_owned``); then, if the
+    deleted only when it is this Session's, fenced by its uid: ``session.owned``); then, if the
     Session is being deleted, remove the finalizer. Repeated requests change nothing. ``claimed``:
     the config gives Sessions a workspace claim (one may exist even if this record never made it)."""
     if d.phase not in ("Stopping", "Stopped"):
@@ -186,9 +208,9 @@ def _release_unmade(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> Sess
     if d.phase != "Pending" or d.pod.name or d.generation <= 0 or not d.target:
         return d
     pk = object_key(d.target, d.target_ns, mf.pod_name(d.name, d.generation))
-    if pk in d.releasing or pk in d.abandoned or not getattr(ctx.get(pk, "pod"), "uid", ""):
-        # Only a pod kfold has seen (the pod machine's table, read only): one that shows up later is
-        # released when it is observed (``session_replies.release_stale``: a stopped Session has no
+    if pk in d.releasing or pk in d.abandoned or not ctx.ask("pod", "uid", pk):
+        # Only a pod kfold has seen (the pod machine's answer): one that shows up later is
+        # released when it is observed (``session.replies.release_stale``: a stopped Session has no
         # pod), so a stop costs no read on the normal path.
         return d
     return delete_pod(ctx, key, d, pk, reason, by_name=True)
@@ -273,7 +295,7 @@ def _needs_generation(d: SessionDecision, spec: Spec) -> bool:
 def _taken(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> str:
     """Why this Session cannot run its pods where its spec places them ("" = it can)."""
     namespace = spec.namespace or d.namespace
-    holder = targets.lookup(ctx, spec.cluster, namespace, d.name)
+    holder = tenancy.lookup(ctx, spec.cluster, namespace, d.name)
     if holder is None or holder == key:
         return ""
     return (f"another Session named {d.name!r} already runs in namespace {namespace} of cluster "
@@ -357,7 +379,7 @@ def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: Session
     d = d.move("create").but(pod=PodFacts(name=name))
     # Owned by the Session where an ownerReference can reach it (same cluster and namespace): a
     # Session deleted before its finalizer landed still takes its pod with it, journal or not.
-    # Elsewhere the pod names the Session's namespace, for the orphan-pod sweep (``pod_orphans``).
+    # Elsewhere the pod names the Session's namespace, for the orphan-pod sweep (``pod.orphans``).
     owner, away = (d.uid, "") if _ownable(d) else ("", d.namespace)
     claim = mf.claim_name(d.name) if cfg.workspace_class else ""
     manifest = mf.pod(d.name, d.target_ns, d.generation, spec, owner, away, claim=claim, seed=spec.seed or cfg.workspace_seed)
@@ -408,7 +430,7 @@ def _node_status(r: RepoFacts, node: str) -> dict[str, Any]:
 def _clone_error(d: SessionDecision) -> str | None:
     """Seed 000: only a failed Clone fails a session waiting on the node. A failed Probe (no pod on
     the node mounts the repository yet) or Fetch (a warm cache that could not refresh) is a status
-    signal (``session_status.repo_signals``), never a verdict."""
+    signal (``session.status.repo_signals``), never a verdict."""
     for r in d.repos:
         st = _node_status(r, d.pod.node) if d.pod.node else {}
         if st.get("attempted") == "Clone" and st.get("lastError") and not st.get("synced"):
@@ -432,11 +454,11 @@ def arm_deadlines(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     provisioning = d.phase == "Provisioning"
     want_timer(ctx, key, "start", provisioning and not running(d), d.start_ms, d.target)
     want_timer(ctx, key, "ready", provisioning and running(d), d.ready_ms, d.target)
-    want_timer(ctx, key, POD_DELETE_RETRY, d.phase == "Stopping" and bool(d.blocked_pod), POD_DELETE_RETRY_MS, d.target)
+    want_timer(ctx, key, POD_DELETE_RETRY, d.phase == "Stopping" and bool(d.blocked_pod), backoff.BLOCKED_TEARDOWN_MS, d.target)
     return d
 
 
-POD_DELETE_RETRY, POD_DELETE_RETRY_MS = "pod-delete-retry", 60_000   # session_replies.retry_pod_delete
+POD_DELETE_RETRY = "pod-delete-retry"   # replies.retry_pod_delete, after backoff.BLOCKED_TEARDOWN_MS
 
 
 def want_timer(ctx: Ctx, key: str, name: str, wanted: bool, after_ms: int, cluster: str) -> None:

@@ -4,18 +4,18 @@ The Session ``spec`` is the command channel: ``suspended`` true/false suspends/r
 generation N+1), a change of the app set recreates as N+1, a ports-only change re-routes, and
 ``stopped`` true (or deleting the resource; finalizer ``kfold.dev/teardown``) tears down.
 
-This module routes; ``session_flow.decide`` decides. Every handler reduces what arrived to facts on
-the decision record (``session_model``), then calls ``decide``.
+This module routes; ``session.flow.decide`` decides. Every handler reduces what arrived to facts on
+the decision record (``session.model``), then calls ``decide``.
 
 Inputs: observed ``Session`` and ``Pod`` (pods by their ``kfold.dev/session`` label, namespace and
 cluster handle, which must be the Session's target; only the current generation's pod counts),
 command ``session.configure`` (``engine.seams.SessionConfigure``: home, tenants, registered
 clusters, clusters (old form: names every Session may use), base_domain, start_seconds,
-ready_seconds; tenancy and placement: ``session_tenancy``), replies from the pod machine
+ready_seconds; tenancy and placement: ``session.tenancy``), replies from the pod machine
 (``pod_created``, ``pod_create_failed``, ``pod_gone``, ``pod_delete_failed``, ``namespace_ready``,
 ``namespace_failed``) and the repo machine (``repo_ensured``, ``repo_failed``, ``repo_status``),
 outcomes of its own effects, the ``start``/``ready`` deadlines and the ``ahead`` grace
-(``session_ahead``: pods of a newer generation than a podless record knows).
+(``session.ahead``: pods of a newer generation than a podless record knows).
 
 Guarantees:
 - Nothing is decided before ``session.configure``: sessions are recorded and wait for it.
@@ -26,11 +26,11 @@ Guarantees:
 - A relist's absences are suspects: a missing Session or pod is re-read (quorum GET) and only a
   404 lets it go (``base.missing_after_relist``).
 - A re-read of the Session, or its Secret's create, that fails is repeated on the one backoff
-  (``engine.backoff``) and reported once (``session_retry``), never at once.
+  (``engine.backoff``) and reported once (``session.retry``), never at once.
 - A Session kfold has no record of resumes from the status it wrote on it (``from_status``): a
   lost journal costs history, never a healthy object, and no status write moves a phase backwards
-  (``session_status.regresses``). Service, Ingress and Secret are adopted or deleted only when they
-  carry this Session's labels (``session_owned``).
+  (``session.status.regresses``). Service, Ingress and Secret are adopted or deleted only when they
+  carry this Session's labels (``session.owned``).
 """
 from __future__ import annotations
 
@@ -38,30 +38,31 @@ import json
 from typing import Any
 
 from engine.machines.base import Ctx
-from engine.machines import session_ahead as ahead
+from engine.machines.session import ahead
 from engine.effects.models import GetObject
 from engine.canonical import same_json
-from engine.machines import session_endpoints as endpoints
-from engine.machines import session_flow as flow
-from engine.machines import session_owned as owned
-from engine.machines import session_secret as secret
-from engine.machines import session_replies as replies
-from engine.machines import session_retry as retry
-from engine.machines import session_status as status
-from engine.machines.base import Machine, missing_after_relist, object_key
-from engine.machines.session_model import (CONFIG_KEY, FINALIZER, GONE_KEY, LIVE, MAX_GONE, DeletedSessions,
+from engine.machines.session import endpoints
+from engine.machines.session import flow
+from engine.machines.session import owned
+from engine.machines.session import secret
+from engine.machines.session import replies
+from engine.machines.session import retry
+from engine.machines.session import status
+from engine.machines.base import Dispatch, Machine, RetryDue, UnknownEvent, ignore, missing_after_relist, object_key
+from engine.machines.session.model import (BRINGING_UP, CONFIG_KEY, INDEX_KEY, PHASES, FINALIZER, GONE_KEY, LIVE, MAX_GONE, DeletedSessions,
                                           Failure, SessionConfig, SessionDecision,
                                           SessionEntry)
-from engine.machines import session_targets as targets
-from engine.machines import session_tenancy as tenancy
-from engine.machines.session_limits import ceilings
-from engine.machines.session_observe import session_view
-from engine.machines.session_spec import SpecError
-from engine.machines.session_status import API_VERSION
-from engine.seams import SessionConfigure
+from engine.machines.session import tenancy
+from engine.machines.session.spec import ceilings
+from engine.machines.session.replies import session_view
+from engine.machines.session.spec import SpecError
+from engine.machines.session.status import API_VERSION
+from engine.seams import (MESSAGES, NamespaceFailed, NamespaceReady, PodCreated, PodCreateFailed, PodDeleteFailed, PodGone,
+                          RepoEnsured, RepoFailed, RepoStatusReply, SecretListed, SessionConfigure)
 from journal.records import Command, Observed, Outcome, Relist
 
 __all__ = ["SessionMachine"]
+MESSAGE_NAMES = {model: name for (machine, name), model in MESSAGES.items() if machine == "session"}
 READ_GRACE_MS = 5_000   # a bring-up deadline met while its pod is being read is judged again this much later
 
 
@@ -71,9 +72,20 @@ class SessionMachine(Machine):
     observes = frozenset({"Session", "Pod"})
     commands = frozenset({"session.configure"})
     typed_messages = True
+    questions = frozenset({"placed", "owner"})
 
-    def on_command(self, ctx: Ctx, rec: Command) -> None:
-        cmd = SessionConfigure.model_validate(rec.args)  # the model kfold/daemon/boot.py builds it from
+    def answer(self, question: str, table: Any, *args: Any) -> Any:
+        """``placed``: ``"<cluster>/<namespace>/<session>"`` of every Session the fold places pods for;
+        ``owner`` (handle, namespace, session name): the key of the Session whose pods live there, or None."""
+        if question == "owner":
+            return tenancy.owner(table, *args)
+        slots = getattr(table.get(INDEX_KEY), "slots", None)
+        if isinstance(slots, dict):
+            return set(slots)
+        return {f"{d.target}/{d.target_ns}/{d.name}" for _, d in table.items()
+                if getattr(d, "kind", "") == "session" and d.target}
+
+    def on_command(self, ctx: Ctx, rec: Command, cmd: SessionConfigure) -> None:
         ctx.put(CONFIG_KEY, SessionConfig(
             clusters=cmd.clusters, base_domain=cmd.base_domain, start_ms=cmd.start_seconds * 1000,
             ready_ms=cmd.ready_seconds * 1000, default_image=cmd.default_image.strip(),
@@ -84,7 +96,7 @@ class SessionMachine(Machine):
 
     def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         if rec.kind == "Pod":
-            if targets.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's
+            if tenancy.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's
                 return None
             owner = replies.pod_owner(ctx, rec)  # before any reduction: most pods are no session's
             if owner is None:
@@ -114,18 +126,9 @@ class SessionMachine(Machine):
         for pk in missing_after_relist(current, rec):
             save(ctx, current[pk], replies.read_pod(ctx, current[pk], ctx.get(current[pk])))
 
-    def on_message(self, ctx: Ctx, key: str, message: str, args: dict[str, Any]) -> None:
+    def on_receive(self, ctx: Ctx, key: str, msg: Any) -> None:
         d = ctx.get(key)
-        if not isinstance(d, SessionDecision):
-            if message == "pod_created" and args.get("pod"):
-                # A create that answered after its Session was gone (its record, and the note to let
-                # the pod go, went with it): the pod is released (found by kfold sim, soak seed 20010).
-                return ctx.tell("pod", args["pod"], "delete", reply_to="session", reply_key=key,
-                                reason="created for a session that is gone")
-            return ctx.log(key, f"{message} for a session kfold no longer tracks; ignored", level="debug")
-        if message == "secret_listed":
-            return save(ctx, key, secret.listed(ctx, key, d, args, flow.spec_of(d, config(ctx) or SessionConfig())))
-        save(ctx, key, replies.on_message(ctx, key, d, message, args))
+        DISPATCH.handler(d.phase if isinstance(d, SessionDecision) else UNTRACKED, type(msg))(ctx, key, d, msg)
 
     def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
         if effect.type in ("event", "post_event"):   # a report (it names no object kind): its answer decides nothing
@@ -163,36 +166,37 @@ class SessionMachine(Machine):
 
     def on_deadline(self, ctx: Ctx, key: str, name: str) -> None:
         d = ctx.get(key)
-        if isinstance(d, SessionDecision) and name == ahead.TIMER:
-            return save(ctx, key, ahead.read(ctx, key, d))
-        if isinstance(d, SessionDecision) and name in retry.TIMERS:
-            return save(ctx, key, retry.on_deadline(ctx, key, d, name))
-        if isinstance(d, SessionDecision) and name == flow.POD_DELETE_RETRY:
-            return save(ctx, key, replies.retry_pod_delete(ctx, key, d))
-        if not isinstance(d, SessionDecision) or d.phase != "Provisioning":
-            return
-        now = ctx.now_on(d.target)
-        if now is not None and _judge_later(ctx, key, d, name):
+        phase = d.phase if isinstance(d, SessionDecision) else UNTRACKED
+        event = TIMER_EVENTS.get(name)
+        if event is None:
+            raise UnknownEvent(self.name, phase, f"deadline {name!r}")
+        DISPATCH.handler(phase, event)(ctx, key, d, name)
+
+
+def _bring_up_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
+    """``start`` or ``ready`` passed while Provisioning: fail the Session, or judge again later."""
+    now = ctx.now_on(d.target)
+    if now is not None and _judge_later(ctx, key, d, name):
+        ctx.set_timer(key, name, now + READ_GRACE_MS, d.target)
+    elif (name == "start" and not flow.running(d)) or (name == "ready" and flow.running(d)):
+        if now is not None and d.pod.name and d.pod.checked != name:
+            # What kfold last saw of the pod may be old (a paused process, a watch broken or
+            # lagging): the Session fails only on a quorum read of its pod made once the deadline
+            # passed, judged when it has answered (found by kfold sim, soak seed 741061: a daemon
+            # resumed from two pauses, its pod watch relisting after a compaction, failed a
+            # Session at its start deadline while the pod had been Running and Ready for a minute).
+            # A read already in flight may predate the deadline: its answer is awaited, then
+            # the next judgement reads again.
+            if not d.pod.reading:
+                d = replies.read_pod(ctx, key, d)
+                d = d.but(pod=d.pod.but(checked=name))
             ctx.set_timer(key, name, now + READ_GRACE_MS, d.target)
-        elif (name == "start" and not flow.running(d)) or (name == "ready" and flow.running(d)):
-            if now is not None and d.pod.name and d.pod.checked != name:
-                # What kfold last saw of the pod may be old (a paused process, a watch broken or
-                # lagging): the Session fails only on a quorum read of its pod made once the deadline
-                # passed, judged when it has answered (found by kfold sim, soak seed 741061: a daemon
-                # resumed from two pauses, its pod watch relisting after a compaction, failed a
-                # Session at its start deadline while the pod had been Running and Ready for a minute).
-                # A read already in flight may predate the deadline: its answer is awaited, then
-                # the next judgement reads again.
-                if not d.pod.reading:
-                    d = replies.read_pod(ctx, key, d)
-                    d = d.but(pod=d.pod.but(checked=name))
-                ctx.set_timer(key, name, now + READ_GRACE_MS, d.target)
-            elif name == "start":
-                d = flow.fail(ctx, key, d, "StartDeadlineExceeded",
-                              f"pod {d.pod.name} did not reach Running within the start deadline ({d.start_ms // 1000} s)")
-            else:
-                d = flow.fail(ctx, key, d, "ReadyDeadlineExceeded", _not_ready(d))
-        save(ctx, key, d)
+        elif name == "start":
+            d = flow.fail(ctx, key, d, "StartDeadlineExceeded",
+                          f"pod {d.pod.name} did not reach Running within the start deadline ({d.start_ms // 1000} s)")
+        else:
+            d = flow.fail(ctx, key, d, "ReadyDeadlineExceeded", _not_ready(d))
+    save(ctx, key, d)
 
 
 def _judge_later(ctx: Ctx, key: str, d: SessionDecision, name: str) -> str:
@@ -259,11 +263,11 @@ def save(ctx: Ctx, key: str, d: SessionDecision) -> None:
     before = ctx.get(key)
     after = d if cfg is None else _judge_ahead(ctx, key, flow.decide(ctx, key, d, cfg), cfg)
     ctx.put(key, after)
-    targets.update(ctx, key, before, after)
+    tenancy.update(ctx, key, before, after)
 
 
 def _judge_ahead(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
-    """Pods newer than the record knew (``session_ahead``), judged on what the decision now knows:
+    """Pods newer than the record knew (``session.ahead``), judged on what the decision now knows:
     after ``decide``, which may have begun their generation (its create adopts them)."""
     judged = ahead.judge(ctx, key, d) if d.ahead else d
     d = d if judged is d else flow.decide(ctx, key, judged, cfg)
@@ -272,7 +276,7 @@ def _judge_ahead(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> 
 
 
 def _ahead_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> None:
-    """The quorum read ``session_ahead.read`` asked for: newer than the pods it was asked for, so
+    """The quorum read ``session.ahead.read`` asked for: newer than the pods it was asked for, so
     each of them is judged on it. A failed read is made again after the grace."""
     if rec.result != "ok" or not isinstance(rec.obj, dict):
         ctx.log(key, f"session {d.name}: could not read the Session to judge pods newer than its record: "
@@ -290,7 +294,7 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
     renewed = d is None or bool(d.uid and v.uid and d.uid != v.uid)
     if renewed or _overtaken(d, v):
         # Rebuilt from the status. Pods noted as ahead of the record stay noted: the fresh record
-        # judges them (session_ahead). Overtaken, it is the same Session: the pods it is still
+        # judges them (session.ahead). Overtaken, it is the same Session: the pods it is still
         # letting go stay its own too.
         kept = {} if renewed else {"releasing": d.releasing, "abandoned": d.abandoned}
         d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster,
@@ -300,7 +304,7 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
     # than what was folded (a stale list), and must not resume a Session being deleted.
     deleting = v.deleting or (d.deleting and d.uid == v.uid)
     d = _overwritten(d, v)
-    # The same spec keeps the same dict: ``session_flow.spec_of`` remembers its validation by it.
+    # The same spec keeps the same dict: ``session.flow.spec_of`` remembers its validation by it.
     spec = d.spec_raw if same_json(v.spec, d.spec_raw) else v.spec
     return d.but(uid=v.uid, rv=v.rv, spec_raw=spec, spec_generation=v.spec_generation, deleting=deleting, finalizers=v.finalizers,
                  finalizer_step=step, reported_phase=v.phase, reported_generation=v.generation,
@@ -399,7 +403,7 @@ def session_gone(ctx: Ctx, key: str) -> None:
         ctx.tell("repo", r.key, "release", reply_to="session", reply_key=key)
     for name in ("start", "ready", ahead.TIMER, *retry.TIMERS):
         ctx.cancel_timer(key, name)
-    targets.update(ctx, key, ctx.get(key), None)
+    tenancy.update(ctx, key, ctx.get(key), None)
     ctx.drop(key)
     if d.uid:
         gone = ctx.get(GONE_KEY)
@@ -471,7 +475,7 @@ def _finalizer_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> S
 
 def _foreign_endpoint(d: SessionDecision, rec: Outcome, effect: Any, spec: Any, cfg: SessionConfig) -> bool:
     """A read of the Service/Ingress kfold wants to route found a same-name object not this
-    Session's: it is reported, never replaced (``session_owned``)."""
+    Session's: it is reported, never replaced (``session.owned``)."""
     return (effect.type == "get" and rec.result == "ok" and not owned.owned(rec.obj, d.name)
             and endpoints.desired(d, spec, cfg)[effect.kind] is not None)
 
@@ -492,7 +496,7 @@ def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sess
 
 def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
     """The Secret's create met AlreadyExists: adopt it only when it is this Session's, mended to
-    what the current spec implies (``session_secret.adopt``)."""
+    what the current spec implies (``session.secret.adopt``)."""
     if d.secret_step != "reading":
         return d
     spec = flow.spec_of(d, config(ctx) or SessionConfig())
@@ -541,7 +545,7 @@ def _claim_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: An
 
 def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
     if effect.id == d.ahead_read:
-        return d.but(ahead_read="")   # read again after the grace (``session_ahead.arm``)
+        return d.but(ahead_read="")   # read again after the grace (``session.ahead.arm``)
     match effect.kind, effect.type:
         case "Session", "patch" if effect.subresource == "status":
             return d.but(status_written="")
@@ -565,3 +569,101 @@ def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDeci
             u = getattr(d, field)
             return d.but(**{field: u.but(stage="idle", tries=u.tries + 1)})
     return d
+
+
+# -- the dispatch table -----------------------------------------------------------------------------
+
+UNTRACKED = "untracked"   # the phase of a key with no Session record (gone, or never seen)
+
+
+class AheadDue:
+    """The ``ahead`` grace passed (``ahead.TIMER``)."""
+
+
+class PodDeleteRetryDue:
+    """A teardown blocked by a failed pod delete asks again (``flow.POD_DELETE_RETRY``)."""
+
+
+class BringUpDeadline:
+    """The ``start`` or ``ready`` deadline passed."""
+
+
+TIMER_EVENTS: dict[str, type] = {ahead.TIMER: AheadDue, **{t: RetryDue for t in retry.TIMERS},
+                                 flow.POD_DELETE_RETRY: PodDeleteRetryDue, "start": BringUpDeadline,
+                                 "ready": BringUpDeadline}
+
+
+def _ahead_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
+    save(ctx, key, ahead.read(ctx, key, d))
+
+
+def _retry_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
+    save(ctx, key, retry.on_deadline(ctx, key, d, name))
+
+
+def _pod_delete_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
+    save(ctx, key, replies.retry_pod_delete(ctx, key, d))
+
+
+def _pod_delete_moot(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
+    """No longer Stopping: the blocked pod delete is not asked again."""
+    save(ctx, key, d.but(blocked_pod=""))
+
+
+def _reply(handler: Any) -> Any:
+    """A reply from the pod or repo machine, folded into the Session's record, then decided on."""
+    def fold_reply(ctx: Ctx, key: str, d: SessionDecision, msg: Any) -> None:
+        save(ctx, key, handler(ctx, key, d, msg))
+    fold_reply.__qualname__ = f"replies.{handler.__name__}"
+    return fold_reply
+
+
+def _created_for_none(ctx: Ctx, key: str, d: None, msg: PodCreated) -> None:
+    """A create that answered after its Session was gone: the pod is released."""
+    if not msg.pod:
+        return _untracked(ctx, key, d, msg)
+    ctx.tell("pod", msg.pod, "delete", reply_to="session", reply_key=key, reason="created for a session that is gone")
+
+
+def _secret_listed(ctx: Ctx, key: str, d: SessionDecision, msg: SecretListed) -> None:
+    save(ctx, key, secret.listed(ctx, key, d, msg, flow.spec_of(d, config(ctx) or SessionConfig())))
+
+
+def _untracked(ctx: Ctx, key: str, d: None, msg: Any) -> None:
+    ctx.log(key, f"{MESSAGE_NAMES[type(msg)]} for a session kfold no longer tracks; ignored", level="debug")
+
+
+_OTHER = {p: tuple(q for q in PHASES if q != p) for p in ("Pending", "Creating", "Stopping")}
+_OTHER["bringing up"] = tuple(q for q in PHASES if q not in BRINGING_UP)
+# replies whose handler depends on the phase: (phases, handler) rows
+_BY_PHASE = {
+    NamespaceFailed: (("Pending", replies.namespace_failed), (_OTHER["Pending"], replies.keep)),
+    RepoFailed: ((BRINGING_UP, replies.repo_failed), (_OTHER["bringing up"], replies.keep)),
+    PodCreated: (("Creating", replies.pod_created), (_OTHER["Creating"], replies.pod_created_late)),
+    PodCreateFailed: (("Creating", replies.pod_create_failed), (_OTHER["Creating"], replies.pod_create_failed_late)),
+    PodDeleteFailed: (("Stopping", replies.pod_delete_failed), (_OTHER["Stopping"], replies.pod_delete_failed_late)),
+}
+_REPLIES = {NamespaceReady: replies.namespace_ready, NamespaceFailed: replies.namespace_failed,
+            RepoEnsured: replies.repo_ensured, RepoFailed: replies.repo_failed, RepoStatusReply: replies.repo_status,
+            PodCreated: replies.pod_created, PodCreateFailed: replies.pod_create_failed,
+            PodGone: replies.pod_gone, PodDeleteFailed: replies.pod_delete_failed}
+_NOT_PROVISIONING = tuple(p for p in PHASES if p != "Provisioning")
+
+# The session machine: (phase, event) -> handler. A Session's phase is ``SessionDecision.phase``;
+# what it decides on each record is ``flow.act``, one match over (wish, phase).
+DISPATCH = Dispatch("session", [
+    (UNTRACKED, AheadDue, ignore), (UNTRACKED, RetryDue, ignore), (UNTRACKED, PodDeleteRetryDue, ignore),
+    (UNTRACKED, BringUpDeadline, ignore),
+    (PHASES, AheadDue, _ahead_due),
+    (PHASES, RetryDue, _retry_due),
+    ("Stopping", PodDeleteRetryDue, _pod_delete_due),
+    (_OTHER["Stopping"], PodDeleteRetryDue, _pod_delete_moot),
+    ("Provisioning", BringUpDeadline, _bring_up_deadline),
+    (_NOT_PROVISIONING, BringUpDeadline, ignore),
+    (UNTRACKED, PodCreated, _created_for_none),
+    *((UNTRACKED, model, _untracked) for model in _REPLIES if model is not PodCreated),
+    (UNTRACKED, SecretListed, _untracked),
+    (PHASES, SecretListed, _secret_listed),
+    *((PHASES, model, _reply(handler)) for model, handler in _REPLIES.items() if model not in _BY_PHASE),
+    *((phases, model, _reply(handler)) for model, rows in _BY_PHASE.items() for phases, handler in rows),
+])

@@ -10,29 +10,45 @@ Guarantees:
   not part of the shape: a pod's ``containerPort`` list is documentation, the Service and Ingress
   are what route, so a ports-only change re-routes without a recreate.
 
-- With ``place`` (session_tenancy.place, bound to the Session), ``cluster`` is the resolved cluster
+- With ``place`` (session.tenancy.place, bound to the Session), ``cluster`` is the resolved cluster
   handle and ``tenant``/``namespace``/``bounded`` say where on it; a refusal is a ``spec.cluster``
   error. Without it, ``cluster`` is checked against the plain ``clusters`` names.
 
 - ``image``: ``spec.image``, else (absent, null, blank) the configured default image (seed 002:
   ``spec.image || config.defaultImage``); with neither, a ``spec.image`` error naming both fixes.
 - ``limits``/``requests``: ``spec.resources`` clamped to the configured ceilings
-  (``session_limits.clamp``); a value that is not a Kubernetes quantity is a spec error.
+  (``session.spec.clamp``); a value that is not a Kubernetes quantity is a spec error.
 - ``spec.cluster`` is trimmed of surrounding whitespace before it is looked up; blank = home.
 
 Caveats:
 - ``cluster`` defaults to the cluster the Session lives on; that cluster is always known.
+
+Container resources: what a Session asks, clamped to the operator's ceilings (seed 002's
+``clampLimits(config.appLimits, ...)``).
+
+Guarantees:
+- ``quantity(text)`` is the exact value of a Kubernetes resource quantity (``500m``, ``2``,
+  ``1.5Gi``, ``1e3``) as a ``Fraction``, or None when ``text`` is not one.
+- ``clamp(ceilings, limits, requests)`` -> (limits, requests), each sorted ``(resource, value)``:
+  - a resource with a ceiling gets the smaller of the asked limit and the ceiling as its limit,
+    and the ceiling itself when the Session asks no limit for it (the seed's
+    ``clampLimits(config.appLimits, undefined)``: no ask, the ceiling is the limit);
+  - a resource without a ceiling keeps the asked limit (none asked: none set);
+  - a request never exceeds its resource's limit (a request above the ceiling gets the ceiling);
+  - a value keeps the spelling it was given in (the Session's, or the ceiling's when that is lower).
+
+Pure: no I/O. Values are assumed to parse (``quantity`` is checked by the callers first).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Callable
 
 from engine.canonical import canonical_json
-from engine.machines.repo_names import RepoUrlError, cache_key
-from engine.machines.session_limits import RESOURCE_NAME, Pairs, clamp, quantity
-from engine.machines.session_tenancy import PlacementRefused
+from engine.repo_names import RepoUrlError, cache_key
+from engine.machines.session.tenancy import PlacementRefused
 
 IO_MODES = ("tty", "pipe", "streams", "none")
 PROTOCOLS = ("TCP", "UDP")
@@ -98,10 +114,10 @@ def validate(raw: Any, home: str, clusters: tuple[str, ...], name: str = "",
              place: Callable[[Any], Any] | None = None, default_image: str = "",
              ceilings: Pairs = ()) -> Spec | SpecError:
     """``raw`` is the Session's ``spec``; ``home`` the cluster it lives on; ``clusters`` known names;
-    ``place(spec.cluster)`` (optional) resolves the target or raises ``session_tenancy.PlacementRefused``.
+    ``place(spec.cluster)`` (optional) resolves the target or raises ``session.tenancy.PlacementRefused``.
     ``default_image`` (config ``sessions.default_image``) is the image of a spec that names none
     (seed 002: ``spec.image || config.defaultImage``); ``ceilings`` (config ``sessions.limits``)
-    bound every container's resources (``session_limits.clamp``)."""
+    bound every container's resources (``session.spec.clamp``)."""
     try:
         return _spec(raw if raw is not None else {}, home, clusters, name, place, default_image, ceilings)
     except _Bad as bad:
@@ -207,7 +223,7 @@ def _repos(raw: Any) -> tuple[str, ...]:
 
 
 def _cluster(raw: Any, home: str, clusters: tuple[str, ...]) -> str:
-    raw = raw.strip() if isinstance(raw, str) else raw  # as session_tenancy.place: blank = home
+    raw = raw.strip() if isinstance(raw, str) else raw  # as session.tenancy.place: blank = home
     if raw in (None, ""):
         return home
     _need(isinstance(raw, str) and (raw == home or raw in clusters), "spec.cluster",
@@ -284,3 +300,48 @@ def shape(spec: Spec) -> str:
     if spec.seed:       # likewise: only a Session that names a seed has it in its shape
         parts.append(["seed", spec.seed])
     return canonical_json(parts, sort_keys=False)
+
+
+Pairs = tuple[tuple[str, str], ...]
+
+_QUANTITY = re.compile(r"^([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$")
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+# A resource name: ``cpu``, ``memory``, ``ephemeral-storage``, ``nvidia.com/gpu``, ``hugepages-2Mi``.
+RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def quantity(text: object) -> Fraction | None:
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        return None
+    m = _QUANTITY.match(str(text).strip())
+    if m is None:
+        return None
+    sign, number, suffix = m.group(1), Fraction(m.group(2)), m.group(3) or ""
+    if suffix in _BINARY:
+        value = number * (2 ** _BINARY[suffix])
+    elif suffix in _DECIMAL:
+        value = number * Fraction(10) ** _DECIMAL[suffix]
+    else:
+        value = number * Fraction(10) ** int(suffix[1:])
+    return -value if sign == "-" else value
+
+
+def ceilings(limits: dict[str, str]) -> Pairs:
+    """``session.configure``'s ``limits`` as sorted pairs; a value that is no positive quantity
+    (which a validated config never states) bounds nothing."""
+    return tuple(sorted((k, str(v).strip()) for k, v in limits.items() if (quantity(v) or 0) > 0))
+
+
+def _lower(asked: str | None, bound: str | None) -> str | None:
+    if asked is None or bound is None:
+        return bound if asked is None else asked
+    return bound if quantity(asked) > quantity(bound) else asked  # type: ignore[operator]
+
+
+def clamp(ceilings: Pairs, limits: Pairs, requests: Pairs) -> tuple[Pairs, Pairs]:
+    ceiling, asked = dict(ceilings), dict(limits)
+    final = {name: _lower(asked.get(name), ceiling.get(name)) for name in {*ceiling, *asked}}
+    out_requests = {name: _lower(value, final.get(name)) for name, value in requests}
+    return (tuple(sorted((k, v) for k, v in final.items() if v is not None)),
+            tuple(sorted((k, v) for k, v in out_requests.items() if v is not None)))

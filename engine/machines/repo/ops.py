@@ -11,7 +11,7 @@ Guarantees:
 - Every request moves the entry along ``TABLE`` (``IllegalTransition`` otherwise) and records its
   effect id on the op; ``RepoMachine`` hands ``answer`` only the outcome of that effect.
 - A request in doubt is repeated when safe to retry, else a quorum read decides what happened;
-  a bounded number of times (``MAX_ATTEMPTS``, counted in ``Op.attempts``), then it fails and
+  a bounded number of times (``engine.backoff.REPO_OP``, counted in ``Op.attempts``), then it fails and
   every waiter is told ``repo_failed``.
 - An ensure's waiters are told ``repo_ensured`` (and ``repo_status`` when per-node status is known)
   and become subscribers. A fenced delete that meets a conflict keeps the Repo.
@@ -23,17 +23,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine import backoff
 from engine.machines.base import Ctx
 from engine.effects.models import ApplySecret, CreateObject, DeleteObject, GetObject, PatchObject
 from engine.machines.base import Table
-from engine.machines.repo_creds import (
+from engine.machines.repo.creds import (
     bind_patch, clock_patch, create_manifest, resolve, secret_fields, unbind_patch, unbound_attach_patch,
 )
-from engine.machines.repo_names import API_VERSION, KIND, rfc3339
-from engine.machines.repo_records import Op, RepoEntry, config_of, gone, status_nodes
+from engine.repo_names import API_VERSION, KIND, rfc3339
+from engine.machines.repo.records import Op, RepoEntry, config_of, gone, status_nodes
 from journal.records import Outcome
 
-MAX_ATTEMPTS = 3
 BUSY = ["securing", "creating", "reading", "patching", "deleting", "verifying"]
 TABLE = Table("repo", ["idle", *BUSY], [
     ("secure", ["idle", "reading", "patching", "verifying"], "securing"),
@@ -115,8 +115,8 @@ def go(ctx: Ctx, entry: RepoEntry, op: Op, event: str, effect_type: type, **fiel
 
 def doubt(ctx: Ctx, entry: RepoEntry, effect: Any) -> None:
     """The request may or may not have happened: repeat a safe one, re-observe an unsafe one."""
-    if entry.op.attempts + 1 >= MAX_ATTEMPTS:
-        return fail(ctx, entry, f"{effect.type} of {effect.key!r} still in doubt after {MAX_ATTEMPTS} attempts")
+    if backoff.exhausted(backoff.REPO_OP, entry.op.attempts + 1):
+        return fail(ctx, entry, f"{effect.type} of {effect.key!r} still in doubt after {backoff.REPO_OP.limit} attempts")
     if effect.safe_to_retry:
         return reissue(ctx, entry, effect)
     op = entry.op.but(attempts=entry.op.attempts + 1)
@@ -184,7 +184,7 @@ def on_read(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
 def on_patched(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
     if rec.result == "ok" or (rec.result == "not_found" and entry.op.kind == "unbind"):
         return succeed(ctx, entry)
-    if rec.result == "not_found" and entry.op.attempts + 1 < MAX_ATTEMPTS:
+    if rec.result == "not_found" and not backoff.exhausted(backoff.REPO_OP, entry.op.attempts + 1):
         return secure_or(ctx, entry, entry.op.but(attempts=entry.op.attempts + 1), "create")
     fail(ctx, entry, f"patching Repo {entry.name!r}: {why(rec)}")
 

@@ -25,11 +25,11 @@ from typing import Any, Callable
 
 from engine.effects.models import GetObject, RecordEvent
 from engine import backoff
-from engine.machines import session_flow as flow
+from engine.machines.session import flow
 from engine.machines.base import Ctx
 from engine.machines.base import describe
-from engine.machines.session_model import SessionDecision
-from engine.machines.session_status import API_VERSION
+from engine.machines.session.model import SessionDecision
+from engine.machines.session.status import API_VERSION
 
 REREAD = "reread"
 SECRET = "secret-retry"
@@ -61,11 +61,11 @@ def _reread_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDe
         _report(ctx, key, d, rec, "ReadFailed", f"could not read Session {d.namespace}/{d.name}: {describe(rec)}; "
                 f"read again on a backoff (at most {backoff.CAP_MS // 1000} s apart) until it answers")
     d = d.but(reread_tries=tries)
-    now = ctx.now_on(d.home)
-    if now is not None:
-        ctx.set_timer(key, REREAD, now + backoff.delay_ms(tries - 1, rec.retry_after_ms), d.home)
-    elif tries <= backoff.MAX_UNTIMED:
+    when = backoff.next_try(backoff.SESSION_REREAD, tries, ctx.now_on(d.home), rec.retry_after_ms)
+    if when == backoff.AT_ONCE:
         return reobserve(ctx, key, d)
+    if isinstance(when, int):
+        ctx.set_timer(key, REREAD, when, d.home)
     return d
 
 
@@ -91,11 +91,11 @@ def _create_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any, which: str, 
         _report(ctx, key, d, rec, retrying, f"could not create {what}: {describe(rec)}; tried again on a "
                 f"backoff (at most {backoff.CAP_MS // 1000} s apart)")
     d = d.but(**{step: "waiting", count: tries})
-    now = ctx.now_on(d.target)
-    if now is not None:
-        ctx.set_timer(key, timer, now + backoff.delay_ms(tries - 1, rec.retry_after_ms), d.target)
+    when = backoff.next_try(backoff.SESSION_CREATE, tries, ctx.now_on(d.target), rec.retry_after_ms)
+    if isinstance(when, int):
+        ctx.set_timer(key, timer, when, d.target)
         return d
-    if tries <= backoff.MAX_UNTIMED:
+    if when == backoff.AT_ONCE:
         return d.but(**{step: ""})
     return flow.fail(ctx, key, d.but(**{step: ""}), failed,
                      f"cannot create {what} after {tries} attempts and there is no server time to back off on: "

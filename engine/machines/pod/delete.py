@@ -23,8 +23,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine.machines.base import Ctx, describe
-from engine.machines.pod_records import PodOp, PodView, Reply, view_of
-from engine.machines.pod_table import (
+from engine.machines.pod.records import PodOp, PodView, Reply, view_of
+from journal.records import Outcome
+from engine.machines.pod.table import (
     name_of, retry_read, save, send_delete, send_read, settled, step, tell_all,
 )
 
@@ -43,14 +44,8 @@ def start(ctx: Ctx, key: str, replies: tuple[Reply, ...], reason: str, budget_ms
         send_delete(ctx, key, step(e, "delete", target=e.uid))
 
 
-def on_outcome(ctx: Ctx, key: str, e: PodOp, rec: Any, effect: Any) -> None:
-    if effect.type == "delete":
-        _deleted(ctx, key, e, rec)
-    else:
-        _read(ctx, key, e, rec)
-
-
-def _deleted(ctx: Ctx, key: str, e: PodOp, rec: Any) -> None:
+def deleted(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> None:
+    """The answer to the fenced DELETE (phase ``deleting``)."""
     match rec.result:
         case "ok":
             save(ctx, key, step(e, "accepted", terminating=True))
@@ -62,7 +57,8 @@ def _deleted(ctx: Ctx, key: str, e: PodOp, rec: Any) -> None:
             fail(ctx, key, e, f"could not delete pod {name_of(key)}: {describe(rec)}")
 
 
-def _read(ctx: Ctx, key: str, e: PodOp, rec: Any) -> None:
+def read(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> None:
+    """The answer to the quorum read that fences the delete (phase ``reading``)."""
     match rec.result:
         case "ok":
             decide(ctx, key, e, view_of(rec.obj))
@@ -95,16 +91,18 @@ def decide(ctx: Ctx, key: str, e: PodOp, view: PodView) -> None:
         send_delete(ctx, key, step(e, "fenced"))
 
 
-def observed(ctx: Ctx, key: str, e: PodOp, view: PodView) -> None:
-    """A watch event (not DELETED) during a delete."""
+def observed(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
+    """A watch event (not DELETED; ``ev.view``) during a delete."""
+    view = ev.view
     if view.uid == e.target:
         save(ctx, key, e.but(uid=view.uid, rv=view.rv, terminating=view.terminating))
     elif e.target and e.phase == "terminating":
         send_read(ctx, key, step(e, "read"))
 
 
-def vanished(ctx: Ctx, key: str, e: PodOp, uid: str) -> None:
-    """A DELETED event of ``uid`` (None: the caller holds proof of absence of any uid)."""
+def vanished(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
+    """A DELETED event of ``ev.uid`` (None: the caller holds proof of absence of any uid)."""
+    uid = ev.uid
     if uid is None or (uid and uid == e.target):
         gone(ctx, key, e)
 

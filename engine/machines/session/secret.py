@@ -1,10 +1,10 @@
 """The session Secret (``<session>-env``) of the current spec: what bring-up makes, mends or drops.
 
 The Secret records the spec's env references (annotation ``kfold.dev/env-refs``) and holds no data
-(``session_manifests.secret``). The pod never references it.
+(``session.manifests.secret``). The pod never references it.
 
 Guarantees (each generation's bring-up, before its pod is created):
-- With env references: created; an existing one that is this Session's (``session_owned.owned``) is
+- With env references: created; an existing one that is this Session's (``session.owned.owned``) is
   adopted when it says what the spec implies, else replaced with exactly that (a PUT carrying the
   uid and resourceVersion read: it never lands on another object); someone else's fails the
   Session ``NameTaken`` (``session._secret_read``).
@@ -12,7 +12,7 @@ Guarantees (each generation's bring-up, before its pod is created):
   when the uid is unknown, and deleted only when it is this Session's): the Secret never outlives
   the env that made it.
 - One an earlier spec made that this record does not know of (rebuilt from the status after a lost
-  journal) is found by the orphan Secret sweep's quorum list (``pod_sweep``), at boot with a fresh
+  journal) is found by the orphan Secret sweep's quorum list (``pod.sweep``), at boot with a fresh
   journal and every sweep interval, and told here (``listed``): with a spec without env
   references, a bring-up whose Secret step is done and no teardown, a Secret carrying this
   Session's labels (the list's selector and name) and no ownerReference to another Session is
@@ -24,11 +24,12 @@ from __future__ import annotations
 from typing import Any
 
 from engine.effects.models import CreateObject, DeleteObject, GetObject, ReplaceObject
-from engine.machines import session_manifests as mf
-from engine.machines import session_owned as owned
+from engine.machines.session import manifests as mf
+from engine.machines.session import owned
 from engine.machines.base import Ctx
-from engine.machines.session_model import SessionDecision
-from engine.machines.session_spec import Spec
+from engine.machines.session.model import SessionDecision
+from engine.machines.session.spec import Spec
+from engine.seams import SecretListed
 
 ENV_REFS = "kfold.dev/env-refs"
 
@@ -106,17 +107,17 @@ def on_dropping(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -
     return d.but(secret_step="done", secret_made=False, secret_uid="")
 
 
-def listed(ctx: Ctx, key: str, d: SessionDecision, args: dict[str, Any], spec: Any) -> SessionDecision:
+def listed(ctx: Ctx, key: str, d: SessionDecision, msg: SecretListed, spec: Any) -> SessionDecision:
     """The sweep listed this Session's env Secret: delete it when the spec held has no env
     references (the answer decides nothing: a 409 or a delete in doubt waits for the next list)."""
     if (not isinstance(spec, Spec) or spec.env or d.secret_step != "done" or d.deleting
             or d.phase in ("Stopping", "Stopped") or d.spec_raw.get("stopped") is True
-            or (args["namespace"], args["name"]) != (d.target_ns, mf.secret_name(d.name))
-            or any(u != d.uid for u in args.get("session_owners") or ())):
+            or (msg.namespace, msg.name) != (d.target_ns, mf.secret_name(d.name))
+            or any(u != d.uid for u in msg.session_owners)):
         return d
-    ctx.log(key, f"session {d.name}: Secret {args['namespace']}/{args['name']} was made for env references its "
+    ctx.log(key, f"session {d.name}: Secret {msg.namespace}/{msg.name} was made for env references its "
                  "spec no longer has (found by the Secret sweep's list); deleting it", level="info")
-    ctx.emit(DeleteObject, key, uid=args["uid"], rv=args["rv"], safe_to_retry=True, **_ref(d))
+    ctx.emit(DeleteObject, key, uid=msg.uid, rv=msg.rv, safe_to_retry=True, **_ref(d))
     return d.but(secret_made=False, secret_uid="")
 
 

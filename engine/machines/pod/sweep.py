@@ -15,7 +15,7 @@ Guarantees:
   per key at a time.
 - Each listed ``<session>-env`` Secret of a Session the fold tracks there is told to that Session
   (``secret_listed``, with the uid and resourceVersion listed): a record rebuilt after a lost
-  journal does not know a Secret an earlier spec made, and its spec decides (``session_secret.listed``).
+  journal does not know a Secret an earlier spec made, and its spec decides (``session.secret.listed``).
   The list is the only request: nothing is read per Session.
 """
 from __future__ import annotations
@@ -26,22 +26,32 @@ from engine.machines.base import Ctx
 from engine.effects.models import DeleteObject, ListObjects
 from engine.machines.base import object_key
 from engine.labels import MANAGED_SELECTOR
-from engine.machines.pod_records import SESSION, SWEEP_NAME, SecretRef, SweepOp, labels_of, secret_ref
+from engine.machines.pod.records import SESSION, SWEEP_NAME, SecretRef, SweepOp, labels_of, secret_ref
 from engine.machines.base import describe
-from engine.machines import session_targets as targets
+from engine.seams import SweepSecrets
+from journal.records import Command
 from engine.labels import SESSION_API_VERSION
 
-DEFAULT_GRACE_S = 600
 
 
-def start(ctx: Ctx, rec: Any) -> None:
-    cluster = rec.args.get("cluster", rec.cluster)
-    namespace = rec.args.get("namespace", rec.namespace)
+def where(rec: Command, cmd: SweepSecrets) -> tuple[str, str]:
+    """The cluster and namespace swept: the command's own, else the record's."""
+    given = cmd.model_fields_set
+    return (cmd.cluster if "cluster" in given else rec.cluster,
+            cmd.namespace if "namespace" in given else rec.namespace)
+
+
+def key_of(rec: Command, cmd: SweepSecrets) -> str:
+    return object_key(*where(rec, cmd), SWEEP_NAME)
+
+
+def start(ctx: Ctx, rec: Command, cmd: SweepSecrets) -> None:
+    cluster, namespace = where(rec, cmd)
     key = object_key(cluster, namespace, SWEEP_NAME)
     if ctx.get(key) is not None:
         ctx.log(key, "orphan Secret sweep skipped: the previous sweep is still running", cluster=cluster)
         return
-    grace_ms = int(rec.args.get("grace_seconds", DEFAULT_GRACE_S)) * 1000
+    grace_ms = cmd.grace_seconds * 1000
     eff = _list(ctx, key, cluster, namespace, "Secret")
     ctx.put(key, SweepOp(awaiting=eff.id, grace_ms=grace_ms))
 
@@ -81,12 +91,12 @@ def _secrets_listed(ctx: Ctx, key: str, e: SweepOp, rec: Any, effect: Any) -> No
 
 
 def _tell_sessions(ctx: Ctx, cluster: str, items: Any) -> None:
-    """Each tracked Session's env Secret, as listed, to its Session (read-only use of its target index)."""
+    """Each tracked Session's env Secret, as listed, to its Session (the session machine's answer)."""
     for obj in items:
         s = secret_ref(obj)
         if not s.session or s.name != f"{s.session}-env" or not s.uid:
             continue
-        owner = targets.peek(ctx, cluster, s.namespace, s.session)
+        owner = ctx.ask("session", "owner", cluster, s.namespace, s.session)
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         if owner is None or not rv:
             continue

@@ -1,0 +1,320 @@
+"""The pod machine ("pod"): fenced deletes, create-race adoption, namespaces, orphan sweeps.
+
+This is the safety core: a wrong delete of someone's running pod is the worst thing kfold can do.
+``DISPATCH`` below is the machine: each (phase, event) pair names the one handler that decides;
+the handlers live in ``create``, ``delete``, ``namespace``, ``sweep`` (orphan Secrets) and
+``orphans`` (orphan pods), over the phase table in ``table`` and the records in ``records``.
+
+Phases: a pod key's ``PodOp.phase`` (``table.PHASES``) or ``absent`` (no entry); the namespace
+key ``<cluster>/<namespace>/`` is phase ``namespace``, a sweep's key ``sweep`` or ``orphans``.
+Events: the seam models (``engine.seams``: ``CreatePod``, ``DeletePod``, ``EnsureNamespaceRequest``,
+``SweepSecrets``, ``SweepOrphans``), ``Outcome``, and the reduced events below (``Seen``,
+``Vanished``, ``Missing``, ``InDoubt``, ``Budget``, ``RetryDue``).
+
+Messages (``ctx.tell("pod", key, ...)``), answered with ``ctx.tell(reply_to, reply_key, ...)``:
+- ``create`` {manifest, reply_to, reply_key, session, generation[, budget_s]} at a pod key ->
+  ``pod_created`` {pod, uid, adopted} | ``pod_create_failed`` {pod, reason}
+- ``delete`` {reply_to, reply_key, reason[, budget_s]} at a pod key ->
+  ``pod_gone`` {pod} | ``pod_delete_failed`` {pod, reason}
+- ``ensure_namespace`` {reply_to, reply_key} at ``<cluster>/<namespace>/`` ->
+  ``namespace_ready`` {namespace} | ``namespace_failed`` {namespace, reason}
+Commands ``pod.sweep_secrets`` {cluster, namespace ("" = all), grace_seconds (default 600)} and
+``pod.sweep_orphans`` {cluster, namespace, home}.
+
+Guarantees:
+- Only pods labelled managed-by kfold are tracked, unless an operation already tracks the name.
+- An outcome is acted on only if it answers the effect the entry awaits; late, duplicate or
+  superseded outcomes decide nothing.
+- An effect in doubt after a crash is resolved by a quorum read (pods) or by repeating an
+  idempotent request (namespaces); a delete is never re-sent blindly. The doubt is resolved with
+  the operation's whole budget from then on (re-armed by ``table.save``): what came before was time
+  this replica could not act.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from engine.machines.base import (Ctx, Dispatch, InDoubt, Machine, RetryDue, UnknownEvent, ignore, missing_after_relist)
+from engine.machines.pod import create, delete, namespace, orphans, sweep
+from engine.machines.pod.records import (DEFAULT_BUDGET_S, ORPHANS_NAME, SWEEP_NAME, Entries, PodOp, PodView, Reply,
+                                        refenced, reply_list, view_of)
+from engine.machines.pod.table import TABLE, name_of, save, send_read, step
+from engine.effects.models import CreateObject, DeleteObject, EnsureNamespace, GetObject, ListObjects
+from engine.seams import CreatePod, DeletePod, EnsureNamespaceRequest, SweepOrphans, SweepSecrets
+from journal.records import Command, Observed, Outcome, Relist
+
+__all__ = ["PodMachine", "TABLE", "DISPATCH"]
+
+
+# -- the machine's own reduced events -----------------------------------------------------------
+class Seen(NamedTuple):
+    """An ADDED or MODIFIED event of the pod, reduced."""
+    view: PodView
+
+
+class Vanished(NamedTuple):
+    """A DELETED event of the pod ``uid`` (None: proof of absence of any uid)."""
+    uid: str | None
+
+
+class Missing(NamedTuple):
+    """A relist lacks the pod: a suspect, not proof (``missing_after_relist``)."""
+
+
+class Budget(NamedTuple):
+    """The operation's budget timer fired."""
+
+
+# -- handlers that only route the event to an operation's own function ---------------------------
+def _track(ctx: Ctx, key: str, e: None, ev: Seen) -> None:
+    if ev.view.managed:
+        ctx.put(key, PodOp(uid=ev.view.uid, rv=ev.view.rv, terminating=ev.view.terminating))
+
+
+def _refence(ctx: Ctx, key: str, e: PodOp, ev: Seen) -> None:
+    view = ev.view
+    if e.uid == view.uid and e.rv == view.rv and e.terminating == view.terminating:
+        save(ctx, key, e)  # re-observed unchanged (a relist, a resync): the fence stands as it is
+    else:  # the common case: a new resourceVersion moves the fence
+        save(ctx, key, refenced(e, view.uid, view.rv, view.terminating))
+
+
+def _forget(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
+    """An idle fence is a cache of the last observation: forgotten when its pod goes (or a relist
+    lacks it; a later delete starts from a quorum read when it has no fence, so this never deletes)."""
+    if isinstance(ev, Missing) or ev.uid is None or not ev.uid or ev.uid == e.uid:
+        ctx.drop(key)
+
+
+def _unfence(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
+    """A create in flight only forgets its fence."""
+    if isinstance(ev, Missing) or ev.uid is None or ev.uid == e.uid:
+        save(ctx, key, e.but(uid="", rv="", terminating=False))
+
+
+def _reread(ctx: Ctx, key: str, e: PodOp, ev: Missing) -> None:
+    """A delete waiting for the pod to go re-reads it (quorum GET; its 404 answers ``pod_gone``);
+    one with a request in flight lets that request's outcome decide."""
+    if not e.awaiting:
+        send_read(ctx, key, step(e, "read"))
+
+
+def _create(ctx: Ctx, key: str, e: PodOp | None, msg: CreatePod) -> None:
+    create.start(ctx, key, _reply(msg), msg, _budget_ms(msg))
+
+
+def _create_again(ctx: Ctx, key: str, e: PodOp, msg: CreatePod) -> None:
+    if (e.session, e.generation) == (msg.session, msg.generation):
+        save(ctx, key, e.but(replies=reply_list(e.replies, msg.reply_to, msg.reply_key)))
+    else:
+        _refuse_create(ctx, key, e, msg, f"being created for session {e.session} generation {e.generation}")
+
+
+def _create_while_deleting(ctx: Ctx, key: str, e: PodOp, msg: CreatePod) -> None:
+    _refuse_create(ctx, key, e, msg, "being deleted")
+
+
+def _refuse_create(ctx: Ctx, key: str, e: PodOp, msg: CreatePod, busy: str) -> None:
+    ctx.tell(msg.reply_to, msg.reply_key, "pod_create_failed", pod=key,
+             reason=f"pod {name_of(key)} is {busy}; refusing a second create")
+
+
+def _delete(ctx: Ctx, key: str, e: PodOp | None, msg: DeletePod) -> None:
+    delete.start(ctx, key, (_reply(msg),), msg.reason, _budget_ms(msg), msg.session)
+
+
+def _delete_after_create(ctx: Ctx, key: str, e: PodOp, msg: DeletePod) -> None:
+    save(ctx, key, e.but(then_delete=reply_list(e.then_delete, msg.reply_to, msg.reply_key)))
+
+
+def _delete_again(ctx: Ctx, key: str, e: PodOp, msg: DeletePod) -> None:
+    save(ctx, key, e.but(replies=reply_list(e.replies, msg.reply_to, msg.reply_key)))
+
+
+def _ensure_namespace(ctx: Ctx, key: str, e: Any, msg: EnsureNamespaceRequest) -> None:
+    namespace.ensure(ctx, key, _reply(msg))
+
+
+def _reply(msg: Any) -> Reply:
+    return Reply(to=msg.reply_to, key=msg.reply_key)
+
+
+def _budget_ms(msg: CreatePod | DeletePod) -> int:
+    return (msg.budget_s if msg.budget_s is not None else DEFAULT_BUDGET_S) * 1000
+
+
+def _op_in_doubt(operation: Any) -> Any:
+    def resolve(ctx: Ctx, key: str, e: PodOp, ev: InDoubt) -> None:
+        operation(ctx, key, e.but(awaiting="", deadline=None))
+    resolve.__qualname__ = f"{operation.__module__.rsplit('.', 1)[-1]}.{operation.__name__}"
+    return resolve
+
+
+def _entry_in_doubt(handler: Any) -> Any:
+    def resolve(ctx: Ctx, key: str, e: Any, ev: InDoubt) -> None:
+        handler(ctx, key, ev.effect)
+    resolve.__qualname__ = f"{handler.__module__.rsplit('.', 1)[-1]}.{handler.__name__}"
+    return resolve
+
+
+def _entry_outcome(handler: Any) -> Any:
+    def answer(ctx: Ctx, key: str, e: Any, ev: tuple[Outcome, Any]) -> None:
+        handler(ctx, key, *ev)
+    answer.__qualname__ = f"{handler.__module__.rsplit('.', 1)[-1]}.{handler.__name__}"
+    return answer
+
+
+def _op_outcome(handler: Any) -> Any:
+    def answer(ctx: Ctx, key: str, e: PodOp, ev: tuple[Outcome, Any]) -> None:
+        handler(ctx, key, e.but(awaiting=""), ev[0])
+    answer.__qualname__ = f"{handler.__module__.rsplit('.', 1)[-1]}.{handler.__name__}"
+    return answer
+
+
+def _over_budget(ctx: Ctx, key: str, e: PodOp, ev: Budget) -> None:
+    reason = (f"{e.op} of pod {name_of(key)} exceeded its budget of {e.budget_ms // 1000} s "
+              f"(still {e.phase}); nothing more is sent for it")
+    ctx.log(key, reason, level="warning")
+    (create.fail if e.op == "create" else delete.fail)(ctx, key, e.but(awaiting=""), reason)
+
+
+def _read_again(ctx: Ctx, key: str, e: PodOp, ev: RetryDue) -> None:
+    if not e.awaiting:
+        send_read(ctx, key, e)
+
+
+def _namespace_retry(ctx: Ctx, key: str, e: Any, ev: Any) -> None:
+    namespace.on_deadline(ctx, key)
+
+
+def _sweep_secrets(ctx: Ctx, key: str, e: Any, ev: tuple[Command, SweepSecrets]) -> None:
+    sweep.start(ctx, *ev)
+
+
+def _sweep_orphans(ctx: Ctx, key: str, e: Any, ev: tuple[Command, SweepOrphans]) -> None:
+    orphans.start(ctx, ev[1])
+
+
+# The pod machine. A pod key's phase is its operation (``PodOp.op``: ``idle`` for none, ``absent``
+# for no entry; the operation's own steps are ``PodOp.phase``, moved by ``table.TABLE``); the other
+# keys' phase is their entry kind. An answer's event is the class of the effect it answers.
+DISPATCH = Dispatch("pod", [
+    # observations of the pod
+    ("absent", Seen, _track),
+    (("idle", "create"), Seen, _refence),
+    ("delete", Seen, delete.observed),
+    ("absent", Vanished, ignore),
+    ("idle", Vanished, _forget),
+    ("create", Vanished, _unfence),
+    ("delete", Vanished, delete.vanished),
+    ("idle", Missing, _forget),
+    ("create", Missing, _unfence),
+    ("delete", Missing, _reread),
+    # requests
+    (("absent", "idle"), CreatePod, _create),
+    ("create", CreatePod, _create_again),
+    ("delete", CreatePod, _create_while_deleting),
+    (("absent", "idle"), DeletePod, _delete),
+    ("create", DeletePod, _delete_after_create),
+    ("delete", DeletePod, _delete_again),
+    ("namespace", EnsureNamespaceRequest, _ensure_namespace),
+    ("sweep", SweepSecrets, _sweep_secrets),
+    ("orphans", SweepOrphans, _sweep_orphans),
+    # answers: a pod operation hears only the outcome it awaits (``PodMachine.on_outcome``)
+    ("create", CreateObject, _op_outcome(create.created)),
+    ("create", GetObject, _op_outcome(create.confirmed)),
+    ("delete", DeleteObject, _op_outcome(delete.deleted)),
+    ("delete", GetObject, _op_outcome(delete.read)),
+    ("namespace", EnsureNamespace, _entry_outcome(namespace.on_outcome)),
+    ("sweep", ListObjects, _entry_outcome(sweep.on_outcome)),
+    ("sweep", DeleteObject, _entry_outcome(sweep.on_outcome)),
+    ("orphans", ListObjects, _entry_outcome(orphans.on_outcome)),
+    ("orphans", GetObject, _entry_outcome(orphans.on_outcome)),
+    ("orphans", DeleteObject, _entry_outcome(orphans.on_outcome)),
+    ("create", InDoubt, _op_in_doubt(create.in_doubt)),
+    ("delete", InDoubt, _op_in_doubt(delete.in_doubt)),
+    ("namespace", InDoubt, _entry_in_doubt(namespace.in_doubt)),
+    ("sweep", InDoubt, _entry_in_doubt(sweep.in_doubt)),
+    ("orphans", InDoubt, _entry_in_doubt(orphans.in_doubt)),
+    # timers
+    (("create", "delete"), Budget, _over_budget),
+    (("create", "delete"), RetryDue, _read_again),
+    (("absent", "idle"), Budget, ignore),
+    (("absent", "idle"), RetryDue, ignore),
+    ("namespace", Budget, _namespace_retry),
+    ("namespace", RetryDue, _namespace_retry),
+    (("sweep", "orphans"), Budget, ignore),
+    (("sweep", "orphans"), RetryDue, ignore),
+])
+ENTRIES = ("namespace", "sweep", "orphans")
+_DEADLINES = {"budget": Budget, "retry": RetryDue}
+_KEY_PHASES = {SWEEP_NAME: "sweep", ORPHANS_NAME: "orphans", "": "namespace"}
+
+
+def op_phase(e: Any) -> str:
+    """The phase of a pod key's entry: its operation, ``idle`` for none, ``absent`` for no entry."""
+    return (e.op or "idle") if isinstance(e, PodOp) else "absent"
+
+
+def phase_of(key: str, e: Any) -> str:
+    """The phase of the key an answer, a doubt or a timer is about: the entry kind of a namespace
+    or sweep key, else the pod operation's (``op_phase``)."""
+    return _KEY_PHASES.get(key.rpartition("/")[2]) or op_phase(e)
+
+
+class PodMachine(Machine):
+    name = "pod"
+    decision = Entries  # type: ignore[assignment]  # a union of four entry kinds, see records
+    observes = frozenset({"Pod"})
+    commands = frozenset({"pod.sweep_secrets", "pod.sweep_orphans"})
+    typed_messages = True
+    questions = frozenset({"uid"})
+
+    def answer(self, question: str, table: Any, *args: Any) -> Any:
+        """``uid`` (pod key): the uid of the pod kfold has seen at that key, "" for none."""
+        e = table.get(args[0])
+        return e.uid if isinstance(e, PodOp) else ""
+
+    def _run(self, ctx: Ctx, key: str, ev: Any) -> None:
+        e = ctx.get(key)
+        DISPATCH.handler(op_phase(e), type(ev))(ctx, key, e, ev)
+
+    def on_observed(self, ctx: Ctx, rec: Observed) -> None:
+        key = f"{rec.cluster}/{rec.namespace}/{rec.name}"  # object_key, inlined: runs on every Pod event
+        view = view_of(rec.obj, rec.uid, rec.rv)
+        self._run(ctx, key, Vanished(view.uid) if rec.event == "DELETED" else Seen(view))
+
+    def on_relist(self, ctx: Ctx, rec: Relist) -> None:
+        pods = [k for k, e in ctx.items() if isinstance(e, PodOp)]
+        for key in missing_after_relist(pods, rec):
+            self._run(ctx, key, Missing())
+
+    def on_receive(self, ctx: Ctx, key: str, msg: Any) -> None:
+        if isinstance(msg, EnsureNamespaceRequest):
+            return DISPATCH.handler("namespace", EnsureNamespaceRequest)(ctx, key, ctx.get(key), msg)
+        self._run(ctx, key, msg)
+
+    def on_command(self, ctx: Ctx, rec: Command, cmd: Any) -> None:
+        where = sweep.key_of(rec, cmd) if isinstance(cmd, SweepSecrets) else orphans.key_of(cmd)
+        DISPATCH.handler(phase_of(where, None), type(cmd))(ctx, where, ctx.get(where), (rec, cmd))
+
+    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
+        key = effect.key
+        e = ctx.get(key)
+        phase = phase_of(key, e)
+        if phase in ENTRIES or (isinstance(e, PodOp) and e.awaiting == effect.id):
+            DISPATCH.handler(phase, type(effect))(ctx, key, e, (rec, effect))
+
+    def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
+        key = effect.key
+        e = ctx.get(key)
+        phase = phase_of(key, e)
+        if phase in ENTRIES or (isinstance(e, PodOp) and e.awaiting == effect.id):
+            DISPATCH.handler(phase, InDoubt)(ctx, key, e, InDoubt(effect))
+
+    def on_deadline(self, ctx: Ctx, key: str, name: str) -> None:
+        event = _DEADLINES.get(name)
+        e = ctx.get(key)
+        if event is None:
+            raise UnknownEvent(self.name, phase_of(key, e), f"deadline {name!r}")
+        DISPATCH.handler(phase_of(key, e), event)(ctx, key, e, event())
