@@ -85,7 +85,7 @@ def _toml_list(items: list[str]) -> str:
 def quick_files(pkg: Package, seed: int) -> list[str]:
     """--quick mutates only ``pkg.quick_files`` of the package's modules, drawn with ``seed``:
     mutmut writes every mutant of a file it mutates, which is most of a run's cost in CI."""
-    files = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(pkg.mutate)
+    files = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(pkg.mutate.replace("/*", "/**/*"))
                    if p.suffix == ".py" and p.name != "__init__.py")
     return sorted(random.Random(seed).sample(files, min(pkg.quick_files, len(files))))
 
