@@ -178,7 +178,7 @@ def test_the_same_attach_story_gives_the_same_effects_in_every_world():
 def test_regression_a_flickering_repo_fails_after_the_attempt_bound_instead_of_looping(frozen_world):
     """Found by mutation testing (repo_ops.on_read survived attempts=None): a Repo present at every
     create and gone at every read was re-created forever. Rule: an operation is repeated a bounded
-    number of times (repo_ops.MAX_ATTEMPTS = 3 creates), then every waiter is told ``repo_failed``."""
+    number of times (engine.backoff.REPO_OP: 3 creates), then every waiter is told ``repo_failed``."""
     w = RepoWorld()
     w.at = ATTACH
     w.ensure("https://github.com/org/app", APP)

@@ -166,9 +166,9 @@ def on_read(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
     if op.stamp is None and rec.at is not None:   # the read's server time is the Repo's cluster's
         op = op.but(stamp=rfc3339(rec.at))
     if rec.result == "not_found":
-        if op.attempts + 1 >= MAX_ATTEMPTS:
+        if backoff.exhausted(backoff.REPO_OP, op.attempts + 1):
             return fail(ctx, entry, f"Repo {entry.name!r} was gone at each read after a create found it "
-                                    f"present ({MAX_ATTEMPTS} attempts)")
+                                    f"present ({backoff.REPO_OP.limit} attempts)")
         return secure_or(ctx, entry, op.but(attempts=op.attempts + 1), "create")
     if rec.result != "ok":
         return fail(ctx, entry, f"reading Repo {entry.name!r}: {why(rec)}")
