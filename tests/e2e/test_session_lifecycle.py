@@ -145,7 +145,6 @@ def _get(daemon, path):
 
 
 def test_health_readiness_and_metrics_describe_the_running_daemon(admin, namespace, sa_daemon):
-    import re
     w = World(admin, namespace)
     assert _get(sa_daemon, "/healthz") == (200, "ok\n")
     assert _get(sa_daemon, "/readyz") == (200, "ready\n")
@@ -154,15 +153,19 @@ def test_health_readiness_and_metrics_describe_the_running_daemon(admin, namespa
     status, text = _get(sa_daemon, "/metrics")
     assert status == 200
 
-    def value(pattern):
-        m = re.search(r"^" + pattern + r" (\S+)$", text, re.M)
-        assert m, f"{pattern} missing from /metrics"
-        return float(m.group(1))
-    assert value(r'kfold_effects_total\{type="create",result="ok"\}') >= 2      # Secret and pod
-    assert value(r'kfold_records_ingested_total\{rec="observed"\}') >= 1
-    assert value(r'kfold_fold_seconds_count') >= value(r'kfold_records_ingested_total\{rec="observed"\}')
-    assert value(r"kfold_journal_bytes") > 0
-    assert abs(value(r"kfold_server_clock_skew_seconds")) < 5  # same machine: Date vs local clock
+    from prometheus_client.parser import text_string_to_metric_families
+    samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+
+    def value(name, **labels):
+        """The sample ``name`` with exactly these labels (in any order, as the exposition allows)."""
+        found = [s.value for s in samples if s.name == name and s.labels == labels]
+        assert found, f"{name}{labels or ''} missing from /metrics"
+        return found[0]
+    assert value("kfold_effects_total", type="create", result="ok") >= 2      # Secret and pod
+    assert value("kfold_records_ingested_total", rec="observed") >= 1
+    assert value("kfold_fold_seconds_count") >= value("kfold_records_ingested_total", rec="observed")
+    assert value("kfold_journal_bytes") > 0
+    assert abs(value("kfold_server_clock_skew_seconds")) < 5  # same machine: Date vs local clock
 
 
 def test_without_a_base_domain_a_session_is_ready_on_its_service_alone(admin, cp, namespace, daemon_factory, tmp_path):
