@@ -132,3 +132,29 @@ def test_a_teardown_delete_refused_says_why_the_teardown_waits():
     cond = w.condition("TeardownComplete")
     assert cond["status"] == "False" and cond["reason"] == "TeardownBlocked"
     assert "Secret" in cond["message"] and "demo-env" in cond["message"] and "forbidden" in cond["message"]
+
+
+# -- through the repo machine ------------------------------------------------------------------
+
+def test_a_repository_ensured_by_the_repo_machine_lets_the_pod_be_created():
+    """The session asks the repo machine to ensure each repository and waits for its answer; the
+    answer, sent back by the real repo machine, lets the bring-up go on to the pod."""
+    w = World()
+    w.submit({**SPEC, "repositories": [{"url": "https://github.com/org/app.git"}]})
+    w.rv += 1
+    w.answer("patch", "Session", obj=session_obj(w.spec, rv=str(w.rv), finalizers=(FINALIZER,)))
+    assert not w.pod_creates()
+    [create] = w.pending("create", "Repo")
+    w.s.outcome(create, "ok", at(1), obj={**create.manifest, "metadata": {**create.manifest["metadata"],
+                                                                          "uid": "repo-uid", "resourceVersion": "5"}})
+    assert w.decision().repos[0].ensured
+    assert w.pod_creates() == ["demo-g1"]
+
+
+# -- the pod's app containers ------------------------------------------------------------------
+
+def test_an_app_container_that_completed_is_reported_as_exited_with_its_code():
+    w = World().to_ready()
+    w.observe_pod(20, phase="Running", ip="10.0.0.7", node="node-a", ready=True, ended={"web": ("Completed", 0)})
+    assert w.status()["runs"] == [{"app": "web", "generation": 1, "reason": "application container exited (code 0)",
+                                   "exitCode": 0}]
