@@ -7,7 +7,8 @@ attach clock is never cleared for want of a server time; ``.../app/.git`` is the
 """
 from __future__ import annotations
 
-from engine.machines.repo_names import rfc3339
+from datetime import datetime, timezone
+
 from tests.harness import T0
 from tests.scenario.test_repo_world import CLUSTER, NS, RepoWorld
 
@@ -17,6 +18,11 @@ URL = "https://github.com/org/app"
 LAST = "kfold.dev/last-attached"
 ATTACH = T0 + 3_600_000
 GH = {"match": "github.com/org", "env": "GH_TOKEN"}
+
+
+def rfc3339(ms: int) -> str:
+    """The annotation's form: RFC 3339 UTC with milliseconds (``2030-01-01T01:00:00.000Z``)."""
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def _known(w: RepoWorld, **put: object) -> None:
