@@ -10,6 +10,7 @@ import pytest
 
 from engine.machines.session_model import FINALIZER
 
+from tests.scenario.test_session_bringup import _relay
 from tests.scenario.test_session_secret import _met_at_generation_2, _old_pod_gone, _secret
 from tests.scenario.test_session_endpoints import EXISTING_SERVICE
 from tests.scenario.test_session_support import ENV_SPEC, SPEC, World, at, owned_obj, pod_obj, session_obj
@@ -158,3 +159,15 @@ def test_an_app_container_that_completed_is_reported_as_exited_with_its_code():
     w.observe_pod(20, phase="Running", ip="10.0.0.7", node="node-a", ready=True, ended={"web": ("Completed", 0)})
     assert w.status()["runs"] == [{"app": "web", "generation": 1, "reason": "application container exited (code 0)",
                                    "exitCode": 0}]
+
+
+def test_a_late_pod_created_answer_for_a_ready_sessions_pod_changes_nothing():
+    """An answer about the pod that comes once the Session has moved past Creating is stale: the
+    Session stays Ready and keeps deciding (a stop still tears it down)."""
+    w = World().to_ready()
+    before = w.decision()
+    _relay(w, "pod_created", pod=f"local/team/demo-g{before.generation}", uid="pod-uid-1")
+    assert w.phase == "Ready" and w.decision() == before
+    assert not [e for e in w.s.effects if e.type == "log" and e.level == "error"], "decided, not quarantined"
+    w.submit({**SPEC, "stopped": True}, 10)
+    assert w.pending("delete", "Pod")
