@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.machines.session_model import FINALIZER
-
 from tests.scenario.test_session_bringup import _relay
 from tests.scenario.test_session_secret import _met_at_generation_2, _old_pod_gone, _secret
 from tests.scenario.test_session_endpoints import EXISTING_SERVICE
-from tests.scenario.test_session_support import ENV_SPEC, SPEC, World, at, owned_obj, pod_obj, session_obj
+from tests.scenario.test_session_support import FINALIZER, ENV_SPEC, SPEC, World, at, owned_obj, pod_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -103,7 +101,7 @@ def test_a_service_replace_that_conflicts_is_read_and_replaced_again():
 def test_regression_a_service_replace_that_always_conflicts_stops_at_the_try_bound():
     """Found by mutation testing (session_endpoints.on_outcome survived a conflict not counted):
     a replace answered Conflict was read and replaced again for ever, the try bound never checked.
-    Rule: retries of one manifest are bounded (MAX_TRIES = 4); the last error is kept for status."""
+    Rule: retries of one manifest are bounded (engine.backoff.ENDPOINT, 4 tries); the last error is kept for status."""
     w = _service_replacing()
     for n in range(12):
         if not w.pending("replace", "Service"):
