@@ -294,3 +294,35 @@ def test_placement_refusals():
         with pytest.raises(PlacementRefused) as no:
             place(CFG, "local", namespace, wanted)
         assert no.value.reason == f"no cluster named {wanted!r} is registered for this org"
+
+
+def _finalized(w: TWorld, spec: dict[str, Any]) -> TWorld:
+    """Submitted and its finalizer written (its target namespace ensured where one is): the
+    Session's own objects are asked for next."""
+    w.submit(spec, 1)
+    w.rv += 1
+    w.answer("patch", "Session", when=1,
+             obj=_in(session_obj(spec, rv=str(w.rv), finalizers=(FINALIZER,), name=w.name), w.ns))
+    if w.mine("ensure_namespace", pending=True):
+        w.answer("ensure_namespace", None, when=1)
+    return w
+
+def test_a_tenant_sessions_secret_met_by_alreadyexists_is_read_on_its_cluster_as_its_tenant():
+    """Every request for a tenant Session's objects names the tenant (the registered cluster's
+    identity for it), the read after a create's AlreadyExists too."""
+    w = _finalized(TWorld(), ON_EDGE)
+    w.answer("create", "Secret", "already_exists", when=2, status_reason="AlreadyExists")
+    [read] = w.mine("get", "Secret", pending=True)
+    assert (read.cluster, read.tenant, read.namespace, read.name) == ("edge@acme", "acme", "sb-acme", "demo-env")
+
+
+def test_a_workspace_claim_on_another_cluster_names_no_owner():
+    """An ownerReference names an object in the same cluster and namespace (Kubernetes garbage
+    collection): a claim made on a registered cluster must not name the Session on the home one,
+    or that cluster's collector would delete it as an orphan."""
+    s = Scenario()
+    s.command("session.configure", at(0), clusters=["local"], home="local", base_domain=BASE, tenants=TENANTS,
+              registered=[EDGE], workspace_class="fast-ssd", workspace_size="5Gi")
+    w = _finalized(TWorld(scenario=s), {**SPEC, "cluster": "edge"})
+    [claim] = w.mine("create", "PersistentVolumeClaim", pending=True)
+    assert claim.cluster == "edge@acme" and "ownerReferences" not in claim.manifest["metadata"]

@@ -124,7 +124,7 @@ def doubt(ctx: Ctx, entry: RepoEntry, effect: Any) -> None:
 
 
 def reissue(ctx: Ctx, entry: RepoEntry, effect: Any) -> None:
-    fields = effect.model_dump(exclude={"id", "machine", "key", "type"})
+    fields = effect.model_dump(exclude={"id", "machine", "key", "type", "cluster"})   # ``go`` names the cluster
     go(ctx, entry, entry.op.but(attempts=entry.op.attempts + 1), "retry", type(effect), **fields)
 
 

@@ -135,6 +135,8 @@ def on_outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any, sp
             u = u.but(stage="idle", have=u.sending, tries=0, error="")
         case ("delete", "ok" | "not_found"):
             u = u.but(stage="idle", have="", tries=0, error="")
+        case ("replace", "conflict") if backoff.exhausted(backoff.ENDPOINT, u.tries + 1):   # changed under every replace
+            u = u.but(stage="idle", tries=u.tries + 1, error=f"{rec.result}: {rec.message or rec.status_reason}")
         case ("create", "already_exists") | ("replace", "conflict"):
             _request(ctx, key, d, kind, GetObject)
             u = u.but(stage="read", tries=u.tries + (rec.result == "conflict"))
