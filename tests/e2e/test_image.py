@@ -196,8 +196,10 @@ def test_kfold_run_in_the_image_with_the_in_cluster_config_brings_a_session_to_r
     journal = tmp_path / "journal"
     journal.mkdir()
     os.chown(journal, NONROOT, NONROOT)
-    # What the Deployment mounts, from the manifests rendered for this config.
-    (dep,) = [d for d in install("kfold", DEFAULT_IMAGE, text) if d["kind"] == "Deployment"]
+    # What the Deployment mounts, from the manifests rendered for this config (rendered listening on
+    # every address, as an install must; this run stays on loopback, on the same port).
+    rendered = text.replace(f"127.0.0.1:{port}", f"0.0.0.0:{port}")
+    (dep,) = [d for d in install("kfold", DEFAULT_IMAGE, rendered) if d["kind"] == "Deployment"]
     (container,) = dep["spec"]["template"]["spec"]["containers"]
     paths = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     mounts = {paths["config"]: (etc, False), paths["journal"]: (journal, True), SA_DIR: (sa, False)}
