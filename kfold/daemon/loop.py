@@ -290,7 +290,7 @@ class Daemon:
                 self.state, per_record = fold_many(self.state, records[i:j], self.machines)
                 t1 = time.perf_counter()
                 if self.metrics is not None:
-                    self.metrics.bringups.moved(before, self.state, records[i:j], per_record, self.clock)
+                    self._count_bringups(before, records[i:j], per_record)
                 share = (t1 - t0) / (j - i)
                 for k, (rec, effects) in enumerate(zip(records[i:j], per_record), start=i):
                     self.index.add(effects)
@@ -318,7 +318,7 @@ class Daemon:
         self.index.add(effects)
         if self.metrics is not None:
             t1 = time.perf_counter()
-            self.metrics.bringups.moved(state, self.state, (rec,), (effects,), self.clock)
+            self._count_bringups(state, (rec,), (effects,))
             self.metrics.folded(rec, t1 - t0)
             self._note_born(index, t1, effects)
         if isinstance(rec, EffectIssued) and before is not None and not before.issued and not self.stopping:
@@ -340,6 +340,16 @@ class Daemon:
         for e in effects:
             if e.type != "log":
                 self._born[e.id] = (folded if arrived is None else arrived, folded, self._commits)
+
+    def _count_bringups(self, before: Any, records: Any, per_record: Any) -> None:
+        """Time to Ready and failures for /metrics. Accounting only: an error here is logged once and
+        never stops the committer (the fold and the journal are what matter)."""
+        try:
+            self.metrics.bringups.moved(before, self.state, records, per_record, self.clock)
+        except Exception:   # noqa: BLE001 - a metrics bug must not stop the daemon
+            if not getattr(self, "_bringups_failed", False):
+                self._bringups_failed = True
+                log.exception("bring-up accounting for /metrics failed; kfold goes on without it")
 
     def _note_durable(self, flushed: float, _: Any) -> None:
         self.metrics.durable.observe(time.perf_counter() - flushed)

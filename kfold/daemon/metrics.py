@@ -136,8 +136,9 @@ class BringUps:
                 self._began[key] = (d.generation, _home_ms(rec, d, clock))
         elif d.phase == "Ready":
             began = self._began.pop(key, None)
-            if began is not None and began[0] == d.generation:
-                self.to_ready.observe(max(0, _home_ms(rec, d, clock) - began[1]) / 1000)
+            ready_at = _home_ms(rec, d, clock)
+            if began is not None and began[0] == d.generation and began[1] is not None and ready_at is not None:
+                self.to_ready.observe(max(0, ready_at - began[1]) / 1000)   # no server time either side: not timed
         else:
             self._began.pop(key, None)
         if d.phase == "Failed" and d.failure is not None and not (
@@ -150,8 +151,9 @@ class BringUps:
         return reason
 
 
-def _home_ms(rec: Any, d: SessionDecision, clock: Any) -> int:
-    """The home apiserver's time of ``rec``: its own stamp when the home cluster stamped it."""
+def _home_ms(rec: Any, d: SessionDecision, clock: Any) -> int | None:
+    """The home apiserver's time of ``rec``: its own stamp when the home cluster stamped it; None when
+    no server time is known (a record stamped before any ``Date`` was read)."""
     if getattr(rec, "cluster", None) == d.home or clock is None:
         return rec.at
     read = clock.for_cluster(d.home).now_ms() if hasattr(clock, "for_cluster") else clock.now_ms()

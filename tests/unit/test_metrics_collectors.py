@@ -123,3 +123,15 @@ def test_a_session_seen_before_its_first_generation_is_timed_from_that_sighting(
     b.moved(state(session("a", generation=0)), state(session("a", "Creating")), [observed("a", 3_000)], [()], None)
     b.moved(state(session("a", "Creating")), state(session("a", "Ready")), [observed("a", 6_000)], [()], None)
     assert totals(b) == {"kfold_session_time_to_ready_seconds_count": 1, "kfold_session_time_to_ready_seconds_sum": 5.0}
+
+
+def test_a_bring_up_without_server_time_on_either_side_is_not_timed_and_does_not_raise():
+    """A restart's in-doubt records carry no server time (``at`` None): such a bring-up is left
+    untimed rather than failing the accounting (which runs in the committer)."""
+    b = BringUps()
+    s0, s1 = state(), state(session("a"))
+    b.moved(s0, s1, [observed("a", None)], [()], None)                       # began with no server time
+    b.moved(s1, state(session("a", "Ready")), [observed("a", 5_000)], [()], None)
+    b.moved(state(), s1, [observed("a", 1_000)], [()], None)                  # began at 1 s ...
+    b.moved(s1, state(session("a", "Ready")), [observed("a", None)], [()], None)   # ... Ready with no time
+    assert totals(b) == {}
