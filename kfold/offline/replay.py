@@ -294,9 +294,9 @@ def objects(state: State, wide: bool = False) -> list[dict[str, Any]]:
 
 def is_object_key(key: str) -> bool:
     """Object keys are ``<cluster>/<namespace>/<name>``; a machine's own bookkeeping rows use an
-    empty name or a ``#`` name (config, indexes, sweeps)."""
+    empty name or a name with a ``#`` (config, indexes, sweeps, a Session's ``<name>#events`` queue)."""
     name = key.rpartition("/")[2]
-    return bool(name) and not name.startswith("#") and not key.startswith("#")
+    return bool(name) and "#" not in name and not key.startswith("#")
 
 
 def _state_of(decision: Any) -> str:

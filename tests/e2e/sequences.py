@@ -256,7 +256,8 @@ class Driver:
                 try:
                     self._replace_spec(m, bad)
                 except ApiException as exc:
-                    if exc.status == 422:   # refused at admission: the spec did not change
+                    if exc.status == 422:   # refused at admission: the spec did not change, no new pod
+                        m.recreate = False
                         return self._did(m, "invalid spec refused at admission")
                     raise
                 m.valid_spec, m.invalid, m.recreate = m.spec, True, False

@@ -55,7 +55,7 @@ def test_the_export_of_a_journal_retention_cut_while_running_opens_everywhere(ad
 
     traced = kfold("trace", str(out), f"local/{namespace}/demo")
     assert traced.returncode == 0, traced.stderr
-    assert "-> Stopped" in traced.stdout
+    assert "-> Stopped" in traced.stdout or "(still Stopped)" in traced.stdout   # trace omits non-changes
 
     from kfold.offline.ui.index import build
     from kfold.offline.ui.server import Store

@@ -97,7 +97,7 @@ def test_a_cluster_registered_while_kfold_runs_is_used_without_a_restart(
         c.get("message", "") for c in refused.get("conditions", []))
 
     register(registry_dir, cp, "acme", "edge", bound)
-    wait_for(lambda: any('cluster="edge@acme"' in line and line.endswith(" 1")
+    wait_for(lambda: any('cluster="edge@acme"' in line and float(line.rsplit(" ", 1)[1]) == 1
                          for line in metric(daemon, "kfold_watch_synced")), 20,
              what="a watch of kfold's pods on edge@acme, listed")
     co.create_namespaced_custom_object(*GVP, acme_ns, "sessions", session(acme_ns, "edge"))

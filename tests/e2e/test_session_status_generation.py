@@ -163,5 +163,5 @@ def test_ready_goes_false_at_the_new_generation_when_a_suspend_is_seen(admin, na
     _about_its_spec(obj)
     assert _ready(obj)["reason"] == "Suspended"
     out = kubectl("get", "session/demo", "-n", namespace)
-    assert out.returncode == 0 and out.stdout.split()[:5] == ["NAME", "PHASE", "PODGEN", "READY", "POD"], out.stdout
+    assert out.returncode == 0 and out.stdout.split()[:5] == ["NAME", "READY", "PHASE", "REASON", "POD"], out.stdout
     wait_for(lambda: _session(co, namespace)["status"].get("phase") == "Suspended", 30, what="Suspended")
