@@ -90,6 +90,7 @@ class Daemon:
         self.machines = machines or default_machines()
         self.snapshots = snapshots or SnapshotPolicy(every=snapshot_every)
         self.metrics = metrics
+        self._bringups_failed = False   # the bring-up accounting failed once: logged, not again
         self.state: State = initial_state()
         self.executor = executor_factory(self.outcome_sink)
         self.index = PendingIndex()      # pending effect ids per key: the per-commit lookups (timers.py)
@@ -347,7 +348,7 @@ class Daemon:
         try:
             self.metrics.bringups.moved(before, self.state, records, per_record, self.clock)
         except Exception:   # noqa: BLE001 - a metrics bug must not stop the daemon
-            if not getattr(self, "_bringups_failed", False):
+            if not self._bringups_failed:
                 self._bringups_failed = True
                 log.exception("bring-up accounting for /metrics failed; kfold goes on without it")
 
