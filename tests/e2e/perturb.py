@@ -314,14 +314,34 @@ def two_live_pods(events: list[tuple[str, str, dict[str, Any]]]) -> list[str]:
     return sorted(set(out))
 
 
+def in_apiserver_order(events: list[tuple[str, str, dict[str, Any]]]) -> list[tuple[str, str, dict[str, Any]]]:
+    """The recorded events of every kind in the order the apiserver made them.
+
+    The recorder's watches run on one thread per kind, so events of different kinds arrive in no
+    order relative to each other: a pod's deletion can be recorded before the Session update that
+    asked for it. The test's control plane stores everything in one etcd, whose revision (the
+    resourceVersion of each event's object) orders all writes; the oracle may lean on that, kfold
+    never does (``engine.machines.base.missing_after_relist``). An event without an integer
+    resourceVersion keeps its recorded place relative to its neighbours (a stable sort)."""
+    def rev(i_event: tuple[int, tuple[str, str, dict[str, Any]]]) -> tuple[int, int]:
+        i, (_kind, _typ, obj) = i_event
+        rv = (obj.get("metadata") or {}).get("resourceVersion") or ""
+        return (int(rv), i) if rv.isdigit() else (-1, i)
+    numbered = list(enumerate(events))
+    if not all(((o.get("metadata") or {}).get("resourceVersion") or "").isdigit() for _k, _t, o in events):
+        return list(events)
+    return [e for _i, e in sorted(numbered, key=rev)]
+
+
 def healthy_pods_deleted(events: list[tuple[str, str, dict[str, Any]]]) -> list[str]:
     """A pod is deleted only after its Session asked for it: a spec change (metadata.generation up)
-    or the Session's deletion after the pod was created."""
+    or the Session's deletion after the pod was created. Judged in the apiserver's order
+    (``in_apiserver_order``), per pod uid (a pod deleted and made again under its name is two)."""
     asked: dict[str, int] = {}    # session -> index of its last spec change / deletion
-    born: dict[str, int] = {}
+    born: dict[str, int] = {}     # pod uid -> index of its first event
     gen: dict[str, int] = {}
     out = []
-    for i, (kind, typ, obj) in enumerate(events):
+    for i, (kind, typ, obj) in enumerate(in_apiserver_order(events)):
         md = obj.get("metadata") or {}
         if kind == "Session":
             g = int(md.get("generation") or 0)
@@ -332,10 +352,11 @@ def healthy_pods_deleted(events: list[tuple[str, str, dict[str, Any]]]) -> list[
         session = _labels(obj).get("kfold.dev/session")
         if not session:
             continue
-        if typ == "ADDED":
-            born.setdefault(md["name"], i)
-        elif (typ == "DELETED" or md.get("deletionTimestamp")) and asked.get(session, -1) < born.get(md["name"], 0):
-            out.append(f"pod {md['name']} deleted with no spec change or deletion of Session {session} since it was made")
+        uid = md.get("uid") or md["name"]
+        born.setdefault(uid, i)
+        if (typ == "DELETED" or md.get("deletionTimestamp")) and asked.get(session, -1) < born[uid]:
+            out.append(f"pod {md['name']} (uid {uid}) deleted with no spec change or deletion of Session "
+                       f"{session} since it was made")
     return sorted(set(out))
 
 
