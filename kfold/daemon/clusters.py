@@ -51,7 +51,7 @@ def open_registry(cfg: Config) -> tuple[Any, Any]:
                         tenants=cfg.tenants, home_name=cfg.cluster.name,
                         home_limits=cfg.cluster.limits(), default_limits=cfg.registry.default_limits(),
                         limits={h: r.limits() for h, r in cfg.registry.limits.items()},
-                        pool_size=cfg.executor.threads,
+                        pool_size=pool_width(cfg),
                         credential_refresh_s=float(cfg.registry.credential_refresh_seconds))
     home = registry.home(**home_args)
     if secrets:
@@ -64,6 +64,16 @@ def open_registry(cfg: Config) -> tuple[Any, Any]:
                                 "set registry.secrets_namespace")
         registry.set_credentials(SecretCredentials(CoreV1Api(home), namespace))
     return registry, home
+
+
+def pool_width(cfg: Config) -> int:
+    """How many connections each cluster's client pool keeps: one per executor thread, plus one
+    for each watch held open beside them (every observed kind in every watched namespace) and a
+    few for the Lease and one-off reads. A request that finds the pool full opens a connection and
+    urllib3 discards it afterwards (a TLS handshake per request, and a warning in the log)."""
+    from engine.core import default_machines
+    watches = len(default_machines().by_kind) * max(1, len(cfg.namespaces))
+    return cfg.executor.threads + watches + 8
 
 
 def client_for(registry: Any, home: str) -> Callable[[str, str], Any]:

@@ -185,3 +185,20 @@ async def test_the_boot_sweep_after_a_fresh_journal_waits_for_the_first_lists_th
     [[command]] = daemon.submitted
     assert (command.name, command.cluster, command.namespace, command.args) == \
         ("pod.sweep_orphans", "edge@acme", "sb-acme", args[0])
+
+
+def test_the_client_pool_holds_every_executor_thread_and_every_watch_beside_them(tmp_path):
+    """A request finding the pool full opens a connection urllib3 discards after it (a TLS
+    handshake per request and 'Connection pool is full' in the log): the home client's pool is as
+    wide as the executor's threads plus the watches ``kfold run`` holds open (one per observed kind
+    and watched namespace)."""
+    from engine.core import default_machines
+    from engine.effects.io.resources import RESOURCES
+    cfg = read_config(config_file(tmp_path))
+    registry, home = open_registry(cfg)
+    try:
+        watches = [(r.kind, ns) for r in RESOURCES if r.kind in default_machines().by_kind for ns in cfg.namespaces]
+        assert len(watches) >= 2 * len(cfg.namespaces)
+        assert home.configuration.connection_pool_maxsize >= cfg.executor.threads + len(watches)
+    finally:
+        registry.close()
