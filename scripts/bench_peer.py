@@ -761,6 +761,41 @@ def fan_out(fn, items: list, threads: int = 16) -> dict[str, float]:
     return sent
 
 
+class FsyncProbe:
+    """The disk's fsync latency beside a journal, sampled while a contestant runs (issue 38 item 4:
+    event -> effect issued p99 against this disk's fsync p99, in the same run): every ``every_s`` a
+    thread appends 4 KiB to a file in ``folder`` and fsyncs it, timing the fsync alone."""
+
+    def __init__(self, folder: Path, every_s: float = 0.02):
+        self.path, self.every_s = folder / "fsync-probe.bin", every_s
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="fsync-probe", daemon=True)
+
+    def start(self) -> "FsyncProbe":
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            block = b"\0" * 4096
+            while not self._stop.wait(self.every_s):
+                os.write(fd, block)
+                t = time.perf_counter()
+                os.fsync(fd)
+                self.samples.append(time.perf_counter() - t)
+        finally:
+            os.close(fd)
+
+    def stop(self) -> dict[str, float | None]:
+        self._stop.set()
+        self._thread.join(10)
+        xs = sorted(self.samples)
+        pick = (lambda q: round(1000 * xs[min(len(xs) - 1, int(q * len(xs)))], 3) if xs else None)
+        return {"disk_fsync_p50_ms": pick(0.5), "disk_fsync_p99_ms": pick(0.99), "disk_fsync_samples": len(xs)}
+
+
 def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | None) -> dict[str, Any]:
     from kubernetes import client
     ns = f"bench-{who}-{uuid.uuid4().hex[:6]}"
@@ -791,6 +826,7 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
         names = [f"s{i:04d}" for i in range(n)]
+        fsync_probe = FsyncProbe(work).start() if ident == "kfold" else None
         log_from = log_size(APISERVER_LOG)
         t0 = time.monotonic()
         t0_epoch = time.time()
@@ -807,6 +843,8 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
         svcs = core.list_namespaced_service(ns).items
         result["pods_at_ready"], result["services_at_ready"] = len(pods), len(svcs)
         mid_metrics = c.metrics()
+        if fsync_probe is not None:   # the bring-up burst only: the disk as the journal met it
+            result.update(fsync_probe.stop())
         # teardown
         d0 = time.monotonic()
         fan_out(lambda x: co.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, x), names)
@@ -1057,7 +1095,8 @@ def summarize(runs: list[dict]) -> dict:
             for key in ("event_to_issued_p50_ms", "event_to_issued_p99_ms", "event_to_issued_unheld_p50_ms",
                         "event_to_issued_unheld_p99_ms", "event_to_fold_p99_ms", "fold_to_issued_unheld_p99_ms",
                         "flush_to_durable_p50_ms", "flush_to_durable_p99_ms", "gc_pause_p99_ms", "limiter_wait_s",
-                        "loop_runqueue_wait_ms_per_slice", "loop_runqueue_wait_per_run"):
+                        "loop_runqueue_wait_ms_per_slice", "loop_runqueue_wait_per_run",
+                        "disk_fsync_p50_ms", "disk_fsync_p99_ms"):
                 if any(key in r for r in rs):
                     s[key] = median([r.get(key) for r in rs])
             out[f"{who}@{n}"] = s
@@ -1090,9 +1129,14 @@ def markdown(summary: dict, machine: str) -> str:
                            ("  of which: event -> folded p99 (ms)", "event_to_fold_p99_ms"),
                            ("  of which: folded -> issued p99 (ms)", "fold_to_issued_unheld_p99_ms"),
                            ("  the journal's share: flush -> durable p99 (ms)", "flush_to_durable_p99_ms"),
-                           ("  the collector: a pause p99 (ms)", "gc_pause_p99_ms")):
+                           ("  the collector: a pause p99 (ms)", "gc_pause_p99_ms"),
+                           ("the disk: fsync p50 (ms, a 4 KiB append beside the journal, during bring-up)", "disk_fsync_p50_ms"),
+                           ("the disk: fsync p99 (ms, same probe)", "disk_fsync_p99_ms")):
             extra = [fmt(s[w].get(key), 1) if w.startswith("kfold") else "—" for w in cols]
             lines.append(f"| {label} | " + " | ".join(extra) + " | | |")
+        kf = s.get("kfold", {})
+        lines.append("| kfold event -> effect issued p99 / the disk's fsync p99 (target <= 1.3) | "
+                     + " | ".join("—" for _ in cols) + f" | {ratio(kf.get('event_to_issued_p99_ms'), kf.get('disk_fsync_p99_ms'))} | |")
         for label, key, digits in (("event loop thread: run-queue wait per wake-up, mean (ms, /proc schedstat)", "loop_runqueue_wait_ms_per_slice", 2),
                                    ("event loop thread: run-queue wait / time on a core", "loop_runqueue_wait_per_run", 2)):
             lines.append(f"| {label} | " + " | ".join(fmt(s[w].get(key), digits) for w in cols) + " | | |")
