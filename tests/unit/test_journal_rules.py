@@ -2,3 +2,302 @@
 its contract: the JSONL reader's errors, the SQLite store's refusals and its space pragmas,
 retention's archive, and redaction of last-applied annotations, Secret-shaped items and effects."""
 from __future__ import annotations
+
+import sqlite3
+from collections import OrderedDict
+from pathlib import Path
+
+import orjson
+import pytest
+
+from journal.chain import JournalCorrupt, JournalError
+from journal.jsonl import CHAIN_EVERY, ExportTruncated, ExportWriter, JsonlError, Start, parse_line, positioned, read_start
+from journal.records import Command, Observed, RecordError, dump_record, observed_draft, parse_record
+from tests.harness import T0
+
+
+def commands(first: int, n: int) -> list[Command]:
+    return [Command(seq=s, at=T0 + s, name="noop", args={"i": s}) for s in range(first, first + n)]
+
+
+def write(path: Path, records, start: Start, end: bool = True) -> Path:
+    with open(path, "wb") as f:
+        w = ExportWriter(f, start)
+        w.rows((r.seq, r.at, r.rec, dump_record(r)) for r in records)
+        if end:
+            w.end()
+    return path
+
+
+def header(first_seq, snapshot, chain) -> bytes:
+    return orjson.dumps({"kfold_export": 1, "first_seq": first_seq, "snapshot": snapshot, "chain": chain})
+
+
+# -- JSONL: the reader names what is wrong, and where ------------------------------------------
+def test_parse_line_reads_one_record_and_names_its_line_number_on_error():
+    rec = commands(3, 1)[0]
+    assert parse_line(dump_record(rec), 9) == rec
+    assert parse_line(dump_record(rec).decode(), 9) == rec
+    with pytest.raises(JsonlError, match=r"^line 9: field command\.at: Input should be a valid integer") as err:
+        parse_line(b'{"rec":"command","seq":3,"name":"x","at":"soon"}', 9)
+    assert err.value.line == 9
+    with pytest.raises(JsonlError, match=r"^line 4: not JSON") as err:
+        parse_line(b'{"rec":', 4)
+    assert err.value.line == 4
+
+
+def test_a_gap_in_what_an_export_is_given_is_refused_naming_both_records(tmp_path):
+    with open(tmp_path / "x.jsonl", "wb") as f:
+        w = ExportWriter(f, Start(1, None, 0))
+        rows = [(r.seq, r.at, r.rec, dump_record(r)) for r in commands(1, 5)]
+        with pytest.raises(JournalError, match=r"^record 5 cannot follow record 3: a gap in the source"):
+            w.rows(rows[:3] + rows[4:])
+
+
+def test_a_record_missing_before_a_chain_line_is_named_exactly(tmp_path):
+    path = write(tmp_path / "x.jsonl", commands(1, CHAIN_EVERY + 5), Start(1, None, 0))
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(l for l in lines if not l.startswith(b'{"seq":%d,' % CHAIN_EVERY)))
+    with pytest.raises(JournalCorrupt, match="records are missing or out of order") as err:
+        list(positioned(path))
+    assert err.value.seq == CHAIN_EVERY
+
+
+def test_an_altered_record_in_a_sealed_export_from_seq_1_is_found(tmp_path):
+    path = write(tmp_path / "x.jsonl", commands(1, 5), Start(1, None, 0))
+    assert read_start(path) == Start(1, None, 0), "sealed onto chk 0 before seq 1"
+    path.write_bytes(path.read_bytes().replace(b'"i":3', b'"i":4', 1))
+    with pytest.raises(JournalCorrupt, match=r"checksum mismatch in records 1\.\.5 \(line 7\): a record there was altered") as err:
+        list(positioned(path))
+    assert err.value.seq == 1
+
+
+def test_a_header_past_seq_1_without_its_snapshot_is_refused(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(header(5, None, None) + b"\n" + dump_record(commands(5, 1)[0]) + b"\n")
+    with pytest.raises(JsonlError, match="line 1: the export header begins at seq 5 without the snapshot before it") as err:
+        read_start(path)
+    assert err.value.line == 1
+
+
+def test_a_header_with_a_snapshot_for_another_seq_is_refused_on_its_line(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b"\n" + header(5, {"seq": 3, "chk": 1}, 0) + b"\n{}\n")
+    with pytest.raises(JsonlError, match=r'line 2: the export header: snapshot must be \{"seq": 4, "chk": <int>\}') as err:
+        read_start(path)
+    assert err.value.line == 2
+
+
+def test_the_snapshot_is_carried_verbatim_trailing_blanks_included(tmp_path):
+    snap = (40, b'{"format":1,"seq":40} \t')
+    path = write(tmp_path / "x.jsonl", commands(41, 2), Start(41, snap, 7))
+    assert read_start(path) == Start(41, snap, 7)
+
+
+def test_a_sealed_export_cut_short_names_the_last_record_it_holds(tmp_path):
+    path = write(tmp_path / "x.jsonl", commands(41, 30), Start(41, (40, b"{}"), 7), end=False)
+    with pytest.raises(ExportTruncated, match=r"the export ends after seq 70 without its end line"):
+        list(positioned(path))
+    path = write(tmp_path / "y.jsonl", [], Start(1, None, 0), end=False)
+    with pytest.raises(ExportTruncated, match=r"the export ends after its header without its end line"):
+        list(positioned(path))
+
+
+# -- records --------------------------------------------------------------------------------
+def test_parse_record_names_record_by_default():
+    with pytest.raises(RecordError, match=r"^record: field command\.name: Field required"):
+        parse_record(b'{"rec":"command","seq":1}')
+
+
+def draft_args(**over):
+    args = dict(at=T0, cluster="c", api_version="v1", kind="Pod", namespace="ns", name="p", uid="u", rv="1",
+                event="ADDED", obj={"metadata": {"name": "p"}})
+    return {**args, **over}
+
+
+def test_an_observed_draft_with_a_bad_value_raises_as_observed_does():
+    with pytest.raises(ValueError):
+        Observed(**draft_args(name=5))
+    with pytest.raises(ValueError):
+        observed_draft(**draft_args(name=5))
+
+
+def test_an_observed_draft_of_another_mapping_type_equals_the_validated_record():
+    obj = OrderedDict(metadata={"name": "p"})
+    assert observed_draft(**draft_args(obj=obj)) == Observed(**draft_args(obj=obj))
+    assert observed_draft(**draft_args(obj=obj)).name == "p"
+
+
+# -- the SQLite store ---------------------------------------------------------------------------
+from journal import store as store_mod                                   # noqa: E402
+from journal.chain import DuplicateSeq                                    # noqa: E402
+from journal.records import SCHEMA_VERSION                                # noqa: E402
+from journal.retention import Retention                                   # noqa: E402
+from journal.sqlite import SqliteJournal, _is_full, _text                 # noqa: E402
+
+
+def full_error(message: str, code: int | None) -> sqlite3.OperationalError:
+    exc = sqlite3.OperationalError(message)
+    if code is not None:
+        exc.sqlite_errorcode = code
+    return exc
+
+
+def test_a_full_volume_is_known_by_its_error_code_or_its_message_and_nothing_else_is():
+    assert _is_full(full_error("no room here", sqlite3.SQLITE_FULL))
+    assert _is_full(full_error("database or disk is full", None))
+    assert not _is_full(full_error("database is locked", sqlite3.SQLITE_BUSY))
+    assert not _is_full(full_error("database is locked", None))
+    assert not _is_full(ValueError("disk is full"))
+
+
+def test_a_meta_value_reads_as_text_whether_stored_as_text_or_as_a_blob():
+    assert _text(b"12 34") == "12 34" and _text("12 34") == "12 34" and _text(None) == ""
+
+
+def test_an_unknown_synchronous_mode_is_refused_naming_the_two_allowed(tmp_path):
+    with pytest.raises(ValueError, match=r"^synchronous must be FULL or NORMAL$"):
+        SqliteJournal(tmp_path / "j.db", synchronous="OFF")
+
+
+async def _stamp_schema(path: Path, version: int, written_by: str) -> None:
+    async with SqliteJournal(path):
+        pass
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+        db.execute("UPDATE meta SET value = ? WHERE key = 'written_by'", (written_by,))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("readonly", [False, True], ids=["writer", "reader"])
+async def test_a_journal_of_a_newer_schema_is_refused_naming_the_file_and_the_kfold_that_wrote_it(tmp_path, readonly):
+    path = tmp_path / "j.db"
+    await _stamp_schema(path, SCHEMA_VERSION + 1, "9.9.9")
+    with pytest.raises(JournalError, match=rf"^{path} was written with journal schema version "
+                                           rf"{SCHEMA_VERSION + 1} by kfold 9\.9\.9; .* use kfold 9\.9\.9 or later"):
+        await SqliteJournal(path, readonly=readonly).open()
+
+
+@pytest.mark.asyncio
+async def test_a_second_writer_is_refused_naming_the_seqs_the_store_refused(tmp_path):
+    path = tmp_path / "j.db"
+    async with SqliteJournal(path) as first, SqliteJournal(path) as second:
+        await first.append([Command(name=f"a{i}", at=T0) for i in range(3)])
+        with pytest.raises(DuplicateSeq, match=r"seq 1\.\.2 refused by the store"):
+            await second.append([Command(name=f"b{i}", at=T0) for i in range(2)])
+
+
+@pytest.mark.asyncio
+async def test_the_size_of_a_journal_is_its_file_plus_its_wal(tmp_path):
+    path = tmp_path / "j.db"
+    async with SqliteJournal(path) as j:
+        await j.append([Command(name="c", at=T0)])
+        wal = Path(str(path) + "-wal")
+        assert j.size_bytes() == path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+@pytest.mark.asyncio
+async def test_a_reopened_journal_knows_its_newest_snapshots_size(tmp_path):
+    path = tmp_path / "j.db"
+    async with SqliteJournal(path) as j:
+        await j.append([Command(name=f"c{i}", at=T0) for i in range(3)])
+        await j.put_snapshot(2, b"x" * 10)
+        await j.put_snapshot(3, b"y" * 25)
+    async with SqliteJournal(path) as j:
+        assert j.last_snapshot_bytes == 25
+
+
+@pytest.mark.asyncio
+async def test_a_snapshot_before_the_first_record_is_refused(tmp_path):
+    async with SqliteJournal(tmp_path / "j.db") as j:
+        await j.append([Command(name="c", at=T0)])
+        with pytest.raises(JournalError, match="snapshot at seq 0: the journal ends at 1"):
+            await j.put_snapshot(0, b"{}")
+
+
+def pod(seq_hint: int) -> Observed:
+    return Observed(at=T0 + seq_hint, cluster="c", api_version="v1", kind="Pod", namespace="ns", name=f"p{seq_hint}",
+                    uid=f"u{seq_hint}", rv=str(seq_hint), event="ADDED",
+                    obj={"metadata": {"name": f"p{seq_hint}", "namespace": "ns"}, "junk": {"unread": seq_hint}})
+
+
+@pytest.mark.asyncio
+async def test_a_read_longer_than_a_batch_gives_every_record_and_projected_objects_throughout(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_mod, "READ_BATCH", 4)
+    async with SqliteJournal(tmp_path / "j.db") as j:
+        await j.append([pod(i) for i in range(11)])
+        whole = [r async for batch in j.read_batches() for r in batch]
+        assert [r.seq for r in whole] == list(range(1, 12))
+        assert all("junk" in r.obj for r in whole)
+        slim = [r async for batch in j.read_batches(projected=True) for r in batch]
+        assert [r.seq for r in slim] == list(range(1, 12))
+        assert not any("junk" in r.obj for r in slim), "a projected read folds projections in every batch"
+        assert [r.name for r in slim] == [r.name for r in whole]
+
+
+@pytest.mark.asyncio
+async def test_a_projected_row_whose_records_seq_is_not_its_rows_is_corrupt(tmp_path):
+    async with SqliteJournal(tmp_path / "j.db") as j:
+        await j.append([pod(i) for i in range(2)])
+        rows = [r async for batch in j.read_rows(views=True) for r in batch]
+        assert rows[1][5] is not None, "a Pod row carries its projection"
+        moved = [(2,) + tuple(rows[0][1:])]   # record 1's row, stored as seq 2
+        with pytest.raises(JournalCorrupt, match="payload says seq 1") as err:
+            j.parse(moved, projected=True)
+        assert err.value.seq == 2
+
+
+# -- retention ----------------------------------------------------------------------------------
+from journal.jsonl import read_jsonl                                      # noqa: E402
+
+
+def stored_chk(path: Path, seq: int) -> int:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT chk FROM journal WHERE seq = ?", (seq,)).fetchone()[0]
+
+
+@pytest.mark.asyncio
+async def test_the_chain_an_export_is_sealed_onto_is_the_stored_chk_before_it(tmp_path):
+    path = tmp_path / "j.db"
+    async with SqliteJournal(path) as j:
+        await j.append([Command(name=f"c{i}", at=T0) for i in range(4)])
+        assert await j.chain_before(1) == 0
+        assert await j.chain_before(3) == stored_chk(path, 2)
+
+
+@pytest.mark.asyncio
+async def test_each_archive_is_sealed_and_replays_alone_from_the_snapshot_it_carries(tmp_path):
+    path, archive_dir = tmp_path / "j.db", tmp_path / "archive"
+    async with SqliteJournal(path) as j:
+        await j.append(commands(1, 4))
+        await j.put_snapshot(2, b'{"at":2}')
+        await j.put_snapshot(4, b'{"at":4}')
+        chk_of_4 = stored_chk(path, 4)
+        j.retention = Retention(keep_snapshots=1, archive_dir=str(archive_dir))
+        assert (await j.cut())["first_seq"] == 5       # records 1..4 archived, the snapshot at 4 kept
+        await j.append(commands(5, 3))
+        await j.put_snapshot(7, b'{"at":7}')           # and 5..7, from the snapshot at 4
+        assert j.first_seq == 8
+    archives = sorted(archive_dir.glob("*.jsonl"))
+    assert len(archives) == 2
+    assert read_start(archives[0]) == Start(1, None, 0)
+    assert read_start(archives[1]) == Start(5, (4, b'{"at":4}'), chk_of_4)
+    assert [r.seq for r in read_jsonl(archives[0])] == [1, 2, 3, 4]
+    assert [r.seq for r in read_jsonl(archives[1])] == [5, 6, 7]
+
+
+@pytest.mark.asyncio
+async def test_a_record_missing_from_what_a_cut_archives_stops_the_cut_at_that_seq(tmp_path):
+    path = tmp_path / "j.db"
+    async with SqliteJournal(path) as j:
+        await j.append(commands(1, 4))
+        await j.put_snapshot(2, b"{}")
+        await j.put_snapshot(4, b"{}")
+        with sqlite3.connect(path) as db:
+            db.execute("DELETE FROM journal WHERE seq = 4")
+        j.retention = Retention(keep_snapshots=1, archive_dir=str(tmp_path / "archive"))
+        with pytest.raises(JournalCorrupt, match="record 4 is missing") as err:
+            await j.cut()
+        assert err.value.seq == 4
+        assert j.first_seq == 1, "nothing was cut"
+        assert not list((tmp_path / "archive").iterdir()), "nor archived"
