@@ -301,3 +301,129 @@ async def test_a_record_missing_from_what_a_cut_archives_stops_the_cut_at_that_s
         assert err.value.seq == 4
         assert j.first_seq == 1, "nothing was cut"
         assert not list((tmp_path / "archive").iterdir()), "nor archived"
+
+
+# -- redaction ------------------------------------------------------------------------------------
+# Payloads and keys here are spelled with letters no other test uses: the redaction memos (by
+# payload shape, by key) are per process, and a verdict remembered from another test would answer
+# in place of the rule under test.
+from journal.records import EffectIssued, Outcome                        # noqa: E402
+from journal.redact import LAST_APPLIED, PREFIX, Redactor, _scan, is_credential_key, suspicious   # noqa: E402
+
+SALT = b"0123456789abcdef"
+
+
+def redactor() -> Redactor:
+    return Redactor(SALT)
+
+
+def digested(value) -> bool:
+    return isinstance(value, str) and value.startswith(PREFIX)
+
+
+def outcome(obj=None, items=None) -> Outcome:
+    return Outcome(at=T0, effect_id="e1", machine="pod", key="c/ns/p", result="ok", obj=obj, items=items)
+
+
+@pytest.mark.parametrize("payload", [
+    b"secretKeyRef:wombatqx", b"serviceAccountToken/quokkazz", b'"key":"numbatvv"', b"secretname-bilbyyy",
+    b"xsecretKeyRef:wombatqx", b"secretKeyRef wombat secret", b"passphrase-dugongg",
+])
+def test_the_prefilter_is_exactly_the_marker_count_scan_where_a_context_opens_the_payload(payload):
+    assert suspicious(payload) is _scan(payload.lower())
+
+
+@pytest.mark.parametrize("spelling", ["zq-passphrase-pa-th", "zq_passphrase_pa_th", "zq.passphrase.pa.th",
+                                      "zqpassphrasepath"])
+def test_separators_in_a_key_never_change_whether_it_names_or_refers_to_a_credential(spelling):
+    assert is_credential_key(spelling) is False, "a ...path key refers to a credential"
+
+
+def test_a_key_naming_a_credential_is_one_first_time_asked():
+    assert is_credential_key("wallaby-passphrase-xyzzy") is True
+
+
+def test_a_secret_manifest_in_an_effect_is_redacted_and_no_other_manifest_is():
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"emuvalue": "aHVudGVyMg=="}}
+    red = redactor().record(EffectIssued(at=T0, effect={"type": "ApplySecret", "manifest": secret}))
+    assert digested(red.effect["manifest"]["data"]["emuvalue"])
+    assert red.effect["type"] == "ApplySecret"
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"emuvalue": "plain"}}
+    rec = EffectIssued(at=T0, effect={"type": "Apply", "manifest": cm})
+    assert redactor().record(rec) is rec
+
+
+def test_an_outcomes_secret_object_is_redacted():
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"koalaval": "aHVudGVyMg=="}}
+    red = redactor().record(outcome(obj=secret))
+    assert digested(red.obj["data"]["koalaval"]) and red.obj["metadata"] == {"name": "s"}
+
+
+@pytest.mark.parametrize("item, secret", [
+    ({"type": "Opaque", "data": {"v": "cGxhaW4="}}, True),
+    ({"type": "Opaque", "stringData": {"v": "plain"}}, True),
+    ({"type": "Opaque", "data": {"v": "cGxhaW4="}, "spec": {}}, False),   # a typed object with a spec
+    ({"data": {"v": "plain"}}, False),                                     # a ConfigMap's shape
+    ({"type": "Opaque", "metadata": {"annotations": {LAST_APPLIED: '{"kind":"ConfigMap","data":{"v":"plain"}}'}}},
+     False),                                                               # type alone is no Secret
+], ids=["type-data", "type-stringData", "with-spec", "no-type", "type-only"])
+def test_a_list_item_without_kind_is_a_secret_when_it_has_type_and_data_or_stringdata_and_no_spec(item, secret):
+    red = redactor().record(outcome(items=(item,))).items[0]
+    values = {**red.get("data", {}), **red.get("stringData", {})}
+    assert all(digested(v) for v in values.values()) is secret or not values
+    if "metadata" in item:
+        kept = red["metadata"]["annotations"][LAST_APPLIED]
+        assert kept == item["metadata"]["annotations"][LAST_APPLIED], "a non-Secret's clean last-applied is kept"
+    if not secret:
+        assert red == item
+
+
+def test_an_observed_secret_is_redacted_by_its_records_kind_even_when_its_object_names_none():
+    rec = Observed(at=T0, cluster="c", api_version="v1", kind="Secret", namespace="ns", name="s", uid="u", rv="1",
+                   event="ADDED", obj={"metadata": {"name": "s"}, "data": {"platypusv": "cGxhaW4="}})
+    assert digested(redactor().record(rec).obj["data"]["platypusv"])
+
+
+def test_a_record_with_nothing_to_redact_comes_back_itself_with_its_payload():
+    rec = Observed(at=T0, cluster="c", api_version="v1", kind="Pod", namespace="ns", name="auth-proxy-gecko",
+                   uid="u", rv="1", event="ADDED", obj={"metadata": {"name": "auth-proxy-gecko"}, "spec": {}})
+    assert redactor().record(rec) is rec
+    payload = dump_record(rec)
+    got = redactor().sealed(rec, payload, lambda r: pytest.fail("nothing changed: not serialized again"))
+    assert got[0] is rec and got[1] is payload
+
+
+def test_a_secrets_last_applied_annotation_is_digested_whole():
+    inner = '{"apiVersion":"v1","kind":"Secret","data":{"wombatk":"cGxhaW4="}}'
+    obj = {"kind": "Secret", "metadata": {"name": "s", "annotations": {LAST_APPLIED: inner}}, "type": "Opaque"}
+    red = redactor().redact("Secret", obj)
+    assert red["metadata"]["annotations"][LAST_APPLIED] == redactor().digest(inner)
+
+
+def configmap(annotation: str) -> dict:
+    # "auth" in the name: a marker outside any benign context, so the object is walked
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "auth-cfg-quoll", "annotations": {LAST_APPLIED: annotation}}, "data": {"a": "b"}}
+
+
+@pytest.mark.parametrize("inner, expect", [
+    # another object's last-applied: parsed and redacted like the object itself
+    ('{"kind":"ConfigMap","data":{"password":"hunter2-quoll"}}', {"kind": "ConfigMap", "data": {"password": "D"}}),
+    ('{"kind":"Secret","data":{"quollkey":"aHVudGVy"}}', {"kind": "Secret", "data": {"quollkey": "D"}}),
+    ('{"type":"Opaque","data":{"quollkey":"aHVudGVy"}}', {"type": "Opaque", "data": {"quollkey": "D"}}),
+], ids=["credential-key", "inner-secret", "inner-secret-shaped"])
+def test_another_objects_last_applied_annotation_is_redacted_like_an_object(inner, expect):
+    r = redactor()
+    got = orjson.loads(r.redact("ConfigMap", configmap(inner))["metadata"]["annotations"][LAST_APPLIED])
+    want = orjson.loads(inner)
+    for field, values in expect.get("data", {}).items():
+        want["data"][field] = r.digest(want["data"][field])
+    assert got == want
+
+
+@pytest.mark.parametrize("inner", ['{"kind": "ConfigMap", "data": {"a": "b"}}\n', "[1, 2]", "not json, quoll"],
+                         ids=["clean-json-kept-verbatim", "json-not-an-object", "not-json"])
+def test_a_last_applied_annotation_that_is_clean_is_kept_verbatim_and_one_that_is_no_object_is_digested(inner):
+    r = redactor()
+    got = r.redact("ConfigMap", configmap(inner))["metadata"]["annotations"][LAST_APPLIED]
+    assert got == (inner if inner.startswith("{") else r.digest(inner))
