@@ -185,6 +185,9 @@ async def test_a_second_writer_is_refused_naming_the_seqs_the_store_refused(tmp_
         await first.append([Command(name=f"a{i}", at=T0) for i in range(3)])
         with pytest.raises(DuplicateSeq, match=r"seq 1\.\.2 refused by the store"):
             await second.append([Command(name=f"b{i}", at=T0) for i in range(2)])
+        draft = pod(1)
+        assert second.prepare_one(draft) is draft, "a failed journal prepares nothing: the draft as given"
+        assert first.prepare_one(draft) is not draft, "(a sound one prepares it)"
 
 
 @pytest.mark.asyncio
@@ -304,13 +307,22 @@ async def test_a_record_missing_from_what_a_cut_archives_stops_the_cut_at_that_s
 
 
 # -- redaction ------------------------------------------------------------------------------------
-# Payloads and keys here are spelled with letters no other test uses: the redaction memos (by
-# payload shape, by key) are per process, and a verdict remembered from another test would answer
-# in place of the rule under test.
+# The redaction memos (by payload shape, by key) are per process: ``fresh_memos`` empties them, so a
+# verdict remembered from another test never answers in place of the rule under test.
 from journal.records import EffectIssued, Outcome                        # noqa: E402
 from journal.redact import LAST_APPLIED, PREFIX, Redactor, _scan, is_credential_key, suspicious   # noqa: E402
 
 SALT = b"0123456789abcdef"
+
+
+@pytest.fixture(autouse=True)
+def fresh_memos():
+    """Each test meets the rules, not a verdict remembered from an earlier test in this process:
+    the memos are emptied (as they are whenever one is full)."""
+    from journal import redact
+    for memo in (redact._CLEAN_SCANS, redact._WALKS, redact._KEY_CACHE):
+        memo.clear()
+    yield
 
 
 def redactor() -> Redactor:
@@ -427,3 +439,34 @@ def test_a_last_applied_annotation_that_is_clean_is_kept_verbatim_and_one_that_i
     r = redactor()
     got = r.redact("ConfigMap", configmap(inner))["metadata"]["annotations"][LAST_APPLIED]
     assert got == (inner if inner.startswith("{") else r.digest(inner))
+
+
+def pod_with_env(value: str, name: str = "web-quoll") -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "uid": "u-1"},
+            "spec": {"containers": [{"name": "app", "image": "img:1",
+                                     "env": [{"name": "DB_PASSWORD", "value": value}, {"name": "MODE", "value": "x"}]}]}}
+
+
+def test_an_observed_pods_env_credential_is_digested_first_time_and_when_its_shape_comes_again():
+    r = redactor()
+    for value in ("hunter2-quoll-1", "hunter2-quoll-7"):   # one shape (digits aside), two values
+        red = r.redact("Pod", pod_with_env(value))
+        env = red["spec"]["containers"][0]["env"]
+        assert env == [{"name": "DB_PASSWORD", "value": r.digest(value)}, {"name": "MODE", "value": "x"}]
+        assert red["metadata"] == {"name": "web-quoll", "uid": "u-1"}
+
+
+def test_an_observed_pod_walked_for_a_marker_in_a_name_keeps_every_entry():
+    r = redactor()
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "auth-proxy-quoll"}, "spec": {"nodeName": "n"},
+           "status": {"phase": "Running"}}
+    for _ in range(2):
+        assert r.redact("Pod", obj) == obj
+
+
+def test_a_value_that_merely_contains_eyj_is_no_jwt():
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "jar-quoll"},
+          "data": {"args": "--keyJar=/etc/quoll/jar", "jwt": "eyJhbGciOi.eyJzdWIiOi.sig"}}
+    red = redactor().redact("ConfigMap", cm)
+    assert red["data"]["args"] == "--keyJar=/etc/quoll/jar"
+    assert digested(red["data"]["jwt"]), "a JWT's shape is redacted whatever its key"
