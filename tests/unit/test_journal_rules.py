@@ -421,8 +421,8 @@ def configmap(annotation: str) -> dict:
 @pytest.mark.parametrize("inner, expect", [
     # another object's last-applied: parsed and redacted like the object itself
     ('{"kind":"ConfigMap","data":{"password":"hunter2-quoll"}}', {"kind": "ConfigMap", "data": {"password": "D"}}),
-    ('{"kind":"Secret","data":{"quollkey":"aHVudGVy"}}', {"kind": "Secret", "data": {"quollkey": "D"}}),
-    ('{"type":"Opaque","data":{"quollkey":"aHVudGVy"}}', {"type": "Opaque", "data": {"quollkey": "D"}}),
+    ('{"kind":"Secret","data":{"quoll":"aHVudGVy"}}', {"kind": "Secret", "data": {"quoll": "D"}}),
+    ('{"type":"Opaque","data":{"quoll":"aHVudGVy"}}', {"type": "Opaque", "data": {"quoll": "D"}}),
 ], ids=["credential-key", "inner-secret", "inner-secret-shaped"])
 def test_another_objects_last_applied_annotation_is_redacted_like_an_object(inner, expect):
     r = redactor()
