@@ -185,9 +185,19 @@ async def test_a_second_writer_is_refused_naming_the_seqs_the_store_refused(tmp_
         await first.append([Command(name=f"a{i}", at=T0) for i in range(3)])
         with pytest.raises(DuplicateSeq, match=r"seq 1\.\.2 refused by the store"):
             await second.append([Command(name=f"b{i}", at=T0) for i in range(2)])
+
+
+@pytest.mark.asyncio
+async def test_a_journal_another_writer_failed_hands_each_draft_back_as_given(tmp_path):
+    path = tmp_path / "j.db"
+    async with SqliteJournal(path) as first, SqliteJournal(path) as second:
+        await first.append([Command(name="a", at=T0)])
+        with pytest.raises(DuplicateSeq):
+            await second.append([Command(name="b", at=T0)])
         draft = pod(1)
-        assert second.prepare_one(draft) is draft, "a failed journal prepares nothing: the draft as given"
-        assert first.prepare_one(draft) is not draft, "(a sound one prepares it)"
+        assert second.prepare_one(draft) is draft, "a failed journal prepares nothing"
+        assert second.prepare([draft]) == [draft]
+        assert first.prepare_one(draft) is not draft, "(a sound one prepares it: a Pod draft comes back projected)"
 
 
 @pytest.mark.asyncio
