@@ -1,6 +1,7 @@
 """Journal rules the mutation run (scripts/mutation.py, journal) found unpinned, each stated from
-its contract: the JSONL reader's errors, the SQLite store's refusals and its space pragmas,
-retention's archive, and redaction of last-applied annotations, Secret-shaped items and effects."""
+its contract: the JSONL reader's errors, the SQLite store's refusals and sizes,
+retention's archives, and redaction (effects, outcome objects and kind-less items, last-applied
+annotations, the prefilter). Each test reads a real SQLite file in tmp_path at most."""
 from __future__ import annotations
 
 import sqlite3
@@ -10,9 +11,15 @@ from pathlib import Path
 import orjson
 import pytest
 
-from journal.chain import JournalCorrupt, JournalError
-from journal.jsonl import CHAIN_EVERY, ExportTruncated, ExportWriter, JsonlError, Start, parse_line, positioned, read_start
-from journal.records import Command, Observed, RecordError, dump_record, observed_draft, parse_record
+from journal import store as store_mod
+from journal.chain import DuplicateSeq, JournalCorrupt, JournalError
+from journal.jsonl import (CHAIN_EVERY, ExportTruncated, ExportWriter, JsonlError, Start, parse_line, positioned,
+                           read_jsonl, read_start)
+from journal.records import (SCHEMA_VERSION, Command, EffectIssued, Observed, Outcome, RecordError, dump_record,
+                             observed_draft, parse_record)
+from journal.redact import LAST_APPLIED, PREFIX, Redactor, _scan, is_credential_key, suspicious
+from journal.retention import Retention
+from journal.sqlite import SqliteJournal, _is_full, _text
 from tests.harness import T0
 
 
@@ -67,7 +74,8 @@ def test_an_altered_record_in_a_sealed_export_from_seq_1_is_found(tmp_path):
     path = write(tmp_path / "x.jsonl", commands(1, 5), Start(1, None, 0))
     assert read_start(path) == Start(1, None, 0), "sealed onto chk 0 before seq 1"
     path.write_bytes(path.read_bytes().replace(b'"i":3', b'"i":4', 1))
-    with pytest.raises(JournalCorrupt, match=r"checksum mismatch in records 1\.\.5 \(line 7\): a record there was altered") as err:
+    altered = r"checksum mismatch in records 1\.\.5 \(line 7\): a record there was altered"
+    with pytest.raises(JournalCorrupt, match=altered) as err:
         list(positioned(path))
     assert err.value.seq == 1
 
@@ -75,7 +83,8 @@ def test_an_altered_record_in_a_sealed_export_from_seq_1_is_found(tmp_path):
 def test_a_header_past_seq_1_without_its_snapshot_is_refused(tmp_path):
     path = tmp_path / "x.jsonl"
     path.write_bytes(header(5, None, None) + b"\n" + dump_record(commands(5, 1)[0]) + b"\n")
-    with pytest.raises(JsonlError, match="line 1: the export header begins at seq 5 without the snapshot before it") as err:
+    no_snapshot = "line 1: the export header begins at seq 5 without the snapshot before it"
+    with pytest.raises(JsonlError, match=no_snapshot) as err:
         read_start(path)
     assert err.value.line == 1
 
@@ -83,7 +92,8 @@ def test_a_header_past_seq_1_without_its_snapshot_is_refused(tmp_path):
 def test_a_header_with_a_snapshot_for_another_seq_is_refused_on_its_line(tmp_path):
     path = tmp_path / "x.jsonl"
     path.write_bytes(b"\n" + header(5, {"seq": 3, "chk": 1}, 0) + b"\n{}\n")
-    with pytest.raises(JsonlError, match=r'line 2: the export header: snapshot must be \{"seq": 4, "chk": <int>\}') as err:
+    wrong_seq = r'line 2: the export header: snapshot must be \{"seq": 4, "chk": <int>\}'
+    with pytest.raises(JsonlError, match=wrong_seq) as err:
         read_start(path)
     assert err.value.line == 2
 
@@ -129,11 +139,6 @@ def test_an_observed_draft_of_another_mapping_type_equals_the_validated_record()
 
 
 # -- the SQLite store ---------------------------------------------------------------------------
-from journal import store as store_mod                                   # noqa: E402
-from journal.chain import DuplicateSeq                                    # noqa: E402
-from journal.records import SCHEMA_VERSION                                # noqa: E402
-from journal.retention import Retention                                   # noqa: E402
-from journal.sqlite import SqliteJournal, _is_full, _text                 # noqa: E402
 
 
 def full_error(message: str, code: int | None) -> sqlite3.OperationalError:
@@ -261,7 +266,6 @@ async def test_a_projected_row_whose_records_seq_is_not_its_rows_is_corrupt(tmp_
 
 
 # -- retention ----------------------------------------------------------------------------------
-from journal.jsonl import read_jsonl                                      # noqa: E402
 
 
 def stored_chk(path: Path, seq: int) -> int:
@@ -319,8 +323,6 @@ async def test_a_record_missing_from_what_a_cut_archives_stops_the_cut_at_that_s
 # -- redaction ------------------------------------------------------------------------------------
 # The redaction memos (by payload shape, by key) are per process: ``fresh_memos`` empties them, so a
 # verdict remembered from another test never answers in place of the rule under test.
-from journal.records import EffectIssued, Outcome                        # noqa: E402
-from journal.redact import LAST_APPLIED, PREFIX, Redactor, _scan, is_credential_key, suspicious   # noqa: E402
 
 SALT = b"0123456789abcdef"
 
@@ -454,7 +456,8 @@ def test_a_last_applied_annotation_that_is_clean_is_kept_verbatim_and_one_that_i
 def pod_with_env(value: str, name: str = "web-quoll") -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "uid": "u-1"},
             "spec": {"containers": [{"name": "app", "image": "img:1",
-                                     "env": [{"name": "DB_PASSWORD", "value": value}, {"name": "MODE", "value": "x"}]}]}}
+                                     "env": [{"name": "DB_PASSWORD", "value": value},
+                                             {"name": "MODE", "value": "x"}]}]}}
 
 
 def test_an_observed_pods_env_credential_is_digested_first_time_and_when_its_shape_comes_again():
