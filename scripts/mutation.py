@@ -70,6 +70,13 @@ PACKAGES = {
         "tests/unit/test_replay_projection.py", "tests/unit/test_redaction.py",
         "tests/unit/test_poison.py", "tests/unit/test_daemon_one_transaction.py",
         "tests/unit/test_daemon_recovery.py", "tests/contract/test_journal_contract.py",
+        # the other in-process tests that drive journal code (export format, golden journals,
+        # fast-path records, replay check, the daemon's follow and order, the observer's digests)
+        "tests/unit/test_export_format.py", "tests/unit/test_golden_journals.py",
+        "tests/unit/test_fastpath_records.py", "tests/unit/test_replay_missing_effects.py",
+        "tests/unit/test_daemon_follow.py", "tests/unit/test_observer_digests.py",
+        "tests/unit/test_executor_order.py", "tests/unit/test_registry_records.py",
+        "tests/contract/test_observer.py", "tests/unit/test_journal_rules.py",
     ], quick_files=2),
     "bounds": Package("bounds", "kfold/registry/bounds.py", [
         "tests/unit/test_registry_bounds.py", "tests/unit/test_registry_tenancy.py",
