@@ -38,10 +38,8 @@ import json
 from typing import Any
 
 from engine.machines.base import Ctx
-from engine.machines.session import ahead
 from engine.effects.models import GetObject
 from engine.canonical import same_json
-from engine.machines.session import endpoints
 from engine.machines.session import flow
 from engine.machines.session import owned
 from engine.machines.session import secret
@@ -269,9 +267,9 @@ def save(ctx: Ctx, key: str, d: SessionDecision) -> None:
 def _judge_ahead(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
     """Pods newer than the record knew (``session.ahead``), judged on what the decision now knows:
     after ``decide``, which may have begun their generation (its create adopts them)."""
-    judged = ahead.judge(ctx, key, d) if d.ahead else d
+    judged = flow.judge_ahead(ctx, key, d) if d.ahead else d
     d = d if judged is d else flow.decide(ctx, key, judged, cfg)
-    ahead.arm(ctx, key, d)
+    flow.arm_ahead(ctx, key, d)
     return d
 
 
@@ -285,7 +283,7 @@ def _ahead_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> None:
     save(ctx, key, absorb(d, d.home, rec.obj))
     d = ctx.get(key)
     if isinstance(d, SessionDecision) and d.ahead:
-        save(ctx, key, ahead.judge(ctx, key, d, settled=True))
+        save(ctx, key, flow.judge_ahead(ctx, key, d, settled=True))
 
 
 def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> SessionDecision:
@@ -398,10 +396,10 @@ def session_gone(ctx: Ctx, key: str) -> None:
     d = ctx.get(key)
     if not isinstance(d, SessionDecision):
         return
-    d = ahead.release_all(ctx, key, flow.release(ctx, key, d, "session deleted"), "session deleted")
+    d = flow.release_ahead(ctx, key, flow.release(ctx, key, d, "session deleted"), "session deleted")
     for r in d.repos:
         ctx.tell("repo", r.key, "release", reply_to="session", reply_key=key)
-    for name in ("start", "ready", ahead.TIMER, *retry.TIMERS):
+    for name in ("start", "ready", flow.AHEAD_TIMER, *retry.TIMERS):
         ctx.cancel_timer(key, name)
     tenancy.update(ctx, key, ctx.get(key), None)
     ctx.drop(key)
@@ -452,11 +450,11 @@ def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
             if isinstance(spec, SpecError):
                 return d
             if _foreign_endpoint(d, rec, effect, spec, cfg):
-                field = endpoints.KINDS[effect.kind][0]
+                field = flow.ENDPOINT_KINDS[effect.kind][0]
                 d = d.but(**{field: getattr(d, field).but(stage="idle", have="", sending="")})
                 return flow.fail(ctx, key, d, "NameTaken",
                                  owned.conflict(effect.kind, effect.namespace, effect.name, rec.obj, d.name))
-            return endpoints.on_outcome(ctx, key, d, rec, effect, spec, cfg)
+            return flow.endpoint_outcome(ctx, key, d, rec, effect, spec, cfg)
     return d
 
 
@@ -477,7 +475,7 @@ def _foreign_endpoint(d: SessionDecision, rec: Outcome, effect: Any, spec: Any, 
     """A read of the Service/Ingress kfold wants to route found a same-name object not this
     Session's: it is reported, never replaced (``session.owned``)."""
     return (effect.type == "get" and rec.result == "ok" and not owned.owned(rec.obj, d.name)
-            and endpoints.desired(d, spec, cfg)[effect.kind] is not None)
+            and flow.desired_endpoints(d, spec, cfg)[effect.kind] is not None)
 
 
 def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
@@ -577,7 +575,7 @@ UNTRACKED = "untracked"   # the phase of a key with no Session record (gone, or 
 
 
 class AheadDue:
-    """The ``ahead`` grace passed (``ahead.TIMER``)."""
+    """The ``ahead`` grace passed (``flow.AHEAD_TIMER``)."""
 
 
 class PodDeleteRetryDue:
@@ -588,13 +586,13 @@ class BringUpDeadline:
     """The ``start`` or ``ready`` deadline passed."""
 
 
-TIMER_EVENTS: dict[str, type] = {ahead.TIMER: AheadDue, **{t: RetryDue for t in retry.TIMERS},
+TIMER_EVENTS: dict[str, type] = {flow.AHEAD_TIMER: AheadDue, **{t: RetryDue for t in retry.TIMERS},
                                  flow.POD_DELETE_RETRY: PodDeleteRetryDue, "start": BringUpDeadline,
                                  "ready": BringUpDeadline}
 
 
 def _ahead_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
-    save(ctx, key, ahead.read(ctx, key, d))
+    save(ctx, key, flow.read_ahead(ctx, key, d))
 
 
 def _retry_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:

@@ -30,7 +30,6 @@ from engine.seams import (NamespaceFailed, NamespaceReady, PodCreated, PodCreate
                           RepoEnsured, RepoFailed, RepoStatusReply)
 from engine.machines.base import Ctx
 from engine.effects.models import GetObject, RecordEvent
-from engine.machines.session import ahead
 from engine.machines.session import flow
 from engine.machines.base import object_key, split_key
 from engine.machines.session import tenancy
@@ -76,16 +75,16 @@ def release_stale(ctx: Ctx, rec: Any, save: Callable[..., None]) -> None:
         return
     pk = object_key(rec.cluster, rec.namespace, rec.name)
     if rec.event == "DELETED" or md.get("deletionTimestamp"):
-        return save(ctx, key, ahead.forget(d, pk)) if pk in d.ahead else None
-    podless = ahead.podless(d)
+        return save(ctx, key, flow.forget_ahead(d, pk)) if pk in d.ahead else None
+    podless = flow.podless(d)
     if (int(gen) >= d.generation and not podless) or pk in d.releasing or pk in d.abandoned or pk in d.ahead:
         return None
-    if ahead.is_ahead(d, int(gen)):   # the record may be stale, not the pod (soak seed 77898)
-        return save(ctx, key, ahead.defer(ctx, key, d, pk, int(gen)))
+    if flow.is_ahead(d, int(gen)):   # the record may be stale, not the pod (soak seed 77898)
+        return save(ctx, key, flow.defer_ahead(ctx, key, d, pk, int(gen)))
     # Suspended, stopped or failed, a Session has no pod: one seen under its labels (created by a
     # life or replica whose record this one never saw: generation 1's status is first written at
     # Ready) is spent too, and a resume is a later generation (found by kfold sim, seed 240).
-    save(ctx, key, ahead.release_spent(ctx, key, d, pk, int(gen)))
+    save(ctx, key, flow.release_spent(ctx, key, d, pk, int(gen)))
     return None
 
 
