@@ -42,6 +42,7 @@ from engine import backoff
 from engine.canonical import canonical_json
 from engine.effects.models import CreateObject, DeleteObject, GetObject, Log, PatchObject, ReplaceObject
 from engine.machines.base import Ctx, object_key, remember, split_key
+from engine.machines.session import model
 from engine.machines.session import manifests as mf
 from engine.machines.session import secret
 from engine.machines.session import status
@@ -293,7 +294,7 @@ def _needs_generation(d: SessionDecision, spec: Spec) -> bool:
 def _taken(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> str:
     """Why this Session cannot run its pods where its spec places them ("" = it can)."""
     namespace = spec.namespace or d.namespace
-    holder = tenancy.lookup(ctx, spec.cluster, namespace, d.name)
+    holder = model.lookup(ctx, spec.cluster, namespace, d.name)
     if holder is None or holder == key:
         return ""
     return (f"another Session named {d.name!r} already runs in namespace {namespace} of cluster "

@@ -40,6 +40,7 @@ from typing import Any
 from engine.machines.base import Ctx
 from engine.effects.models import GetObject
 from engine.canonical import same_json
+from engine.machines.session import model
 from engine.machines.session import flow
 from engine.machines.session import owned
 from engine.machines.session import secret
@@ -76,7 +77,7 @@ class SessionMachine(Machine):
         """``placed``: ``"<cluster>/<namespace>/<session>"`` of every Session the fold places pods for;
         ``owner`` (handle, namespace, session name): the key of the Session whose pods live there, or None."""
         if question == "owner":
-            return tenancy.owner(table, *args)
+            return model.owner(table, *args)
         slots = getattr(table.get(INDEX_KEY), "slots", None)
         if isinstance(slots, dict):
             return set(slots)
@@ -94,7 +95,7 @@ class SessionMachine(Machine):
 
     def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         if rec.kind == "Pod":
-            if tenancy.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's
+            if model.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's
                 return None
             owner = replies.pod_owner(ctx, rec)  # before any reduction: most pods are no session's
             if owner is None:
@@ -261,7 +262,7 @@ def save(ctx: Ctx, key: str, d: SessionDecision) -> None:
     before = ctx.get(key)
     after = d if cfg is None else _judge_ahead(ctx, key, flow.decide(ctx, key, d, cfg), cfg)
     ctx.put(key, after)
-    tenancy.update(ctx, key, before, after)
+    model.update(ctx, key, before, after)
 
 
 def _judge_ahead(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
@@ -401,7 +402,7 @@ def session_gone(ctx: Ctx, key: str) -> None:
         ctx.tell("repo", r.key, "release", reply_to="session", reply_key=key)
     for name in ("start", "ready", flow.AHEAD_TIMER, *retry.TIMERS):
         ctx.cancel_timer(key, name)
-    tenancy.update(ctx, key, ctx.get(key), None)
+    model.update(ctx, key, ctx.get(key), None)
     ctx.drop(key)
     if d.uid:
         gone = ctx.get(GONE_KEY)

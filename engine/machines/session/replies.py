@@ -8,7 +8,7 @@ Guarantees:
   machine reports its deletion with ``pod_gone``). A pod counts only when observed on the
   Session's target cluster handle and namespace: the same labels seen elsewhere are not its pod.
 - ``pod_owner`` decides from the record's name, cluster, namespace and ``kfold.dev/session`` label
-  alone, through the target index (session.tenancy): a pod of no tracked Session is dropped before
+  alone, through the target index (``session.model``): a pod of no tracked Session is dropped before
   anything is reduced.
 - A provisioning message is recorded when it differs from the last one (each reported once);
   an ended ``app-<name>`` container is recorded once per generation, with a Kubernetes Event.
@@ -30,9 +30,9 @@ from engine.seams import (NamespaceFailed, NamespaceReady, PodCreated, PodCreate
                           RepoEnsured, RepoFailed, RepoStatusReply)
 from engine.machines.base import Ctx
 from engine.effects.models import GetObject, RecordEvent
+from engine.machines.session import model
 from engine.machines.session import flow
 from engine.machines.base import object_key, split_key
-from engine.machines.session import tenancy
 from engine.machines.session.manifests import GENERATION_LABEL, SESSION_LABEL, WORKSPACE
 from engine.machines.session.model import PodFacts, Run, SessionDecision
 
@@ -47,7 +47,7 @@ def pod_owner(ctx: Ctx, rec: Any) -> str | None:
     session = labels.get(SESSION_LABEL) if isinstance(labels, dict) else None
     if not session or not isinstance(session, str):
         return None
-    key = tenancy.lookup(ctx, rec.cluster, rec.namespace, session)
+    key = model.lookup(ctx, rec.cluster, rec.namespace, session)
     if key is None:
         return None
     d = ctx.get(key)
@@ -69,7 +69,7 @@ def release_stale(ctx: Ctx, rec: Any, save: Callable[..., None]) -> None:
     session, gen = labels.get(SESSION_LABEL), labels.get(GENERATION_LABEL)
     if not isinstance(session, str) or not isinstance(gen, str) or not gen.isdigit():
         return
-    key = tenancy.lookup(ctx, rec.cluster, rec.namespace, session)
+    key = model.lookup(ctx, rec.cluster, rec.namespace, session)
     d = ctx.get(key) if key is not None else None
     if not isinstance(d, SessionDecision):
         return
