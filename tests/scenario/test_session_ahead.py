@@ -1,5 +1,5 @@
 """A podless Session's record that sees a pod of a newer generation than it knows waits for its
-Session to catch up before releasing it (``session.ahead``; soak seed 77898), and never leaks it."""
+Session to catch up before releasing it (``session.flow``, pods ahead; soak seed 77898), and never leaks it."""
 from __future__ import annotations
 
 from typing import Any

@@ -16,6 +16,12 @@ the pod's node) within the ready deadline, and its Service and Ingress published
 Endpoints are upserted as soon as the pod's create answered (they name the pod as owner), while it
 starts.
 
+Sections, each part of the one decision: ``decide`` and its steps; the pods ahead of a stale
+record (``defer_ahead``/``judge_ahead``/``read_ahead``: a pod of a generation the record cannot
+account for is noted, judged once the record catches up or a quorum read settles it); the
+endpoints (``sync_endpoints``/``endpoint_outcome``: one Service and one Ingress per Session,
+upserted to match the declared ports). Each section's own contract heads it.
+
 Guarantees:
 - Idempotent: calling ``decide`` again with the same record emits nothing new (steps are marked
   "sent" before their answer, deadlines are armed once, status is written only when it changes).
@@ -85,7 +91,7 @@ def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> Sessio
         # Resumed from its status (a fresh or lost journal), or never begun: its pod and the rest
         # run where its spec places them, which may be another cluster than its own (found by
         # kfold sim, seed 76); a pod seen there under its labels is this Session's to release
-        # (``session.replies.release_stale``).
+        # (``session.machine.release_stale``).
         d = d.but(target=spec.cluster, target_tenant=spec.tenant, target_namespace=spec.namespace)
     d = act(ctx, key, d, wish_of(d, spec), spec, cfg)
     d = arm_deadlines(ctx, key, d)
@@ -209,7 +215,7 @@ def _release_unmade(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> Sess
     pk = object_key(d.target, d.target_ns, mf.pod_name(d.name, d.generation))
     if pk in d.releasing or pk in d.abandoned or not ctx.ask("pod", "uid", pk):
         # Only a pod kfold has seen (the pod machine's answer): one that shows up later is
-        # released when it is observed (``session.replies.release_stale``: a stopped Session has no
+        # released when it is observed (``session.machine.release_stale``: a stopped Session has no
         # pod), so a stop costs no read on the normal path.
         return d
     return delete_pod(ctx, key, d, pk, reason, by_name=True)
@@ -473,7 +479,7 @@ def want_timer(ctx: Ctx, key: str, name: str, wanted: bool, after_ms: int, clust
 # Pods of a generation newer than a podless Session's record knows: judged once it catches up.
 #
 # Why: a podless Session (Suspended, Stopping, Stopped, Failed) releases a live pod seen under its
-# labels (``session.replies.release_stale``: made by a life or replica whose record this one never
+# labels (``session.machine.release_stale``: made by a life or replica whose record this one never
 # saw; seed 240). But a record can be behind the Session: a replica paused (SIGSTOP) while the user
 # resumed it comes back still Suspended, and its pod watch may deliver the pod the other replica made
 # for that resume before its Session watch delivers the resume. Released then, the other replica's

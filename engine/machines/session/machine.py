@@ -15,7 +15,7 @@ ready_seconds; tenancy and placement: ``session.tenancy``), replies from the pod
 (``pod_created``, ``pod_create_failed``, ``pod_gone``, ``pod_delete_failed``, ``namespace_ready``,
 ``namespace_failed``) and the repo machine (``repo_ensured``, ``repo_failed``, ``repo_status``),
 outcomes of its own effects, the ``start``/``ready`` deadlines and the ``ahead`` grace
-(``session.ahead``: pods of a newer generation than a podless record knows).
+(``session.flow``, pods ahead: pods of a newer generation than a podless record knows).
 
 Guarantees:
 - Nothing is decided before ``session.configure``: sessions are recorded and wait for it.
@@ -273,7 +273,7 @@ def save(ctx: Ctx, key: str, d: SessionDecision) -> None:
 
 
 def _judge_ahead(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
-    """Pods newer than the record knew (``session.ahead``), judged on what the decision now knows:
+    """Pods newer than the record knew (``session.flow``, pods ahead), judged on what the decision now knows:
     after ``decide``, which may have begun their generation (its create adopts them)."""
     judged = flow.judge_ahead(ctx, key, d) if d.ahead else d
     d = d if judged is d else flow.decide(ctx, key, judged, cfg)
@@ -282,7 +282,7 @@ def _judge_ahead(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> 
 
 
 def _ahead_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> None:
-    """The quorum read ``session.ahead.read`` asked for: newer than the pods it was asked for, so
+    """The quorum read ``session.flow.read_ahead`` asked for: newer than the pods it was asked for, so
     each of them is judged on it. A failed read is made again after the grace."""
     if rec.result != "ok" or not isinstance(rec.obj, dict):
         ctx.log(key, f"session {d.name}: could not read the Session to judge pods newer than its record: "
@@ -300,7 +300,7 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
     renewed = d is None or bool(d.uid and v.uid and d.uid != v.uid)
     if renewed or _overtaken(d, v):
         # Rebuilt from the status. Pods noted as ahead of the record stay noted: the fresh record
-        # judges them (session.ahead). Overtaken, it is the same Session: the pods it is still
+        # judges them (session.flow, pods ahead). Overtaken, it is the same Session: the pods it is still
         # letting go stay its own too.
         kept = {} if renewed else {"releasing": d.releasing, "abandoned": d.abandoned}
         d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster,
@@ -551,7 +551,7 @@ def _claim_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: An
 
 def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
     if effect.id == d.ahead_read:
-        return d.but(ahead_read="")   # read again after the grace (``session.ahead.arm``)
+        return d.but(ahead_read="")   # read again after the grace (``session.flow.arm_ahead``)
     match effect.kind, effect.type:
         case "Session", "patch" if effect.subresource == "status":
             return d.but(status_written="")
@@ -627,7 +627,7 @@ def release_stale(ctx: Ctx, rec: Any, save: Callable[..., None]) -> None:
     go: left by another replica (or a life that lost its journal) that created it while this
     record had moved on. It is released like any spent generation (the pod machine reads, then
     deletes it fenced by uid). Found by kfold sim, soak seed 30281. A podless Session's pod of a
-    generation newer than the record knows waits for the record to catch up (``session.ahead``)."""
+    generation newer than the record knows waits for the record to catch up (``session.flow``, pods ahead)."""
     md = rec.obj.get("metadata") if isinstance(rec.obj, dict) else None
     if not isinstance(md, dict):
         return

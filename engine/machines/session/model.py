@@ -156,7 +156,7 @@ class SessionDecision(Decision):
     repos_step: str = ""
     abandoned: tuple[str, ...] = ()        # pod keys whose create was in flight when let go
     releasing: tuple[str, ...] = ()        # pod keys asked to be deleted, not yet gone
-    ahead: dict[str, int] = Field(default_factory=dict)  # pod key -> generation: newer than the record knows (session.ahead)
+    ahead: dict[str, int] = Field(default_factory=dict)  # pod key -> generation: newer than the record knows (session.flow, pods ahead)
     ahead_read: str = ""                   # the id of the quorum GET of the Session that settles them
     runs: tuple[Run, ...] = ()
     service: Upsert = Upsert()
@@ -165,7 +165,7 @@ class SessionDecision(Decision):
     teardown_sent: bool = False
     failure: Failure | None = None
     blocked: str = ""                      # why a teardown cannot finish
-    blocked_pod: str = ""                  # the pod key whose failed delete blocks it (retried: session.replies)
+    blocked_pod: str = ""                  # the pod key whose failed delete blocks it (retried: session.machine)
     start_ms: int = DEFAULT_START_MS
     ready_ms: int = DEFAULT_READY_MS
     status_written: str = ""
