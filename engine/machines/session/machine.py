@@ -38,23 +38,16 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.machines.base import Ctx
-from engine.effects.models import GetObject, RecordEvent
 from engine.canonical import same_json
-from engine.machines.session import model
-from engine.machines.session import flow
-from engine.machines.session import owned
-from engine.machines.session import secret
-from engine.machines.session import retry
-from engine.machines.session import status
-from engine.machines.base import Dispatch, Machine, RetryDue, UnknownEvent, ignore, missing_after_relist, object_key, split_key
-from engine.machines.session.model import (BRINGING_UP, CONFIG_KEY, INDEX_KEY, PHASES, FINALIZER, GONE_KEY, LIVE, MAX_GONE, DeletedSessions,
-                                          Failure, PodFacts, Run, SessionConfig, SessionDecision,
-                                          SessionEntry)
-from engine.machines.session import tenancy
+from engine.effects.models import GetObject, RecordEvent
+from engine.machines.base import (Ctx, Dispatch, Machine, RetryDue, UnknownEvent, ignore, missing_after_relist, object_key,
+                                  split_key)
+from engine.machines.session import flow, model, owned, retry, secret, status, tenancy
 from engine.machines.session.manifests import GENERATION_LABEL, SESSION_LABEL, WORKSPACE
-from engine.machines.session.spec import ceilings
-from engine.machines.session.spec import SpecError
+from engine.machines.session.model import (BRINGING_UP, CONFIG_KEY, INDEX_KEY, PHASES, FINALIZER, GONE_KEY, LIVE, MAX_GONE,
+                                          DeletedSessions, Failure, PodFacts, Run, SessionConfig, SessionDecision,
+                                          SessionEntry)
+from engine.machines.session.spec import SpecError, ceilings
 from engine.machines.session.status import API_VERSION
 from engine.seams import (MESSAGES, NamespaceFailed, NamespaceReady, PodCreated, PodCreateFailed, PodDeleteFailed, PodGone,
                           RepoEnsured, RepoFailed, RepoStatusReply, SecretListed, SessionConfigure)
