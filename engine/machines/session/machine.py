@@ -78,18 +78,17 @@ class SessionMachine(Machine):
                 if getattr(d, "kind", "") == "session" and d.target}
 
     def on_command(self, ctx: Ctx, rec: Command, cmd: SessionConfigure) -> None:
-        """The configuration every decision reads: each Session is decided again under a new one.
-        One equal to the configuration in force changes no input of any decision (``flow.decide``
-        is idempotent on an unchanged record): nothing is decided again, and the one in force is
-        kept (by identity, as ``flow.spec_of`` remembers validations by it)."""
+        """The configuration every decision reads; every Session is decided again under it (at
+        boot too: the daemon's first configure is what re-decides each Session after a restart,
+        on the clocks it knows now). One equal to the configuration in force is not stored again:
+        the one in force is kept by identity, as ``flow.spec_of`` remembers validations by it."""
         cfg = SessionConfig(
             clusters=cmd.clusters, base_domain=cmd.base_domain, start_ms=cmd.start_seconds * 1000,
             ready_ms=cmd.ready_seconds * 1000, default_image=cmd.default_image.strip(),
             ceilings=ceilings(cmd.limits), workspace_class=cmd.workspace_class, workspace_size=cmd.workspace_size,
             workspace_access=cmd.workspace_access, workspace_seed=cmd.workspace_seed, **tenancy.configure(cmd))
-        if cfg == config(ctx):
-            return None
-        ctx.put(CONFIG_KEY, cfg)
+        if cfg != config(ctx):
+            ctx.put(CONFIG_KEY, cfg)
         for key, d in list(sessions(ctx)):
             save(ctx, key, d)
 
