@@ -104,7 +104,7 @@ _set = object.__setattr__
 def remember(memo: dict[Any, Any], key: Any, value: Any, limit: int) -> Any:
     """Keep ``value`` under ``key`` in ``memo``, dropping its oldest entry once it holds ``limit``;
     returns ``value``. For the fold's bounded memos (``session.flow.spec_of``,
-    ``session.endpoints._wanted``)."""
+    ``session.flow._wanted_endpoints``)."""
     if len(memo) >= limit:
         del memo[next(iter(memo))]
     memo[key] = value

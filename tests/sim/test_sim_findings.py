@@ -197,9 +197,9 @@ def test_a_stale_suspended_record_does_not_release_a_newer_generations_pod():
     ``kfold sim --seed 77898 --steps 400 --sessions 4`` (every fault): daemon b, paused while the
     user resumed s2, came back with s2 Suspended in its record; its pod watch delivered ``s2-g2``
     (made by daemon a for the resume) before its Session watch delivered the resume, and
-    ``session.replies.release_stale`` (a podless Session releases any pod under its labels, seed 240)
+    ``session.machine.release_stale`` (a podless Session releases any pod under its labels, seed 240)
     released it; a's Ready Session failed PodGone. A pod of a generation newer than the record
-    knows now waits for the record to catch up (``session.ahead``): the resume, seen next, begins
+    knows now waits for the record to catch up (``session.flow``, pods ahead): the resume, seen next, begins
     generation 2, whose create adopts the pod."""
     from kfold.sim.world import Options, simulate
     r = simulate(Options(seed=77898, steps=400, sessions=4))
@@ -212,7 +212,7 @@ def test_a_stale_replay_of_a_session_does_not_spend_the_generation_of_its_next_r
     existed) and its watch replayed s0 from there: ADDED at its first resourceVersion (not yet
     suspended) resumed b's Suspended record to generation 2, the replayed suspend then spent it. The
     user's resume was generation 2 for daemon a, which made ``s0-g2`` on east, and generation 3 for
-    b, which released ``s0-g2`` as spent (``session.replies.release_stale``); a's Ready Session
+    b, which released ``s0-g2`` as spent (``session.machine.release_stale``); a's Ready Session
     failed PodGone. An observation of a Session older than the one folded (same uid, earlier
     resourceVersion) is now ignored (tests/scenario/test_session_ahead.py)."""
     from kfold.sim.world import Options, simulate

@@ -56,8 +56,8 @@ def test_the_pod_table_routes_by_operation_not_by_step():
 
 def test_a_reply_for_a_session_kfold_no_longer_tracks_releases_only_a_created_pod():
     assert SESSION.handler(UNTRACKED, PodCreated).__name__ == "_created_for_none"
-    assert SESSION.handler("Creating", PodCreated).__qualname__ == "replies.pod_created"
-    assert SESSION.handler("Ready", PodCreated).__qualname__ == "replies.pod_created_late"
+    assert SESSION.handler("Creating", PodCreated).__qualname__ == "pod_created"
+    assert SESSION.handler("Ready", PodCreated).__qualname__ == "pod_created_late"
 
 
 # -- the one retry policy -----------------------------------------------------------------------

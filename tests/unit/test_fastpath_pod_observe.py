@@ -2,7 +2,7 @@
 
 Three fast paths: ``view_of`` (a ``PodView`` tuple instead of a validated pydantic record),
 ``refenced`` (a moved fence without pydantic's copy machinery) and the session machine's early exit
-``session.tenancy.none_tracked`` (no Session placed: the pod is not read). The plain forms below are
+``session.model.none_tracked`` (no Session placed: the pod is not read). The plain forms below are
 the code as first written; on generated inputs, malformed ones included (non-dict metadata and
 labels, labels of other types, missing uid, DELETED events), the fast forms must give the same
 result: equal views, or the same exception with the same errors; equal records with the same
@@ -22,8 +22,8 @@ from engine.core import Machines
 from engine.effects.models import effect_to_dict
 from engine.machines.pod import machine as pod_machine
 from engine.machines.pod import delete as pod_delete
-from engine.machines.session import replies
-from engine.machines.session import tenancy
+from engine.machines.session import machine as session_machine
+from engine.machines.session import model as session_model
 from engine.machines.base import Decision, object_key
 from engine.machines.pod.machine import PodMachine
 from engine.machines.pod.records import PodOp, Reply, refenced, view_of
@@ -92,8 +92,8 @@ def _vanished(ctx: Any, key: str, e: Any, uid: Any) -> None:
 class PlainSessionMachine(SessionMachine):
     def on_observed(self, ctx: Any, rec: Observed) -> None:
         if rec.kind == "Pod":
-            owner = replies.pod_owner(ctx, rec)
-            return None if owner is None else replies.pod_observed(ctx, owner, rec, session_save)
+            owner = session_machine.pod_owner(ctx, rec)
+            return None if owner is None else session_machine.pod_observed(ctx, owner, rec, session_save)
         return super().on_observed(ctx, rec)
 
 
@@ -241,7 +241,7 @@ def random_session_table(rng: random.Random) -> dict[str, Any]:
     shape = rng.choice(["no index", "index", "index", "empty index"])
     if shape != "no index":
         slots = {} if shape == "empty index" else {
-            tenancy.slot_of(d): k for k, d in table.items() if tenancy.slot_of(d) is not None}
+            session_model.slot_of(d): k for k, d in table.items() if session_model.slot_of(d) is not None}
         table[INDEX_KEY] = TargetIndex(slots=slots)
     return table
 
@@ -256,8 +256,8 @@ def test_a_pod_event_folds_as_the_plain_session_machine_folds_it(seed):
         rec = random_record(rng, [obj["metadata"]["name"]] * 3 + ["x"] if obj else ["demo-g1", "x"], obj)
         fast = outcome(step, FAST, tables, rec)
         assert fast == outcome(step, PLAIN, tables, rec), (tables, rec)
-        exits += tenancy.none_tracked(_Reader(tables["session"]))
-        owned += replies.pod_owner(_Reader(tables["session"]), rec) is not None
+        exits += session_model.none_tracked(_Reader(tables["session"]))
+        owned += session_machine.pod_owner(_Reader(tables["session"]), rec) is not None
     assert 0 < exits < 150 and owned > 5  # the early exit, the full lookup and a session's pod all seen
 
 

@@ -16,6 +16,12 @@ the pod's node) within the ready deadline, and its Service and Ingress published
 Endpoints are upserted as soon as the pod's create answered (they name the pod as owner), while it
 starts.
 
+Sections, each part of the one decision: ``decide`` and its steps; the pods ahead of a stale
+record (``defer_ahead``/``judge_ahead``/``read_ahead``: a pod of a generation the record cannot
+account for is noted, judged once the record catches up or a quorum read settles it); the
+endpoints (``sync_endpoints``/``endpoint_outcome``: one Service and one Ingress per Session,
+upserted to match the declared ports). Each section's own contract heads it.
+
 Guarantees:
 - Idempotent: calling ``decide`` again with the same record emits nothing new (steps are marked
   "sent" before their answer, deadlines are armed once, status is written only when it changes).
@@ -40,20 +46,19 @@ from typing import Any
 
 from engine import backoff
 from engine.canonical import canonical_json
-from engine.machines.base import Ctx
-from engine.effects.models import CreateObject, Log, PatchObject
-from engine.machines.session import endpoints
+from engine.effects.models import CreateObject, DeleteObject, GetObject, Log, PatchObject, ReplaceObject
+from engine.machines.base import Ctx, object_key, remember, split_key
+from engine.machines.session import model
 from engine.machines.session import manifests as mf
 from engine.machines.session import secret
 from engine.machines.session import status
 from engine.machines.session import tenancy
-from engine.machines.base import object_key, remember
-from engine.repo_names import cache_key
 from engine.machines.session.model import (
-    FINALIZER, LIVE, Failure, PodFacts, RepoFacts, SessionConfig, SessionDecision,
+    FINALIZER, LIVE, Failure, PodFacts, RepoFacts, SessionConfig, SessionDecision, Upsert,
 )
-from engine.machines.session.owned import TEARDOWN_KINDS, start_teardown
-from engine.machines.session.spec import Spec, SpecError, shape, validate
+from engine.machines.session.owned import TEARDOWN_KINDS, owned, start_teardown, uid_of
+from engine.machines.session.spec import Spec, SpecError, validate
+from engine.repo_names import cache_key
 
 
 def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
@@ -86,7 +91,7 @@ def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> Sessio
         # Resumed from its status (a fresh or lost journal), or never begun: its pod and the rest
         # run where its spec places them, which may be another cluster than its own (found by
         # kfold sim, seed 76); a pod seen there under its labels is this Session's to release
-        # (``session.replies.release_stale``).
+        # (``session.machine.release_stale``).
         d = d.but(target=spec.cluster, target_tenant=spec.tenant, target_namespace=spec.namespace)
     d = act(ctx, key, d, wish_of(d, spec), spec, cfg)
     d = arm_deadlines(ctx, key, d)
@@ -210,7 +215,7 @@ def _release_unmade(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> Sess
     pk = object_key(d.target, d.target_ns, mf.pod_name(d.name, d.generation))
     if pk in d.releasing or pk in d.abandoned or not ctx.ask("pod", "uid", pk):
         # Only a pod kfold has seen (the pod machine's answer): one that shows up later is
-        # released when it is observed (``session.replies.release_stale``: a stopped Session has no
+        # released when it is observed (``session.machine.release_stale``: a stopped Session has no
         # pod), so a stop costs no read on the normal path.
         return d
     return delete_pod(ctx, key, d, pk, reason, by_name=True)
@@ -289,13 +294,13 @@ def _needs_generation(d: SessionDecision, spec: Spec) -> bool:
         return True
     if d.phase == "Failed":
         return d.failed_spec != _spec_text(d)
-    return d.shape != shape(spec)   # set-apps (or image, env...): recreate as N+1
+    return d.shape != spec.digest   # set-apps (or image, env...): recreate as N+1
 
 
 def _taken(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> str:
     """Why this Session cannot run its pods where its spec places them ("" = it can)."""
     namespace = spec.namespace or d.namespace
-    holder = tenancy.lookup(ctx, spec.cluster, namespace, d.name)
+    holder = model.lookup(ctx, spec.cluster, namespace, d.name)
     if holder is None or holder == key:
         return ""
     return (f"another Session named {d.name!r} already runs in namespace {namespace} of cluster "
@@ -309,7 +314,7 @@ def begin(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig
     repos = tuple(RepoFacts(url=u, key=object_key(spec.cluster, namespace, cache_key(u))) for u in spec.repositories)
     return d.move("begin").but(
         generation=d.generation + 1, target=spec.cluster, target_tenant=spec.tenant,
-        target_namespace=spec.namespace, shape=shape(spec), failure=None, failed_spec="",
+        target_namespace=spec.namespace, shape=spec.digest, failure=None, failed_spec="",
         namespace_step="", repos_step="", secret_step="", claim_step="", repos=repos, pod=PodFacts(),
         start_ms=cfg.start_ms, ready_ms=cfg.ready_ms, teardown=(), blocked="")
 
@@ -395,10 +400,10 @@ def serve(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig
         return fail(ctx, key, d, *verdict)
     # Routed as soon as the pod has a uid (their owner): the Service and Ingress are made while the
     # pod is scheduled and started, not one round trip after it runs.
-    d = endpoints.sync(ctx, key, d, spec, cfg)
+    d = sync_endpoints(ctx, key, d, spec, cfg)
     if not running(d):
         return d
-    if d.phase == "Provisioning" and d.pod.ready and _repos_synced(d) and endpoints.settled(d, spec, cfg):
+    if d.phase == "Provisioning" and d.pod.ready and _repos_synced(d) and endpoints_settled(d, spec, cfg):
         d = d.move("serve")  # Ready is said once, with its endpoints
     return d
 
@@ -469,5 +474,268 @@ def want_timer(ctx: Ctx, key: str, name: str, wanted: bool, after_ms: int, clust
     elif wanted and not armed and ctx.now_on(cluster) is not None:
         ctx.set_timer(key, name, ctx.now_on(cluster) + after_ms, cluster)
 
+
+# --------------------------------------------------------------------------------------------------
+# Pods of a generation newer than a podless Session's record knows: judged once it catches up.
+#
+# Why: a podless Session (Suspended, Stopping, Stopped, Failed) releases a live pod seen under its
+# labels (``session.machine.release_stale``: made by a life or replica whose record this one never
+# saw; seed 240). But a record can be behind the Session: a replica paused (SIGSTOP) while the user
+# resumed it comes back still Suspended, and its pod watch may deliver the pod the other replica made
+# for that resume before its Session watch delivers the resume. Released then, the other replica's
+# Ready Session fails ``PodGone`` (found by kfold sim, soak seed 77898). A pod of a generation the
+# record cannot account for is evidence that the record, not the pod, is stale.
+#
+# Expected flow: ``defer_ahead`` notes such a pod (``SessionDecision.ahead``) instead of releasing it ->
+# every decision afterwards re-judges the noted pods (``judge_ahead``, from ``session.save``, after
+# ``decide``): once the record knows the pod's generation (a Session observation brought it: the
+# resume begins that generation, whose create adopts the pod; or its status reports it) the pod is
+# the current one, or it is spent and released as any other -> a pod still ahead after
+# ``AHEAD_GRACE_MS`` on the target's clock (the record may never hear of its generation: the replica that
+# made it may have died before writing any status for it) is settled by a quorum GET of the Session
+# (``read_ahead``), issued after the pod was seen, so its answer is at least as new as the pod: after it
+# the pod is judged on what the record then knows, and released unless it is the Session's current
+# generation's.
+#
+# Guarantees:
+# - The generation a record knows is the latest of its own, the one the Session's status reports,
+#   and 1 (generation 1's status is first written at Ready: its pod may exist with no trace, which
+#   is seed 240's case, released at once as before).
+# - No pod is held forever: each noted pod is released, becomes the current pod, or is dropped
+#   when it is deleted; a Session deleted releases every pod it noted.
+# - Nothing here reads a clock: the grace is a timer on the target cluster's server time.
+
+AHEAD_TIMER = "ahead"
+AHEAD_GRACE_MS = 30_000   # how long a record may take to catch up before the Session is read
+
+
+def podless(d: SessionDecision) -> bool:
+    return d.phase in RELEASED and not d.pod.name
+
+
+def known_generation(d: SessionDecision) -> int:
+    return max(d.generation, d.reported_generation, 1)
+
+
+def is_ahead(d: SessionDecision, generation: int) -> bool:
+    """A pod of ``generation`` seen by this record is one to wait for (see the module doc)."""
+    return podless(d) and generation > known_generation(d)
+
+
+def defer_ahead(ctx: Ctx, key: str, d: SessionDecision, pk: str, generation: int) -> SessionDecision:
+    if pk in d.ahead:
+        return d
+    ctx.log(key, f"session {d.name}: pod {split_key(pk)[2]} is of generation {generation}, newer than this "
+                 f"record knows ({known_generation(d)}); it is judged once the Session's newer state is seen", pod=pk)
+    return d.but(ahead={**d.ahead, pk: generation})
+
+
+def forget_ahead(d: SessionDecision, pk: str) -> SessionDecision:
+    """The pod is deleted (or being deleted): nothing is left to judge."""
+    return d.but(ahead={k: g for k, g in d.ahead.items() if k != pk}) if pk in d.ahead else d
+
+
+def judge_ahead(ctx: Ctx, key: str, d: SessionDecision, settled: bool = False) -> SessionDecision:
+    """Release or drop each noted pod the record can now account for; ``settled``: after the
+    quorum read, every one of them is judged on what the record knows."""
+    for pk, generation in sorted(d.ahead.items()):
+        verdict = _ahead_verdict(d, pk, generation, settled)
+        if verdict == "wait":
+            continue
+        d = forget_ahead(d, pk)
+        if verdict == "release":
+            d = release_spent(ctx, key, d, pk, generation)
+    return d
+
+
+def release_spent(ctx: Ctx, key: str, d: SessionDecision, pk: str, generation: int) -> SessionDecision:
+    """Delete pod ``pk`` of a spent ``generation`` (through the pod machine, fenced). A podless
+    Session moves its own generation up to it: a resume is a later one, never that name again
+    (found by kfold sim, seed 240)."""
+    d = d.but(generation=max(d.generation, generation)) if podless(d) else d
+    return delete_pod(ctx, key, d, pk, f"generation {generation} is spent (the Session is at {d.generation})")
+
+
+def _ahead_verdict(d: SessionDecision, pk: str, generation: int, settled: bool) -> str:
+    if (d.pod.name and pk == pod_key(d)) or pk in d.releasing or pk in d.abandoned:
+        return "drop"   # the current pod now (its create adopts it), or already being let go
+    if podless(d):
+        return "wait" if generation > known_generation(d) and not settled else "release"
+    if generation < d.generation:
+        return "release"
+    # Running at an earlier generation than the pod's (its status may yet overtake the record:
+    # ``session._overtaken``), or at the pod's own, whose create adopts it.
+    return "wait" if generation > d.generation and not settled else "drop"
+
+
+def arm_ahead(ctx: Ctx, key: str, d: SessionDecision) -> None:
+    want_timer(ctx, key, AHEAD_TIMER, bool(d.ahead) and not d.ahead_read, AHEAD_GRACE_MS, d.target)
+
+
+def read_ahead(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
+    """The grace is over and pods are still ahead: read the Session (quorum GET)."""
+    if not d.ahead or d.ahead_read:
+        return d
+    eff = ctx.emit(GetObject, key, cluster=d.home, api_version=status.API_VERSION, kind="Session",
+                   namespace=d.namespace, name=d.name)
+    return d.but(ahead_read=eff.id)
+
+
+def release_ahead(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> SessionDecision:
+    """The Session is gone: every pod it noted is spent."""
+    for pk in sorted(d.ahead):
+        d = delete_pod(ctx, key, forget_ahead(d, pk), pk, reason)
+    return d
+
+
+# --------------------------------------------------------------------------------------------------
+# Endpoints: one Service and one Ingress per session, upserted to match the declared ports.
+#
+# Expected flow, per object: ``CreateObject`` (or straight to the read when kfold already routed
+# it); on ``already_exists`` a quorum ``GetObject``, then a
+# ``ReplaceObject`` carrying the read ``resourceVersion`` (and, for the Service, ``clusterIP`` and
+# ``clusterIPs``); a ``conflict`` on replace reads again. When no port is left to route, the object
+# is read, then deleted with a uid precondition. Both objects name the pod as their owner (by uid):
+# routing starts as soon as the pod's create answered (its uid known), while it is scheduled and
+# started, and when the pod goes they go with it (the garbage collector); nothing is sent for them
+# once the pod was let go (an answer that arrives then is only recorded). One request per object is
+# in flight at a time; a change of the desired manifest while one is in flight is picked up when it
+# completes (``sync_endpoints`` compares digests).
+#
+# Guarantees:
+# - Desired manifests come from ``session.manifests`` only; the digest of what the apiserver last
+#   accepted is kept (``Upsert.have``), so an unchanged port set sends nothing.
+# - A ports-only change re-routes here; nothing in this module touches the pod.
+# - Retries of one manifest are bounded (``engine.backoff.ENDPOINT``); the last error is kept for status.
+# - Own before touching (``session.owned``): a same-name object found by the read is replaced only
+#   when it carries this Session's labels (else the session machine fails the Session naming it),
+#   and an object no longer wanted is read, then deleted only if it is this Session's, by uid.
+#
+# Caveats:
+# - The Ingress only exists with a base domain and at least one TCP port (UDP is Service-only).
+
+SERVING = ("Provisioning", "Ready")   # phases with a pod to route to
+ENDPOINT_KINDS = {"Service": ("service", "v1"), "Ingress": ("ingress", "networking.k8s.io/v1")}
+
+
+def desired_endpoints(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> dict[str, dict[str, Any] | None]:
+    return {kind: manifest for kind, (manifest, _) in _wanted_endpoints(d, spec, cfg).items()}
+
+
+def _wanted_endpoints(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> dict[str, tuple[dict[str, Any] | None, str]]:
+    """Each endpoint object's manifest and its digest. Remembered for the inputs they are made of
+    (the spec by identity, as ``spec_of`` hands it out, held by the entry): a Session's
+    decision asks for them on every step, and they change only with its pod or its spec."""
+    key = (id(spec), d.name, d.target_ns, d.generation, d.pod.uid, cfg.base_domain)
+    hit = _WANTED.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    routed = spec.routed
+    if not routed or not d.pod.uid:
+        svc = ing = None
+    else:
+        svc = mf.service(d.name, d.target_ns, d.generation, d.pod.uid, routed)
+        tcp = any(p.protocol == "TCP" for _, p in routed)
+        ing = mf.ingress(d.name, d.target_ns, d.generation, d.pod.uid, routed, cfg.base_domain) \
+            if cfg.base_domain and tcp else None
+    wanted = {"Service": (svc, _endpoint_digest(svc)), "Ingress": (ing, _endpoint_digest(ing))}
+    return remember(_WANTED, key, (spec, wanted), _WANTED_MAX)[1]
+
+
+_WANTED: dict[tuple[Any, ...], tuple[Spec, dict[str, tuple[dict[str, Any] | None, str]]]] = {}
+_WANTED_MAX = 8192
+
+
+def _endpoint_digest(manifest: dict[str, Any] | None) -> str:
+    return "" if manifest is None else canonical_json(manifest)
+
+
+def _upsert_of(d: SessionDecision, kind: str) -> Upsert:
+    return getattr(d, ENDPOINT_KINDS[kind][0])
+
+
+def _with_upsert(d: SessionDecision, kind: str, u: Upsert) -> SessionDecision:
+    return d.but(**{ENDPOINT_KINDS[kind][0]: u})
+
+
+def endpoints_settled(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> bool:
+    """Nothing more to send for either object: each is what the apiserver last accepted, or its
+    tries are spent (the error is on the status). The Session says Ready only then, so Ready and
+    its endpoints are one status write."""
+    for kind, (_, want) in _wanted_endpoints(d, spec, cfg).items():
+        u = _upsert_of(d, kind)
+        given_up = backoff.exhausted(backoff.ENDPOINT, u.tries) and u.sending == want
+        if u.stage != "idle" or (want != u.have and not given_up):
+            return False
+    return True
+
+
+def sync_endpoints(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+    """Start whatever request brings each endpoint object to its desired manifest."""
+    for kind, (manifest, want) in _wanted_endpoints(d, spec, cfg).items():
+        d = _sync_endpoint(ctx, key, d, kind, manifest, want)
+    return d
+
+
+def _sync_endpoint(ctx: Ctx, key: str, d: SessionDecision, kind: str, manifest: dict[str, Any] | None,
+              want: str) -> SessionDecision:
+    u = _upsert_of(d, kind)
+    if u.stage != "idle" or want == u.have:
+        return d
+    tries = u.tries if want == u.sending else 0
+    if backoff.exhausted(backoff.ENDPOINT, tries):
+        return d
+    if manifest is None:  # read first: only this Session's object is deleted, fenced by its uid
+        _request_endpoint(ctx, key, d, kind, GetObject)
+        return _with_upsert(d, kind, u.but(stage="read", sending="", tries=tries))
+    if u.have:  # it exists: re-route by read-then-replace
+        _request_endpoint(ctx, key, d, kind, GetObject)
+        return _with_upsert(d, kind, u.but(stage="read", sending=want, tries=tries))
+    _request_endpoint(ctx, key, d, kind, CreateObject, manifest=manifest)
+    return _with_upsert(d, kind, u.but(stage="create", sending=want, tries=tries))
+
+
+def _request_endpoint(ctx: Ctx, key: str, d: SessionDecision, kind: str, effect: type, **fields: Any) -> None:
+    ctx.emit(effect, key, cluster=d.target, tenant=d.target_tenant, api_version=ENDPOINT_KINDS[kind][1], kind=kind,
+             namespace=d.target_ns, name=d.name, **fields)
+
+
+def endpoint_outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any, spec: Spec,
+               cfg: SessionConfig) -> SessionDecision:
+    """Advance one endpoint object after its request (``effect``) came back, then sync again."""
+    kind = effect.kind
+    u = _upsert_of(d, kind)
+    if d.phase not in SERVING:  # the pod was let go: what names it as owner goes with it (garbage collector)
+        done = rec.result == "ok" and u.stage in ("create", "replace")
+        return _with_upsert(d, kind, u.but(stage="idle", have=u.sending if done else u.have, tries=0))
+    match (u.stage, rec.result):
+        case ("create" | "replace", "ok"):
+            u = u.but(stage="idle", have=u.sending, tries=0, error="")
+        case ("delete", "ok" | "not_found"):
+            u = u.but(stage="idle", have="", tries=0, error="")
+        case ("replace", "conflict") if backoff.exhausted(backoff.ENDPOINT, u.tries + 1):   # changed under every replace
+            u = u.but(stage="idle", tries=u.tries + 1, error=f"{rec.result}: {rec.message or rec.status_reason}")
+        case ("create", "already_exists") | ("replace", "conflict"):
+            _request_endpoint(ctx, key, d, kind, GetObject)
+            u = u.but(stage="read", tries=u.tries + (rec.result == "conflict"))
+        case ("read", "ok"):
+            return _replace_endpoint(ctx, key, d, kind, rec.obj or {}, desired_endpoints(d, spec, cfg)[kind])
+        case ("read" | "replace", "not_found"):
+            u = u.but(stage="idle", have="", tries=u.tries + 1)
+        case _:
+            u = u.but(stage="idle", tries=u.tries + 1, error=f"{rec.result}: {rec.message or rec.status_reason}")
+    return sync_endpoints(ctx, key, _with_upsert(d, kind, u), spec, cfg)
+
+
+def _replace_endpoint(ctx: Ctx, key: str, d: SessionDecision, kind: str, existing: dict[str, Any],
+             manifest: dict[str, Any] | None) -> SessionDecision:
+    u = _upsert_of(d, kind)
+    if manifest is None and owned(existing, d.name) and uid_of(existing):  # nothing to route: delete ours
+        _request_endpoint(ctx, key, d, kind, DeleteObject, uid=uid_of(existing))
+        return _with_upsert(d, kind, u.but(stage="delete", sending=""))
+    if manifest is None:  # not ours (or no uid to fence by): leave it, route nothing
+        return _with_upsert(d, kind, u.but(stage="idle", have="", sending=""))
+    _request_endpoint(ctx, key, d, kind, ReplaceObject, manifest=mf.for_replace(manifest, existing))
+    return _with_upsert(d, kind, u.but(stage="replace", sending=_endpoint_digest(manifest)))
 
 __all__ = ["LIVE", "TEARDOWN_KINDS", "decide", "fail", "release", "delete_pod", "running", "spec_of", "teardown", "unsynced"]

@@ -8,6 +8,14 @@ Guarantees:
   (keys are Session keys) and one ``SessionConfig`` under the key ``CONFIG_KEY`` (not an object
   key), plus one ``TargetIndex`` under ``INDEX_KEY`` (where each session's pods live, for the
   Pod early exit). ``SessionEntry.model_validate`` reads any of them back (snapshot loading).
+- The target index (``TargetIndex`` and the functions after it) says which Session's pods live
+  where: ``"<handle>/<namespace>/<session name>"`` -> Session key. ``session.machine.save`` calls
+  ``update`` whenever a Session's target changes; a Pod observation looks its ``kfold.dev/session``
+  label up with ``lookup`` before anything is reduced, after ``none_tracked`` has said that some
+  Session is placed at all. A slot names one Session at a time (``lookup`` tells a Session that
+  another already runs its pods under the same name in the same target namespace, so it can refuse
+  instead of adopting the other's pod). The index is derived state: missing (a snapshot written
+  before it existed) it is rebuilt from the Session records, so it can never disagree with them.
 - ``TABLE`` is the only place phases change (``move``); an event the table does not allow in the
   current phase raises ``IllegalTransition`` naming both: a bug, never silently ignored.
 """
@@ -17,7 +25,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, TypeAdapter
 
-from engine.machines.base import Decision, Table
+from engine.machines.base import Ctx, Decision, Table
 from engine.seams import RegisteredCluster
 
 CONFIG_KEY = "#config"
@@ -148,7 +156,7 @@ class SessionDecision(Decision):
     repos_step: str = ""
     abandoned: tuple[str, ...] = ()        # pod keys whose create was in flight when let go
     releasing: tuple[str, ...] = ()        # pod keys asked to be deleted, not yet gone
-    ahead: dict[str, int] = Field(default_factory=dict)  # pod key -> generation: newer than the record knows (session.ahead)
+    ahead: dict[str, int] = Field(default_factory=dict)  # pod key -> generation: newer than the record knows (session.flow, pods ahead)
     ahead_read: str = ""                   # the id of the quorum GET of the Session that settles them
     runs: tuple[Run, ...] = ()
     service: Upsert = Upsert()
@@ -157,7 +165,7 @@ class SessionDecision(Decision):
     teardown_sent: bool = False
     failure: Failure | None = None
     blocked: str = ""                      # why a teardown cannot finish
-    blocked_pod: str = ""                  # the pod key whose failed delete blocks it (retried: session.replies)
+    blocked_pod: str = ""                  # the pod key whose failed delete blocks it (retried: session.machine)
     start_ms: int = DEFAULT_START_MS
     ready_ms: int = DEFAULT_READY_MS
     status_written: str = ""
@@ -204,3 +212,78 @@ class SessionEntry:
     @staticmethod
     def model_validate(data: Any) -> SessionDecision | SessionConfig | TargetIndex | DeletedSessions:
         return _ENTRY.validate_python(data)
+
+
+# -- the target index ------------------------------------------------------------------------------
+
+_EMPTY = TargetIndex(slots={})
+
+
+def owner(table: Any, handle: str, namespace: str, session: str) -> str | None:
+    """``lookup`` as another machine asks it (``Ctx.ask("session", "owner", ...)``: the pod
+    machine's sweeps): from the session machine's index, or its records when there is none."""
+    want = slot(handle, namespace, session)
+    got = table.get(INDEX_KEY)
+    if isinstance(got, TargetIndex):
+        return got.slots.get(want)
+    return next((key for key, d in table.items() if slot_of(d) == want), None)
+
+
+def slot(handle: str, namespace: str, session: str) -> str:
+    return f"{handle}/{namespace}/{session}"
+
+
+def slot_of(d: SessionDecision | None) -> str | None:
+    if not isinstance(d, SessionDecision) or not d.target:
+        return None
+    return slot(d.target, d.target_ns, d.name)
+
+
+def _index(ctx: Ctx) -> TargetIndex:
+    got = ctx.get(INDEX_KEY)
+    if isinstance(got, TargetIndex):
+        return got
+    slots: dict[str, str] = {}
+    any_session = False
+    for key, d in ctx.items():
+        any_session = any_session or isinstance(d, SessionDecision)
+        s = slot_of(d)
+        if s is not None and s not in slots:
+            slots[s] = key
+    if not any_session:  # nothing to index; an empty table stays empty (and this stays cheap)
+        return _EMPTY
+    index = TargetIndex(slots=slots)
+    ctx.put(INDEX_KEY, index)
+    return index
+
+
+def lookup(ctx: Ctx, handle: str, namespace: str, session: str) -> str | None:
+    return _index(ctx).slots.get(slot(handle, namespace, session))
+
+
+def none_tracked(ctx: Ctx) -> bool:
+    """True when ``lookup`` answers None for every slot and changes nothing: the index is empty,
+    or there is no index and no Session to build one from. Reads only (``_index`` would store a
+    rebuilt index): a Pod of no Session is dropped without reading its labels or building a slot."""
+    got = ctx.get(INDEX_KEY)
+    if isinstance(got, TargetIndex):
+        return not got.slots
+    for _, d in ctx.items():
+        if isinstance(d, SessionDecision):
+            return False
+    return True
+
+
+def update(ctx: Ctx, key: str, before: SessionDecision | None, after: SessionDecision | None) -> None:
+    """Move ``key``'s slot from where ``before`` ran to where ``after`` runs (None: dropped)."""
+    old, new = slot_of(before), slot_of(after)
+    index = _index(ctx)
+    if old == new and (new is None or new in index.slots):
+        return
+    slots = dict(index.slots)
+    if old is not None and slots.get(old) == key:
+        del slots[old]
+    if new is not None:
+        slots.setdefault(new, key)
+    if slots != index.slots:
+        ctx.put(INDEX_KEY, index.but(slots=slots))

@@ -6,6 +6,8 @@ Guarantees:
 - A ``Spec`` holds no secret values: env entries are references (Secret name + key) only.
 - ``route_ports`` never drops a port silently: each declared port is either routed or rejected
   with a reason naming the app that already holds it.
+- A ``Spec`` carries what is derived from it (``routed``/``rejected``: ``route_ports``; ``digest``:
+  ``shape``), computed once by ``validate``, so a step that holds a remembered spec never re-derives.
 - ``shape`` is what a pod is built from; two specs with the same shape need no new pod. Ports are
   not part of the shape: a pod's ``containerPort`` list is documentation, the Service and Ingress
   are what route, so a ports-only change re-routes without a recreate.
@@ -42,7 +44,7 @@ Pure: no I/O. Values are assumed to parse (``quantity`` is checked by the caller
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Callable
 
@@ -92,6 +94,9 @@ class Spec:
     bounded: bool = False      # the target registration is namespace-bounded
     requests: tuple[tuple[str, str], ...] = ()   # container requests, clamped like ``limits``
     seed: str = ""             # spec.workspace.seedConfigMap ("" = the config's, if any)
+    routed: tuple[tuple[str, "Port"], ...] = ()   # ``route_ports(apps)``, derived once by ``validate``
+    rejected: tuple["Rejected", ...] = ()
+    digest: str = ""           # ``shape(self)``, derived once by ``validate``
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,11 +140,13 @@ def _spec(raw: Any, home: str, clusters: tuple[str, ...], name: str, place: Call
     cluster = where.handle if where is not None else _cluster(raw.get("cluster"), home, clusters)
     resources = _resources(raw.get("resources", {}))
     limits, requests = clamp(ceilings, resources.get("limits", ()), resources.get("requests", ()))
-    return Spec(
+    spec = Spec(
         image=image, apps=apps, env=env, repositories=repos, cluster=cluster,
         limits=limits, suspended=_flag(raw, "suspended"), stopped=_flag(raw, "stopped"),
         tenant=where.tenant if where else "", namespace=where.namespace if where else "",
         bounded=where.bounded if where else False, requests=requests, seed=_seed(raw.get("workspace", {})))
+    routed, rejected = route_ports(apps)
+    return replace(spec, routed=routed, rejected=rejected, digest=shape(spec))
 
 
 def _image(raw: Any, default_image: str) -> str:

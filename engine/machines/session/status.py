@@ -48,12 +48,12 @@ import json
 from typing import Any
 
 from engine.canonical import canonical_json
-from engine.machines.session import endpoints
 from engine.machines.base import Ctx
 from engine.effects.models import PatchObject, PostEvent
 from engine.machines.session.manifests import host, pod_name
+from engine.machines.session import flow
 from engine.machines.session.model import RepoFacts, SessionConfig, SessionDecision
-from engine.machines.session.spec import Spec, SpecError, route_ports
+from engine.machines.session.spec import Spec, SpecError
 from engine.rfc3339 import to_seconds_text
 
 API_VERSION = "kfold.dev/v1alpha1"
@@ -82,7 +82,7 @@ def _endpoints(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -
     if isinstance(spec, SpecError):
         return []
     out = []
-    for app, port in route_ports(spec.apps)[0]:
+    for app, port in spec.routed:
         if port.protocol == "TCP" and cfg.base_domain:
             name = host(port, d.name, cfg.base_domain)
             out.append({"app": app, "port": port.port, "host": name, "url": f"http://{name}"})
@@ -102,13 +102,13 @@ def _cond(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
 def _conditions(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> list[dict[str, Any]]:
     if isinstance(spec, SpecError):
         return [_cond("SpecValid", False, "InvalidSpec", spec.message), _ready(d)]
-    if d.phase == "Ready" and not endpoints.settled(d, spec, cfg):
+    if d.phase == "Ready" and not flow.endpoints_settled(d, spec, cfg):
         # the ports changed while serving: Ready again once the Service and Ingress route them
         ready = _cond("Ready", False, "Routing", f"routing the declared ports to pod {d.pod.name}")
     else:
         ready = _ready(d)
     out = [_cond("SpecValid", True, "Valid", "spec accepted"), ready]
-    rejected = route_ports(spec.apps)[1]
+    rejected = spec.rejected
     if rejected:
         text = "; ".join(f"app {r.app!r} {r.port.protocol} port {r.port.port} rejected: {r.reason}" for r in rejected)
         out.append(_cond("PortsRouted", False, "PortConflict", text))
