@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.scenario.test_session_support import SPEC, World
+from tests.scenario.test_session_support import BASE, SPEC, World, at
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -35,3 +35,15 @@ def test_no_image_and_no_default_fails_the_session_with_the_fix():
     cond = w.condition("SpecValid")
     assert cond["status"] == "False" and "sessions.default_image" in cond["message"]
     assert not w.effects("create", "Pod")
+
+
+def test_a_repeated_configure_keeps_the_configuration_and_a_changed_one_replaces_it():
+    from engine.machines.session.model import CONFIG_KEY
+    w = World(limits=CEILING)
+    first = w.s.decision("session", CONFIG_KEY)
+    w.s.command("session.configure", at(1), clusters=["local"], base_domain=BASE, limits=CEILING)
+    assert w.s.decision("session", CONFIG_KEY) is first     # equal: kept, not parsed into a new one
+    w.s.command("session.configure", at(2), clusters=["local"], base_domain=BASE, limits={"cpu": "2"})
+    w.to_creating({**SPEC, "resources": {"limits": {"cpu": "4", "memory": "256Mi"}}}, when=3)
+    for c in w.pending("create", "Pod")[0].manifest["spec"]["containers"]:
+        assert c["resources"] == {"limits": {"cpu": "2", "memory": "256Mi"}}, c["name"]

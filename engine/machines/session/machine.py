@@ -41,7 +41,7 @@ from typing import Any, Callable
 from engine.canonical import same_json
 from engine.effects.models import GetObject, RecordEvent
 from engine.machines.base import (Ctx, Dispatch, Machine, RetryDue, UnknownEvent, ignore, missing_after_relist, object_key,
-                                  split_key)
+                                  remember, split_key)
 from engine.machines.session import flow, model, owned, retry, secret, status, tenancy
 from engine.machines.session.manifests import GENERATION_LABEL, SESSION_LABEL, WORKSPACE
 from engine.machines.session.model import (BRINGING_UP, CONFIG_KEY, INDEX_KEY, PHASES, FINALIZER, GONE_KEY, LIVE, MAX_GONE,
@@ -56,6 +56,20 @@ from journal.records import Command, Observed, Outcome, Relist
 __all__ = ["SessionMachine"]
 MESSAGE_NAMES = {model: name for (machine, name), model in MESSAGES.items() if machine == "session"}
 READ_GRACE_MS = 5_000   # a bring-up deadline met while its pod is being read is judged again this much later
+
+
+_CONFIGS: dict[str, SessionConfig] = {}   # session.configure (as JSON) -> its configuration: a pure parse
+
+
+def config_of(cmd: SessionConfigure) -> SessionConfig:
+    """The configuration ``session.configure`` states: its limits as ceilings, its placement
+    (``session.tenancy``). Pure: an equal command gives an equal configuration (``_CONFIGS``
+    keeps the last few, so a repeated command is not parsed again)."""
+    return SessionConfig(
+        clusters=cmd.clusters, base_domain=cmd.base_domain, start_ms=cmd.start_seconds * 1000,
+        ready_ms=cmd.ready_seconds * 1000, default_image=cmd.default_image.strip(),
+        ceilings=ceilings(cmd.limits), workspace_class=cmd.workspace_class, workspace_size=cmd.workspace_size,
+        workspace_access=cmd.workspace_access, workspace_seed=cmd.workspace_seed, **tenancy.configure(cmd))
 
 
 class SessionMachine(Machine):
@@ -82,11 +96,8 @@ class SessionMachine(Machine):
         boot too: the daemon's first configure is what re-decides each Session after a restart,
         on the clocks it knows now). One equal to the configuration in force is not stored again:
         the one in force is kept by identity, as ``flow.spec_of`` remembers validations by it."""
-        cfg = SessionConfig(
-            clusters=cmd.clusters, base_domain=cmd.base_domain, start_ms=cmd.start_seconds * 1000,
-            ready_ms=cmd.ready_seconds * 1000, default_image=cmd.default_image.strip(),
-            ceilings=ceilings(cmd.limits), workspace_class=cmd.workspace_class, workspace_size=cmd.workspace_size,
-            workspace_access=cmd.workspace_access, workspace_seed=cmd.workspace_seed, **tenancy.configure(cmd))
+        text = cmd.model_dump_json()
+        cfg = _CONFIGS.get(text) or remember(_CONFIGS, text, config_of(cmd), 8)
         if cfg != config(ctx):
             ctx.put(CONFIG_KEY, cfg)
         for key, d in list(sessions(ctx)):
