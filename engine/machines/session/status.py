@@ -143,7 +143,9 @@ def _ready(d: SessionDecision) -> dict[str, Any]:
         # (``from_status``)
         return _cond("Ready", False, d.failure.reason, d.failure.message)
     reason, text = _WAITING.get(d.phase, ("Failed", "failed"))
-    return _cond("Ready", False, reason, text.format(pod=d.pod.name or pod_name(d.name, d.generation)))
+    if "{pod}" in text:  # the pod's name is derived only for a text that names it
+        text = text.format(pod=d.pod.name or pod_name(d.name, d.generation))
+    return _cond("Ready", False, reason, text)
 
 
 def repo_signals(d: SessionDecision) -> list[str]:
