@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from tests.e2e.conftest import wait_for
@@ -92,7 +93,9 @@ def keep_failed(keep: Any, seed: int, daemons: list[Any]) -> Any:
     where = keep / f"seed-{seed}"
     where.mkdir(parents=True, exist_ok=True)
     for i, d in enumerate(daemons):
-        for f in (d.journal, d.log):
+        # a journal in WAL mode is its file, its -wal and its -shm together (a running kfold's
+        # recent records are in the -wal alone)
+        for f in (d.journal, Path(f"{d.journal}-wal"), Path(f"{d.journal}-shm"), d.log):
             if f.exists():
                 shutil.copy(f, where / f"life{i}-{f.name}")
     return where

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""bench_restart.py - kfold at rest over N Ready Sessions, then restarted over them (issue 38 items 2, 3).
+
+    python scripts/bench_restart.py [--n 3000] [--rest 600] [--window 60] [--json out.json]
+
+On the local control plane (scripts/controlplane.sh start; sized for large N as in
+docs/performance.md), one fresh namespace, ``kfold run`` with the production journal settings
+(default snapshots and retention; the admin kubeconfig):
+
+1. N Sessions created at once (16 threads) and all Ready; kwok Nodes added for their pods.
+2. **At rest** for ``--rest`` seconds with nothing changing: requests kfold sent (its own
+   ``kfold_client_requests_total``) by verb, per minute, watches apart; its CPU (/proc); the
+   journal's growth (file + WAL) per hour.
+3. **Restarts**, each measured over ``--window`` seconds from the new process's start:
+   SIGTERM then start on its journal; SIGKILL then start on its journal; SIGKILL then start on a
+   fresh journal. Per restart: time to /readyz, requests by verb and resource in the window, the
+   writes among them, and what changed on the apiserver: pod uids, and the resourceVersions of
+   the Pods and Services (a write to an unchanged object moves its resourceVersion).
+
+Prints one JSON object (and writes it with --json). Exits 1 if a Session is not Ready at the end
+of any window, or a pod uid changed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from kubernetes import client  # noqa: E402
+
+from bench_peer import ensure_capacity, remove_nodes  # noqa: E402
+from tests.e2e.conftest import Daemon, discard_namespace  # noqa: E402
+from tests.e2e.controlplane import ensure_controlplane  # noqa: E402
+
+GROUP, VERSION, PLURAL = "kfold.dev", "v1alpha1", "sessions"
+TICK = os.sysconf("SC_CLK_TCK")
+WRITES = {"create", "update", "patch", "delete"}
+_REQ = re.compile(r'^kfold_client_requests_total\{([^}]*)\} (\S+)$', re.M)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def requests(port: int) -> dict[tuple[str, str], float]:
+    """kfold's requests so far, (verb, resource) -> count, from its /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out: dict[tuple[str, str], float] = {}
+    for labels, n in _REQ.findall(text):
+        lab = dict(_LABEL.findall(labels))
+        key = (lab.get("verb", ""), lab.get("resource", ""))
+        out[key] = out.get(key, 0.0) + float(n)
+    return out
+
+
+def minus(a: dict, b: dict) -> dict:
+    return {k: v - b.get(k, 0.0) for k, v in a.items() if v - b.get(k, 0.0) > 0}
+
+
+def journal_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def world(admin: Any, ns: str) -> dict[str, Any]:
+    """What the apiserver holds: pod uid and resourceVersion per pod, Service resourceVersions,
+    Session phases."""
+    core, co = client.CoreV1Api(admin), client.CustomObjectsApi(admin)
+    pods = {p.metadata.name: (p.metadata.uid, p.metadata.resource_version)
+            for p in core.list_namespaced_pod(ns).items if p.metadata.deletion_timestamp is None}
+    svcs = {s.metadata.name: s.metadata.resource_version for s in core.list_namespaced_service(ns).items}
+    phases = {i["metadata"]["name"]: (i.get("status") or {}).get("phase")
+              for i in co.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)["items"]}
+    return {"pods": pods, "services": svcs, "phases": phases}
+
+
+def changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
+    return {
+        "pod_uids_changed": sum(1 for n, (uid, _) in before["pods"].items() if after["pods"].get(n, ("",))[0] != uid),
+        "pods_written": sum(1 for n, (_, rv) in before["pods"].items() if n in after["pods"] and after["pods"][n][1] != rv),
+        "services_written": sum(1 for n, rv in before["services"].items() if after["services"].get(n) != rv),
+        "not_ready": sum(1 for p in after["phases"].values() if p != "Ready"),
+    }
+
+
+def session(name: str) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Session", "metadata": {"name": name},
+            "spec": {"image": "registry.example/sandbox:1", "apps": [{"name": "web", "ports": [{"port": 8080}]}]}}
+
+
+def restart(d: Daemon, how: str, window_s: float, admin: Any, ns: str, fresh_journal: Path | None = None
+            ) -> tuple[Daemon, dict[str, Any]]:
+    before = world(admin, ns)
+    if how == "SIGTERM":
+        d.stop()
+    else:
+        d.kill9()
+    if fresh_journal is not None:
+        import yaml
+        cfg = yaml.safe_load(d.config.read_text())
+        cfg["journal"]["path"] = str(fresh_journal)
+        d.config.write_text(yaml.safe_dump(cfg))
+        d.journal = fresh_journal
+    t0 = time.monotonic()
+    d.start(wait_ready=False)
+    d.wait_ready(timeout=max(60.0, window_s))
+    ready_s = time.monotonic() - t0
+    c0 = cpu_seconds(d.proc.pid)
+    time.sleep(max(0.0, window_s - (time.monotonic() - t0)))
+    sent = requests(d.port)
+    after = world(admin, ns)
+    out = {"restart": how + (" fresh journal" if fresh_journal else " on its journal"), "ready_s": round(ready_s, 2),
+           "window_s": window_s, "requests": {f"{v} {r}": n for (v, r), n in sorted(sent.items())},
+           "writes": sum(n for (v, _r), n in sent.items() if v in WRITES),
+           "cpu_s_after_ready": round(cpu_seconds(d.proc.pid) - c0, 2), **changed(before, after)}
+    return d, out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=3000)
+    ap.add_argument("--rest", type=float, default=600.0, help="seconds at rest (default 600)")
+    ap.add_argument("--window", type=float, default=60.0, help="seconds measured after each restart (default 60)")
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    cp = ensure_controlplane(build=False)
+    from kubernetes import config as kconfig
+    cfg = client.Configuration()
+    kconfig.load_kube_config(cp["kubeconfig"], client_configuration=cfg)
+    cfg.connection_pool_maxsize = 32
+    admin = client.ApiClient(cfg)
+    nodes = ensure_capacity(admin, a.n)
+    ns = f"restart-{uuid.uuid4().hex[:6]}"
+    client.CoreV1Api(admin).create_namespace({"metadata": {"name": ns}})
+    co = client.CustomObjectsApi(admin)
+    result: dict[str, Any] = {"n": a.n}
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="bench-restart-") as tmp:
+        journal = Path(tmp) / "journal.db"
+        d = Daemon(Path(tmp), cp["kubeconfig"], [ns], {"journal": {"path": str(journal)}})
+        try:
+            d.start()
+            t0 = time.monotonic()
+            with ThreadPoolExecutor(16) as pool:
+                list(pool.map(lambda i: co.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, session(f"r{i:05d}")),
+                              range(a.n)))
+            while True:
+                phases = world(admin, ns)["phases"]
+                if sum(p == "Ready" for p in phases.values()) == a.n:
+                    break
+                if time.monotonic() - t0 > 120 + a.n * 0.5:
+                    raise SystemExit(f"bench_restart: not all Ready after {time.monotonic() - t0:.0f} s")
+                time.sleep(2)
+            result["all_ready_s"] = round(time.monotonic() - t0, 1)
+            time.sleep(10)   # the last status echoes and Events land
+            # -- at rest
+            r0, c0, j0, w0 = requests(d.port), cpu_seconds(d.proc.pid), journal_bytes(journal), world(admin, ns)
+            t_rest = time.monotonic()
+            time.sleep(a.rest)
+            took = time.monotonic() - t_rest
+            rest = minus(requests(d.port), r0)
+            per_min = {f"{v} {r}": round(n * 60 / took, 2) for (v, r), n in sorted(rest.items())}
+            result["at_rest"] = {
+                "seconds": round(took), "requests_per_minute": per_min,
+                "requests_per_minute_beyond_watches": round(sum(n for (v, _r), n in rest.items() if v != "watch") * 60 / took, 2),
+                "cpu_cores": round((cpu_seconds(d.proc.pid) - c0) / took, 4),
+                "journal_bytes_per_hour": round((journal_bytes(journal) - j0) * 3600 / took),
+                **changed(w0, world(admin, ns))}
+            # -- restarts
+            result["restarts"] = []
+            for how, fresh in (("SIGTERM", None), ("SIGKILL", None), ("SIGKILL", Path(tmp) / "fresh.db")):
+                d, out = restart(d, how, a.window, admin, ns, fresh)
+                result["restarts"].append(out)
+                print(json.dumps(out), flush=True)
+                ok = ok and out["pod_uids_changed"] == 0 and out["not_ready"] == 0
+        finally:
+            d.stop()
+            discard_namespace(admin, ns)
+            remove_nodes(admin, nodes)
+    result["ok"] = ok
+    text = json.dumps(result, indent=1)
+    print(text)
+    if a.json:
+        a.json.write_text(text)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
