@@ -664,8 +664,9 @@ def endpoints_settled(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> boo
     its endpoints are one status write."""
     for kind, (_, want) in _wanted_endpoints(d, spec, cfg).items():
         u = _upsert_of(d, kind)
-        given_up = backoff.exhausted(backoff.ENDPOINT, u.tries) and u.sending == want
-        if u.stage != "idle" or (want != u.have and not given_up):
+        if u.stage != "idle":
+            return False
+        if want != u.have and not (u.sending == want and backoff.exhausted(backoff.ENDPOINT, u.tries)):
             return False
     return True
 
