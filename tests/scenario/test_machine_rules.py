@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.scenario.test_session_answers import _service_replacing
+from tests.scenario.test_session_bringup import URL, _relay
 from tests.scenario.test_session_endpoints import EXISTING_SERVICE
-from tests.scenario.test_session_support import ENV_SPEC, KEY, SPEC, World, owned_obj
+from tests.scenario.test_session_support import ENV_SPEC, FINALIZER, KEY, SPEC, World, at, owned_obj, pod_obj, session_obj
+from tests.scenario.test_session_tenancy import EDGE, ON_EDGE, TWorld, _in
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -66,3 +68,76 @@ def test_an_endpoint_deleted_leaves_no_error_behind():
         w.answer("delete", "Ingress", when=22)
     assert w.decision().service.error == "" and w.decision().ingress.error == ""
     assert not [c for c in w.status()["conditions"] if c["reason"] == "UpsertFailed"]
+
+
+def test_a_target_namespace_that_cannot_be_ensured_fails_the_session_with_namespace_failed():
+    w = TWorld(registered=({**EDGE, "namespaces": []},))
+    w.submit(ON_EDGE)
+    w.answer("patch", "Session", obj=_in(session_obj(ON_EDGE, rv="3", finalizers=(FINALIZER,)), "sb-acme"))
+    w.answer("ensure_namespace", None, "invalid", when=1, status_reason="Invalid", message="bad namespace")
+    assert w.phase == "Failed"
+    cond = w.condition("Ready")
+    assert cond["reason"] == "NamespaceFailed"
+    assert cond["message"].startswith("could not ensure namespace sb-acme: invalid")
+    assert not w.mine("create", "Pod")
+
+
+def _repo_bring_up(w: World) -> str:
+    """Bring-up with one repository, ensured by the repo machine (relayed): the pod create is next."""
+    w.submit({**SPEC, "repositories": [{"url": URL}]})
+    w.rv += 1
+    w.answer("patch", "Session", obj=session_obj(w.spec, rv=str(w.rv), finalizers=(FINALIZER,)))
+    return w.decision().repos[0].key
+
+
+def test_a_repository_the_repo_machine_cannot_ensure_fails_the_session_naming_it():
+    w = World()
+    repo = _repo_bring_up(w)
+    _relay(w, "repo_failed", repo=repo, reason="credentials refused")
+    assert w.phase == "Failed"
+    cond = w.condition("Ready")
+    assert cond["reason"] == "RepoFailed" and cond["message"] == f"repository {URL}: credentials refused"
+
+
+def _past_the_ready_deadline(w: World, ready: bool) -> None:
+    """The ready deadline (60 s from the pod Running at 5 s) fires; its read of the pod is answered
+    with the pod as it is, and the read's grace passes."""
+    w.s.advance_to(at(5 + 60 + 1))
+    for read in [e for e in w.pending("get", "Pod") if e.machine == "session"]:
+        w.s.outcome(read, "ok", at(5 + 60 + 2), obj=pod_obj(1, phase="Running", ip="10.0.0.7", node="node-a",
+                                                          ready=ready, rv="12"))
+    w.s.advance_to(at(5 + 60 + 30))
+
+
+def _repo_pod_running(ready: bool) -> tuple[World, str]:
+    w = World(ready_seconds=60)
+    repo = _repo_bring_up(w)
+    _relay(w, "repo_ensured", repo=repo, url=URL)
+    w.answer("create", "Pod", obj=pod_obj(1))
+    w.run_pod(5, ready=ready, node="node-a")
+    return w, repo
+
+
+def test_a_ready_deadline_with_only_kfolds_endpoint_requests_outstanding_does_not_fail_the_session():
+    """The workspace is ready and its repository synced on the pod's node: what is missing is
+    kfold's own Service/Ingress, so the deadline is judged again later, not failed."""
+    w, repo = _repo_pod_running(ready=True)
+    _relay(w, "repo_status", repo=repo, nodes={"node-a": {"present": True, "synced": True}})
+    _past_the_ready_deadline(w, ready=True)
+    assert w.phase == "Provisioning"
+
+
+def test_a_ready_deadline_missed_by_the_workspace_container_blames_only_it():
+    w, _ = _repo_pod_running(ready=False)
+    _past_the_ready_deadline(w, ready=False)
+    assert w.phase == "Failed"
+    assert w.condition("Ready")["message"] == ("the workspace container of pod demo-g1 did not become ready "
+                                               "within the ready deadline (60 s)")
+
+
+def test_a_ready_deadline_missed_by_a_repository_names_it_and_the_node():
+    w, _ = _repo_pod_running(ready=True)
+    _past_the_ready_deadline(w, ready=True)
+    assert w.phase == "Failed"
+    assert w.condition("Ready")["message"] == (f"repositories not synced on node node-a: {URL} "
+                                               "within the ready deadline (60 s)")
