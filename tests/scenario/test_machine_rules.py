@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.harness import of_type
+from tests.scenario.test_pod_orphans import east_pod, pod_deletes, sweep, two_clusters
 from tests.scenario.test_session_answers import _service_replacing
 from tests.scenario.test_session_bringup import URL, _relay
 from tests.scenario.test_session_endpoints import EXISTING_SERVICE
-from tests.scenario.test_session_support import ENV_SPEC, FINALIZER, KEY, SPEC, World, at, owned_obj, pod_obj, session_obj
+from tests.scenario.test_session_support import ENV_SPEC, FINALIZER, KEY, NS, SPEC, World, at, owned_obj, pod_obj, session_obj
 from tests.scenario.test_session_tenancy import EDGE, ON_EDGE, TWorld, _in
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
@@ -141,3 +143,44 @@ def test_a_ready_deadline_missed_by_a_repository_names_it_and_the_node():
     assert w.phase == "Failed"
     assert w.condition("Ready")["message"] == (f"repositories not synced on node node-a: {URL} "
                                                "within the ready deadline (60 s)")
+
+
+# -- the orphan-pod sweep ----------------------------------------------------------------------
+
+def test_an_orphan_pod_deleted_is_not_reported_as_a_failure():
+    s = two_clusters()
+    _, [read] = sweep(s, [east_pod()])
+    [delete] = [e for e in s.outcome(read, "not_found", at(3)) if e.type == "delete"]
+    after = s.outcome(delete, "ok", at(4))
+    assert not [e for e in of_type(after, "log") if e.level == "warning"]
+
+
+def test_an_orphan_sweep_whose_list_fails_is_skipped_with_a_warning():
+    s = two_clusters()
+    [listed] = of_type(s.command("pod.sweep_orphans", at(1), cluster="east", namespace=NS, home="local"), "list")
+    after = s.outcome(listed, "forbidden", at(2), status_reason="Forbidden")
+    [log] = of_type(after, "log")
+    assert log.level == "warning" and log.message.startswith("orphan-pod sweep skipped: listing pods failed")
+    assert pod_deletes(s) == []
+
+
+# -- replies and doubts ------------------------------------------------------------------------
+
+def test_a_reply_for_a_session_kfold_does_not_track_is_ignored_without_error():
+    w = World()
+    _relay(w, "repo_status", repo="local/team/x", nodes={})
+    assert w.decision() is None
+    assert not w.s.state.quarantine
+    [log] = [e for e in w.s.effects if e.type == "log" and e.key == KEY]
+    assert log.level == "debug" and "no longer tracks" in log.message
+
+
+def test_a_teardown_read_in_doubt_is_sent_again():
+    w = World().to_ready(ENV_SPEC)
+    _stopped_to_secret(w)
+    [read] = w.pending("get", "Secret")
+    w.s.command("effect.in_doubt", at(12), effect_id=read.id)
+    [again] = w.pending("get", "Secret")
+    assert again.id != read.id and (again.namespace, again.name) == (read.namespace, read.name)
+    w.answer("get", "Secret", when=13, obj=owned_obj("Secret"))
+    assert [e.uid for e in w.pending("delete", "Secret")] == ["secret-uid"]
