@@ -184,3 +184,30 @@ def test_a_teardown_read_in_doubt_is_sent_again():
     assert again.id != read.id and (again.namespace, again.name) == (read.namespace, read.name)
     w.answer("get", "Secret", when=13, obj=owned_obj("Secret"))
     assert [e.uid for e in w.pending("delete", "Secret")] == ["secret-uid"]
+
+
+# -- the finalizer and the Secret no longer wanted ---------------------------------------------
+
+def test_a_finalizer_added_without_the_object_in_the_answer_still_lets_the_bring_up_go_on():
+    w = World()
+    w.submit(SPEC)
+    w.answer("patch", "Session", obj={})
+    assert w.decision().finalizer_step == "done", "the patch answered 200: the finalizer is on"
+
+
+def test_a_session_deleted_before_its_finalizer_is_added_is_gone_not_failed():
+    w = World()
+    w.submit(SPEC)
+    w.answer("patch", "Session", "not_found", status_reason="NotFound")
+    d = w.decision()
+    assert d is None or d.gone, "a 404: the Session is gone"
+    assert not [e for e in w.effects("patch", "Session") if e.subresource == "status"], "no failure reported"
+
+
+def test_a_foreign_secret_met_when_env_is_dropped_is_left_with_a_warning():
+    w = World().to_ready(ENV_SPEC)
+    w.submit(SPEC, 10)
+    w.answer("get", "Secret", when=11, obj=owned_obj("Secret", labels={"app": "billing"}))
+    assert not w.pending("delete", "Secret")
+    logs = [e for e in w.s.effects if e.type == "log" and e.level == "warning" and "demo-env" in e.message]
+    assert len(logs) == 1 and "is not Session demo's" in logs[0].message
