@@ -1,10 +1,15 @@
-"""Rules of the session machine pinned from the spec and the Kubernetes API contract (issue 34,
+"""Rules of the machines pinned from the spec and the Kubernetes API contract (issue 34,
 item 3: survivors of the mutation sample over engine/machines), driven through ``World``."""
 from __future__ import annotations
 
 import pytest
 
+from engine.core import Machines
+from engine.machines.base import Machine
+from engine.machines.repo.machine import RepoMachine
 from tests.harness import of_type
+from tests.scenario.test_repo_ensure import APP, attached
+from tests.scenario.test_repo_world import CLUSTER, NS as REPO_NS, RepoWorld
 from tests.scenario.test_pod_orphans import east_pod, pod_deletes, sweep, two_clusters
 from tests.scenario.test_session_answers import _service_replacing
 from tests.scenario.test_session_bringup import URL, _relay
@@ -211,3 +216,23 @@ def test_a_foreign_secret_met_when_env_is_dropped_is_left_with_a_warning():
     assert not w.pending("delete", "Secret")
     logs = [e for e in w.s.effects if e.type == "log" and e.level == "warning" and "demo-env" in e.message]
     assert len(logs) == 1 and "is not Session demo's" in logs[0].message
+
+
+# -- the repo machine's subscribers -----------------------------------------------------------
+
+def test_a_session_that_releases_a_repository_hears_no_more_of_it_and_the_others_still_do():
+    class Releaser(Machine):
+        name = "releaser"
+        commands = frozenset({"test.release"})
+
+        def on_command(self, ctx, rec):
+            ctx.tell("repo", rec.args["key"], "release", reply_to="probe", reply_key=rec.args["session"])
+
+    w = RepoWorld()
+    attached(w, "https://github.com/org/app", session="s1")
+    attached(w, "https://github.com/org/app", session="s2")
+    w.s.machines = Machines([RepoMachine(), w.probe, Releaser()])
+    w.s.command("test.release", w.at, key=f"{CLUSTER}/{REPO_NS}/{APP}", session="s1")
+    w.objs[APP]["status"] = {"nodes": [{"node": "n1", "present": True, "synced": True}]}
+    w.observe(APP)
+    assert [k for k, _, _ in w.replies("repo_status")] == ["s2"]
