@@ -236,3 +236,19 @@ def test_a_session_that_releases_a_repository_hears_no_more_of_it_and_the_others
     w.objs[APP]["status"] = {"nodes": [{"node": "n1", "present": True, "synced": True}]}
     w.observe(APP)
     assert [k for k, _, _ in w.replies("repo_status")] == ["s2"]
+
+
+@pytest.mark.parametrize("field", ["data", "stringData"])
+def test_an_own_secret_met_holding_any_data_is_replaced(field):
+    """kfold's env Secret holds only its env references (an annotation), never data."""
+    w = World()
+    w.submit(ENV_SPEC)
+    w.rv += 1
+    w.answer("patch", "Session", obj=session_obj(ENV_SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
+    [create] = w.pending("create", "Secret")
+    w.answer("create", "Secret", "already_exists", status_reason="AlreadyExists")
+    met = {**create.manifest, field: {"token": "c2VjcmV0"},
+           "metadata": {**create.manifest["metadata"], "uid": "secret-uid", "resourceVersion": "9"}}
+    w.answer("get", "Secret", obj=met)
+    [replace] = w.pending("replace", "Secret")
+    assert field not in replace.manifest
