@@ -7,9 +7,10 @@ import pytest
 from engine.core import Machines
 from engine.machines.base import Machine
 from engine.machines.repo.machine import RepoMachine
-from tests.harness import of_type
+from tests.harness import T0, of_type
 from tests.scenario.test_repo_ensure import APP, attached
 from tests.scenario.test_repo_world import CLUSTER, NS as REPO_NS, RepoWorld
+from tests.scenario.test_pod_world import KEY as POD_KEY, SECOND, answers, ask, ask_create, one, pod, world as pod_world
 from tests.scenario.test_pod_orphans import east_pod, pod_deletes, sweep, two_clusters
 from tests.scenario.test_session_answers import _service_replacing
 from tests.scenario.test_session_bringup import URL, _relay
@@ -252,3 +253,15 @@ def test_an_own_secret_met_holding_any_data_is_replaced(field):
     w.answer("get", "Secret", obj=met)
     [replace] = w.pending("replace", "Secret")
     assert field not in replace.manifest
+
+
+
+# -- the pod machine ---------------------------------------------------------------------------
+
+def test_a_second_create_for_the_same_generation_joins_the_first_and_both_callers_hear():
+    s = pod_world()
+    create = one(ask_create(s, T0), "create")
+    again = ask(s, "create", T0, POD_KEY, "again", manifest=create.manifest, session="s1", generation=1)
+    assert not [e for e in again if e.type == "create"], "one request"
+    s.outcome(create, "ok", T0 + SECOND, obj=pod("A", "1"))
+    assert answers(s, "s1") == answers(s, "again") == [("pod_created", {"pod": POD_KEY, "uid": "A", "adopted": False})]
