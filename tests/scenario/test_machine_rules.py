@@ -8,7 +8,7 @@ from engine.core import Machines
 from engine.machines.base import Machine
 from engine.machines.repo.machine import RepoMachine
 from tests.harness import T0, of_type
-from tests.scenario.test_repo_ensure import APP, attached
+from tests.scenario.test_repo_ensure import APP, ATTACH, attached
 from tests.scenario.test_repo_world import CLUSTER, NS as REPO_NS, RepoWorld
 from tests.scenario.test_pod_world import KEY as POD_KEY, SECOND, answers, ask, ask_create, one, pod, world as pod_world
 from tests.scenario.test_pod_orphans import east_pod, pod_deletes, sweep, two_clusters
@@ -265,3 +265,15 @@ def test_a_second_create_for_the_same_generation_joins_the_first_and_both_caller
     assert not [e for e in again if e.type == "create"], "one request"
     s.outcome(create, "ok", T0 + SECOND, obj=pod("A", "1"))
     assert answers(s, "s1") == answers(s, "again") == [("pod_created", {"pod": POD_KEY, "uid": "A", "adopted": False})]
+
+
+def test_a_repo_create_in_doubt_found_absent_by_the_quorum_read_is_created():
+    w = RepoWorld()
+    w.at = ATTACH
+    w.ensure("https://github.com/org/app", APP)
+    (create,) = w.s.pending()
+    w.s.outcome(create, "transient", ATTACH)   # lost, and it did not happen
+    (get,) = w.s.pending()
+    assert get.type == "get"
+    w.settle()
+    assert APP in w.objs and w.replies("repo_ensured")
