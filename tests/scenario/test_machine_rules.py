@@ -7,6 +7,7 @@ import pytest
 from engine.core import Machines
 from engine.machines.base import Machine
 from engine.machines.repo.machine import RepoMachine
+from engine.machines.session.flow import AHEAD_GRACE_MS
 from tests.harness import T0, of_type
 from tests.scenario.test_repo_ensure import APP, ATTACH, attached
 from tests.scenario.test_repo_world import CLUSTER, NS as REPO_NS, RepoWorld
@@ -277,3 +278,23 @@ def test_a_repo_create_in_doubt_found_absent_by_the_quorum_read_is_created():
     assert get.type == "get"
     w.settle()
     assert APP in w.objs and w.replies("repo_ensured")
+
+
+def test_a_settling_read_that_finds_the_session_recreated_keeps_it_on_its_home_cluster():
+    """A new uid under the same name is another Session: its record starts over, still on the
+    cluster the Session lives on, and what it asks for goes there."""
+    w = World().to_ready()
+    w.submit({**SPEC, "suspended": True}, 10)
+    w.answer("delete", "Pod", when=10)
+    w.observe_pod(11, gen=1, event="DELETED")
+    w.s.observe(pod_obj(2, phase="Running", ip="10.0.0.9", node="n", ready=True, rv="102"), at(20), event="ADDED")
+    w.s.advance_to(at(20 + AHEAD_GRACE_MS / 1000))
+    [read] = w.pending("get", "Session")
+    w.rv += 1
+    fresh = session_obj(SPEC, rv=str(w.rv))
+    fresh["metadata"]["uid"] = "uid-demo-2"
+    w.s.outcome(read, "ok", at(20 + AHEAD_GRACE_MS / 1000 + 1), obj=fresh)
+    assert not w.s.state.quarantine
+    d = w.decision()
+    assert (d.uid, d.home) == ("uid-demo-2", "local")
+    assert {e.cluster for e in w.s.effects[-3:] if hasattr(e, "cluster")} <= {"local"}
