@@ -13,9 +13,7 @@ from tests.scenario.test_repo_ensure import APP, ATTACH, attached
 from tests.scenario.test_repo_world import CLUSTER, NS as REPO_NS, RepoWorld
 from tests.scenario.test_pod_world import KEY as POD_KEY, SECOND, answers, ask, ask_create, one, pod, world as pod_world
 from tests.scenario.test_pod_orphans import east_pod, pod_deletes, sweep, two_clusters
-from tests.scenario.test_session_answers import _service_replacing
 from tests.scenario.test_session_bringup import URL, _relay
-from tests.scenario.test_session_endpoints import EXISTING_SERVICE
 from tests.scenario.test_session_support import ENV_SPEC, FINALIZER, KEY, NS, SPEC, World, at, owned_obj, pod_obj, session_obj
 from tests.scenario.test_session_tenancy import EDGE, ON_EDGE, TWorld, _in
 
@@ -27,10 +25,7 @@ def _stopped_to_secret(w: World) -> None:
     w.submit({**ENV_SPEC, "stopped": True}, 10)
     w.answer("delete", "Pod", when=10)
     w.observe_pod(10, event="DELETED")
-    for kind in ("Service", "Ingress"):
-        if w.pending("get", kind):
-            w.answer("get", kind, when=11, obj=owned_obj(kind))
-            w.answer("delete", kind, when=11)
+    w.tear_down(11, kinds=tuple(k for k in ("Service", "Ingress") if w.pending("get", k)))
 
 
 def test_a_teardown_read_refused_says_it_cannot_read_and_is_evented_on_the_session():
@@ -52,19 +47,6 @@ def test_an_ended_app_container_is_evented_on_its_pod():
     assert event.involved == {"apiVersion": "v1", "kind": "Pod", "name": "demo-g1", "uid": "pod-uid-1",
                               "namespace": "team"}
     assert event.event_type == "Warning", "a non-zero exit code"
-
-
-def test_an_endpoint_error_is_reported_under_its_kind():
-    w = _service_replacing()
-    for n in range(12):
-        if not w.pending("replace", "Service"):
-            break
-        w.answer("replace", "Service", "conflict", when=8 + n, status_reason="Conflict")
-        if w.pending("get", "Service"):
-            w.answer("get", "Service", when=8 + n, obj=EXISTING_SERVICE)
-    w.answer("create", "Ingress", when=30, obj={})
-    cond = w.condition("EndpointsPublished")
-    assert cond["reason"] == "UpsertFailed" and cond["message"].startswith("Service: conflict")
 
 
 def test_an_endpoint_deleted_leaves_no_error_behind():
