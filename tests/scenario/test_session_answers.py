@@ -112,7 +112,9 @@ def test_regression_a_service_replace_that_always_conflicts_stops_at_the_try_bou
     assert not w.pending("replace", "Service") and not w.pending("get", "Service"), "its tries are spent"
     assert len(w.effects("replace", "Service")) == 4
     w.answer("create", "Ingress", when=30, obj={})
-    assert w.phase == "Ready" and "conflict" in w.condition("EndpointsPublished")["message"]
+    cond = w.condition("EndpointsPublished")
+    assert w.phase == "Ready" and cond["reason"] == "UpsertFailed"
+    assert cond["message"].startswith("Service: conflict"), "each error under its kind"
 
 
 # -- teardown ----------------------------------------------------------------------------------
