@@ -136,3 +136,31 @@ def test_the_unset_token_warning_lists_each_entrys_match_and_env(frozen_world):
     w.bind([URL], credentials=[GH], env_present=[])
     (warning,) = w.logs("warning")
     assert warning.fields["missing"] == [{"match": "github.com/org", "env": "GH_TOKEN"}]
+
+
+def test_an_eviction_in_doubt_whose_quorum_read_finds_the_repo_keeps_it(frozen_world):
+    """A crash left the gc's delete in doubt and the Repo is still on the server: the read that
+    settles the doubt keeps the Repo known (only a 404 is a deletion)."""
+    w = RepoWorld()
+    w.put("github-com-org-old", "https://github.com/org/old", last_attached=rfc3339(T0))
+    w.at = T0 + 30 * 24 * 3600 * 1000
+    w.command("repo.gc", ttl_seconds=7 * 24 * 3600)
+    (listing,) = w.s.pending()
+    result, fields = w.apply(listing)
+    w.s.outcome(listing, result, w.at, **fields)
+    (delete,) = [e for e in w.s.pending() if e.type == "delete"]
+    w.s.command("effect.in_doubt", w.at, effect_id=delete.id)   # it never reached the server
+    assert [e.type for e in w.settle()] == ["get"]
+    assert "github-com-org-old" in w.objs
+    entry = w.s.decision("repo", "local/team/github-com-org-old")
+    assert entry is not None and entry.exists
+
+
+def test_an_attach_to_a_repo_with_node_status_tells_the_waiter_that_status(frozen_world):
+    w = RepoWorld()
+    w.put(APP, URL, nodes=[{"node": "n1", "present": True, "synced": True}])
+    w.ensure(URL, APP)
+    w.settle()
+    assert w.replies("repo_ensured")
+    assert w.replies("repo_status") == [("s1", "repo_status", {"repo": f"local/team/{APP}", "nodes": {
+        "n1": {"present": True, "synced": True}}})]
