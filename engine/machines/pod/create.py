@@ -26,7 +26,7 @@ from engine.machines.pod.records import GENERATION, MANAGED_BY, SESSION, PodOp, 
 from engine.machines.base import describe
 from engine.seams import CreatePod
 from journal.records import Outcome
-from engine.machines.pod.records import name_of, retry_read, send_create, send_read, settled, step, tell_all
+from engine.machines.pod.table import name_of, retry_read, send_create, send_read, settled, step, tell_all
 
 
 def start(ctx: Ctx, key: str, reply: Reply, msg: CreatePod, budget_ms: int) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 from engine.machines.base import Ctx, describe
 from engine.machines.pod.records import PodOp, PodView, Reply, view_of
 from journal.records import Outcome
-from engine.machines.pod.records import (
+from engine.machines.pod.table import (
     name_of, retry_read, save, send_delete, send_read, settled, step, tell_all,
 )
 

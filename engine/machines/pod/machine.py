@@ -5,7 +5,7 @@ This is the safety core: a wrong delete of someone's running pod is the worst th
 the handlers live in ``create``, ``delete``, ``namespace``, ``sweep`` (orphan Secrets) and
 ``orphans`` (orphan pods), over the phase table in ``table`` and the records in ``records``.
 
-Phases: a pod key's ``PodOp.phase`` (``records.PHASES``) or ``absent`` (no entry); the namespace
+Phases: a pod key's ``PodOp.phase`` (``table.PHASES``) or ``absent`` (no entry); the namespace
 key ``<cluster>/<namespace>/`` is phase ``namespace``, a sweep's key ``sweep`` or ``orphans``.
 Events: the seam models (``engine.seams``: ``CreatePod``, ``DeletePod``, ``EnsureNamespaceRequest``,
 ``SweepSecrets``, ``SweepOrphans``), ``Outcome``, and the reduced events below (``Seen``,
@@ -27,7 +27,7 @@ Guarantees:
   superseded outcomes decide nothing.
 - An effect in doubt after a crash is resolved by a quorum read (pods) or by repeating an
   idempotent request (namespaces); a delete is never re-sent blindly. The doubt is resolved with
-  the operation's whole budget from then on (re-armed by ``records.save``): what came before was time
+  the operation's whole budget from then on (re-armed by ``table.save``): what came before was time
   this replica could not act.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ from engine.machines.base import (Ctx, Dispatch, InDoubt, Machine, RetryDue, Unk
 from engine.machines.pod import create, delete, namespace, orphans, sweep
 from engine.machines.pod.records import (DEFAULT_BUDGET_S, ORPHANS_NAME, SWEEP_NAME, Entries, PodOp, PodView, Reply,
                                         refenced, reply_list, view_of)
-from engine.machines.pod.records import TABLE, name_of, save, send_read, step
+from engine.machines.pod.table import TABLE, name_of, save, send_read, step
 from engine.effects.models import CreateObject, DeleteObject, EnsureNamespace, GetObject, ListObjects
 from engine.seams import CreatePod, DeletePod, EnsureNamespaceRequest, SweepOrphans, SweepSecrets
 from journal.records import Command, Observed, Outcome, Relist
@@ -196,7 +196,7 @@ def _sweep_orphans(ctx: Ctx, key: str, e: Any, ev: tuple[Command, SweepOrphans])
 
 
 # The pod machine. A pod key's phase is its operation (``PodOp.op``: ``idle`` for none, ``absent``
-# for no entry; the operation's own steps are ``PodOp.phase``, moved by ``records.TABLE``); the other
+# for no entry; the operation's own steps are ``PodOp.phase``, moved by ``table.TABLE``); the other
 # keys' phase is their entry kind. An answer's event is the class of the effect it answers.
 DISPATCH = Dispatch("pod", [
     # observations of the pod
