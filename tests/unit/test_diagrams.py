@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.machines.pod import table as pod_table
+from engine.machines.pod import machine as pod_table
 from engine.machines.repo import ops as repo_ops
 from engine.machines.session import model as session_model
 from engine.machines.base import Table

@@ -8,7 +8,7 @@ import pytest
 from engine import backoff
 from engine.machines.base import Dispatch, IllegalTransition, UnknownEvent, ignore
 from engine.machines.pod.machine import DISPATCH as POD, Budget, PodMachine
-from engine.machines.pod.table import PHASES as POD_STEPS
+from engine.machines.pod.machine import PHASES as POD_STEPS
 from engine.machines.repo.machine import DISPATCH as REPO
 from engine.machines.session.machine import DISPATCH as SESSION, UNTRACKED
 from engine.machines.session.model import PHASES as SESSION_PHASES

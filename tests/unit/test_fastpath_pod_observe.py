@@ -26,8 +26,8 @@ from engine.machines.session import machine as session_machine
 from engine.machines.session import model as session_model
 from engine.machines.base import Decision, object_key
 from engine.machines.pod.machine import PodMachine
-from engine.machines.pod.records import PodOp, Reply, refenced, view_of
-from engine.machines.pod.table import PHASES, save
+from engine.machines.pod.records import PodOp, Reply
+from engine.machines.pod.machine import PHASES, refenced, save, view_of
 from engine.machines.repo.machine import RepoMachine
 from engine.machines.session.machine import SessionMachine
 from engine.machines.session.machine import save as session_save

@@ -22,11 +22,11 @@ from engine.machines.base import Ctx
 from engine.machines.pod import delete as pod_delete
 from engine.machines.base import split_key
 from engine.labels import MANAGER
-from engine.machines.pod.records import GENERATION, MANAGED_BY, SESSION, PodOp, PodView, Reply, view_of
+from engine.machines.pod.records import GENERATION, MANAGED_BY, SESSION, PodOp, PodView, Reply
 from engine.machines.base import describe
 from engine.seams import CreatePod
 from journal.records import Outcome
-from engine.machines.pod.table import name_of, retry_read, send_create, send_read, settled, step, tell_all
+from engine.machines.pod.machine import name_of, retry_read, send_create, send_read, settled, step, tell_all, view_of
 
 
 def start(ctx: Ctx, key: str, reply: Reply, msg: CreatePod, budget_ms: int) -> None:

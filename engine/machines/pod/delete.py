@@ -23,10 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from engine.machines.base import Ctx, describe
-from engine.machines.pod.records import PodOp, PodView, Reply, view_of
+from engine.machines.pod.records import PodOp, PodView, Reply
 from journal.records import Outcome
-from engine.machines.pod.table import (
-    name_of, retry_read, save, send_delete, send_read, settled, step, tell_all,
+from engine.machines.pod.machine import (
+    name_of, retry_read, save, send_delete, send_read, settled, step, tell_all, view_of,
 )
 
 

@@ -3,9 +3,12 @@
 This is the safety core: a wrong delete of someone's running pod is the worst thing kfold can do.
 ``DISPATCH`` below is the machine: each (phase, event) pair names the one handler that decides;
 the handlers live in ``create``, ``delete``, ``namespace``, ``sweep`` (orphan Secrets) and
-``orphans`` (orphan pods), over the phase table in ``table`` and the records in ``records``.
+``orphans`` (orphan pods), over the records in ``records``.
+The operation table (``TABLE``), the acts every pod operation shares (``save``, ``send_*``,
+``settled``) and the reductions of a Pod (``view_of``, ``refenced``) live here, before the
+handler modules are imported: folding a plain Pod event enters this one file.
 
-Phases: a pod key's ``PodOp.phase`` (``table.PHASES``) or ``absent`` (no entry); the namespace
+Phases: a pod key's ``PodOp.phase`` (``PHASES``) or ``absent`` (no entry); the namespace
 key ``<cluster>/<namespace>/`` is phase ``namespace``, a sweep's key ``sweep`` or ``orphans``.
 Events: the seam models (``engine.seams``: ``CreatePod``, ``DeletePod``, ``EnsureNamespaceRequest``,
 ``SweepSecrets``, ``SweepOrphans``), ``Outcome``, and the reduced events below (``Seen``,
@@ -27,23 +30,182 @@ Guarantees:
   superseded outcomes decide nothing.
 - An effect in doubt after a crash is resolved by a quorum read (pods) or by repeating an
   idempotent request (namespaces); a delete is never re-sent blindly. The doubt is resolved with
-  the operation's whole budget from then on (re-armed by ``table.save``): what came before was time
+  the operation's whole budget from then on (re-armed by ``save``): what came before was time
   this replica could not act.
+
+The operation table. Phases of one pod name (``PodOp.phase``)::
+
+    idle --create--> creating --exists--> confirming --absent--> creating
+    idle --delete--> deleting --accepted--> terminating
+    idle|deleting|reading|terminating --read--> reading --fenced--> deleting
+    idle|reading --wait--> terminating            (the pod is already terminating)
+    any but idle --settle--> idle                 (the operation answered its callers)
+
+Guarantees:
+- ``send_delete`` is the only place a pod operation's ``DeleteObject`` is built, and it refuses to
+  build one without a complete fence for the target uid (it re-reads instead): no unfenced delete
+  exists. (The orphan-pod sweep, ``pod.orphans``, builds its own, fenced by the uid and
+  resourceVersion of a quorum list, and never retries one.)
+- Every operation is armed with a budget timer on server time as soon as a record carries one;
+  with no server time yet the budget waits rather than guesses. An operation in doubt (a restart,
+  or a takeover of what a standby held) is armed again, with its whole budget, when the doubt's
+  resolution begins (``PodMachine.on_in_doubt``).
+- Quorum reads that fail transiently are retried after a backoff on server time (never a delete).
 """
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from engine.machines.base import (Ctx, Dispatch, InDoubt, Machine, RetryDue, UnknownEvent, ignore, missing_after_relist)
-from engine.machines.pod import create, delete, namespace, orphans, sweep
+from pydantic import TypeAdapter
+
+from engine import backoff
+from engine.labels import GENERATION_LABEL as GENERATION, MANAGED_BY, MANAGER
+from engine.labels import SESSION_LABEL as SESSION
+from engine.machines.base import (Ctx, Dispatch, InDoubt, Machine, RetryDue, Table, UnknownEvent, ignore,
+                                  missing_after_relist, split_key)
 from engine.machines.pod.records import (DEFAULT_BUDGET_S, ORPHANS_NAME, SWEEP_NAME, Entries, PodOp, PodView, Reply,
-                                        refenced, reply_list, view_of)
-from engine.machines.pod.table import TABLE, name_of, save, send_read, step
+                                        reply_list)
 from engine.effects.models import CreateObject, DeleteObject, EnsureNamespace, GetObject, ListObjects
 from engine.seams import CreatePod, DeletePod, EnsureNamespaceRequest, SweepOrphans, SweepSecrets
 from journal.records import Command, Observed, Outcome, Relist
 
 __all__ = ["PodMachine", "TABLE", "DISPATCH"]
+
+
+# -- the operation table and the acts every pod operation shares ------------------------------
+PHASES = ("idle", "creating", "confirming", "deleting", "reading", "terminating")
+BUSY = ["creating", "confirming", "deleting", "reading", "terminating"]
+TABLE = Table("pod", PHASES, [
+    ("create", "idle", "creating"),
+    ("exists", ["creating", "confirming"], "confirming"),
+    ("absent", "confirming", "creating"),
+    ("delete", "idle", "deleting"),
+    ("read", ["idle", "deleting", "reading", "terminating"], "reading"),
+    ("fenced", "reading", "deleting"),
+    ("accepted", "deleting", "terminating"),
+    ("wait", ["idle", "reading"], "terminating"),
+    ("settle", BUSY, "idle"),
+], initial="idle")
+
+
+def step(e: PodOp, event: str, **changes: Any) -> PodOp:
+    """``e`` moved along the table by ``event`` (``IllegalTransition`` if the table forbids it)."""
+    return e.but(phase=TABLE.next(e.phase, event), **changes)
+
+
+def save(ctx: Ctx, key: str, e: PodOp) -> PodOp:
+    """Store ``e``, arming the operation budget once the pod's cluster's time is known (a record
+    that cluster's clock stamped: a Session's record is stamped on its home cluster's)."""
+    now = ctx.now_on(split_key(key)[0])
+    if e.op and e.deadline is None and now is not None:
+        e = e.but(deadline=now + e.budget_ms)
+        ctx.set_timer(key, "budget", e.deadline)
+    ctx.put(key, e)
+    return e
+
+
+def _ref(key: str) -> dict[str, str]:
+    cluster, namespace, name = split_key(key)
+    return {"cluster": cluster, "api_version": "v1", "kind": "Pod", "namespace": namespace, "name": name}
+
+
+def send_create(ctx: Ctx, key: str, e: PodOp) -> PodOp:
+    eff = ctx.emit(CreateObject, key, manifest=e.manifest or {}, **_ref(key))
+    return save(ctx, key, e.but(awaiting=eff.id))
+
+
+def send_read(ctx: Ctx, key: str, e: PodOp) -> PodOp:
+    """A quorum GET; its answer may be taken as proof of absence."""
+    eff = ctx.emit(GetObject, key, **_ref(key))
+    return save(ctx, key, e.but(awaiting=eff.id))
+
+
+def send_delete(ctx: Ctx, key: str, e: PodOp) -> PodOp:
+    """DELETE fenced by ``(target, rv)``; without a complete fence, a quorum read instead."""
+    if not (e.target and e.uid == e.target and e.rv):
+        return send_read(ctx, key, step(e, "read"))
+    eff = ctx.emit(DeleteObject, key, uid=e.target, rv=e.rv, **_ref(key))
+    return save(ctx, key, e.but(awaiting=eff.id))
+
+
+def retry_read(ctx: Ctx, key: str, e: PodOp, retry_after_ms: int | None, fail: Any) -> None:
+    """A quorum read failed transiently: read again when ``backoff.POD_READ`` says (timer ``retry``),
+    or ``fail``."""
+    e = e.but(attempts=e.attempts + 1, awaiting="")
+    when = backoff.next_try(backoff.POD_READ, e.attempts, ctx.now, retry_after_ms)
+    if when == backoff.FAIL:
+        return fail(ctx, key, e, f"could not read pod {name_of(key)} after {e.attempts - 1} "
+                                 "attempts and there is no server time to back off on")
+    if when == backoff.AT_ONCE:
+        send_read(ctx, key, e)
+        return None
+    ctx.set_timer(key, "retry", when)
+    save(ctx, key, e)
+    return None
+
+
+def settled(ctx: Ctx, key: str, e: PodOp, **changes: Any) -> PodOp:
+    """``e`` with its operation finished: timers cancelled, callers forgotten (already told)."""
+    ctx.cancel_timer(key, "budget")
+    ctx.cancel_timer(key, "retry")
+    return step(e, "settle", op="", replies=(), target="", reason="", manifest=None, awaiting="",
+                attempts=0, deadline=None, **changes)
+
+
+def tell_all(ctx: Ctx, replies: tuple[Reply, ...], message: str, **args: Any) -> None:
+    for r in replies:
+        ctx.tell(r.to, r.key, message, **args)
+
+
+def name_of(key: str) -> str:
+    cluster, namespace, name = split_key(key)
+    return f"{namespace}/{name}"
+
+
+# -- reductions of a Pod (every Pod event) ----------------------------------------------------
+_VIEW: TypeAdapter[PodView] = TypeAdapter(PodView)
+
+
+def view_of(obj: dict[str, Any] | None, uid: str = "", rv: str = "") -> PodView:
+    """Reduce a Pod object; ``uid``/``rv`` fill in what the object lacks (e.g. a bare event).
+
+    Hot path (every Pod event): when every field is already of its declared type the view is built
+    directly; otherwise ``_VIEW`` validates, refusing (or coercing) what a pydantic ``PodView``
+    did, with the same errors. Either way the result equals the plain form, a validated record
+    (tests/unit/test_fastpath_pod_observe.py)."""
+    md = (obj or {}).get("metadata") or {}
+    labels = md.get("labels") or {}
+    uid, rv = md.get("uid") or uid, md.get("resourceVersion") or rv
+    managed, session = labels.get(MANAGED_BY) == MANAGER, labels.get(SESSION, "")
+    generation, terminating = labels.get(GENERATION, ""), bool(md.get("deletionTimestamp"))
+    if (type(uid) is str and type(rv) is str and type(session) is str and type(generation) is str
+            and type(managed) is bool):
+        return PodView(uid, rv, managed, session, generation, terminating)
+    return _VIEW.validate_python({"uid": uid, "rv": rv, "managed": managed, "session": session,
+                                  "generation": generation, "terminating": terminating})
+
+
+def refenced(e: PodOp, uid: str, rv: str, terminating: bool) -> PodOp:
+    """``e.but(uid=uid, rv=rv, terminating=terminating)``: the same record (fields, fields set,
+    serialized form; no validation, as ``but``), built without pydantic's generic copy machinery,
+    which costs more than the rest of the step: a fence moves on nearly every Pod event."""
+    rec = _new(PodOp)
+    fields = e.__dict__.copy()
+    fields["uid"], fields["rv"], fields["terminating"] = uid, rv, terminating
+    _set(rec, "__dict__", fields)
+    _set(rec, "__pydantic_fields_set__", e.__pydantic_fields_set__ | _FENCE)
+    _set(rec, "__pydantic_extra__", None)
+    _set(rec, "__pydantic_private__", None)
+    return rec
+
+
+_FENCE = frozenset({"uid", "rv", "terminating"})
+_new = object.__new__
+_set = object.__setattr__
+
+
+# the handler modules use the acts above: imported once those are defined
+from engine.machines.pod import create, delete, namespace, orphans, sweep  # noqa: E402
 
 
 # -- the machine's own reduced events -----------------------------------------------------------
@@ -196,7 +358,7 @@ def _sweep_orphans(ctx: Ctx, key: str, e: Any, ev: tuple[Command, SweepOrphans])
 
 
 # The pod machine. A pod key's phase is its operation (``PodOp.op``: ``idle`` for none, ``absent``
-# for no entry; the operation's own steps are ``PodOp.phase``, moved by ``table.TABLE``); the other
+# for no entry; the operation's own steps are ``PodOp.phase``, moved by ``TABLE``); the other
 # keys' phase is their entry kind. An answer's event is the class of the effect it answers.
 DISPATCH = Dispatch("pod", [
     # observations of the pod

@@ -1,4 +1,5 @@
-"""The pod machine's decision records, and the reductions from raw objects to them.
+"""The pod machine's decision records, and the reductions from raw objects to them (the Pod's
+``view_of`` and ``refenced``, on every Pod event, live with the dispatcher in ``machine``).
 
 Reduce, then decide: a Pod is reduced to a ``PodView`` (uid, resourceVersion, kfold labels,
 terminating) before anything decides; a Secret to a ``SecretRef``. Engine state keeps only what
@@ -115,7 +116,6 @@ class OrphanSweep(Decision):
     pods: tuple[OrphanPod, ...] = ()
 
 
-_VIEW: TypeAdapter[PodView] = TypeAdapter(PodView)
 Entry = Annotated[Union[PodOp, NamespaceOp, SweepOp, OrphanSweep], Field(discriminator="kind")]
 _ENTRY: TypeAdapter[Entry] = TypeAdapter(Entry)
 
@@ -131,44 +131,6 @@ class Entries:
 # -- reductions ---------------------------------------------------------------------------------
 def labels_of(obj: dict[str, Any] | None) -> dict[str, str]:
     return ((obj or {}).get("metadata") or {}).get("labels") or {}
-
-
-def view_of(obj: dict[str, Any] | None, uid: str = "", rv: str = "") -> PodView:
-    """Reduce a Pod object; ``uid``/``rv`` fill in what the object lacks (e.g. a bare event).
-
-    Hot path (every Pod event): when every field is already of its declared type the view is built
-    directly; otherwise ``_VIEW`` validates, refusing (or coercing) what a pydantic ``PodView``
-    did, with the same errors. Either way the result equals the plain form, a validated record
-    (tests/unit/test_fastpath_pod_observe.py)."""
-    md = (obj or {}).get("metadata") or {}
-    labels = md.get("labels") or {}
-    uid, rv = md.get("uid") or uid, md.get("resourceVersion") or rv
-    managed, session = labels.get(MANAGED_BY) == MANAGER, labels.get(SESSION, "")
-    generation, terminating = labels.get(GENERATION, ""), bool(md.get("deletionTimestamp"))
-    if (type(uid) is str and type(rv) is str and type(session) is str and type(generation) is str
-            and type(managed) is bool):
-        return PodView(uid, rv, managed, session, generation, terminating)
-    return _VIEW.validate_python({"uid": uid, "rv": rv, "managed": managed, "session": session,
-                                  "generation": generation, "terminating": terminating})
-
-
-def refenced(e: PodOp, uid: str, rv: str, terminating: bool) -> PodOp:
-    """``e.but(uid=uid, rv=rv, terminating=terminating)``: the same record (fields, fields set,
-    serialized form; no validation, as ``but``), built without pydantic's generic copy machinery,
-    which costs more than the rest of the step: a fence moves on nearly every Pod event."""
-    rec = _new(PodOp)
-    fields = e.__dict__.copy()
-    fields["uid"], fields["rv"], fields["terminating"] = uid, rv, terminating
-    _set(rec, "__dict__", fields)
-    _set(rec, "__pydantic_fields_set__", e.__pydantic_fields_set__ | _FENCE)
-    _set(rec, "__pydantic_extra__", None)
-    _set(rec, "__pydantic_private__", None)
-    return rec
-
-
-_FENCE = frozenset({"uid", "rv", "terminating"})
-_new = object.__new__
-_set = object.__setattr__
 
 
 def secret_ref(obj: dict[str, Any]) -> SecretRef:
