@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.machines.base import remember
-from engine.machines.pod.records import view_of
+from engine.machines.pod.machine import view_of
 from engine.machines.repo.bindings import bindings_of
 from engine.machines.session import manifests
 from engine.machines.session.owned import conflict
