@@ -8,7 +8,7 @@ import yaml
 from kubernetes.client import CoreV1Api
 
 from kfold.daemon.config import ConfigError, ExecutorConfig, parse_config, read_config
-from kfold.daemon.clusters import open_registry
+from kfold.daemon.clusters import open_registry, pool_width
 from tests.contract.registry_stub import api_stub  # noqa: F401
 
 
@@ -24,19 +24,21 @@ def config_file(tmp_path, api_stub, **fields):
 
 
 def test_the_home_client_is_unpaced_by_default_and_registered_clusters_keep_50_100(tmp_path, api_stub):
-    registry, home = open_registry(config_file(tmp_path, api_stub))
+    cfg = config_file(tmp_path, api_stub)
+    registry, home = open_registry(cfg)
     assert home.limiter is None and str(home.limits) == "unlimited"
     assert len(CoreV1Api(home).list_namespaced_pod("team-a").items) == 0   # sends without a bucket
     registry.register("acme", "edge", api_stub.kubeconfig())
     edge = registry.reach("acme", "edge")
     assert (edge.limiter.qps, edge.limiter.burst) == (50.0, 100)
-    assert edge.configuration.connection_pool_maxsize == max(100, ExecutorConfig().threads)
+    assert edge.configuration.connection_pool_maxsize == max(100, pool_width(cfg))
+    assert pool_width(cfg) > ExecutorConfig().threads
 
 
 def test_configured_home_pacing_reaches_the_client_and_holds_requests_back(tmp_path, api_stub):
     registry, home = open_registry(config_file(tmp_path, api_stub, cluster={"qps": 2, "burst": 1}))
     assert (home.limiter.qps, home.limiter.burst) == (2.0, 1)
-    assert home.configuration.connection_pool_maxsize == ExecutorConfig().threads, "the pool is as wide as the executor's threads"
+    assert home.configuration.connection_pool_maxsize > ExecutorConfig().threads, "the pool holds the executor's threads and the watches"
     core = CoreV1Api(home)
     for _ in range(3):     # burst 1, then one token per 500 ms: ~1 s of waiting in all
         core.list_namespaced_pod("team-a")
@@ -77,14 +79,17 @@ def test_requests_are_named_as_the_apiserver_names_them(method, path, query, kin
     assert request_kind(method, path, query) == kind
 
 
-def test_every_connection_pool_is_at_least_as_wide_as_the_executor_threads(tmp_path, api_stub):
+def test_every_connection_pool_holds_the_executor_threads_and_the_watches(tmp_path, api_stub):
     """A thread finding no idle connection opens one that urllib3 discards after the request when
-    the pool is full: a pool narrower than the executor would pay a TLS handshake per request."""
+    the pool is full: a pool narrower than the executor's threads plus the watches held open beside
+    them would pay a TLS handshake per request (``kfold.daemon.clusters.pool_width``)."""
     cfg = config_file(tmp_path, api_stub, cluster={"burst": 4}, executor={"threads": 24},
                       registry={"limits": {"edge@acme": {"qps": 5, "burst": 2}, "far@acme": {"qps": 5, "burst": 200}}})
     registry, home = open_registry(cfg)
     for name in ("edge", "far"):
         registry.register("acme", name, api_stub.kubeconfig())
     pools = {c.label: c.configuration.connection_pool_maxsize for c in (home, *(registry.reach("acme", n) for n in ("edge", "far")))}
-    assert pools == {"local": 24, "acme/edge": 24, "acme/far": 200}
+    width = pool_width(cfg)
+    assert width > 24
+    assert pools == {"local": width, "acme/edge": width, "acme/far": 200}
     assert registry.reach("acme", "edge").limiter.burst == 2, "the limiter keeps its own burst"
