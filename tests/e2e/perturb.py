@@ -321,16 +321,13 @@ def in_apiserver_order(events: list[tuple[str, str, dict[str, Any]]]) -> list[tu
     order relative to each other: a pod's deletion can be recorded before the Session update that
     asked for it. The test's control plane stores everything in one etcd, whose revision (the
     resourceVersion of each event's object) orders all writes; the oracle may lean on that, kfold
-    never does (``engine.machines.base.missing_after_relist``). An event without an integer
-    resourceVersion keeps its recorded place relative to its neighbours (a stable sort)."""
-    def rev(i_event: tuple[int, tuple[str, str, dict[str, Any]]]) -> tuple[int, int]:
-        i, (_kind, _typ, obj) = i_event
-        rv = (obj.get("metadata") or {}).get("resourceVersion") or ""
-        return (int(rv), i) if rv.isdigit() else (-1, i)
-    numbered = list(enumerate(events))
-    if not all(((o.get("metadata") or {}).get("resourceVersion") or "").isdigit() for _k, _t, o in events):
+    never does (``engine.machines.base.missing_after_relist``). Events of one revision keep their
+    recorded order (a stable sort); if any event lacks an integer resourceVersion, the recorded
+    order stands for all."""
+    revs = [(obj.get("metadata") or {}).get("resourceVersion") or "" for _kind, _typ, obj in events]
+    if not all(rv.isdigit() for rv in revs):
         return list(events)
-    return [e for _i, e in sorted(numbered, key=rev)]
+    return [e for _rv, e in sorted(zip(map(int, revs), events), key=lambda pair: pair[0])]
 
 
 def healthy_pods_deleted(events: list[tuple[str, str, dict[str, Any]]]) -> list[str]:
