@@ -586,11 +586,13 @@ def quantile(buckets: dict[float, float], q: float) -> float | None:
 
 
 def client_requests(text: str) -> dict[str, float]:
+    """kfold's ``kfold_client_requests_total`` as ``"verb resource code" -> count``, summed over
+    clusters; labels are read by name (prometheus_client prints them sorted, not as declared)."""
     out: dict[str, float] = {}
-    for m in re.finditer(r'^kfold_client_requests_total\{cluster="[^"]*",verb="([^"]*)",resource="([^"]*)",code="([^"]*)"\} (\S+)$',
-                         text, re.M):
-        key = f"{m.group(1)} {m.group(2)} {m.group(3)}"
-        out[key] = out.get(key, 0.0) + float(m.group(4))
+    for labels, n in re.findall(r'^kfold_client_requests_total\{([^}]*)\} (\S+)$', text, re.M):
+        lab = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        key = f"{lab.get('verb', '')} {lab.get('resource', '')} {lab.get('code', '')}"
+        out[key] = out.get(key, 0.0) + float(n)
     return out
 
 

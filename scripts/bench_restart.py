@@ -24,12 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,36 +38,21 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from kubernetes import client  # noqa: E402
 
-from bench_peer import ensure_capacity, remove_nodes  # noqa: E402
+from bench_peer import client_requests, cpu_seconds, ensure_capacity, minus, remove_nodes, scrape, session  # noqa: E402
 from tests.e2e.conftest import Daemon, discard_namespace  # noqa: E402
 from tests.e2e.controlplane import ensure_controlplane  # noqa: E402
 
 GROUP, VERSION, PLURAL = "kfold.dev", "v1alpha1", "sessions"
-TICK = os.sysconf("SC_CLK_TCK")
 WRITES = {"create", "update", "patch", "delete"}
-_REQ = re.compile(r'^kfold_client_requests_total\{([^}]*)\} (\S+)$', re.M)
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def requests(port: int) -> dict[tuple[str, str], float]:
     """kfold's requests so far, (verb, resource) -> count, from its /metrics."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
     out: dict[tuple[str, str], float] = {}
-    for labels, n in _REQ.findall(text):
-        lab = dict(_LABEL.findall(labels))
-        key = (lab.get("verb", ""), lab.get("resource", ""))
-        out[key] = out.get(key, 0.0) + float(n)
+    for key, n in client_requests(scrape(f"http://127.0.0.1:{port}/metrics")).items():
+        verb, resource, _code = key.split(" ")
+        out[(verb, resource)] = out.get((verb, resource), 0.0) + n
     return out
-
-
-def minus(a: dict, b: dict) -> dict:
-    return {k: v - b.get(k, 0.0) for k, v in a.items() if v - b.get(k, 0.0) > 0}
 
 
 def journal_bytes(path: Path) -> int:
@@ -96,11 +78,6 @@ def changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
         "services_written": sum(1 for n, rv in before["services"].items() if after["services"].get(n) != rv),
         "not_ready": sum(1 for p in after["phases"].values() if p != "Ready"),
     }
-
-
-def session(name: str) -> dict[str, Any]:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Session", "metadata": {"name": name},
-            "spec": {"image": "registry.example/sandbox:1", "apps": [{"name": "web", "ports": [{"port": 8080}]}]}}
 
 
 def restart(d: Daemon, how: str, window_s: float, admin: Any, ns: str, fresh_journal: Path | None = None
@@ -157,7 +134,7 @@ def main() -> int:
             d.start()
             t0 = time.monotonic()
             with ThreadPoolExecutor(16) as pool:
-                list(pool.map(lambda i: co.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, session(f"r{i:05d}")),
+                list(pool.map(lambda i: co.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, session(f"r{i:05d}", ns)),
                               range(a.n)))
             while True:
                 phases = world(admin, ns)["phases"]
