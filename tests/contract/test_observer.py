@@ -35,8 +35,9 @@ class Harness:
         self.fail_sink_once = False
         options = dict(idle_timeout_s=0.3, server_timeout_s=7, read_timeout_s=1.0,
                        rng=lambda: 0.5, sleep=self._sleep)
+        api_version, kind, plural = overrides.pop("resource", ("v1", "Pod", "pods"))
         options.update(overrides)
-        self.observer = Observer(self._client, "c1", "v1", "Pod", "pods", "", self._sink,
+        self.observer = Observer(self._client, "c1", api_version, kind, plural, "", self._sink,
                                  self.clock, **options)
 
     def _client(self) -> Any:

@@ -2,20 +2,27 @@
 error and shown by /readyz; kfold keeps retrying and recovers once it is fixed."""
 import logging
 
+import pytest
+
 from kfold.daemon.http import Metrics, routes_for
 from tests.contract.test_observer import Harness, stub  # noqa: F401 - the stub fixture
 from tests.contract.watch_stub import ListReply, StatusReply, pod
 
 
-async def test_a_missing_crd_is_named_with_the_fix_until_it_is_installed(stub, caplog):  # noqa: F811
+@pytest.mark.parametrize("resource, named", [
+    (("kfold.dev/v1alpha1", "Session", "sessions"), ("its CRD is not installed", "kfold manifests")),
+    # a built-in kind has no CRD to install: a 404 means the kubeconfig points at something else
+    (("v1", "Pod", "pods"), ("a built-in kind", "not a Kubernetes apiserver", "kubeconfig")),
+])
+async def test_a_missing_kind_is_named_with_the_fix_until_it_is_served(stub, caplog, resource, named):  # noqa: F811
     stub.lists = [StatusReply(404, "NotFound", "the server could not find the requested resource"),
                   ListReply([pod("a", "5")], rv="10")]
-    h = Harness(stub)
+    h = Harness(stub, resource=resource)
     seen = []
     with caplog.at_level(logging.ERROR, logger="kfold"):
         await h.run_until(lambda: seen.append(h.observer.problem) or h.observer.synced)
-    assert any(p and "its CRD is not installed" in p and "kfold manifests" in p for p in seen)
-    assert any("its CRD is not installed" in r.getMessage() for r in caplog.records)
+    assert any(p and all(n in p for n in named) for p in seen), seen
+    assert any(named[0] in r.getMessage() for r in caplog.records)
     assert h.observer.problem is None  # fixed: the problem is gone once the list succeeds
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,6 +45,25 @@ from tests.e2e.test_session_lifecycle import GROUP, PLURAL, VERSION, WEB, sessio
 
 KUBECTL = Path(os.environ.get("KFOLD_CACHE", Path.home() / ".cache" / "kfold")) / "bin" / "kubectl"
 pytestmark = pytest.mark.timeout(1500)
+
+
+def _refusals(log: str) -> list[str]:
+    """The log lines that show a request refused by RBAC: a 403 status or a Forbidden reason. At
+    debug level urllib3 prints each response as ``"GET /path HTTP/1.1" 200 1403`` (status, then
+    the body's length): the length is not a status."""
+    refused = []
+    for line in log.splitlines():
+        line = re.sub(r'(HTTP/1\.1" \d{3}) \d+', r"\1", line)
+        if re.search(r"(?<![\w.,:=/-])403(?![\w.])", line) or "forbidden" in line.lower():
+            refused.append(line)
+    return refused
+
+
+def test_refusals_are_403s_and_forbidden_reasons_not_body_lengths():
+    assert _refusals('urllib3: "GET /api/v1/pods HTTP/1.1" 200 1403\nseq=403\nat 15:23:35,403 ok') == []
+    assert _refusals('urllib3: "GET /api/v1/pods HTTP/1.1" 403 233') != []
+    assert _refusals("effect create Pod -> refused: 403 Forbidden") != []
+    assert _refusals('pods is forbidden: User "x" cannot list') != []
 
 
 @pytest.fixture
@@ -211,7 +231,8 @@ def test_install_a_session_ready_upgrade_and_uninstall(kubectl, admin, cp, crds,
         assert st["podName"] == "demo-g1", st  # the same pod: the journal carried over
         assert runner.stop() == 0
         log = runner.log.read_text()
-        assert " 403" not in log and "Forbidden" not in log and "forbidden" not in log, log[-3000:]
+        refused = _refusals(log)
+        assert not refused, refused[:5]
 
         # uninstall: kfold goes, the CRDs, the namespaces and the Session stay
         kubectl("delete", "-f", str(newer / "kfold.yaml"), "--wait=true", timeout=120)

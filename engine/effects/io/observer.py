@@ -227,6 +227,9 @@ class Observer:
         if not isinstance(exc, HttpStatusError) or exc.code not in (403, 404):
             return None
         where = f"namespace {self.namespace}" if self.namespace else "all namespaces"
+        if exc.code == 404 and "/" not in self.api_version:
+            return (f"the server at {self._server()} does not serve {self.kind} ({self.api_version}), a built-in "
+                    f"kind: it is not a Kubernetes apiserver; point the kubeconfig's server and context at one")
         if exc.code == 404:
             return (f"the apiserver does not serve {self.kind} ({self.api_version}): its CRD is not "
                     f"installed; install kfold's CRDs with `kfold manifests | kubectl apply -f -`")
