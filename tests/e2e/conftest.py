@@ -247,7 +247,9 @@ def daemon_factory(tmp_path):
         d.stop()
 
 
-def wait_for(fn, timeout: float = 30.0, interval: float = 0.25, what: str = "condition"):
+def wait_for(fn, timeout: float = 30.0, interval: float = 0.25, what: "str | Callable[[], str]" = "condition"):
+    """``fn()`` until it is truthy (returned) or ``timeout`` passes (AssertionError). ``what`` names
+    the wait; a callable is called at the timeout, so a message showing state shows it then."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -255,4 +257,4 @@ def wait_for(fn, timeout: float = 30.0, interval: float = 0.25, what: str = "con
         if last:
             return last
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+    raise AssertionError(f"timed out after {timeout}s waiting for {what() if callable(what) else what}; last: {last!r}")

@@ -95,8 +95,8 @@ class Run:
                 if phase != "Ready" and pods.get(name):
                     return None
             return True
-        wait_for(ok, BOUND_S, 0.5, what=f"{what}: {want}; now {self.phases()}, pods {self.live_pods()}; "
-                                         f"injected {self.proxy.injected[-15:]}")
+        wait_for(ok, BOUND_S, 0.5, what=lambda: f"{what}: {want}; at the timeout {self.phases()}, pods "
+                                                f"{self.live_pods()}; injected {self.proxy.injected[-15:]}")
 
     def patch(self, name: str, spec: dict[str, Any]) -> None:
         self.co.patch_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name, {"spec": spec})
@@ -112,7 +112,8 @@ class Run:
             left += [s.metadata.name for s in self.core.list_namespaced_service(self.ns).items
                      if (s.metadata.labels or {}).get("app.kubernetes.io/managed-by") == "kfold"]
             return not self.phases() and not left or None
-        wait_for(empty, BOUND_S, 0.5, what=f"nothing left after delete; now {self.phases()}, pods {self.live_pods()}")
+        wait_for(empty, BOUND_S, 0.5, what=lambda: f"nothing left after delete; at the timeout {self.phases()}, "
+                                                   f"pods {self.live_pods()}")
         self.recorder.stop()
         for d in self.daemons:
             d.stop()
