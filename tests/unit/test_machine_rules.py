@@ -83,3 +83,11 @@ def test_an_operation_in_doubt_is_decided_again_on_its_own_key_with_nothing_awai
 def test_a_listed_secret_is_reduced_without_raising_even_when_its_metadata_is_bare():
     ref = secret_ref({"metadata": {}})
     assert (ref.namespace, ref.name, ref.uid, ref.session) == ("", "", "", "")
+
+
+def test_a_session_name_too_long_for_its_pod_names_is_refused_naming_metadata_name():
+    """``<session>-g<N>`` and the Service/Ingress/Secret suffixes must fit a 63-character name."""
+    out = validate({"image": "busybox"}, "c1", ("c1",), "s" * 51)
+    assert isinstance(out, SpecError)
+    assert out.message == "metadata.name: at most 50 characters (pods are named <session>-g<N>)"
+    assert isinstance(validate({"image": "busybox"}, "c1", ("c1",), "s" * 50), Spec)
