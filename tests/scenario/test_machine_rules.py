@@ -9,7 +9,7 @@ from engine.core import Machines
 from engine.machines.base import Machine
 from engine.machines.repo.machine import RepoMachine
 from engine.machines.session.flow import AHEAD_GRACE_MS
-from tests.harness import T0, of_type
+from tests.harness import LIVE, T0, of_type
 from tests.scenario.test_repo_ensure import APP, ATTACH, attached
 from tests.scenario.test_repo_world import CLUSTER, NS as REPO_NS, RepoWorld
 from tests.scenario.test_pod_world import KEY as POD_KEY, SECOND, answers, ask, ask_create, one, pod, world as pod_world
@@ -355,6 +355,7 @@ def test_a_pod_delete_retry_due_once_the_session_is_no_longer_stopping_sends_not
     from dataclasses import replace
     from engine.core import Timer
     w = World().to_ready()
+    LIVE.remove(w.s)   # its state is set by hand below: no journal folds to it
     d = w.decision()
     pk = f"local/{NS}/demo-g1"
     tid = f"session:{KEY}:pod-delete-retry"
@@ -367,3 +368,25 @@ def test_a_pod_delete_retry_due_once_the_session_is_no_longer_stopping_sends_not
     after = w.decision()
     assert after.phase == "Ready" and after.blocked_pod == ""
     assert not [e for e in w.s.effects[before:] if e.type in ("delete", "get", "create")]
+
+
+def test_a_reread_due_while_the_finalizer_removal_is_in_flight_leaves_the_removal_its_answer():
+    """A re-read of the Session (``retry.REREAD``) comes due while the finalizer's removal patch is
+    in flight: the Session is read, and the patch still answers as the removal it is: its 422 (the
+    list changed under its ``test`` op) means read again and retry, never "cannot add finalizer"."""
+    from dataclasses import replace
+    from engine.core import Timer
+    w = World().to_ready()
+    w.submit(SPEC, 10, deleting=True)
+    w.answer("delete", "Pod", when=11)
+    w.observe_pod(12, event="DELETED")
+    assert w.phase == "Stopped" and w.decision().finalizer_step == "removing"
+    LIVE.remove(w.s)   # its state is set by hand below: no journal folds to it
+    tid = f"session:{KEY}:reread"
+    w.s.state = replace(w.s.state, timers=w.s.state.timers.set(
+        tid, Timer(id=tid, due=at(20), machine="session", key=KEY, name="reread", cluster="local")))
+    w.s.advance_to(at(20))
+    assert len(w.pending("get", "Session")) == 1, "read"
+    w.answer("patch", "Session", "invalid", when=21, status_reason="Invalid", message="the test operation failed")
+    assert not [e for e in w.s.effects if e.type == "log" and "cannot add finalizer" in e.message]
+    assert w.phase == "Stopped" and not w.decision().failure
