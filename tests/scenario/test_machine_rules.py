@@ -390,3 +390,15 @@ def test_a_reread_due_while_the_finalizer_removal_is_in_flight_leaves_the_remova
     w.answer("patch", "Session", "invalid", when=21, status_reason="Invalid", message="the test operation failed")
     assert not [e for e in w.s.effects if e.type == "log" and "cannot add finalizer" in e.message]
     assert w.phase == "Stopped" and not w.decision().failure
+
+
+def test_a_failed_session_given_another_invalid_spec_reports_the_new_fault():
+    """The Ready condition of a Session failed on an invalid spec names what is wrong with the spec
+    it holds now, not with the one it failed on first (DESIGN 13: the status is about the spec)."""
+    w = World()
+    w.submit({**SPEC, "image": 3})
+    assert w.phase == "Failed" and w.condition("Ready")["message"].startswith("spec.image")
+    w.submit({**SPEC, "apps": [{"name": "Web!"}]}, 5)
+    assert w.phase == "Failed"
+    assert w.condition("Ready")["message"].startswith("spec.apps[0].name"), w.condition("Ready")
+    assert w.decision().failure.message.startswith("spec.apps[0].name")
