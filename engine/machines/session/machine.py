@@ -222,7 +222,7 @@ def _judge_later(ctx: Ctx, key: str, d: SessionDecision, name: str) -> str:
         # Not beyond them: a status resumed from (a fresh journal or replica) over a pod that is
         # gone and never comes back up is judged as a fresh bring-up (issue 33, item 2).
         return "the status already reports this generation Ready"
-    if d.pod.reading and (running if name == "ready" else not running):
+    if d.pod.reading and (not running) == (name == "start"):   # start: not Running; ready: Running
         # Its pod's state is being read (an adopted pod, a relist without it, or the read an
         # earlier firing made, which a slow apiserver answers only after READ_GRACE_MS: the
         # request timeout is longer): judged after the answer, never on the picture from before
