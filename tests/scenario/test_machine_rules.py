@@ -2,6 +2,8 @@
 item 3: survivors of the mutation sample over engine/machines), driven through ``World``."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from engine import snapshot
@@ -263,9 +265,9 @@ def test_a_repo_create_in_doubt_found_absent_by_the_quorum_read_is_created():
     assert APP in w.objs and w.replies("repo_ensured")
 
 
-def test_a_settling_read_that_finds_the_session_recreated_keeps_it_on_its_home_cluster():
-    """A new uid under the same name is another Session: its record starts over, still on the
-    cluster the Session lives on, and what it asks for goes there."""
+def _settling_read() -> tuple[World, Any]:
+    """A suspended Session's record sees another replica's pod of generation 2; after the grace its
+    quorum read of the Session (``session.flow``, pods ahead) is in flight."""
     w = World().to_ready()
     w.submit({**SPEC, "suspended": True}, 10)
     w.answer("delete", "Pod", when=10)
@@ -273,6 +275,13 @@ def test_a_settling_read_that_finds_the_session_recreated_keeps_it_on_its_home_c
     w.s.observe(pod_obj(2, phase="Running", ip="10.0.0.9", node="n", ready=True, rv="102"), at(20), event="ADDED")
     w.s.advance_to(at(20 + AHEAD_GRACE_MS / 1000))
     [read] = w.pending("get", "Session")
+    return w, read
+
+
+def test_a_settling_read_that_finds_the_session_recreated_keeps_it_on_its_home_cluster():
+    """A new uid under the same name is another Session: its record starts over, still on the
+    cluster the Session lives on, and what it asks for goes there."""
+    w, read = _settling_read()
     w.rv += 1
     fresh = session_obj(SPEC, rv=str(w.rv))
     fresh["metadata"]["uid"] = "uid-demo-2"
@@ -305,13 +314,7 @@ def test_a_status_write_in_doubt_leaves_a_record_a_snapshot_loads_back():
 
 
 def test_a_settling_read_answered_leaves_a_record_a_snapshot_loads_back():
-    w = World().to_ready()
-    w.submit({**SPEC, "suspended": True}, 10)
-    w.answer("delete", "Pod", when=10)
-    w.observe_pod(11, gen=1, event="DELETED")
-    w.s.observe(pod_obj(2, phase="Running", ip="10.0.0.9", node="n", ready=True, rv="102"), at(20), event="ADDED")
-    w.s.advance_to(at(20 + AHEAD_GRACE_MS / 1000))
-    [read] = w.pending("get", "Session")
+    w, read = _settling_read()
     w.rv += 1
     w.s.outcome(read, "ok", at(20 + AHEAD_GRACE_MS / 1000 + 1),
                 obj=session_obj({**SPEC, "suspended": True}, rv=str(w.rv), finalizers=(FINALIZER,)))
