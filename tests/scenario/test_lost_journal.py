@@ -159,3 +159,42 @@ def test_a_status_written_before_the_pod_was_gone_still_releases_generation_n(ph
     obj["status"]["podName"] = None
     w.s.observe(_stopping(obj, {"Suspended": "suspended", "Failed": "deleted"}.get(phase, "stopped")), at(0))
     _the_named_pod_is_released(w, 1)
+
+
+@pytest.mark.parametrize("status", [None, "Ready"], ids=["new", "resumed-from-ready"])
+@pytest.mark.parametrize("wish", ["suspended", "stopped"])
+def test_a_record_that_never_began_a_generation_loads_back_from_a_snapshot(status, wish):
+    """A Session first met suspended or stopped (new, or by a fresh journal) begins no generation;
+    its record takes its target from the spec it meets (home cluster: no tenant), and a snapshot of
+    it loads back equal (engine.snapshot: ``load(dump(s)) == s``)."""
+    from engine import snapshot
+    w = World()
+    spec = {**SPEC, wish: True}
+    w.s.observe(_ready_session(3, spec=spec) if status else session_obj(spec, rv="2"), at(0))
+    assert (w.decision().target, w.decision().target_tenant) == ("local", "")
+    data = snapshot.dump(w.s.state)
+    assert snapshot.load(data).table("session") == w.s.state.table("session")
+
+
+def test_a_stale_list_without_any_status_is_not_taken_for_another_writers_overwrite():
+    """resourceVersions are opaque (only kube-apiserver's are integers, compared as such): a list
+    answered before kfold's first status write, folded after its echo, shows no status at all. That
+    is not another writer's status (``_overwritten``): nothing is written again."""
+    w = World().to_ready()
+    [write] = [e for e in w.s.effects if e.type == "patch" and e.subresource == "status"][-1:]
+    w.s.outcome(write, "ok", at(7), obj={"metadata": {"resourceVersion": "rv-b"}})
+    echo = session_obj(SPEC, rv="rv-b", finalizers=(FINALIZER,))
+    echo["status"] = write.patch["status"]
+    w.s.observe(echo, at(8))
+    writes = len([e for e in w.s.effects if e.type == "patch" and e.subresource == "status"])
+    w.s.observe(session_obj(SPEC, rv="rv-a", finalizers=(FINALIZER,)), at(9))   # no status at all
+    assert len([e for e in w.s.effects if e.type == "patch" and e.subresource == "status"]) == writes
+
+
+def test_a_failed_session_stopped_no_longer_reports_its_failure_as_why_it_is_not_ready():
+    w = World()
+    w.submit({**SPEC, "image": 3})
+    assert w.condition("Ready")["reason"] == "InvalidSpec"
+    w.submit({**SPEC, "image": 3, "stopped": True}, 5)
+    assert w.phase in ("Stopping", "Stopped")
+    assert w.condition("Ready")["reason"] in ("Stopping", "Stopped")

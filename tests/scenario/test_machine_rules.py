@@ -2,13 +2,16 @@
 item 3: survivors of the mutation sample over engine/machines), driven through ``World``."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from engine import snapshot
 from engine.core import Machines
 from engine.machines.base import Machine
 from engine.machines.repo.machine import RepoMachine
 from engine.machines.session.flow import AHEAD_GRACE_MS
-from tests.harness import T0, of_type
+from tests.harness import LIVE, T0, of_type
 from tests.scenario.test_repo_ensure import APP, ATTACH, attached
 from tests.scenario.test_repo_world import CLUSTER, NS as REPO_NS, RepoWorld
 from tests.scenario.test_pod_world import KEY as POD_KEY, SECOND, answers, ask, ask_create, one, pod, world as pod_world
@@ -262,9 +265,9 @@ def test_a_repo_create_in_doubt_found_absent_by_the_quorum_read_is_created():
     assert APP in w.objs and w.replies("repo_ensured")
 
 
-def test_a_settling_read_that_finds_the_session_recreated_keeps_it_on_its_home_cluster():
-    """A new uid under the same name is another Session: its record starts over, still on the
-    cluster the Session lives on, and what it asks for goes there."""
+def _settling_read() -> tuple[World, Any]:
+    """A suspended Session's record sees another replica's pod of generation 2; after the grace its
+    quorum read of the Session (``session.flow``, pods ahead) is in flight."""
     w = World().to_ready()
     w.submit({**SPEC, "suspended": True}, 10)
     w.answer("delete", "Pod", when=10)
@@ -272,6 +275,13 @@ def test_a_settling_read_that_finds_the_session_recreated_keeps_it_on_its_home_c
     w.s.observe(pod_obj(2, phase="Running", ip="10.0.0.9", node="n", ready=True, rv="102"), at(20), event="ADDED")
     w.s.advance_to(at(20 + AHEAD_GRACE_MS / 1000))
     [read] = w.pending("get", "Session")
+    return w, read
+
+
+def test_a_settling_read_that_finds_the_session_recreated_keeps_it_on_its_home_cluster():
+    """A new uid under the same name is another Session: its record starts over, still on the
+    cluster the Session lives on, and what it asks for goes there."""
+    w, read = _settling_read()
     w.rv += 1
     fresh = session_obj(SPEC, rv=str(w.rv))
     fresh["metadata"]["uid"] = "uid-demo-2"
@@ -280,3 +290,118 @@ def test_a_settling_read_that_finds_the_session_recreated_keeps_it_on_its_home_c
     d = w.decision()
     assert (d.uid, d.home) == ("uid-demo-2", "local")
     assert {e.cluster for e in w.s.effects[-3:] if hasattr(e, "cluster")} <= {"local"}
+
+
+# -- the session machine: records that survive a restart, requests repeated ---------------------
+
+def _loads_back_equal(w: World) -> None:
+    """A snapshot of the state loads back equal (engine.snapshot: ``load(dump(s)) == s`` for every
+    state the fold can produce), so a restart from it decides as this process would."""
+    data = snapshot.dump(w.s.state)
+    assert snapshot.load(data).table("session") == w.s.state.table("session")
+
+
+def test_a_status_write_in_doubt_leaves_a_record_a_snapshot_loads_back():
+    """A provisioning message is written; the pod runs (a step in passing: not written) and the
+    write is in doubt after a restart: what was written is unknown, and the record says so."""
+    w = World().to_provisioning()
+    w.observe_pod(2, waiting=("ContainerCreating", ""))
+    [write] = [e for e in w.s.pending("patch") if e.subresource == "status"]
+    w.run_pod(3, ready=False)
+    w.s.command("effect.in_doubt", at(4), effect_id=write.id)
+    assert w.decision().status_written == "", "written again on the next decision that says something"
+    _loads_back_equal(w)
+
+
+def test_a_settling_read_answered_leaves_a_record_a_snapshot_loads_back():
+    w, read = _settling_read()
+    w.rv += 1
+    w.s.outcome(read, "ok", at(20 + AHEAD_GRACE_MS / 1000 + 1),
+                obj=session_obj({**SPEC, "suspended": True}, rv=str(w.rv), finalizers=(FINALIZER,)))
+    assert w.decision().ahead_read == ""
+    _loads_back_equal(w)
+
+
+def test_the_pod_created_log_line_names_the_pods_uid():
+    w = World().to_provisioning()
+    [log] = [e for e in w.s.effects if e.type == "log" and e.key == KEY and e.message == "session demo: pod demo-g1 created"]
+    assert log.fields["uid"] == "pod-uid-1"
+
+
+def test_a_teardown_read_that_fails_transiently_is_sent_again():
+    w = World().to_ready(ENV_SPEC)
+    _stopped_to_secret(w)
+    [read] = w.pending("get", "Secret")
+    w.answer("get", "Secret", "transient", when=12, message="connection reset")
+    [again] = w.pending("get", "Secret")
+    assert again.id != read.id and (again.namespace, again.name) == (read.namespace, read.name)
+    assert not w.s.state.quarantine
+
+
+def test_a_workspace_claim_read_in_doubt_is_created_again():
+    """The claim's create met AlreadyExists and its read is in doubt after a restart: kfold knows
+    nothing of the claim, so it creates it again (AlreadyExists reads it again)."""
+    w = World(workspace_class="fast-ssd", workspace_size="5Gi")
+    w.submit(SPEC, 0)
+    w.rv += 1
+    w.answer("patch", "Session", when=0, obj=session_obj(SPEC, rv=str(w.rv), finalizers=(FINALIZER,)))
+    w.answer("create", "PersistentVolumeClaim", "already_exists", when=1, status_reason="AlreadyExists")
+    [read] = w.pending("get", "PersistentVolumeClaim")
+    w.s.command("effect.in_doubt", at(2), effect_id=read.id)
+    assert len(w.pending("create", "PersistentVolumeClaim")) == 1, "created again"
+    assert not w.pending("create", "Pod"), "the pod still waits for its workspace"
+
+
+def test_a_pod_delete_retry_due_once_the_session_is_no_longer_stopping_sends_nothing():
+    """The retry of a blocked pod delete asks only while Stopping; due in any other phase (its
+    timer not yet cancelled), it drops the blocked pod and sends nothing."""
+    from dataclasses import replace
+    from engine.core import Timer
+    w = World().to_ready()
+    LIVE.remove(w.s)   # its state is set by hand below: no journal folds to it
+    d = w.decision()
+    pk = f"local/{NS}/demo-g1"
+    tid = f"session:{KEY}:pod-delete-retry"
+    w.s.state = replace(w.s.state, tables=w.s.state.tables.set("session", w.s.state.table("session").set(
+        KEY, d.but(blocked_pod=pk))), timers=w.s.state.timers.set(
+        tid, Timer(id=tid, due=at(30), machine="session", key=KEY, name="pod-delete-retry", cluster="local")))
+    before = len(w.s.effects)
+    w.s.advance_to(at(30))
+    assert not w.s.state.quarantine
+    after = w.decision()
+    assert after.phase == "Ready" and after.blocked_pod == ""
+    assert not [e for e in w.s.effects[before:] if e.type in ("delete", "get", "create")]
+
+
+def test_a_reread_due_while_the_finalizer_removal_is_in_flight_leaves_the_removal_its_answer():
+    """A re-read of the Session (``retry.REREAD``) comes due while the finalizer's removal patch is
+    in flight: the Session is read, and the patch still answers as the removal it is: its 422 (the
+    list changed under its ``test`` op) means read again and retry, never "cannot add finalizer"."""
+    from dataclasses import replace
+    from engine.core import Timer
+    w = World().to_ready()
+    w.submit(SPEC, 10, deleting=True)
+    w.answer("delete", "Pod", when=11)
+    w.observe_pod(12, event="DELETED")
+    assert w.phase == "Stopped" and w.decision().finalizer_step == "removing"
+    LIVE.remove(w.s)   # its state is set by hand below: no journal folds to it
+    tid = f"session:{KEY}:reread"
+    w.s.state = replace(w.s.state, timers=w.s.state.timers.set(
+        tid, Timer(id=tid, due=at(20), machine="session", key=KEY, name="reread", cluster="local")))
+    w.s.advance_to(at(20))
+    assert len(w.pending("get", "Session")) == 1, "read"
+    w.answer("patch", "Session", "invalid", when=21, status_reason="Invalid", message="the test operation failed")
+    assert not [e for e in w.s.effects if e.type == "log" and "cannot add finalizer" in e.message]
+    assert w.phase == "Stopped" and not w.decision().failure
+
+
+def test_a_failed_session_given_another_invalid_spec_reports_the_new_fault():
+    """The Ready condition of a Session failed on an invalid spec names what is wrong with the spec
+    it holds now, not with the one it failed on first (DESIGN 13: the status is about the spec)."""
+    w = World()
+    w.submit({**SPEC, "image": 3})
+    assert w.phase == "Failed" and w.condition("Ready")["message"].startswith("spec.image")
+    w.submit({**SPEC, "apps": [{"name": "Web!"}]}, 5)
+    assert w.phase == "Failed"
+    assert w.condition("Ready")["message"].startswith("spec.apps[0].name"), w.condition("Ready")
+    assert w.decision().failure.message.startswith("spec.apps[0].name")

@@ -83,3 +83,21 @@ def test_an_ensure_in_doubt_after_a_crash_is_simply_repeated(frozen_world):
     s.feed(EffectIssued(at=T0, effect=effect_to_dict(e)))
     again = one(s.command("effect.in_doubt", T0 + SECOND, effect_id=e.id), "ensure_namespace")
     assert again.namespace == "team-a" and again.id != e.id
+
+
+def test_a_transient_failure_without_server_time_repeats_the_ensure_at_once(frozen_world):
+    """With no server time to back off on, the idempotent ensure is sent again at once (the
+    namespace policy has no untimed bound; its attempt limit still applies)."""
+    s = world()
+    e = one(ensure(s, None), "ensure_namespace")
+    again = one(s.outcome(e, "transient", None), "ensure_namespace")
+    assert (again.cluster, again.namespace) == ("local", "team-a")
+    s.outcome(again, "ok", None)
+    assert answers(s) == [("namespace_ready", {"namespace": "team-a"})]
+
+
+def test_a_failed_check_names_the_namespace_in_its_answer(frozen_world):
+    s = world()
+    s.outcome(one(ensure(s, T0), "ensure_namespace"), "error", T0 + SECOND, step="check", message="bad gateway")
+    [(message, args)] = answers(s)
+    assert message == "namespace_failed" and args["namespace"] == "team-a"

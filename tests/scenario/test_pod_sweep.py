@@ -113,7 +113,8 @@ def test_a_list_in_doubt_after_a_crash_abandons_the_sweep(frozen_world):
     listed = one(s.command("pod.sweep_secrets", T0, cluster="local", namespace="ns"), "list")
     s.feed(EffectIssued(at=T0, effect=effect_to_dict(listed)))
     log = one(s.command("effect.in_doubt", T0, effect_id=listed.id), "log")
-    assert "abandoned" in log.message
+    assert log.message == "orphan Secret sweep abandoned: a list was in doubt after a restart"
+    assert log.level == "warning"
     assert one(s.command("pod.sweep_secrets", T0, cluster="local", namespace="ns"), "list").kind == "Secret"
 
 

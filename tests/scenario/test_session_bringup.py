@@ -8,6 +8,7 @@ from engine.machines import all_machines
 from engine.machines.base import Machine
 from engine.repo_names import cache_key
 from engine.machines.session.model import FINALIZER
+from engine.machines.session.machine import READ_GRACE_MS
 from tests.conftest import run_in_all_worlds
 from tests.scenario.test_session_support import KEY, SPEC, World, at, pod_obj, session_obj
 
@@ -265,4 +266,22 @@ def test_a_ready_pod_waiting_only_on_kfolds_own_endpoint_requests_is_not_failed_
     w.s.advance_to(at(5 + 120 + 30))
     assert w.phase == "Provisioning", "not Failed: only kfold's own requests are outstanding"
     w.publish_endpoints(160)
+    assert w.phase == "Ready"
+
+
+def test_regression_a_ready_deadline_waits_for_its_read_of_the_pod_even_past_the_grace():
+    """The ready deadline passes with the pod Running, not ready; the quorum read it makes is
+    answered only after READ_GRACE_MS (a slow apiserver: the request timeout is longer), and says
+    the pod is ready. The Session was failed on its picture from before the deadline while the read
+    was in flight; it is judged on the read's answer."""
+    w = World().to_provisioning(when=1)
+    w.run_pod(10, ready=False)
+    w.publish_endpoints(10)
+    w.s.advance_to(at(131))
+    assert w.decision().pod.reading and len(w.effects("get", "Pod")) == 1
+    w.s.advance_to(at(131 + 3 * READ_GRACE_MS // 1000))
+    assert w.phase == "Provisioning", "the read has not answered: nothing to judge on yet"
+    assert len(w.effects("get", "Pod")) == 1, "one read at a time"
+    w.answer("get", "Pod", when=150, obj=pod_obj(1, phase="Running", ip="10.0.0.7", node="node-a", ready=True, rv="40"))
+    w.s.advance_to(at(160))
     assert w.phase == "Ready"

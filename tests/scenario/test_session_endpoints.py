@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.scenario.test_session_support import SPEC, World
+from tests.scenario.test_session_support import SPEC, World, pod_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -94,3 +94,24 @@ def test_a_service_answer_after_the_pod_was_let_go_sends_nothing_more():
     before = len(w.s.effects)
     w.answer("create", "Service", "already_exists", when=3)
     assert len(w.s.effects) == before, "no read, no replace: the Service goes with the pod it names"
+
+
+def test_a_service_create_answered_after_the_pod_was_let_go_is_known_to_exist_at_the_next_generation():
+    """The Session is suspended while its Service and Ingress creates are in flight; both answer
+    201. What the apiserver accepted is kept (``Upsert.have``): the garbage collector deletes them
+    with the pod in the background, so they may still exist when the Session resumes, and the next
+    generation re-routes them by read-then-replace instead of creating them blind."""
+    w = World().to_provisioning(when=1)
+    w.run_pod(5)
+    w.submit({**SPEC, "suspended": True}, 10)
+    assert w.phase == "Suspended"
+    w.answer("create", "Service", when=11, obj={})
+    w.answer("create", "Ingress", when=11, obj={})
+    w.answer("delete", "Pod", when=11)
+    w.observe_pod(12, gen=1, event="DELETED")
+    before = len(w.s.effects)
+    w.submit(SPEC, 20)
+    w.answer("create", "Pod", when=21, obj=pod_obj(2))
+    w.observe_pod(22, gen=2, phase="Running", ip="10.0.0.9", node="node-a", ready=True)
+    sent = [(e.type, e.kind) for e in w.s.effects[before:] if getattr(e, "kind", "") in ("Service", "Ingress")]
+    assert sent == [("get", "Service"), ("get", "Ingress")]

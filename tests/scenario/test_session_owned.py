@@ -101,3 +101,23 @@ def test_a_secret_whose_create_answered_is_deleted_by_that_uid_without_a_read_fi
     w.answer("get", "Secret", when=12, obj=owned_obj("Secret", labels=OTHER_APP))
     assert [e.uid for e in w.effects("delete", "Secret")] == ["secret-uid"], "the replacement is not deleted"
     assert w.decision().teardown == ()
+
+
+def test_a_service_found_taken_over_is_no_longer_taken_for_kfolds_own():
+    """kfold created the Service; a re-route reads it and finds another owner's object under the
+    name: the Session fails NameTaken, and what kfold believed the apiserver held of its own is
+    forgotten, so the next generation asks again from the start (a create, never a replace of it)."""
+    from tests.scenario.test_session_support import pod_obj
+    w = World().to_ready()
+    moved = {**SPEC, "apps": [{"name": "web", "ports": [{"port": 9090}], "io": "tty"}]}
+    w.submit(moved, 10)
+    w.answer("get", "Service", when=11, obj=owned_obj("Service", labels=OTHER_APP))
+    assert w.phase == "Failed" and w.condition("Ready")["reason"] == "NameTaken"
+    w.answer("delete", "Pod", when=12)
+    w.observe_pod(12, gen=1, event="DELETED")
+    before = len(w.s.effects)
+    w.submit({**moved, "image": "registry.example/ws:2"}, 20)
+    w.answer("create", "Pod", when=21, obj=pod_obj(w.decision().generation))
+    w.observe_pod(22, phase="Running", ip="10.0.0.9", node="node-a", ready=True)
+    sent = [e.type for e in w.s.effects[before:] if getattr(e, "kind", "") == "Service"]
+    assert sent[:1] == ["create"]

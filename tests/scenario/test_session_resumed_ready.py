@@ -77,3 +77,29 @@ def test_until_the_deadline_the_ready_status_is_held_while_the_pod_comes_up():
     w = _resumed_with_its_pod_gone(True)
     w.s.advance_to(at(START - 1))
     assert w.phase == "Provisioning" and "Provisioning" not in _phases_written(w)
+
+
+def test_a_ready_deadline_over_a_ready_status_waits_for_the_requests_in_flight_then_judges():
+    """Soak seed 70039: the status (written only by kfold) says this generation is Ready, and the
+    Service create (a takeover's) is still in flight at the ready deadline: the Session is judged
+    again later, not failed; once the request has answered, the deadline is judged as for a fresh
+    bring-up (not beyond it: issue 33, item 2)."""
+    w = World(start_seconds=START, ready_seconds=READY)
+    obj = _ready_session(3)
+    w.s.observe(obj, at(0))
+    w.answer("create", "Pod", when=1, obj=pod_obj(3))
+    running = pod_obj(3, phase="Running", ip="10.0.0.8", node="node-a", ready=False, rv="12")
+    w.s.observe(running, at(2))
+    assert w.pending("create", "Service"), "the endpoint request is in flight"
+    w.s.advance_to(at(2 + READY))
+    _answer_reads(w, 2 + READY + 1, running)
+    w.s.advance_to(at(2 + READY + 4 * GRACE))
+    assert w.phase == "Provisioning", "judged again later while kfold's own request is in flight"
+    assert "Failed" not in _phases_written(w)
+    for kind in ("Service", "Ingress"):
+        if w.pending("create", kind):
+            w.answer("create", kind, when=2 + READY + 4 * GRACE, obj={})
+    w.s.advance_to(at(2 + READY + 5 * GRACE + 1))
+    _answer_reads(w, 2 + READY + 5 * GRACE + 2, running)
+    w.s.advance_to(at(2 + READY + 7 * GRACE))
+    assert w.phase == "Failed" and w.condition("Ready")["reason"] == "ReadyDeadlineExceeded"

@@ -14,7 +14,7 @@ import pytest
 
 from engine.machines.session.model import FINALIZER
 from tests.scenario.test_lost_journal import _adopt_everything, _ready_session
-from tests.scenario.test_session_support import ENV_SPEC, SPEC, World, at, owned_obj, pod_obj, session_obj
+from tests.scenario.test_session_support import ENV_SPEC, KEY, SPEC, World, at, owned_obj, pod_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -169,6 +169,9 @@ def test_after_a_lost_journal_the_sweeps_list_deletes_the_secret_a_spec_without_
     [delete] = _listed(w, _secret(ENV_SPEC, rv="301"))
     assert (delete.kind, delete.namespace, delete.name, delete.uid, delete.rv) == \
         ("Secret", "team", "demo-env", "secret-uid", "301"), "fenced by the uid and resourceVersion listed"
+    [log] = [e for e in w.s.effects if e.type == "log" and e.key == KEY and "Secret team/demo-env" in e.message]
+    assert log.message == ("session demo: Secret team/demo-env was made for env references its spec no longer "
+                           "has (found by the Secret sweep's list); deleting it")
     assert not [e for e in w.s.effects[before:] if e.type == "get"], "the list is the proof: no read per Session"
     assert not w.effects("delete", "Pod") and w.phase == "Ready", "the running pod is untouched"
     w.answer("delete", "Secret", "conflict", when=31, status_reason="Conflict")   # changed since the list

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.machines.base import remember
-from engine.machines.pod.machine import view_of
+from engine.machines.base import InDoubt, remember
+from engine.machines.pod.machine import _op_in_doubt, view_of
+from engine.machines.pod.records import PodOp, secret_ref
 from engine.machines.repo.bindings import bindings_of
 from engine.machines.session import manifests
 from engine.machines.session.owned import conflict
@@ -59,3 +60,34 @@ def test_a_repository_without_a_url_is_refused_as_required(item):
     out = validate({"image": "busybox", "repositories": [item]}, "c1", ("c1",), "s1")
     assert isinstance(out, SpecError)
     assert out.message == "spec.repositories[0].url: required"
+
+
+@pytest.mark.parametrize("env", [[{"name": "TOKEN", "value": "literal"}], [{"name": "TOKEN", "secretRef": {"name": "creds"}}],
+                                 [{"secretRef": {"name": "creds", "key": "token"}}]])
+def test_an_env_entry_that_is_no_secret_reference_is_refused_saying_literals_are_not_accepted(env):
+    out = validate({"image": "busybox", "env": env}, "c1", ("c1",), "s1")
+    assert isinstance(out, SpecError)
+    assert out.message == "spec.env[0]: needs a name and secretRef {name, key}; literal values are not accepted"
+
+
+def test_an_operation_in_doubt_is_decided_again_on_its_own_key_with_nothing_awaited_and_no_deadline():
+    """A create or delete in doubt after a restart is re-decided from its entry (a quorum read
+    next): the effect it awaited is gone, and so is the budget deadline it was started under."""
+    seen = []
+    resolve = _op_in_doubt(lambda ctx, key, e: seen.append((ctx, key, e)))
+    entry = PodOp(op="create", awaiting="7.1", deadline=123)
+    resolve("ctx", "local/ns/p", entry, InDoubt(effect=None))
+    assert seen == [("ctx", "local/ns/p", entry.but(awaiting="", deadline=None))]
+
+
+def test_a_listed_secret_is_reduced_without_raising_even_when_its_metadata_is_bare():
+    ref = secret_ref({"metadata": {}})
+    assert (ref.namespace, ref.name, ref.uid, ref.session) == ("", "", "", "")
+
+
+def test_a_session_name_too_long_for_its_pod_names_is_refused_naming_metadata_name():
+    """``<session>-g<N>`` and the Service/Ingress/Secret suffixes must fit a 63-character name."""
+    out = validate({"image": "busybox"}, "c1", ("c1",), "s" * 51)
+    assert isinstance(out, SpecError)
+    assert out.message == "metadata.name: at most 50 characters (pods are named <session>-g<N>)"
+    assert isinstance(validate({"image": "busybox"}, "c1", ("c1",), "s" * 50), Spec)

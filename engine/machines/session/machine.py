@@ -222,9 +222,12 @@ def _judge_later(ctx: Ctx, key: str, d: SessionDecision, name: str) -> str:
         # Not beyond them: a status resumed from (a fresh journal or replica) over a pod that is
         # gone and never comes back up is judged as a fresh bring-up (issue 33, item 2).
         return "the status already reports this generation Ready"
-    if name == "start" and not running and d.pod.reading:
-        # Its pod's state is being read (an adopted pod, a relist without it): judged after the
-        # answer (soak seed 40120: a takeover failed a Session whose adopted pod had long been Running).
+    if d.pod.reading and (not running) == (name == "start"):   # start: not Running; ready: Running
+        # Its pod's state is being read (an adopted pod, a relist without it, or the read an
+        # earlier firing made, which a slow apiserver answers only after READ_GRACE_MS: the
+        # request timeout is longer): judged after the answer, never on the picture from before
+        # the deadline (soak seed 40120: a takeover failed a Session whose adopted pod had long
+        # been Running).
         return "the pod is being read"
     if name == "ready" and running and d.pod.ready and not flow.unsynced(d):
         # The workspace is up; only kfold's own Service/Ingress requests are outstanding (the
