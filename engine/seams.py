@@ -69,6 +69,9 @@ class SessionConfigure(_Seam):
     workspace_size: str = "1Gi"
     workspace_access: str = "ReadWriteOnce"
     workspace_seed: str = ""
+    # The kinds the daemon lists (then watches) on every cluster it places pods on: a Session rebuilt
+    # from its status waits for their first lists before it creates what they show (session.seen).
+    listed: tuple[str, ...] = ()
 
     @model_validator(mode="before")
     @classmethod

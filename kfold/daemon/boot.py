@@ -78,7 +78,8 @@ def configure_command(cfg: Config, now_ms: int | None, clusters: dict[str, Any] 
                             default_image=cfg.sessions.default_image or "", limits=dict(cfg.sessions.limits),
                             workspace_class=cfg.workspace.storage_class or "", workspace_size=cfg.workspace.size,
                             workspace_access=cfg.workspace.access_mode,
-                            workspace_seed=cfg.workspace.seed_configmap or "", **(clusters or {}))
+                            workspace_seed=cfg.workspace.seed_configmap or "", listed=TARGET_KINDS,
+                            **(clusters or {}))
     return Command(at=now_ms, name="session.configure", cluster=home, args=args.model_dump(mode="json"))
 
 
@@ -191,6 +192,13 @@ def _home_where(registry: Any) -> str:
     return source.describe() if source is not None else ""
 
 
+# What ``kfold run`` lists, then watches, label-selected, on every cluster it places pods on (the
+# home cluster's watched namespaces and each registered target's): ``session.configure`` says so,
+# and a Session rebuilt from its status waits for these first lists (``engine.machines.session.seen``).
+TARGET_KINDS = ("Pod", "Service", "Ingress")
+SELECTED = ("Pod", "Secret", "Service", "Ingress")   # kinds kfold lists by its own label only
+
+
 def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClocks, where: str = "") -> list[Any]:
     """Every observed kind in every watched namespace of the home cluster (the registered
     clusters' watches are the ``Follower``'s: ``remote_observers``)."""
@@ -200,7 +208,7 @@ def make_observers(cfg: Config, daemon: Daemon, client: Any, clock: ServerClocks
     for r in observed_kinds(daemon):
         api_version = _absent_version(r) or r.api_version
         for ns in cfg.namespaces:
-            selector = MANAGED_SELECTOR if r.kind in ("Pod", "Secret") else ""
+            selector = MANAGED_SELECTOR if r.kind in SELECTED else ""
             out.append(Observer(lambda: client, cfg.cluster.name, api_version, r.kind, r.plural, ns,
                                 _late_lists(daemon.submit, r.kind), clock.for_cluster(cfg.cluster.name),
                                 label_selector=selector, where=where, may_be_absent=r.kind == "Repo", **common))
@@ -259,7 +267,8 @@ def _slow_status(check: Callable[[Any], None]) -> Callable[[Any], None]:
 
 def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClocks, registry: Any,
                      remote: list[tuple[str, str, str, str]]) -> list[Any]:
-    """kfold's pods and the Repos on each registered target ``(handle, tenant, name, namespace)``.
+    """kfold's pods, Services and Ingresses (``TARGET_KINDS``) and the Repos on each registered target
+    ``(handle, tenant, name, namespace)``.
     A Repo watch there is ``optional`` for /readyz and ``may_be_absent``: a cluster without the
     Repo CRD runs Sessions that name no repository."""
     from engine.effects.io.observer import Observer
@@ -269,8 +278,10 @@ def remote_observers(cfg: Config, daemon: Daemon, clock: ServerClocks, registry:
     for handle, tenant, name, ns in remote:
         reach = (lambda t=tenant, n=name: registry.reach(t, n))
         where = f"registered cluster {name} of tenant {tenant}: `kfold cluster list --tenant {tenant}`"
-        out.append(Observer(reach, handle, "v1", "Pod", "pods", ns, daemon.submit, clock.for_cluster(handle),
-                            label_selector=MANAGED_SELECTOR, where=where, **common))
+        for r in res.RESOURCES:
+            if r.kind in TARGET_KINDS and r.kind in daemon.machines.by_kind:
+                out.append(Observer(reach, handle, r.api_version, r.kind, r.plural, ns, daemon.submit,
+                                    clock.for_cluster(handle), label_selector=MANAGED_SELECTOR, where=where, **common))
         if repo.kind in daemon.machines.by_kind:  # per-node status for the Sessions placed there
             out.append(Observer(reach, handle, repo.api_version, repo.kind, repo.plural, ns, daemon.submit,
                                 clock.for_cluster(handle), optional=True, may_be_absent=True, where=where, **common))

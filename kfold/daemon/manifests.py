@@ -67,9 +67,11 @@ RBAC: list[tuple[dict[str, Any], str]] = [
     ({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "create", "update", "delete"]},
      "the Session env Secret and the Repo credential Secrets kfold owns: created, read, replaced (PUT), "
      "deleted at teardown; the orphan Secret sweep lists them (label-selected). No watch"),
-    ({"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create", "update", "delete"]},
-     "the Session's Service: created, read after AlreadyExists, replaced (PUT), deleted"),
-    ({"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["get", "create", "update", "delete"]},
+    ({"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create", "update", "delete"]},
+     "the Service watch (list/watch, label-selected: what a fresh journal adopts); the Session's Service: "
+     "created, read after AlreadyExists, replaced (PUT), deleted"),
+    ({"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"],
+      "verbs": ["get", "list", "watch", "create", "update", "delete"]},
      "the Session's Ingress (with a base_domain): as the Service"),
     ({"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "create", "delete"]},
      "the workspace claim (workspace.storage_class): made at bring-up, read to adopt, deleted at teardown"),

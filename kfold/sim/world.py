@@ -157,6 +157,10 @@ class SimTransport:
         return None
 
 
+TARGET_KINDS = ("Pod", "Service", "Ingress")   # kfold.daemon.boot.TARGET_KINDS
+TARGETS = (("Pod", "v1", "pods"), ("Service", "v1", "services"), ("Ingress", "networking.k8s.io/v1", "ingresses"))
+
+
 class SimWatch:
     """One observed kind: list -> Observed ADDED + Relist, then watch events from the list's rv;
     410 -> list again. Faults: delay (hold events back), duplicate, drop (then a relist recovers)."""
@@ -360,10 +364,10 @@ class Simulation:
         clusters = sorted(self.apis)
         await self.commit([Command(at=r.clocks.now_ms(), name="session.configure", cluster=CLUSTER, args={
             "clusters": clusters, "base_domain": BASE, "start_ms": START_S * 1000, "ready_ms": READY_S * 1000,
-            "defaults": {"start_seconds": START_S, "ready_seconds": READY_S}})], r)
-        r.watches = [SimWatch(self, r, "Session", "kfold.dev/v1alpha1", "sessions", False),
-                     SimWatch(self, r, "Pod", "v1", "pods", True)]
-        r.watches += [SimWatch(self, r, "Pod", "v1", "pods", True, cluster=c) for c in clusters if c != CLUSTER]
+            "defaults": {"start_seconds": START_S, "ready_seconds": READY_S}, "listed": list(TARGET_KINDS)})], r)
+        r.watches = [SimWatch(self, r, "Session", "kfold.dev/v1alpha1", "sessions", False)]
+        r.watches += [SimWatch(self, r, kind, api_version, plural, True, cluster=c)   # as kfold run watches them
+                      for c in [CLUSTER, *(c for c in clusters if c != CLUSTER)] for kind, api_version, plural in TARGETS]
 
     @staticmethod
     def leader_gate(elector: Elector) -> Any:

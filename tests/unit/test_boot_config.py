@@ -120,8 +120,11 @@ async def test_a_registered_target_watches_its_repos_too_and_readiness_does_not_
     watches = remote_observers(cfg, daemon, daemon.clock, registry=None,
                                remote=[("edge@acme", "acme", "edge", "sb-acme")])
     assert [(o.cluster, o.kind, o.namespace, o.optional) for o in watches] == [
-        ("edge@acme", "Pod", "sb-acme", False), ("edge@acme", "Repo", "sb-acme", True)]
-    assert watches[0].clock is daemon.clock.for_cluster("edge@acme") is watches[1].clock
+        ("edge@acme", "Pod", "sb-acme", False), ("edge@acme", "Service", "sb-acme", False),
+        ("edge@acme", "Ingress", "sb-acme", False), ("edge@acme", "Repo", "sb-acme", True)]
+    # what a Session placed there is adopted from on a fresh journal (session.seen): kfold's own only
+    assert [o.label_selector for o in watches[:3]] == ["app.kubernetes.io/managed-by=kfold"] * 3
+    assert all(o.clock is daemon.clock.for_cluster("edge@acme") for o in watches)
     await journal.close()
 
 

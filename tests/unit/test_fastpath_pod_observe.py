@@ -24,6 +24,7 @@ from engine.machines.pod import machine as pod_machine
 from engine.machines.pod import delete as pod_delete
 from engine.machines.session import machine as session_machine
 from engine.machines.session import model as session_model
+from engine.machines.session import seen as session_seen
 from engine.machines.base import Decision, object_key
 from engine.machines.pod.machine import PodMachine
 from engine.machines.pod.records import PodOp, Reply
@@ -93,6 +94,8 @@ class PlainSessionMachine(SessionMachine):
     def on_observed(self, ctx: Any, rec: Observed) -> None:
         if rec.kind == "Pod":
             owner = session_machine.pod_owner(ctx, rec)
+            if owner is None or rec.event == "DELETED":   # kept for a record that may adopt it (session.seen)
+                session_seen.pod(ctx, rec)
             return None if owner is None else session_machine.pod_observed(ctx, owner, rec, session_save)
         return super().on_observed(ctx, rec)
 

@@ -51,10 +51,11 @@ from engine.machines.base import Ctx, object_key, remember, split_key
 from engine.machines.session import model
 from engine.machines.session import manifests as mf
 from engine.machines.session import secret
+from engine.machines.session import seen
 from engine.machines.session import status
 from engine.machines.session import tenancy
 from engine.machines.session.model import (
-    FINALIZER, LIVE, Failure, PodFacts, RepoFacts, SessionConfig, SessionDecision, Upsert,
+    BRINGING_UP, FINALIZER, LIVE, Failure, PodFacts, RepoFacts, SessionConfig, SessionDecision, Upsert,
 )
 from engine.machines.session.owned import TEARDOWN_KINDS, owned, start_teardown, uid_of
 from engine.machines.session.spec import Spec, SpecError, validate
@@ -94,7 +95,9 @@ def decide(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> Sessio
         # (``session.machine.release_stale``).
         d = d.but(target=spec.cluster, target_tenant=spec.tenant, target_namespace=spec.namespace)
     d = act(ctx, key, d, wish_of(d, spec), spec, cfg)
-    d = arm_deadlines(ctx, key, d)
+    if d.resumed and d.phase not in BRINGING_UP:   # brought back to where its status was, or moved on
+        d = d.but(resumed=0)
+    d = arm_deadlines(ctx, key, d, cfg)
     return status.write(ctx, key, d, spec, cfg)
 
 
@@ -280,7 +283,9 @@ def run(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) 
         d = _ensure_finalizer(ctx, key, d)
     match d.phase:
         case "Pending":
-            return bring_up(ctx, key, d, spec, cfg)
+            d = bring_up(ctx, key, d, spec, cfg)
+            # adopted from what the lists showed (``_adopt_seen``): served in the same step
+            return serve(ctx, key, d, spec, cfg) if d.phase == "Provisioning" else d
         case "Creating" | "Failed":
             return d
         case "Provisioning" | "Ready":
@@ -371,7 +376,49 @@ def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionCon
         # go is gone (``pod_gone``) or its delete failed (``pod_delete_failed``, after the pod
         # machine's budget): a workspace that outlives generations is never mounted by two pods.
         return d
+    if waiting(ctx, d, cfg, "Pod"):
+        return d
+    name = mf.pod_name(d.name, d.generation)
+    found = seen.pod_of(ctx, d.target, d.target_ns, d.name, name) if _looks_up(d, cfg, "Pod") else None
+    if found is not None and found.generation == str(d.generation) and not found.terminating:
+        return _adopt_seen(ctx, key, d, name, found)
     return _create_pod(ctx, key, d, spec, cfg)
+
+
+# -- a record rebuilt from its status (``session.machine.from_status``) and the first lists ------
+
+def resuming(d: SessionDecision) -> bool:
+    """Bringing back the generation its status named (``SessionDecision.resumed``), or an earlier one."""
+    return d.resumed > 0 and d.generation <= d.resumed
+
+
+def _looks_up(d: SessionDecision, cfg: SessionConfig, kind: str) -> bool:
+    """What the lists of ``kind`` showed is what this record goes by (``session.seen``)."""
+    return resuming(d) and kind in cfg.listed
+
+
+def waiting(ctx: Ctx, d: SessionDecision, cfg: SessionConfig, kind: str) -> bool:
+    """Its target's first list of ``kind`` has not been folded yet: what would be created may be there."""
+    return _looks_up(d, cfg, kind) and not seen.listed(ctx, d.target, d.target_ns, kind)
+
+
+LISTS_TIMER = "lists"   # the wait for the first lists is over (``seen.LIST_WAIT_MS``): decided without them
+
+
+def _waits(ctx: Ctx, d: SessionDecision, cfg: SessionConfig) -> bool:
+    return d.phase in ("Pending", "Provisioning") and any(waiting(ctx, d, cfg, k) for k in cfg.listed)
+
+
+def _adopt_seen(ctx: Ctx, key: str, d: SessionDecision, name: str, p: seen.SeenPod) -> SessionDecision:
+    """Generation N's pod is in the list kfold folded, with this Session's labels and generation
+    and not terminating: it is this Session's (DESIGN invariant 10), adopted with no create and no
+    read; its state is the list's, and its watch events follow. The pod machine fences it from the
+    same observations (a later delete is fenced by its uid and resourceVersion)."""
+    ctx.log(key, f"session {d.name}: pod {name} adopted (listed)", uid=p.uid)
+    seen.forget_pod(ctx, d.target, d.target_ns, d.name, name)
+    facts = PodFacts(name=name, uid=p.uid, rv=p.rv, created=True, phase=p.phase, ip=p.ip, node=p.node,
+                     ready=p.ready, detail=p.detail)
+    return d.move("create").move("created").but(pod=facts)
 
 
 def _ownable(d: SessionDecision) -> bool:
@@ -454,8 +501,10 @@ def unsynced(d: SessionDecision) -> list[str]:
 
 # -- deadlines -------------------------------------------------------------------------------------
 
-def arm_deadlines(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
-    """Start deadline while the pod is not Running, ready deadline once it is; cancelled otherwise."""
+def arm_deadlines(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
+    """Start deadline while the pod is not Running, ready deadline once it is; cancelled otherwise;
+    the bound on the wait for the first lists while a resumed record waits for one."""
+    want_timer(ctx, key, LISTS_TIMER, _waits(ctx, d, cfg), seen.LIST_WAIT_MS, d.target)
     provisioning = d.phase == "Provisioning"
     want_timer(ctx, key, "start", provisioning and not running(d), d.start_ms, d.target)
     want_timer(ctx, key, "ready", provisioning and running(d), d.ready_ms, d.target)
@@ -674,18 +723,28 @@ def endpoints_settled(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> boo
 def sync_endpoints(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
     """Start whatever request brings each endpoint object to its desired manifest."""
     for kind, (manifest, want) in _wanted_endpoints(d, spec, cfg).items():
-        d = _sync_endpoint(ctx, key, d, kind, manifest, want)
+        d = _sync_endpoint(ctx, key, d, kind, manifest, want, cfg)
     return d
 
 
 def _sync_endpoint(ctx: Ctx, key: str, d: SessionDecision, kind: str, manifest: dict[str, Any] | None,
-              want: str) -> SessionDecision:
+              want: str, cfg: SessionConfig) -> SessionDecision:
     u = _upsert_of(d, kind)
     if u.stage != "idle" or want == u.have:
         return d
     tries = u.tries if want == u.sending else 0
     if backoff.exhausted(backoff.ENDPOINT, tries):
         return d
+    if manifest is not None and not u.have and _looks_up(d, cfg, kind):
+        # A record rebuilt from its status: the object may be there, made by an earlier life.
+        if waiting(ctx, d, cfg, kind):
+            return d
+        found = seen.endpoint_of(ctx, d.target, d.target_ns, d.name, kind)
+        if found is not None and found.owned and seen.matches(found, manifest):
+            return _with_upsert(d, kind, u.but(have=want, sending="", tries=0, error=""))   # nothing to write
+        if found is not None and found.owned:   # this Session's, saying something else: read, then replace
+            _request_endpoint(ctx, key, d, kind, GetObject)
+            return _with_upsert(d, kind, u.but(stage="read", sending=want, tries=tries))
     if manifest is None:  # read first: only this Session's object is deleted, fenced by its uid
         _request_endpoint(ctx, key, d, kind, GetObject)
         return _with_upsert(d, kind, u.but(stage="read", sending="", tries=tries))

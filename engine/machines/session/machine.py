@@ -8,7 +8,9 @@ This module routes; ``session.flow.decide`` decides. Every handler reduces what 
 the decision record (``session.model``), then calls ``decide``.
 
 Inputs: observed ``Session`` and ``Pod`` (pods by their ``kfold.dev/session`` label, namespace and
-cluster handle, which must be the Session's target; only the current generation's pod counts),
+cluster handle, which must be the Session's target; only the current generation's pod counts; the
+others, and every ``Service`` and ``Ingress``, are kept for a record rebuilt from its status:
+``session.seen``),
 command ``session.configure`` (``engine.seams.SessionConfigure``: home, tenants, registered
 clusters, clusters (old form: names every Session may use), base_domain, start_seconds,
 ready_seconds; tenancy and placement: ``session.tenancy``), replies from the pod machine
@@ -28,21 +30,24 @@ Guarantees:
 - A re-read of the Session, or its Secret's create, that fails is repeated on the one backoff
   (``engine.backoff``) and reported once (``session.retry``), never at once.
 - A Session kfold has no record of resumes from the status it wrote on it (``from_status``): a
-  lost journal costs history, never a healthy object, and no status write moves a phase backwards
-  (``session.status.regresses``). Service, Ingress and Secret are adopted or deleted only when they
+  lost journal costs history, never a healthy object, no status write moves a phase backwards
+  (``session.status.regresses``), and a status that already says what kfold would write is not
+  written again. Such a record waits for its target's first lists of the kinds the daemon lists
+  (``session.configure`` ``listed``), then adopts what they show with no create, read or replace
+  of what is already right (``session.seen``). Service, Ingress and Secret are adopted or deleted only when they
   carry this Session's labels (``session.owned``).
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from engine.canonical import same_json
 from engine.effects.models import GetObject, RecordEvent
 from engine.machines.base import (Ctx, Dispatch, Machine, RetryDue, UnknownEvent, ignore, missing_after_relist, object_key,
                                   remember, split_key)
-from engine.machines.session import flow, model, owned, retry, secret, status, tenancy
+from engine.machines.session import flow, model, owned, retry, secret, seen, status, tenancy
 from engine.machines.session.manifests import GENERATION_LABEL, SESSION_LABEL, WORKSPACE
 from engine.machines.session.model import (BRINGING_UP, CONFIG_KEY, INDEX_KEY, PHASES, FINALIZER, GONE_KEY, LIVE, MAX_GONE,
                                           DeletedSessions, Failure, PodFacts, Run, SessionConfig, SessionDecision,
@@ -69,13 +74,14 @@ def config_of(cmd: SessionConfigure) -> SessionConfig:
         clusters=cmd.clusters, base_domain=cmd.base_domain, start_ms=cmd.start_seconds * 1000,
         ready_ms=cmd.ready_seconds * 1000, default_image=cmd.default_image.strip(),
         ceilings=ceilings(cmd.limits), workspace_class=cmd.workspace_class, workspace_size=cmd.workspace_size,
-        workspace_access=cmd.workspace_access, workspace_seed=cmd.workspace_seed, **tenancy.configure(cmd))
+        workspace_access=cmd.workspace_access, workspace_seed=cmd.workspace_seed,
+        listed=tuple(k for k in cmd.listed if k in seen.KINDS), **tenancy.configure(cmd))
 
 
 class SessionMachine(Machine):
     name = "session"
     decision = SessionEntry  # type: ignore[assignment]  # a union of two record kinds
-    observes = frozenset({"Session", "Pod"})
+    observes = frozenset({"Session", "Pod", "Service", "Ingress"})
     commands = frozenset({"session.configure"})
     typed_messages = True
     questions = frozenset({"placed", "owner"})
@@ -105,12 +111,17 @@ class SessionMachine(Machine):
 
     def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         if rec.kind == "Pod":
-            if model.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's
-                return None
+            if model.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's yet
+                return seen.pod(ctx, rec)
             owner = pod_owner(ctx, rec)  # before any reduction: most pods are no session's
             if owner is None:
+                seen.pod(ctx, rec)   # kept for a record that may adopt it (``session.seen``)
                 return release_stale(ctx, rec, save)
+            if rec.event == "DELETED":
+                seen.pod(ctx, rec)
             return pod_observed(ctx, owner, rec, save)
+        if rec.kind in ("Service", "Ingress"):
+            return seen.endpoint(ctx, rec)
         key = object_key(rec.cluster, rec.namespace, rec.name)
         if rec.event == "DELETED":
             return session_gone(ctx, key)
@@ -130,6 +141,10 @@ class SessionMachine(Machine):
                 d = ctx.get(key)
                 ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
                          namespace=d.namespace, name=d.name)
+            return
+        seen.relisted(ctx, rec)
+        _decide_waiting(ctx, rec)
+        if rec.kind != "Pod":
             return
         current = {flow.pod_key(d): k for k, d in sessions(ctx) if d.pod.created and not d.pod.gone}
         for pk in missing_after_relist(current, rec):
@@ -180,6 +195,17 @@ class SessionMachine(Machine):
         if event is None:
             raise UnknownEvent(self.name, phase, f"deadline {name!r}")
         DISPATCH.handler(phase, event)(ctx, key, d, name)
+
+
+def _decide_waiting(ctx: Ctx, rec: Relist) -> None:
+    """A first list of a kind resumed records wait for (``session.seen``): each one placed on its
+    cluster is decided again, on what the list showed."""
+    cfg = config(ctx)
+    if cfg is None or rec.kind not in cfg.listed:
+        return
+    for key, d in sessions(ctx):
+        if flow.resuming(d) and d.target == rec.cluster and (not rec.scope or rec.scope == d.target_ns):
+            save(ctx, key, d)
 
 
 def _bring_up_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
@@ -379,19 +405,23 @@ def from_status(d: SessionDecision, v: Any) -> SessionDecision:
     """A Session kfold has no record of (a fresh or lost journal) resumes from the status kfold
     wrote on it, so the cluster, not the journal, is the source of truth (DESIGN invariant 9).
 
-    Bringing up (Pending..Ready) generation N: the record starts at N-1, so ``begin`` makes N again
-    and the pod create meets ``<session>-gN`` (AlreadyExists), which the pod machine adopts when its
-    labels are this Session's; nothing is deleted, no new generation is started. Failed: it stays
+    Bringing up (Pending..Ready) generation N: the record starts at N-1, so ``begin`` makes N again,
+    and ``resumed`` N: once the first lists are folded, the pod they show under ``<session>-gN``
+    with this Session's labels is adopted (``session.seen``); one they do not show is created, and
+    AlreadyExists is adopted by the pod machine when its labels are this Session's; nothing is
+    deleted, no new generation is started. The status it shows is taken as the last one written. Failed: it stays
     Failed for the spec it failed on (a changed spec retries, as ever). Otherwise (Suspended,
     Stopped) the generation carries on, so a resume is N+1, never a reused name.
     Caveat: a spec changed while kfold ran without its journal is adopted as generation N's pod;
     the pod's own shape is not compared."""
     if v.generation <= 0:
-        return d
+        return d.but(resumed=1) if FINALIZER in v.finalizers else d   # generation 1's pod may exist (``flow.reported``)
     # what the status shows was evented when it was written: not posted again
     d = d.but(evented=status.event_mark(v.phase, v.generation, v.failure[0] or "Failed" if v.phase == "Failed" else ""))
-    if v.phase in LIVE:
-        return d.but(generation=v.generation - 1)
+    # What it shows is what was written: the same status is not written again (its echo is this observation).
+    d = d.but(status_written=status.written(v.status), status_rv=v.rv, status_echoed=True) if v.phase else d
+    if v.phase in LIVE:   # what the first lists show of generation N is adopted (``session.seen``)
+        return d.but(generation=v.generation - 1, resumed=v.generation)
     if v.phase == "Failed":
         reason, message = v.failure
         # The Failed condition names the spec (metadata.generation) that failed; one older than the
@@ -866,6 +896,7 @@ class SessionView:
     spec_generation: int = 0        # metadata.generation: the apiserver's count of spec changes
     failed_generation: int = 0      # the Ready condition's observedGeneration: the spec that failed
     since: tuple[tuple[str, str, str], ...] = ()   # (type, status, lastTransitionTime) of each condition
+    status: dict[str, Any] = field(default_factory=dict)   # the status as it stands (``from_status``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -909,7 +940,7 @@ def session_view(obj: dict[str, Any]) -> SessionView:
         phase=str(status.get("phase") or ""), generation=_int(status.get("generation")) or 0,
         failure=(str(ready.get("reason") or ""), str(ready.get("message") or "")),
         spec_generation=_int(md.get("generation")) or 0, failed_generation=_int(ready.get("observedGeneration")) or 0,
-        since=_since(status))
+        since=_since(status), status=status)
 
 
 def _since(status: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
@@ -1018,9 +1049,22 @@ class BringUpDeadline:
     """The ``start`` or ``ready`` deadline passed."""
 
 
+class ListsDue:
+    """A resumed record waited ``seen.LIST_WAIT_MS`` for a first list (``flow.LISTS_TIMER``)."""
+
+
 TIMER_EVENTS: dict[str, type] = {flow.AHEAD_TIMER: AheadDue, **{t: RetryDue for t in retry.TIMERS},
                                  flow.POD_DELETE_RETRY: PodDeleteRetryDue, "start": BringUpDeadline,
-                                 "ready": BringUpDeadline}
+                                 "ready": BringUpDeadline, flow.LISTS_TIMER: ListsDue}
+
+
+def _lists_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
+    """The first lists did not come in time: decided without them, as a record with its own history."""
+    if flow.resuming(d):
+        ctx.log(key, f"session {d.name}: no first list of its target's pods, Services or Ingresses within "
+                     f"{seen.LIST_WAIT_MS // 1000} s; deciding without it (creates meet AlreadyExists and read)",
+                level="warning")
+    save(ctx, key, d.but(resumed=0))
 
 
 def _ahead_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
@@ -1083,7 +1127,8 @@ _NOT_PROVISIONING = tuple(p for p in PHASES if p != "Provisioning")
 # what it decides on each record is ``flow.act``, one match over (wish, phase).
 DISPATCH = Dispatch("session", [
     (UNTRACKED, AheadDue, ignore), (UNTRACKED, RetryDue, ignore), (UNTRACKED, PodDeleteRetryDue, ignore),
-    (UNTRACKED, BringUpDeadline, ignore),
+    (UNTRACKED, BringUpDeadline, ignore), (UNTRACKED, ListsDue, ignore),
+    (PHASES, ListsDue, _lists_due),
     (PHASES, AheadDue, _ahead_due),
     (PHASES, RetryDue, _retry_due),
     ("Stopping", PodDeleteRetryDue, _pod_delete_due),

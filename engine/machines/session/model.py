@@ -7,7 +7,8 @@ Guarantees:
 - The session table holds two record kinds under one discriminator: per-Session ``SessionDecision``
   (keys are Session keys) and one ``SessionConfig`` under the key ``CONFIG_KEY`` (not an object
   key), plus one ``TargetIndex`` under ``INDEX_KEY`` (where each session's pods live, for the
-  Pod early exit). ``SessionEntry.model_validate`` reads any of them back (snapshot loading).
+  Pod early exit), and what the lists showed (``session.seen``: ``SlotObjects`` per target slot
+  under ``#seen/<slot>``, ``Listed`` under ``#listed``). ``SessionEntry.model_validate`` reads any of them back (snapshot loading).
 - The target index (``TargetIndex`` and the functions after it) says which Session's pods live
   where: ``"<handle>/<namespace>/<session name>"`` -> Session key. ``session.machine.save`` calls
   ``update`` whenever a Session's target changes; a Pod observation looks its ``kfold.dev/session``
@@ -26,6 +27,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, TypeAdapter
 
 from engine.machines.base import Ctx, Decision, Table
+from engine.machines.session.seen import Listed, SlotObjects
 from engine.seams import RegisteredCluster
 
 CONFIG_KEY = "#config"
@@ -72,6 +74,7 @@ class SessionConfig(Decision):
     workspace_size: str = "1Gi"
     workspace_access: str = "ReadWriteOnce"
     workspace_seed: str = ""           # ConfigMap copied into a new workspace (a Session may name its own)
+    listed: tuple[str, ...] = ()       # kinds the daemon lists on every target (``session.seen``): () = none waited for
 
 
 class PodFacts(Decision):
@@ -176,6 +179,8 @@ class SessionDecision(Decision):
     since: dict[str, tuple[str, str]] = Field(default_factory=dict)  # condition type -> (status, lastTransitionTime) last written
     home_time: str = ""                    # the latest home-clock time (RFC 3339, seconds) its record knows
     evented: str = ""                      # the last decision posted as an Event (session.status.event_mark)
+    resumed: int = 0                       # rebuilt from a status of this generation (``from_status``): up to it,
+                                           # what the first lists show is adopted (``session.seen``); 0 = own history
 
     def move(self, event: str) -> "SessionDecision":
         return self.but(phase=TABLE.next(self.phase, event))
@@ -202,7 +207,8 @@ class DeletedSessions(Decision):
     uids: tuple[str, ...] = ()
 
 
-_Entry = Annotated[Union[SessionDecision, SessionConfig, TargetIndex, DeletedSessions], Field(discriminator="kind")]
+_Entry = Annotated[Union[SessionDecision, SessionConfig, TargetIndex, DeletedSessions, SlotObjects, Listed],
+                   Field(discriminator="kind")]
 _ENTRY: TypeAdapter[Any] = TypeAdapter(_Entry)
 
 
@@ -210,7 +216,7 @@ class SessionEntry:
     """The session table's record type for snapshots: any kind, told apart by ``kind``."""
 
     @staticmethod
-    def model_validate(data: Any) -> SessionDecision | SessionConfig | TargetIndex | DeletedSessions:
+    def model_validate(data: Any) -> SessionDecision | SessionConfig | TargetIndex | DeletedSessions | SlotObjects | Listed:
         return _ENTRY.validate_python(data)
 
 

@@ -168,6 +168,17 @@ def digest(status: dict[str, Any]) -> str:
     return canonical_json(status)
 
 
+_FIELDS = ("phase", "generation", "podName", "endpoints", "provisioningMessage", "runs", "observedGeneration", "conditions")
+
+
+def written(observed: dict[str, Any]) -> str:
+    """The ``digest`` of a status as it stands on the Session, as ``write`` compares it: a field a
+    merge patch cleared (``None``) is absent there, and the times are left out."""
+    conditions = [{k: v for k, v in c.items() if k != "lastTransitionTime"}
+                  for c in observed.get("conditions") or () if isinstance(c, dict)]
+    return digest({**{k: observed.get(k) for k in _FIELDS}, "conditions": conditions})
+
+
 def write(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> SessionDecision:
     """Emit a status patch if the status changed since the last write; returns the decision."""
     if d.gone or (d.deleting and (finalizer_released(d) or not d.blocked)):
