@@ -50,7 +50,7 @@ from engine.effects.io.executor import Executor
 from engine.effects.io.fake import Fault, FakeTransport
 from engine.effects.io.observer import Observer
 from journal.memory import MemoryJournal, MemoryStore
-from journal.records import Command, EffectIssued, ListedKey, Relist
+from journal.records import Command, EffectIssued
 from kfold.daemon.loop import Daemon
 from kfold.daemon.leader import Elector, Fence, FencedTransport
 from kfold.sim import invariants
@@ -200,6 +200,7 @@ class SimWatch:
             rv = e_rv
         if drafts:
             await sim.commit(drafts, self.replica)
+            self.proto.remember(drafts)
         self.rv = rv
 
     def _observed(self, etype: str, obj: dict[str, Any]) -> Any:
@@ -212,12 +213,9 @@ class SimWatch:
             rv, items = self.api.list_stale(self.kind, NS, self.managed_only, sim.rng.randint(1, 20))
         else:
             rv, items = self.api.list_now(self.kind, NS, self.managed_only)
-        at = self.clock.now_ms()
-        drafts = [self.proto._observed("ADDED", i, at) for i in items]
-        keys = tuple(ListedKey(namespace=d.namespace, name=d.name, uid=d.uid, rv=d.rv) for d in drafts)
-        drafts.append(Relist(at=at, cluster=self.cluster, api_version=self.proto.api_version, kind=self.kind,
-                             scope=NS, rv=str(rv), keys=keys))
+        drafts = self.proto.list_drafts(items, str(rv), self.clock.now_ms())   # what changed, as ``kfold run`` does
         await sim.commit(drafts, self.replica)
+        self.proto.remember(drafts)
         self.rv, self.must_list = rv, False
 
 
