@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 from kubernetes import client  # noqa: E402
 
 from bench_peer import client_requests, control_plane_flags, cpu_seconds, ensure_capacity, minus, remove_nodes, scrape, session  # noqa: E402
-from tests.e2e.conftest import Daemon, discard_namespace  # noqa: E402
+from tests.e2e.conftest import Daemon, discard_namespace, install_crds  # noqa: E402
 from tests.e2e.controlplane import ensure_controlplane  # noqa: E402
 
 GROUP, VERSION, PLURAL = "kfold.dev", "v1alpha1", "sessions"
@@ -141,6 +141,8 @@ def main() -> int:
     kconfig.load_kube_config(cp["kubeconfig"], client_configuration=cfg)
     cfg.connection_pool_maxsize = 32
     admin = client.ApiClient(cfg)
+    install_crds(admin)   # a control plane just started has none
+    time.sleep(1.0)       # CRD establishment
     nodes = ensure_capacity(admin, a.n)
     ns = f"restart-{uuid.uuid4().hex[:6]}"
     client.CoreV1Api(admin).create_namespace({"metadata": {"name": ns}})
