@@ -10,7 +10,8 @@ docs/performance.md), one fresh namespace, ``kfold run`` with the production jou
 1. N Sessions created at once (16 threads) and all Ready; kwok Nodes added for their pods.
 2. **At rest** for ``--rest`` seconds with nothing changing: requests kfold sent (its own
    ``kfold_client_requests_total``) by verb, per minute, watches apart; its CPU (/proc); the
-   journal's growth (file + WAL) per hour.
+   journal's growth (file + WAL) per hour, and the rows appended meanwhile by record kind (count,
+   bytes of payload and projection).
 3. **Restarts**, each measured over ``--window`` seconds from the new process's start:
    SIGTERM then start on its journal; SIGKILL then start on its journal; SIGKILL then start on a
    fresh journal. Per restart: time to /readyz, requests by verb and resource in the window, the
@@ -38,8 +39,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from kubernetes import client  # noqa: E402
 
-from bench_peer import client_requests, cpu_seconds, ensure_capacity, minus, remove_nodes, scrape, session  # noqa: E402
-from tests.e2e.conftest import Daemon, discard_namespace  # noqa: E402
+from bench_peer import client_requests, control_plane_flags, cpu_seconds, ensure_capacity, minus, remove_nodes, scrape, session  # noqa: E402
+from tests.e2e.conftest import Daemon, discard_namespace, install_crds  # noqa: E402
 from tests.e2e.controlplane import ensure_controlplane  # noqa: E402
 
 GROUP, VERSION, PLURAL = "kfold.dev", "v1alpha1", "sessions"
@@ -57,6 +58,25 @@ def requests(port: int) -> dict[tuple[str, str], float]:
 
 def journal_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+def journal_rows(path: Path, after: int = 0) -> tuple[int, dict[str, list[int]]]:
+    """The last seq, and the rows after ``after`` by record kind: [count, bytes of payload and
+    projection]; snapshots stored meanwhile under "snapshot" (read-only, beside the running daemon)."""
+    import sqlite3
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        last = db.execute("SELECT COALESCE(MAX(seq), 0) FROM journal").fetchone()[0]
+        rows = {kind: [n, size] for kind, n, size in db.execute(
+            "SELECT kind, COUNT(*), SUM(LENGTH(payload) + COALESCE(LENGTH(view), 0)) FROM journal WHERE seq > ?"
+            " GROUP BY kind", (after,))}
+        n, size = db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM snapshots WHERE seq > ?",
+                             (after,)).fetchone()
+        if n:
+            rows["snapshot"] = [n, size]
+        return last, rows
+    finally:
+        db.close()
 
 
 def world(admin: Any, ns: str) -> dict[str, Any]:
@@ -121,11 +141,13 @@ def main() -> int:
     kconfig.load_kube_config(cp["kubeconfig"], client_configuration=cfg)
     cfg.connection_pool_maxsize = 32
     admin = client.ApiClient(cfg)
+    install_crds(admin)   # a control plane just started has none
+    time.sleep(1.0)       # CRD establishment
     nodes = ensure_capacity(admin, a.n)
     ns = f"restart-{uuid.uuid4().hex[:6]}"
     client.CoreV1Api(admin).create_namespace({"metadata": {"name": ns}})
     co = client.CustomObjectsApi(admin)
-    result: dict[str, Any] = {"n": a.n}
+    result: dict[str, Any] = {"n": a.n, "control_plane": control_plane_flags()}
     ok = True
     with tempfile.TemporaryDirectory(prefix="bench-restart-") as tmp:
         journal = Path(tmp) / "journal.db"
@@ -147,6 +169,7 @@ def main() -> int:
             time.sleep(10)   # the last status echoes and Events land
             # -- at rest
             r0, c0, j0, w0 = requests(d.port), cpu_seconds(d.proc.pid), journal_bytes(journal), world(admin, ns)
+            seq0, _ = journal_rows(journal)
             t_rest = time.monotonic()
             time.sleep(a.rest)
             took = time.monotonic() - t_rest
@@ -157,6 +180,7 @@ def main() -> int:
                 "requests_per_minute_beyond_watches": round(sum(n for (v, _r), n in rest.items() if v != "watch") * 60 / took, 2),
                 "cpu_cores": round((cpu_seconds(d.proc.pid) - c0) / took, 4),
                 "journal_bytes_per_hour": round((journal_bytes(journal) - j0) * 3600 / took),
+                "journal_rows": journal_rows(journal, seq0)[1],
                 **changed(w0, world(admin, ns))}
             # -- restarts
             result["restarts"] = []

@@ -7,9 +7,11 @@ commands, HTTP -> wait for SIGTERM/SIGINT -> ``Daemon.stop`` -> exit 0.
 Guarantees:
 - Boot commands: ``session.configure``; per watched namespace ``repo.bind`` (with the NAMES of
   the credential variables that are set, never values) and ``repo.reconcile_bound``; then every
-  ``repos.gc_interval_seconds`` ``repo.gc`` (home and registered targets alike) and every ``sweep.interval_seconds``
-  ``pod.sweep_secrets`` and, on each registered target, ``pod.sweep_orphans`` (both also once at
-  boot with a fresh journal, once the observers have listed). Intervals are monotonic waits: they choose when to ask, the fold decides
+  ``repos.gc_interval_seconds`` ``repo.gc`` (home and registered targets alike), every ``sweep.interval_seconds``
+  on each registered target ``pod.sweep_orphans``, and ``pod.sweep_secrets`` in each namespace where
+  ``kfold.daemon.sweeps`` makes it due (after a Secret write sent there, a fresh journal, a term begun;
+  every ``sweep.resync_seconds`` everywhere); both sweeps also once at boot with a fresh journal, once
+  the observers have listed. Intervals are monotonic waits: they choose when to ask, the fold decides
   with server time.
 - One daemon per journal: ``run`` holds ``<journal>.lock`` (``writer_lock``) from before it reads
   the journal until it returns; a second ``kfold run`` on the same file is refused.
@@ -42,6 +44,7 @@ from kfold.daemon.follow import Follower
 from kfold.daemon.http import HttpServer, Metrics, routes_for
 from kfold.daemon.leader import Elector, Fence, FencedTransport, identity
 from kfold.daemon.shards import ShardedExecutor, ShardedTransport, ShardSet
+from kfold.daemon.sweeps import SweepSchedule
 
 log = logging.getLogger("kfold.daemon")
 
@@ -102,21 +105,29 @@ def _bind_args(cfg: Config, env: Mapping[str, str], cluster: str, ns: str) -> di
             "env_present": names, "refresh_interval": cfg.repos.refresh_interval}
 
 
-def periodic_commands(cfg: Config, remote: Callable[[], list[tuple[str, str, str, str]]] = lambda: []
+def periodic_commands(cfg: Config, remote: Callable[[], list[tuple[str, str, str, str]]] = lambda: [],
+                      schedule: SweepSchedule | None = None, monotonic: Callable[[], float] = time.monotonic,
                       ) -> list[tuple[int, str, Callable[[], list[dict[str, Any]]]]]:
     """``(interval_s, command, args per namespace at each run)``; the Repo gc and the sweeps run
     on the registered clusters too, the ones registered at that run (see ``kfold.daemon.follow``).
-    Each is decided on its own cluster's server clock (a gc on its list response's Date)."""
+    Each is decided on its own cluster's server clock (a gc on its list response's Date). With a
+    ``schedule``, ``pod.sweep_secrets`` goes only where it is due (``kfold.daemon.sweeps``)."""
     home = cfg.cluster.name
 
     def where() -> list[tuple[str, str]]:
         return [(home, ns) for ns in cfg.namespaces] + [(h, ns) for h, _t, _n, ns in remote()]
 
+    def due_sweeps(args: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if schedule is None:
+            return args
+        due = set(schedule.due([(a["cluster"], a["namespace"]) for a in args], monotonic()))
+        return [a for a in args if (a["cluster"], a["namespace"]) in due]
+
     def gc_args() -> list[dict[str, Any]]:
         return [{"cluster": c, "namespace": ns, "ttl_seconds": cfg.repos.gc_ttl_seconds} for c, ns in where()]
 
     return [(cfg.repos.gc_interval_seconds, "repo.gc", gc_args),
-            (cfg.sweep.interval_seconds, "pod.sweep_secrets", lambda: secret_sweep_args(cfg, remote())),
+            (cfg.sweep.interval_seconds, "pod.sweep_secrets", lambda: due_sweeps(secret_sweep_args(cfg, remote()))),
             (cfg.sweep.interval_seconds, "pod.sweep_orphans", lambda: orphan_sweep_args(cfg, remote()))]
 
 
@@ -161,11 +172,22 @@ async def run_periodic(daemon: Daemon, interval_s: int, name: str,
                        args_list: Callable[[], list[dict[str, Any]]]) -> None:
     while True:
         await asyncio.sleep(interval_s)
+        args = args_list()
+        if not args:
+            continue
         try:
             await daemon.submit([Command(at=daemon.clock.now_ms(), name=name, cluster=a["cluster"],
-                                         namespace=a["namespace"], args=a) for a in args_list()])
+                                         namespace=a["namespace"], args=a) for a in args])
         except SeamError:
             pass  # refused and logged by the daemon, never journaled; the next run asks again
+
+
+def _term_began(daemon: Daemon, sweeps: SweepSchedule, acquired: set[int | None] | None = None) -> None:
+    """A leadership term began: ``Daemon.resume``; the previous holder's writes may land after
+    its term, so every namespace's orphan Secrets are swept once they are past their grace."""
+    daemon.resume(acquired)
+    if acquired is None or acquired:
+        sweeps.everywhere(time.monotonic())
 
 
 def observed_kinds(daemon: Daemon) -> list[res.Resource]:
@@ -322,12 +344,14 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     await journal.open()
     daemon = Daemon(journal, executor_factory(transport, clock, env, backoff, metrics, shards),
                     clock, metrics=metrics, snapshots=cfg.journal.snapshot_policy())
+    sweeps = SweepSchedule(cfg.sweep.grace_seconds, cfg.sweep.resync_seconds, time.monotonic())
+    daemon.on_send = lambda effect: sweeps.secret_written(effect, time.monotonic())
     if elector is not None:
         daemon.gate = elector.term
-        elector.on_change = lambda term, _reason: daemon.resume() if term is not None else None
+        elector.on_change = lambda term, _reason: _term_began(daemon, sweeps) if term is not None else None
     if shards is not None:
         daemon.shards, shards._state = shards, lambda: daemon.state
-        shards.on_change = lambda acquired, _reason: daemon.resume(acquired)
+        shards.on_change = lambda acquired, _reason: _term_began(daemon, sweeps, acquired)
     elector = elector or shards    # below: the election task, /readyz, /metrics, release on stop
     daemon.start_loops()
     await daemon.recover()    # while standby: what recovery would issue is held
@@ -349,7 +373,9 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     follower.start()  # kfold's pods on each registered target, appended to ``observers``
     if cfg.registry.rescan_seconds:
         daemon.spawn(follower.run(), "registry-follower")
-    for interval, name, args in periodic_commands(cfg, lambda: follower.remote):
+    if fresh:
+        sweeps.everywhere(time.monotonic())
+    for interval, name, args in periodic_commands(cfg, lambda: follower.remote, sweeps):
         daemon.spawn(run_periodic(daemon, interval, name, args), f"periodic:{name}")
     if fresh:
         daemon.spawn(sweep_after_fresh_journal(daemon, observers, orphan_sweep_args(cfg, follower.remote),

@@ -118,6 +118,7 @@ class WorkspaceConfig(_Model):
 class SweepConfig(_Model):
     grace_seconds: int = Field(600, ge=0)
     interval_seconds: int = Field(300, ge=10)
+    resync_seconds: int = Field(36000, ge=60)   # every namespace's Secrets, whatever happened (kfold.daemon.sweeps)
 
 
 class Binding(_Model):

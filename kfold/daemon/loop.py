@@ -111,6 +111,7 @@ class Daemon:
         self._sends: list[tuple[Any, int]] = []   # (effect, attempt) issued by the commit being folded
         self._sending: asyncio.Future | None = None   # the last commit's ``_send_when_durable``
         self.stopping = False
+        self.on_send: Callable[[Any], None] | None = None   # told each effect as it goes to the executor
         # Leadership (kfold.daemon.leader): the current term, or None = standby: nothing is issued, the
         # keys wait in ``_held`` until ``resume`` (on acquire). No gate: always issue (one replica).
         self.gate: Callable[[], int | None] | None = None
@@ -228,6 +229,8 @@ class Daemon:
                 if self.metrics is not None:
                     self._note_issued(effect.id)
                 self.executor.submit(effect, attempt)
+                if self.on_send is not None:
+                    self.on_send(effect)
         for e in logs:
             self.executor.submit(e)
 

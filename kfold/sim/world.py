@@ -50,10 +50,11 @@ from engine.effects.io.executor import Executor
 from engine.effects.io.fake import Fault, FakeTransport
 from engine.effects.io.observer import Observer
 from journal.memory import MemoryJournal, MemoryStore
-from journal.records import Command, EffectIssued, ListedKey, Relist
+from journal.records import Command, EffectIssued
 from kfold.daemon.loop import Daemon
 from kfold.daemon.leader import Elector, Fence, FencedTransport
 from kfold.sim import invariants
+from kfold.daemon.sweeps import SweepSchedule
 from kfold.sim.apiserver import LEASE_PREFIX, NS, SimApiServer
 from kfold.sim.invariants import SimFailure
 
@@ -63,6 +64,7 @@ EAST = "east"                       # the registered cluster ``cluster_skew`` ad
 LEASE_NAME, LEASE_S, RETRY_S = "kfold", 15, 2
 LEADER_SKEWS = (-1_000, -500, 500, 1_000)
 SWEEP_S, SWEEP_GRACE_S = 60, 120    # the orphan sweeps (config ``sweep.*``), as ``kfold run`` runs them
+RESYNC_S = 36000                    # ``sweep.resync_seconds``: never within a run
 SESSION_PATH = f"/apis/kfold.dev/v1alpha1/namespaces/{NS}/sessions"
 START_S, READY_S = 60, 120
 
@@ -204,6 +206,7 @@ class SimWatch:
             rv = e_rv
         if drafts:
             await sim.commit(drafts, self.replica)
+            self.proto.remember(drafts)
         self.rv = rv
 
     def _observed(self, etype: str, obj: dict[str, Any]) -> Any:
@@ -216,12 +219,9 @@ class SimWatch:
             rv, items = self.api.list_stale(self.kind, NS, self.managed_only, sim.rng.randint(1, 20))
         else:
             rv, items = self.api.list_now(self.kind, NS, self.managed_only)
-        at = self.clock.now_ms()
-        drafts = [self.proto._observed("ADDED", i, at) for i in items]
-        keys = tuple(ListedKey(namespace=d.namespace, name=d.name, uid=d.uid, rv=d.rv) for d in drafts)
-        drafts.append(Relist(at=at, cluster=self.cluster, api_version=self.proto.api_version, kind=self.kind,
-                             scope=NS, rv=str(rv), keys=keys))
+        drafts = self.proto.list_drafts(items, str(rv), self.clock.now_ms())   # what changed, as ``kfold run`` does
         await sim.commit(drafts, self.replica)
+        self.proto.remember(drafts)
         self.rv, self.must_list = rv, False
 
 
@@ -243,6 +243,7 @@ class Replica:
     next_elect_ms: int = 0
     paused_until: int | None = None     # SIGSTOP'ed until this simulated time
     next_sweep_ms: int = 0              # the periodic ``pod.sweep_secrets`` (monotonic ms)
+    sweeps: Any = None                  # where it is due (kfold.daemon.sweeps.SweepSchedule)
     fences: list[Any] = field(default_factory=list)   # each life's fence (``fenced``: requests it stopped)
 
     @property
@@ -353,14 +354,18 @@ class Simulation:
             r.next_elect_ms = self.mono_ms
         r.executor = SimExecutor(Executor(transport, r.clocks.for_cluster, self._no_sink, env={}, rng=self.rng))
         r.daemon = Daemon(journal, lambda _sink: r.executor, r.clocks, monotonic=self._mono, snapshot_every=10**9)
+        r.sweeps = SweepSchedule(SWEEP_GRACE_S, RESYNC_S, self._mono())   # as kfold.daemon.boot wires it
+        r.daemon.on_send = lambda effect, sw=r.sweeps: sw.secret_written(effect, self._mono())
         if r.elector is not None:   # as kfold.daemon.boot wires them
             r.daemon.gate = self.leader_gate(r.elector)
-            r.elector.on_change = lambda term, _reason, d=r.daemon: d.resume() if term is not None else None
+            r.elector.on_change = lambda term, _reason, r=r: self._term_began(r) if term is not None else None
         r.committer = r.daemon.spawn(r.daemon.run_committer(), "committer")
         r.paused_until = None
         r.next_sweep_ms = self.mono_ms + SWEEP_S * 1000
         self.date(r, CLUSTER)
         await r.daemon.recover()
+        if r.daemon.state.seq == 0:   # a fresh (or lost) journal
+            r.sweeps.everywhere(self._mono())
         clusters = sorted(self.apis)
         await self.commit([Command(at=r.clocks.now_ms(), name="session.configure", cluster=CLUSTER, args={
             "clusters": clusters, "base_domain": BASE, "start_ms": START_S * 1000, "ready_ms": READY_S * 1000,
@@ -514,15 +519,22 @@ class Simulation:
         for r in running:
             await self._sweep(r)
 
+    def _term_began(self, r: Replica) -> None:
+        r.daemon.resume()
+        r.sweeps.everywhere(self._mono())
+
     async def _sweep(self, r: Replica) -> None:
         """``kfold run``'s periodic sweeps (``run_periodic``): orphan Secrets on every cluster, orphan
         pods on every cluster but the home one (``kfold.daemon.boot.periodic_commands``)."""
         if self.mono_ms < r.next_sweep_ms:
             return
         r.next_sweep_ms = self.mono_ms + SWEEP_S * 1000
+        due = r.sweeps.due([(c, NS) for c in sorted(self.apis)], self._mono())
+        if due:
+            self.fired["sweep_secrets"] = self.fired.get("sweep_secrets", 0) + len(due)
         await self.commit([Command(at=r.clocks.now_ms(), name="pod.sweep_secrets", cluster=c, namespace=NS,
                                    args={"cluster": c, "namespace": NS, "grace_seconds": SWEEP_GRACE_S})
-                           for c in sorted(self.apis)]
+                           for c, _ns in due]
                           + [Command(at=r.clocks.now_ms(), name="pod.sweep_orphans", cluster=c, namespace=NS,
                                      args={"cluster": c, "namespace": NS, "home": CLUSTER})
                              for c in sorted(self.apis) if c != CLUSTER], r)

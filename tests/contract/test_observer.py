@@ -198,6 +198,71 @@ async def test_a_410_relists_and_the_relist_reveals_the_missed_deletion(stub, go
     assert h.observer.restarts["gone"] == 1 and h.observer.relists == 2
 
 
+def journaled_before_relist(h: Harness, n: int) -> list[tuple[str, str, str]]:
+    """(event, name, rv) of the observations journaled after Relist ``n - 1`` and before Relist ``n``
+    (the watch events in between, then the ``n``-th list's items)."""
+    cuts = [-1] + [i for i, d in enumerate(h.drafts) if isinstance(d, Relist)]
+    return [(d.event, d.name, d.rv) for d in h.drafts[cuts[n - 1] + 1:cuts[n]] if isinstance(d, Observed)]
+
+
+async def test_a_relist_journals_only_what_changed_since_the_observer_journaled_it(stub):
+    # Kubernetes: a resourceVersion names one version of one object; the same (uid, rv) is the same object
+    stub.lists = [ListReply([pod("a", "5"), pod("b", "6"), pod("c", "7"), pod("r", "8"), pod("e", "")], rv="10"),
+                  ListReply([pod("a", "5"), pod("b", "11"), pod("c", "12"), pod("r", "8", uid="uid-r2"),
+                             pod("d", "13"), pod("e", "")], rv="20")]
+    stub.watches = [WatchReply([event("MODIFIED", pod("b", "11")), gone_event()], end="stall")]
+    h = Harness(stub)
+    await h.run_until(lambda: len(h.relists()) == 2)
+    # a unchanged and b as watched: not again; c changed, r recreated (new uid), d new, e without rv: journaled
+    assert journaled_before_relist(h, 2) == [("MODIFIED", "b", "11"), ("ADDED", "c", "12"), ("ADDED", "r", "8"),
+                                             ("ADDED", "d", "13"), ("ADDED", "e", "")]
+    assert [(k.name, k.uid, k.rv) for k in h.relists()[1].keys] == [
+        ("a", "uid-a", "5"), ("b", "uid-b", "11"), ("c", "uid-c", "12"), ("r", "uid-r2", "8"),
+        ("d", "uid-d", "13"), ("e", "uid-e", "")]
+    assert h.observer.unchanged == 2
+
+
+async def test_a_relist_without_a_change_journals_the_relist_alone(stub):
+    items = [pod("a", "5"), pod("b", "6")]
+    stub.lists = [ListReply(items, rv="10"), ListReply(items, rv="30")]
+    stub.watches = [WatchReply([gone_event()], end="stall")]
+    h = Harness(stub)
+    await h.run_until(lambda: len(h.relists()) == 2)
+    assert h.drafts[3:] == [h.relists()[1]] and h.relists()[1].rv == "30"
+    assert [k.name for k in h.relists()[1].keys] == ["a", "b"]   # the fold still judges every absence
+
+
+async def test_an_object_deleted_on_the_watch_or_missing_from_a_list_is_journaled_when_it_is_listed_again(stub):
+    stub.lists = [ListReply([pod("a", "5"), pod("b", "6")], rv="10"),
+                  ListReply([pod("a", "5")], rv="20"),
+                  ListReply([pod("a", "5"), pod("b", "6")], rv="30")]
+    stub.watches = [WatchReply([event("DELETED", pod("a", "5")), gone_event()], end="stall"),
+                    WatchReply([gone_event()], end="stall")]
+    h = Harness(stub)
+    await h.run_until(lambda: len(h.relists()) == 3)
+    assert journaled_before_relist(h, 2) == [("DELETED", "a", "5"), ("ADDED", "a", "5")]   # after its DELETED
+    assert journaled_before_relist(h, 3) == [("ADDED", "b", "6")]     # after a list that lacked it
+
+
+async def test_a_list_whose_sink_failed_is_journaled_whole_by_the_next(stub):
+    stub.lists = [ListReply([pod("a", "5")], rv="10"), ListReply([pod("a", "5")], rv="20")]
+    h = Harness(stub)
+    h.fail_sink_once = True
+    await h.run_until(lambda: len(h.relists()) == 1)
+    assert h.observed() == [("ADDED", "a")] and h.relists()[0].rv == "20"
+
+
+async def test_a_watch_that_keeps_going_never_relists(stub):
+    # bookmarks, server timeouts, idle restarts and plain renewals resume from the last rv: no list
+    stub.lists = [ListReply([pod("a", "5")], rv="10")]
+    stub.watches = [WatchReply([bookmark("15")]), WatchReply([], end="stall"), WatchReply([bookmark("16")]),
+                    WatchReply([event("MODIFIED", pod("a", "17"))]), WatchReply([])]
+    h = Harness(stub, idle_timeout_s=0.1, read_timeout_s=5.0)
+    await h.run_until(watches_at_least(h, 6), timeout=3.0)
+    assert len(stub.of_kind("list")) == 1 and len(h.relists()) == 1
+    assert [q["resourceVersion"] for q in h.watches()[:6]] == ["10", "15", "15", "16", "17", "17"]
+
+
 async def test_a_stalled_watch_is_restarted_after_the_idle_timeout_from_the_same_rv(stub):
     stub.lists = [ListReply([], rv="10")]
     stub.watches = [WatchReply([event("ADDED", pod("a", "11"))], end="stall")]
@@ -399,7 +464,7 @@ async def test_each_draft_is_prepared_as_it_is_made_and_the_prepared_one_is_sunk
     await h.run_until(lambda: len(h.observed()) == 3)
     assert prepared == [("5", True), ("11", True), ("12", True)]
     assert [d.uid for d in h.drafts if isinstance(d, Observed)] == ["prepared-5", "prepared-11", "prepared-12"]
-    assert [k.uid for k in h.relists()[0].keys] == ["prepared-5"]
+    assert [k.uid for k in h.relists()[0].keys] == ["uid-a"]   # the keys are what the apiserver listed
 
 
 async def test_managed_fields_are_dropped_before_redaction_from_listed_and_watched_objects(stub):

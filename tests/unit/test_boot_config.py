@@ -143,6 +143,27 @@ def test_orphan_pods_are_swept_on_each_registered_target_only(tmp_path):
     assert orphans == [{"cluster": "edge@acme", "namespace": "sb-acme", "home": "local"}]
 
 
+def test_the_secret_sweep_is_issued_only_where_its_schedule_makes_it_due(tmp_path):
+    """Issue 38 item 2: at rest the orphan Secret sweep lists nothing; a Secret write sent in a
+    namespace makes it due there once that Secret is past its grace (kfold.daemon.sweeps)."""
+    from engine.effects.models import CreateObject
+    from kfold.daemon.boot import periodic_commands
+    from kfold.daemon.sweeps import SweepSchedule
+    cfg = read_config(config_file(tmp_path))
+    now = [0.0]
+    schedule = SweepSchedule(cfg.sweep.grace_seconds, cfg.sweep.resync_seconds, now=0.0)
+    commands = {name: args for _i, name, args in periodic_commands(cfg, schedule=schedule, monotonic=lambda: now[0])}
+    now[0] = 300.0
+    assert commands["pod.sweep_secrets"]() == []
+    schedule.secret_written(CreateObject(id="e", machine="session", key="local/free/s", cluster="local", api_version="v1",
+                                         kind="Secret", namespace="free", name="s-env", manifest={}), now=300.0)
+    now[0] = 300.0 + cfg.sweep.grace_seconds + 60
+    assert commands["pod.sweep_secrets"]() == [{"cluster": "local", "namespace": "free",
+                                                "grace_seconds": cfg.sweep.grace_seconds}]
+    now[0] += cfg.sweep.interval_seconds
+    assert commands["pod.sweep_secrets"]() == []
+
+
 def test_the_repo_gc_runs_in_every_watched_namespace_of_every_cluster_registered_targets_included(tmp_path):
     """Issue 33 item 6: Repos on a registered cluster are evicted too. Each gc decides on its own
     list response's server time (engine.machines.repo.bindings), so each cluster is judged on its clock."""

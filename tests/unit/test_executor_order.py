@@ -366,3 +366,22 @@ async def test_commits_that_change_no_timer_and_leave_no_retry_do_not_wake_the_t
     await until(lambda: len(results(d)) == 22)
     assert calls > before
     await d.stop()
+
+
+async def test_every_effect_handed_to_the_executor_is_told_to_on_send_once_it_is_durable():
+    """``Daemon.on_send`` (kfold.daemon.sweeps learns kfold's Secret writes from it) sees each
+    effect when it goes to the executor: after its ``EffectIssued`` is journaled, a retry again."""
+    d, server, mono = world()
+    server.faults.append(Fault(**THROTTLED))
+    told: list[tuple[str, bool]] = []
+    d.on_send = lambda effect: told.append((effect.id, any(
+        r.rec == "effect" and r.effect["id"] == effect.id for r in d.journal.records)))
+    d.start_loops()
+    await d.submit([Command(at=T2030, name="step.patch", args={"step": 1})])
+    await until(lambda: waiting_retry(d) is not None)
+    mono.t += 2.0
+    d._changed.set()
+    await until(lambda: KEY in d.state.table("stepper") and len(results(d)) == 1)
+    await idle(d)
+    (eid,) = {e for e, _ in told}
+    assert told == [(eid, True), (eid, True)]

@@ -1,9 +1,11 @@
 """The observer: one (cluster, kind) of the apiserver turned into journal drafts, forever.
 
 Expected flow (``run()``, until cancelled):
-1. Quorum LIST (``resourceVersion`` unset, so the answer is proof of absence). Every item becomes
-   an ``Observed`` ADDED draft, followed by one ``Relist`` draft holding the complete key set; the
-   fold infers a deletion for every key it tracked that the Relist no longer holds.
+1. Quorum LIST (``resourceVersion`` unset, so the answer is proof of absence). Every item this
+   observer has not journaled at that uid and resourceVersion becomes an ``Observed`` ADDED draft
+   (all of them at the first list of a process), followed by one ``Relist`` draft holding the
+   complete key set; the fold treats every key it tracks that the Relist no longer holds as a
+   suspect (``engine.machines.base.missing_after_relist``).
 2. WATCH from the list's resourceVersion with ``allowWatchBookmarks=true``, the server-side
    ``timeoutSeconds`` and a client read timeout always set. ADDED/MODIFIED/DELETED become drafts;
    a BOOKMARK only moves the resume resourceVersion.
@@ -29,10 +31,24 @@ Guarantees:
   that is behind keeps two batches in flight (the sink of one runs while the next is decoded);
   the resourceVersion moves past each only once its sink returned, in order.
 - Drafts of one list arrive in order, with the Relist last.
+- A relist journals only what changed: an item whose (uid, resourceVersion) equals the last
+  ``Observed`` this observer journaled for its key (and no DELETED since) is in the Relist's keys
+  but not journaled again. A resourceVersion names one version of one object (the API contract),
+  so the fold has folded exactly that object already; an item without a resourceVersion is always
+  journaled. The memory (``journaled``) holds only what a sink returned for, and after a list
+  exactly the listed keys: a key the list lacks is the fold's to judge, and is journaled again if
+  it ever reappears.
+- Nothing else lists: there is no periodic resync. A watch that keeps going (events, bookmarks,
+  renewals from the last resourceVersion) never relists; only a 410 (or a first start) does.
 - Cancelling ``run()`` always ends it, also when a watch batch lands in the same instant (the
   pump's read must not use ``asyncio.wait_for``, which swallows such a cancel on Python 3.11).
 
 Caveats:
+- An apiserver without its watch cache (``--watch-cache=false``) sends no BOOKMARKs: the resume
+  resourceVersion of a kind with no events stays at its list's until etcd compacts it (the
+  apiserver compacts every 5 minutes by default), and the next renewal answers 410 and relists.
+  With the watch cache (the apiserver's default) bookmarks about once a minute keep it current.
+- ``journaled`` costs one entry per listed object (key, uid, resourceVersion).
 - The LIST is not paginated (no ``limit``/``continue``): one response holds every object of the
   kind in scope. Fine for thousands of sessions; paginate before watching very large kinds.
 - The blocking kubernetes client runs in worker threads (see ``watch`` for why).
@@ -126,8 +142,8 @@ def _drop_secret_payload(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
 class Observer:
     """Lists then watches one kind on one cluster; see the module docstring for the contract.
 
-    Counters (plain attributes, read by /metrics): ``events``, ``listed``, ``bookmarks``,
-    ``relists``, ``restarts`` (by reason: timeout, idle, gone, throttled, error), ``failures``,
+    Counters (plain attributes, read by /metrics): ``events``, ``listed``, ``unchanged`` (listed,
+    not journaled again), ``bookmarks``, ``relists``, ``restarts`` (by reason: timeout, idle, gone, throttled, error), ``failures``,
     ``watch_requests``; ``synced`` is True once the first list is journaled; ``progressed_at``
     (``monotonic``, None before the first list) when it last heard from the apiserver: a list
     journaled, a watch request answered, a batch of events or bookmarks read, a watch ended on time."""
@@ -166,7 +182,10 @@ class Observer:
         self.failures = 0
         self.restarts: dict[str, int] = {}
         self._api: Any = None
-        self._inflight: tuple[asyncio.Future, str, int] | None = None   # (sink's task, rv after it, drafts)
+        self._inflight: tuple[asyncio.Future, str, list[Record]] | None = None   # (sink's task, rv after it, drafts)
+        # (namespace, name) -> (uid, resourceVersion) of the last Observed journaled (sink returned) for it
+        self.journaled: dict[tuple[str, str], tuple[str, str]] = {}
+        self.unchanged = 0   # listed items not journaled again (see the module docstring)
 
     # -- the loop ---------------------------------------------------------------------------
     async def run(self) -> None:
@@ -277,13 +296,10 @@ class Observer:
         body = await asyncio.to_thread(self._get_json, self._list_query())
         items = body.get("items") or []
         rv = (body.get("metadata") or {}).get("resourceVersion", "")
-        at = self.clock.now_ms()
-        drafts: list[Record] = [self._observed("ADDED", self._with_type(i), at) for i in items]
-        keys = tuple(ListedKey(namespace=d.namespace, name=d.name, uid=d.uid, rv=d.rv) for d in drafts)
-        drafts.append(Relist(at=at, cluster=self.cluster, api_version=self.api_version,
-                             kind=self.kind, scope=self.namespace, rv=rv, keys=keys))
+        drafts = self.list_drafts(items, rv, self.clock.now_ms())
         for start in range(0, len(drafts), self.list_batch):
             await self.sink(drafts[start:start + self.list_batch])
+            self.remember(drafts[start:start + self.list_batch])
         if self.absent:
             log.info("observer %s/%s: the apiserver serves %s now", self.cluster, self.kind, self.kind,
                      extra={"cluster": self.cluster, "kind": self.kind})
@@ -291,6 +307,32 @@ class Observer:
         self.progressed_at = self._monotonic()
         self.listed += len(items)
         self.relists += 1
+
+    def list_drafts(self, items: list[dict[str, Any]], rv: str, at: int | None) -> list[Record]:
+        """The drafts of one list answered at ``rv``: an ``Observed`` ADDED for each item not
+        ``journaled`` at its uid and resourceVersion, then the ``Relist`` of every listed key."""
+        keys = tuple(_listed_key(i) for i in items)
+        drafts: list[Record] = [self._observed("ADDED", self._with_type(i), at)
+                                for i, k in zip(items, keys) if not self._known(k)]
+        self.unchanged += len(items) - len(drafts)
+        drafts.append(Relist(at=at, cluster=self.cluster, api_version=self.api_version,
+                             kind=self.kind, scope=self.namespace, rv=rv, keys=keys))
+        return drafts
+
+    def _known(self, key: ListedKey) -> bool:
+        """The listed item is the version this observer last journaled for its key."""
+        return bool(key.rv) and self.journaled.get((key.namespace, key.name)) == (key.uid, key.rv)
+
+    def remember(self, drafts: list[Record]) -> None:
+        """``drafts`` are journaled (their sink returned): ``journaled`` holds the last version of
+        each key, none after a DELETED, and after a ``Relist`` exactly the keys it lists."""
+        for d in drafts:
+            if isinstance(d, Relist):
+                self.journaled = {(k.namespace, k.name): (k.uid, k.rv) for k in d.keys if k.rv}
+            elif isinstance(d, Observed) and d.event == "DELETED":
+                self.journaled.pop((d.namespace, d.name), None)
+            elif isinstance(d, Observed):
+                self.journaled[(d.namespace, d.name)] = (d.uid, d.rv)
 
     def _list_query(self) -> list[tuple[str, Any]]:
         return [("labelSelector", self.label_selector)] if self.label_selector else []
@@ -374,7 +416,7 @@ class Observer:
         batch without drafts (bookmarks) moves it once everything before it landed."""
         before, self._inflight = self._inflight, None
         if drafts:
-            self._inflight = (asyncio.ensure_future(self.sink(drafts)), rv, len(drafts))
+            self._inflight = (asyncio.ensure_future(self.sink(drafts)), rv, drafts)
         if before is not None:
             await self._landed(before)
         if self._inflight is not None and len(drafts) < PIPELINE_FROM:
@@ -388,10 +430,11 @@ class Observer:
         if before is not None:
             await self._landed(before)
 
-    async def _landed(self, batch: tuple[asyncio.Future, str, int]) -> None:
+    async def _landed(self, batch: tuple[asyncio.Future, str, list[Record]]) -> None:
         await asyncio.shield(batch[0])   # a cancel leaves the sink running (and its outcome retrieved)
         self.rv = batch[1]
-        self.events += batch[2]
+        self.events += len(batch[2])
+        self.remember(batch[2])
 
     def _abandon(self) -> None:
         """A watch that ends by an exception (or a cancel) leaves its batch in flight unwaited: the
@@ -429,6 +472,12 @@ class Observer:
                              md.get("namespace", ""), md.get("name", ""), md.get("uid", ""),
                              md.get("resourceVersion", ""), event, self.redact(self.kind, obj))
         return rec if self.prepare is None else self.prepare(rec)
+
+
+def _listed_key(item: dict[str, Any]) -> ListedKey:
+    md = item.get("metadata") or {}
+    return ListedKey(namespace=md.get("namespace", ""), name=md.get("name", ""), uid=md.get("uid", ""),
+                     rv=md.get("resourceVersion", ""))
 
 
 def _is_transport(exc: BaseException) -> bool:
