@@ -67,12 +67,12 @@ def test_a_secret_created_for_a_session_deleted_meanwhile_is_swept():
     Session answered 404: the Secret outlived the Session. kfold run's orphan Secret sweep
     (``pod.sweep_secrets``) is what removes it; the simulator now runs it too, where and when
     ``kfold.daemon.sweeps`` makes it due (after a takeover, a lost journal or a Secret write).
-    (Since the sweep runs only when due, this seed's run no longer re-sends that create; the
-    schedule's rules are stated in tests/unit/test_sweep_schedule.py.)"""
+    (Since the sweep runs only when due, this seed's run no longer re-sends that create, and 300
+    steps reach the sweep's due time past its grace; the schedule's rules are stated in tests/unit/test_sweep_schedule.py.)"""
     from kfold.sim.world import Options, simulate
-    r = simulate(Options(seed=40322, steps=200, sessions=4, faults=tuple(SHRUNK_40322.split(","))))
+    r = simulate(Options(seed=40322, steps=300, sessions=4, faults=tuple(SHRUNK_40322.split(","))))
     assert r.failure is None, str(r.failure)
-    assert r.fired.get("sweep_secrets", 0) >= 1    # the takeovers made it due
+    assert r.fired.get("sweep_secrets", 0) >= 1    # the takeover and the lost journal made it due, past its grace
 
 
 def test_a_takeover_does_not_fail_a_session_its_status_reports_ready():
