@@ -50,6 +50,28 @@ def test_a_relist_without_a_terminating_pod_that_still_exists_keeps_waiting(froz
     assert s.decision("pod", KEY).phase == "terminating"
 
 
+def test_regression_a_relist_without_the_pod_while_its_delete_is_unanswered_is_followed_by_a_read(frozen_world):
+    """The delete's answer is held; meanwhile the watch ended with 410 and the relist lacks the pod
+    (it was already removed). The watch resumed from that list will never send its DELETED: the
+    delete's ``ok`` (the pod terminating, as it was when the apiserver took the delete) is
+    followed by a quorum read, and its 404 proves the pod gone."""
+    s = watched()
+    d = one(ask_delete(s, T0), "delete")
+    assert [e for e in s.relist("Pod", [], T0 + SECOND) if e.type == "get"] == [], "the delete's answer decides first"
+    read = one(s.outcome(d, "ok", T0 + 2 * SECOND), "get")
+    assert answers(s) == []
+    s.outcome(read, "not_found", T0 + 3 * SECOND, status_reason="NotFound")
+    assert answers(s) == [("pod_gone", {"pod": KEY})]
+    assert s.decision("pod", KEY) is None
+
+
+def test_an_accepted_delete_without_a_relist_meanwhile_sends_no_read(frozen_world):
+    s = watched()
+    d = one(ask_delete(s, T0), "delete")
+    assert [e for e in s.outcome(d, "ok", T0 + SECOND) if e.type == "get"] == []
+    assert s.decision("pod", KEY).phase == "terminating"
+
+
 def test_not_found_means_gone(frozen_world):
     s = watched()
     s.outcome(one(ask_delete(s, T0), "delete"), "not_found", T0 + SECOND, status_reason="NotFound")

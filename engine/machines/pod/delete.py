@@ -35,7 +35,8 @@ def start(ctx: Ctx, key: str, replies: tuple[Reply, ...], reason: str, budget_ms
     """Begin a delete from idle, deciding on the latest observation of the pod (on a quorum read
     when the delete names a Session: the fence kept from observations holds no labels)."""
     e = (ctx.get(key) or PodOp()).but(op="delete", replies=replies, reason=reason, attempts=0,
-                                     budget_ms=budget_ms, deadline=None, target="", session=session)
+                                     budget_ms=budget_ms, deadline=None, target="", session=session,
+                                     missing=False)
     if not e.uid or session:
         send_read(ctx, key, step(e, "read"))
     elif e.terminating:
@@ -47,6 +48,8 @@ def start(ctx: Ctx, key: str, replies: tuple[Reply, ...], reason: str, budget_ms
 def deleted(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> None:
     """The answer to the fenced DELETE (phase ``deleting``)."""
     match rec.result:
+        case "ok" if e.missing:
+            send_read(ctx, key, step(e, "read"))
         case "ok":
             save(ctx, key, step(e, "accepted", terminating=True))
         case "not_found":

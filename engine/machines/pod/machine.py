@@ -117,7 +117,7 @@ def send_create(ctx: Ctx, key: str, e: PodOp) -> PodOp:
 def send_read(ctx: Ctx, key: str, e: PodOp) -> PodOp:
     """A quorum GET; its answer may be taken as proof of absence."""
     eff = ctx.emit(GetObject, key, **_ref(key))
-    return save(ctx, key, e.but(awaiting=eff.id))
+    return save(ctx, key, e.but(awaiting=eff.id, missing=False))
 
 
 def send_delete(ctx: Ctx, key: str, e: PodOp) -> PodOp:
@@ -256,9 +256,13 @@ def _unfence(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
 
 def _reread(ctx: Ctx, key: str, e: PodOp, ev: Missing) -> None:
     """A delete waiting for the pod to go re-reads it (quorum GET; its 404 answers ``pod_gone``);
-    one with a request in flight lets that request's outcome decide."""
+    one with a request in flight notes the relist (``missing``), and an answer of that request
+    that leaves the pod terminating is followed by the quorum read: the pod may be gone already,
+    and no watch started after the relist will tell its DELETED."""
     if not e.awaiting:
         send_read(ctx, key, step(e, "read"))
+    else:
+        save(ctx, key, e.but(missing=True))
 
 
 def _create(ctx: Ctx, key: str, e: PodOp | None, msg: CreatePod) -> None:

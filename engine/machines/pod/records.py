@@ -64,6 +64,7 @@ class PodOp(Decision):
     generation: int = 0
     manifest: dict[str, Any] | None = None
     awaiting: str = ""
+    missing: bool = False      # a relist lacked the pod while ``awaiting``: that answer cannot prove it still there
     attempts: int = 0
     budget_ms: int = DEFAULT_BUDGET_S * 1000
     deadline: int | None = None
