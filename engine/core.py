@@ -190,11 +190,14 @@ class StepContext:
         return self._tables[m]
 
     def items(self, machine: str | None = None) -> Iterable[tuple[str, Any]]:
+        """Machine ``m``'s entries in key order. A table's own order follows its keys' string
+        hashes, which differ between processes (``PYTHONHASHSEED``): a decision that visits entries
+        in turn (a relist, an index rebuilt) must visit them in an order every replay shares."""
         m = machine or self._machine
         if m in self._mut:  # a mutation cannot be iterated: freeze it (the next write re-opens one)
             self._tables[m] = self._tables[m].finish()
             self._mut.discard(m)
-        return self._tables.get(m, EMPTY).items()
+        return sorted(self._tables.get(m, EMPTY).items(), key=_entry_key)
 
     # -- timers ---------------------------------------------------------------------------
     def set_timer(self, key: str, name: str, due: int, cluster: str = "") -> None:
@@ -323,6 +326,10 @@ class _TableReader:
 
     def items(self) -> Iterable[tuple[str, Any]]:
         return self._ctx.items(self._machine)
+
+
+def _entry_key(entry: tuple[str, Any]) -> str:
+    return entry[0]
 
 
 def fold(state: State, record: Record, machines: "Machines | None" = None) -> tuple[State, tuple[Any, ...]]:

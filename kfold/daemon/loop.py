@@ -199,6 +199,7 @@ class Daemon:
         if self._takeover:   # ``resume``: a term began; whatever else the batch holds, before anything is issued
             drafts = self._held_in_doubt() + list(drafts)   # (kfold sim, soak seed 50576: batched with an
             # observation, the takeover's entry was skipped and a standby's stale status patch went out)
+        drafts = self._still_owed(drafts)
         stamped: list[Any] = []
         logs: list[Any] = []
         if drafts:
@@ -215,6 +216,24 @@ class Daemon:
         self._sending = done
         self._wake_ticker()
         return stamped, done
+
+    def _still_owed(self, drafts: list[Any]) -> list[Any]:
+        """The ticker's retries (``EffectIssued`` drafts) whose effect is still pending, unissued,
+        and not put in doubt by this batch: a retry the ticker read before a takeover's in-doubt
+        commands (or recovery's) superseded its effect is dropped, not journaled as issued. The
+        in-doubt command replaces the effect with a fresh read; an ``EffectIssued`` of the old one
+        would name an effect no replay of the journal still holds (``kfold replay --check``)."""
+        doubted = {d.args.get("effect_id", "") for d in drafts
+                   if isinstance(d, Command) and d.name == "effect.in_doubt"}
+        out = []
+        for d in drafts:
+            if isinstance(d, EffectIssued):
+                eid = d.effect.get("id", "")
+                p = self.state.pending.get(eid)
+                if eid in doubted or p is None or p.issued:
+                    continue
+            out.append(d)
+        return out
 
     async def _send_when_durable(self, durable: asyncio.Future, sends: list[tuple[Any, int]], logs: list[Any],
                                  before: asyncio.Future | None) -> None:

@@ -14,6 +14,12 @@ Checked once faults and users stop (``check_settled``, after at most ``settle_ms
   Stopped with no live pod; deleted and gone); a Session whose names a foreign object held first
   may instead be Failed (kfold must not take the object over);
 - ``no_leak``: nothing of kfold's remains for a Session that no longer exists.
+
+Checked on every journal of the run once it is closed (``check_replays``):
+- ``replays``: ``kfold replay --check`` finds no divergence: refolding the journal with the current
+  code emits every effect the daemon journaled as issued, the same, and none it owed but never
+  issued (kfold.offline.replay). The simulated daemon and the check run in one process; tests run
+  the check in another one too, with another ``PYTHONHASHSEED``.
 """
 from __future__ import annotations
 
@@ -117,3 +123,13 @@ def check_settled(sim: Any) -> None:
     left = leaks(sim)
     if left:
         _fail(sim, "no_leak", "left behind: " + ", ".join(left))
+
+
+def check_replays(sim: Any) -> None:
+    from journal.records import parse_record
+    from kfold.offline.replay import replay
+    for i, store in enumerate(s for r in sim.replicas for s in (*r.lost, r.store)):
+        records = [parse_record(store.rows[seq][3]) for seq in sorted(store.rows)]
+        result = replay(records, check=True)
+        if result.divergence is not None:
+            _fail(sim, "replays", f"journal {i}: " + result.divergence.describe().replace("\n", "; "))

@@ -689,6 +689,10 @@ class Simulation:
         finally:
             for r in self.replicas:
                 await self._close_journal(r)
+        try:
+            invariants.check_replays(self)
+        except SimFailure as failure:
+            return failure
         return None
 
 

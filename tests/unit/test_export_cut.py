@@ -18,6 +18,7 @@ from engine.core import fold, initial_state
 from journal.retention import Retention
 from journal.sqlite import SqliteJournal
 from kfold.cli import main
+from kfold.offline.render import state_of
 from kfold.offline.ui.index import build
 from kfold.offline.ui.server import Store
 from tests.harness import Scenario
@@ -127,7 +128,9 @@ def test_the_export_of_a_cut_journal_replays_checks_traces_and_indexes_like_the_
     traced, traced_direct = kfold("trace", str(out), "local/ns/demo"), kfold("trace", str(path), "local/ns/demo")
     assert traced.returncode == 0, traced.stderr
     assert traced.stdout == traced_direct.stdout and "session: " in traced.stdout
-    assert all(int(line.split()[0][1:]) >= first for line in traced.stdout.splitlines() if line.startswith("#"))
+    headers = [int(line.split()[0][1:]) for line in traced.stdout.splitlines() if line.startswith("#")]
+    assert traced.stdout.startswith(f"#{first - 1} snapshot: history continues from here\n  session: ")
+    assert headers[0] == first - 1 and all(seq >= first for seq in headers[1:])
     assert f"started from the snapshot at seq {first - 1}" in traced.stderr
 
     for source in (out, path):   # the UI's loader: the export and the journal give the same index
@@ -138,6 +141,27 @@ def test_the_export_of_a_cut_journal_replays_checks_traces_and_indexes_like_the_
         keys = {o["key"] for o in store.objects()["objects"]}
         assert {"local/ns/demo", "local/ns/other"} <= keys
         assert store.raw(first)["seq"] == first
+
+
+def test_a_key_no_record_after_the_cut_changes_is_traced_as_the_snapshot_holds_it(cut, tmp_path):
+    """Every object the snapshot holds is shown as it stood there, each machine's state derived by
+    folding the scenario's records up to the cut here, even one whose later records change nothing."""
+    path, first = cut
+    out = tmp_path / "x.jsonl"
+    assert kfold("export", str(path), "-o", str(out)).returncode == 0
+    state = initial_state()
+    for rec in scenario().records[:first - 1]:
+        state, _ = fold(state, rec)
+    keys = {k for t in state.tables.values() for k in t if k.count("/") == 2 and "#" not in k}
+    assert len(keys) >= 3
+    for key in sorted(keys):
+        expected = [f"{m}: {state_of(t[key])}" for m, t in sorted(state.tables.items()) if key in t]
+        for source in (out, path):
+            traced = kfold("trace", str(source), key)
+            assert traced.returncode == 0, traced.stderr
+            lines = traced.stdout.splitlines()
+            assert lines[0] == f"#{first - 1} snapshot: history continues from here"
+            assert [line.strip() for line in lines[1:1 + len(expected)]] == expected
 
 
 def test_every_view_of_a_cut_export_holds_no_secret_value(cut, tmp_path):

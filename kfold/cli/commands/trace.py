@@ -8,8 +8,9 @@ with the leadership term that issued it (``issued 9.1 create Service ns/demo [te
 nothing, the closest keys that exist are named (exit 1). KEY may also be ``<namespace>/<name>`` or
 ``<name>`` when that names one object of the journal; one naming several is refused, listing them (exit 2).
 A record whose decision kept its phase shows the fields it changed under ``session (still Pending):``. A journal whose head retention cut, or an
-export of it, is traced from the snapshot its history continues (stderr says so): what KEY's
-decision record held there is the "before" of its first change.
+export of it, is traced from the snapshot its history continues (stderr says so): the first lines
+say what KEY's decision records held there (``#81 snapshot: history continues from here`` then
+``session: Stopped``), which are the "before" of its first change.
 """
 from __future__ import annotations
 
@@ -63,6 +64,14 @@ def run(args) -> int:
         state, first, note = start_point(args.journal, args.until)
         if note:
             print(f"kfold trace: {note}", file=sys.stderr)
+        for key, lines in (snapshot_lines(state, first - 1, args.output) if state is not None else {}).items():
+            seen.add(key)
+            if key == args.key:
+                for line in lines:
+                    print(line)
+                    shown += 1
+            elif matches(args.key, key):
+                found.setdefault(key, []).extend(lines)
         records = counted(iter_records(args.journal, args.until, first), args.journal, "trace", args.until,
                           from_seq=first)
         for step in walk(records, state):
@@ -109,6 +118,24 @@ def rendered(step, key: str, output: str) -> list[str]:
     at = lines[0][len(f"#{rec.seq} "):].removesuffix(" " + record_line(rec))
     return [json.dumps({"seq": rec.seq, "at": None if rec.at is None else at, "record": record_line(rec),
                         "details": [line.strip() for line in lines[1:]]})]
+
+
+def snapshot_lines(state, seq: int, output: str) -> dict[str, list[str]]:
+    """Where a cut history begins: each object key the snapshot at ``seq`` holds -> its lines
+    (``#81 snapshot: history continues from here`` and one ``<machine>: <state>`` line per machine
+    that holds it), so a key whose later records change nothing is still shown as it stood."""
+    from kfold.offline.render import state_of
+    from kfold.offline.replay import is_object_key
+    held: dict[str, list[str]] = {}
+    for machine, table in sorted(state.tables.items()):
+        for key, decision in table.items():
+            if is_object_key(key):
+                held.setdefault(key, []).append(f"{machine}: {state_of(decision)}")
+    header = "snapshot: history continues from here"
+    if output == "json":
+        import json
+        return {k: [json.dumps({"seq": seq, "at": None, "record": header, "details": v})] for k, v in held.items()}
+    return {k: [f"#{seq} {header}"] + [f"  {line}" for line in v] for k, v in held.items()}
 
 
 def _hint(key: str, seen: set[str]) -> str:
