@@ -232,7 +232,7 @@ def owner(table: Any, handle: str, namespace: str, session: str) -> str | None:
     got = table.get(INDEX_KEY)
     if isinstance(got, TargetIndex):
         return got.slots.get(want)
-    return next((key for key, d in table.items() if slot_of(d) == want), None)
+    return min((key for key, d in table.items() if slot_of(d) == want), default=None)   # ``_index``'s choice
 
 
 def slot(handle: str, namespace: str, session: str) -> str:
