@@ -48,6 +48,7 @@ from engine import backoff
 from engine.canonical import canonical_json
 from engine.effects.models import CreateObject, DeleteObject, GetObject, Log, PatchObject, ReplaceObject
 from engine.machines.base import Ctx, object_key, remember, split_key
+from engine.machines.session import finalizer
 from engine.machines.session import model
 from engine.machines.session import manifests as mf
 from engine.machines.session import secret
@@ -254,14 +255,14 @@ def reported(d: SessionDecision) -> tuple[str, int]:
 
 
 def _remove_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
-    if FINALIZER not in d.finalizers or d.finalizer_step in ("removing", "reading"):
+    if FINALIZER not in d.finalizers or not finalizer.may_remove(d.finalizer_step):
         return d
     # Preconditioned on exactly the field it changes (a JSON patch ``test`` of the list entry),
     # not on the resourceVersion, which kfold's own status writes move: a list another writer
     # changed meanwhile fails the test (422), and the Session is read again before a retry.
     at = f"/metadata/finalizers/{d.finalizers.index(FINALIZER)}"
     _patch_session(ctx, key, d, [{"op": "test", "path": at, "value": FINALIZER}, {"op": "remove", "path": at}])
-    return d.but(finalizer_step="removing")
+    return d.but(finalizer_step=finalizer.after(d.finalizer_step, "remove"))
 
 
 def _patch_session(ctx: Ctx, key: str, d: SessionDecision, patch: dict[str, Any] | list[dict[str, Any]]) -> None:
@@ -326,10 +327,10 @@ def begin(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig
 
 def _ensure_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     """Add the finalizer (again after a conflict's re-read), without holding the bring-up back."""
-    if FINALIZER in d.finalizers or d.finalizer_step != "":
+    if FINALIZER in d.finalizers or not finalizer.may_add(d.finalizer_step):
         return d
     _patch_session(ctx, key, d, {"metadata": {"finalizers": [*d.finalizers, FINALIZER], "resourceVersion": d.rv}})
-    return d.but(finalizer_step="sent")
+    return d.but(finalizer_step=finalizer.after(d.finalizer_step, "add"))
 
 
 def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:

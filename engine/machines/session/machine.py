@@ -47,7 +47,7 @@ from engine.canonical import same_json
 from engine.effects.models import GetObject, RecordEvent
 from engine.machines.base import (Ctx, Dispatch, Machine, RetryDue, UnknownEvent, ignore, missing_after_relist, object_key,
                                   remember, split_key)
-from engine.machines.session import flow, model, owned, retry, secret, seen, status, tenancy
+from engine.machines.session import finalizer, flow, model, owned, retry, secret, seen, status, tenancy
 from engine.machines.session.manifests import GENERATION_LABEL, SESSION_LABEL, WORKSPACE
 from engine.machines.session.model import (BRINGING_UP, CONFIG_KEY, INDEX_KEY, PHASES, FINALIZER, GONE_KEY, LIVE, MAX_GONE,
                                           DeletedSessions, Failure, PodFacts, Run, SessionConfig, SessionDecision,
@@ -337,10 +337,10 @@ def absorb(d: SessionDecision | None, cluster: str, obj: dict[str, Any]) -> Sess
         kept = {} if renewed else {"releasing": d.releasing, "abandoned": d.abandoned}
         d = from_status(SessionDecision(name=v.name, namespace=v.namespace, home=cluster,
                                         ahead=d.ahead if d is not None else {}, **kept), v)
-    step = "" if d.finalizer_step == "reading" else d.finalizer_step
     # A deletionTimestamp is never taken back: an observation of the same uid without one is older
     # than what was folded (a stale list), and must not resume a Session being deleted.
     deleting = v.deleting or (d.deleting and d.uid == v.uid)
+    step = finalizer.after(d.finalizer_step, "observed", carried=FINALIZER in v.finalizers or deleting)
     d = _overwritten(d, v)
     # The same spec keeps the same dict: ``session.flow.spec_of`` remembers its validation by it.
     spec = d.spec_raw if same_json(v.spec, d.spec_raw) else v.spec
@@ -505,12 +505,12 @@ def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
 def _finalizer_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
     if rec.result == "ok":
         d = absorb(d, d.home, rec.obj) if rec.obj else d
-        return d if d.finalizer_step == "removing" else d.but(finalizer_step="done")
+        return d.but(finalizer_step=finalizer.after(d.finalizer_step, "added"))
     if rec.result == "not_found":
         return d.but(gone=True)
-    if rec.result in ("conflict", "transient") or (rec.result == "invalid" and d.finalizer_step == "removing"):
+    if rec.result in ("conflict", "transient") or (rec.result == "invalid" and finalizer.released(d.finalizer_step)):
         return retry.reobserve(ctx, key, d)   # "invalid": the removal's test op found the list changed
-    if d.finalizer_step == "removing":
+    if finalizer.released(d.finalizer_step):
         return d.but(blocked=f"cannot remove finalizer {FINALIZER}: {rec.result} {rec.message}".strip())
     return flow.fail(ctx, key, d, "FinalizerFailed", f"cannot add finalizer {FINALIZER}: {rec.result} {rec.message}".strip())
 

@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, TypeAdapter
 
 from engine.machines.base import Ctx, Decision, Table
+from engine.machines.session import finalizer
 from engine.machines.session.seen import Listed, SlotObjects
 from engine.seams import RegisteredCluster
 
@@ -144,7 +145,7 @@ class SessionDecision(Decision):
     target_namespace: str = ""             # where the pod runs when not the Session's namespace
     shape: str = ""                        # session.spec.shape of the current generation
     failed_spec: str = ""                  # the spec that failed; a different one retries
-    finalizer_step: str = ""               # "" | "sent" | "done" | "removing" | "reading"
+    finalizer_step: finalizer.Step = ""    # kfold's finalizer: its own small machine (``session.finalizer``)
     reread_tries: int = 0                  # Session re-reads refused in a row (engine.backoff)
     namespace_step: str = ""
     secret_step: str = ""                  # "" | "sent" | "reading" | "waiting" | "done"

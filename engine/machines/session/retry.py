@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from engine.effects.models import GetObject, RecordEvent
 from engine import backoff
-from engine.machines.session import flow
+from engine.machines.session import finalizer, flow
 from engine.machines.base import Ctx
 from engine.machines.base import describe
 from engine.machines.session.model import SessionDecision
@@ -41,7 +41,7 @@ def reobserve(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     """Quorum-read the Session; the finalizer steps wait for the answer."""
     ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
              namespace=d.namespace, name=d.name)
-    return d.but(finalizer_step="reading")
+    return d.but(finalizer_step=finalizer.after(d.finalizer_step, "reread"))
 
 
 def reread(ctx: Ctx, key: str, d: SessionDecision, rec: Any,
@@ -122,7 +122,7 @@ def observed(ctx: Ctx, key: str, d: Any) -> Any:
 
 
 def on_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> SessionDecision:
-    if name == REREAD and d.finalizer_step in ("sent", "removing"):   # a patch in flight answers first
+    if name == REREAD and finalizer.patch_in_flight(d.finalizer_step):   # a patch in flight answers first
         ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
                  namespace=d.namespace, name=d.name)
         return d

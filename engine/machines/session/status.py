@@ -51,7 +51,7 @@ from engine.canonical import canonical_json
 from engine.machines.base import Ctx
 from engine.effects.models import PatchObject, PostEvent
 from engine.machines.session.manifests import host, pod_name
-from engine.machines.session import flow
+from engine.machines.session import finalizer, flow
 from engine.machines.session.model import RepoFacts, SessionConfig, SessionDecision
 from engine.machines.session.spec import Spec, SpecError
 from engine.rfc3339 import to_seconds_text
@@ -326,4 +326,4 @@ def quarantined(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, 
 
 def finalizer_released(d: SessionDecision) -> bool:
     """The finalizer removal was sent: the Session may vanish at any moment; stop writing to it."""
-    return d.phase == "Stopped" and d.finalizer_step == "removing"
+    return d.phase == "Stopped" and finalizer.released(d.finalizer_step)
