@@ -220,3 +220,29 @@ def test_a_new_generation_pod_is_created_only_after_the_old_one_is_gone(admin, n
     assert ("ADDED", "demo-g2") in events, events
     assert ("DELETED", "demo-g1") in events, events
     assert events.index(("DELETED", "demo-g1")) < events.index(("ADDED", "demo-g2")), events
+
+
+def test_a_finalizer_removed_with_kubectl_is_added_back_and_deleting_still_tears_down(admin, cp, namespace, sa_daemon):
+    """A user (or a script) strips kfold's finalizer with ``kubectl patch --type=json``: kfold, like
+    every controller that owns a finalizer, puts it back on the live Session, so a later delete
+    still waits for the teardown."""
+    import os
+    import subprocess
+    from pathlib import Path
+    kubectl = Path(os.environ.get("KFOLD_CACHE", Path.home() / ".cache" / "kfold")) / "bin" / "kubectl"
+    w = World(admin, namespace)
+    w.co.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, session_manifest(namespace, [WEB]))
+    w.phase_is("Ready", 1)
+
+    def finalizers():
+        return w.co.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "demo")["metadata"].get("finalizers")
+    assert finalizers() == ["kfold.dev/teardown"]
+    r = subprocess.run([str(kubectl), "--kubeconfig", cp["kubeconfig"], "-n", namespace, "patch", "session", "demo",
+                        "--type=json", "-p", '[{"op": "remove", "path": "/metadata/finalizers/0"}]'],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wait_for(lambda: finalizers() == ["kfold.dev/teardown"] or None, 30, what="the finalizer added back")
+    assert w.status()["phase"] == "Ready" and w.pods() == ["demo-g1"], "nothing else moved"
+    w.co.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "demo")
+    wait_for(lambda: (not w.co.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
+                      and w.all_pods() == []) or None, 45, what="Session finalized after its pod was deleted")
