@@ -12,6 +12,7 @@ from engine import fold, fold_many, initial_state
 from engine import snapshot
 from engine.rfc3339 import to_ms
 from engine.effects.models import effect_to_dict
+from engine.effects.timers import seq_key
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
 
 
@@ -88,7 +89,10 @@ class Scenario:
 
     # -- looking ------------------------------------------------------------------------------
     def pending(self, type_: str | None = None) -> list[Any]:
-        return [e for e in (p.effect for p in self.state.pending.values()) if type_ in (None, e.type)]
+        """Pending effects in the order they were decided (effect id), not the pending map's
+        string-hash order: a scenario driven by answering them is the same in every process."""
+        found = [e for e in (p.effect for p in self.state.pending.values()) if type_ in (None, e.type)]
+        return sorted(found, key=lambda e: seq_key(e.id))
 
     def decision(self, machine: str, key: str) -> Any:
         return self.state.table(machine).get(key)

@@ -53,6 +53,7 @@ from engine.machines.session import model
 from engine.machines.session import manifests as mf
 from engine.machines.session import secret
 from engine.machines.session import seen
+from engine.machines.session import steps
 from engine.machines.session import status
 from engine.machines.session import tenancy
 from engine.machines.session.model import (
@@ -194,7 +195,8 @@ def teardown(ctx: Ctx, key: str, d: SessionDecision, claimed: bool = False) -> S
     if d.phase not in ("Stopping", "Stopped"):
         d = _release_unmade(ctx, key, d, "session stopped")
         d = _release_resumed(ctx, key, release(ctx, key, d.move("stop"), "session stopped"))
-        d = start_teardown(ctx, key, d, claimed=claimed).but(secret_step="", claim_step="")
+        d = start_teardown(ctx, key, d, claimed=claimed).but(secret_step=steps.object_after(d.secret_step, "again"),
+                                                             claim_step=steps.object_after(d.claim_step, "again"))
     if d.phase == "Stopping" and not (d.teardown or d.releasing or d.abandoned or d.blocked):
         d = d.move("stopped")
     if d.phase == "Stopped" and d.deleting and not any(e.type == "create" for e in ctx.pending_for(key)):
@@ -321,7 +323,7 @@ def begin(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig
     return d.move("begin").but(
         generation=d.generation + 1, target=spec.cluster, target_tenant=spec.tenant,
         target_namespace=spec.namespace, shape=spec.digest, failure=None, failed_spec="",
-        namespace_step="", repos_step="", secret_step="", claim_step="", repos=repos, pod=PodFacts(),
+        **steps.begun_again(d), repos=repos, pod=PodFacts(),
         start_ms=cfg.start_ms, ready_ms=cfg.ready_ms, teardown=(), blocked="")
 
 
@@ -334,21 +336,21 @@ def _ensure_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision
 
 
 def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
-    if d.namespace_step != "done" and spec.bounded:
-        d = d.but(namespace_step="done")  # namespaces are cluster-scoped: refused on a bounded registration
+    if d.namespace_step != "done" and spec.bounded:   # namespaces are cluster-scoped: refused on a bounded registration
+        d = d.but(namespace_step=steps.ask_after(d.namespace_step, "skip"))
     if d.namespace_step != "done" and (d.target, d.target_ns) == (d.home, d.namespace):
-        d = d.but(namespace_step="done")  # the Session itself lives in it: nothing to read or create
+        d = d.but(namespace_step=steps.ask_after(d.namespace_step, "skip"))  # the Session lives in it: nothing to do
     if d.namespace_step != "done":
         if d.namespace_step == "":
             ctx.tell("pod", object_key(d.target, d.target_ns, ""), "ensure_namespace",
                      reply_to="session", reply_key=key)
-            d = d.but(namespace_step="sent")
+            d = d.but(namespace_step=steps.ask_after(d.namespace_step, "ask"))
         return d
     if not all(r.ensured for r in d.repos):
         if d.repos_step == "":
             for r in d.repos:
                 ctx.tell("repo", r.key, "ensure", url=r.url, reply_to="session", reply_key=key)
-            d = d.but(repos_step="sent")
+            d = d.but(repos_step=steps.ask_after(d.repos_step, "ask"))
         return d
     if d.secret_step != "done":
         d = secret.step(ctx, key, d, spec)   # made, mended or dropped as the spec's env implies
@@ -356,14 +358,14 @@ def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionCon
             return d
     if d.claim_step != "done":
         if not cfg.workspace_class:   # each pod's workspace is an emptyDir: no claim to make
-            d = d.but(claim_step="done")
+            d = d.but(claim_step=steps.object_after(d.claim_step, "skip"))
         elif d.claim_step == "":
             owner = d.uid if _ownable(d) else ""
             ctx.emit(CreateObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1",
                      kind="PersistentVolumeClaim", namespace=d.target_ns, name=mf.claim_name(d.name),
                      manifest=mf.workspace_claim(d.name, d.target_ns, cfg.workspace_class, cfg.workspace_size,
                                                  cfg.workspace_access, owner))
-            return d.but(claim_step="sent", claim_made=True)
+            return d.but(claim_step=steps.object_after(d.claim_step, "create"), claim_made=True)
         else:
             return d
     if FINALIZER not in d.finalizers and not _ownable(d):

@@ -47,7 +47,7 @@ from engine.canonical import same_json
 from engine.effects.models import GetObject, RecordEvent
 from engine.machines.base import (Ctx, Dispatch, Machine, RetryDue, UnknownEvent, ignore, missing_after_relist, object_key,
                                   remember, split_key)
-from engine.machines.session import finalizer, flow, model, owned, retry, secret, seen, status, tenancy
+from engine.machines.session import finalizer, flow, model, owned, retry, secret, seen, status, steps, tenancy
 from engine.machines.session.manifests import GENERATION_LABEL, SESSION_LABEL, WORKSPACE
 from engine.machines.session.model import (BRINGING_UP, CONFIG_KEY, INDEX_KEY, PHASES, FINALIZER, GONE_KEY, LIVE, MAX_GONE,
                                           DeletedSessions, Failure, PodFacts, Run, SessionConfig, SessionDecision,
@@ -484,7 +484,7 @@ def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
         case "PersistentVolumeClaim", "get":
             return _claim_read(ctx, key, d, rec, effect)
         case "Secret", "replace" if d.secret_step == "replacing" and rec.result not in secret.REREAD:
-            return flow.fail(ctx, key, d.but(secret_step=""), "SecretFailed",
+            return flow.fail(ctx, key, d.but(secret_step=steps.object_after(d.secret_step, "again")), "SecretFailed",
                              f"cannot replace Secret {effect.name}: {rec.result} {rec.message}".strip())
         case "Secret", "replace":
             return secret.on_replaced(d, rec)
@@ -526,11 +526,11 @@ def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sess
     if d.secret_step != "sent":
         return d
     if rec.result == "ok":
-        return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj), secret_tries=0)
+        return d.but(secret_step=steps.object_after(d.secret_step, "made"), secret_uid=owned.uid_of(rec.obj), secret_tries=0)
     if rec.result == "already_exists":  # ours (an earlier attempt, a lost journal) or someone else's: read
         ctx.emit(GetObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1", kind="Secret",
                  namespace=d.target_ns, name=owned.object_name(d, "Secret"))
-        return d.but(secret_step="reading")
+        return d.but(secret_step=steps.object_after(d.secret_step, "exists"))
     if rec.result == "transient":
         return retry.secret_later(ctx, key, d, rec)  # a create is safe to repeat: AlreadyExists is fine
     return flow.fail(ctx, key, d, "SecretFailed", f"cannot create Secret {d.name}-env: {rec.result} {rec.message}".strip())
@@ -545,12 +545,12 @@ def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: A
     if rec.result == "ok" and owned.owned(rec.obj, d.name) and not isinstance(spec, SpecError):
         return secret.adopt(ctx, key, d.but(secret_tries=0), rec.obj, spec)
     if rec.result == "ok" and owned.owned(rec.obj, d.name):   # an invalid spec fails before its pod
-        return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj), secret_tries=0)
+        return d.but(secret_step=steps.object_after(d.secret_step, "kept"), secret_uid=owned.uid_of(rec.obj), secret_tries=0)
     if rec.result == "ok":
-        return flow.fail(ctx, key, d.but(secret_step=""), "NameTaken",
+        return flow.fail(ctx, key, d.but(secret_step=steps.object_after(d.secret_step, "again")), "NameTaken",
                          owned.conflict("Secret", effect.namespace, effect.name, rec.obj, d.name))
     if rec.result == "not_found":
-        return d.but(secret_step="")  # absent since: create again (AlreadyExists reads again)
+        return d.but(secret_step=steps.object_after(d.secret_step, "again"))  # absent since: create again (AlreadyExists reads again)
     return retry.secret_later(ctx, key, d, rec)
 
 
@@ -559,11 +559,11 @@ def _claim_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sessi
     if d.claim_step != "sent":
         return d
     if rec.result == "ok":
-        return d.but(claim_step="done", claim_tries=0)
+        return d.but(claim_step=steps.object_after(d.claim_step, "made"), claim_tries=0)
     if rec.result == "already_exists":
         ctx.emit(GetObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1",
                  kind="PersistentVolumeClaim", namespace=d.target_ns, name=owned.object_name(d, "PersistentVolumeClaim"))
-        return d.but(claim_step="reading")
+        return d.but(claim_step=steps.object_after(d.claim_step, "exists"))
     if rec.result == "transient":   # a create is safe to repeat
         return retry.claim_later(ctx, key, d, rec, owned.object_name(d, "PersistentVolumeClaim"))
     return flow.fail(ctx, key, d, "WorkspaceFailed",
@@ -576,12 +576,12 @@ def _claim_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: An
     if d.claim_step != "reading":
         return d
     if rec.result == "ok" and owned.owned(rec.obj, d.name):
-        return d.but(claim_step="done", claim_tries=0)
+        return d.but(claim_step=steps.object_after(d.claim_step, "kept"), claim_tries=0)
     if rec.result == "ok":
-        return flow.fail(ctx, key, d.but(claim_step=""), "NameTaken",
+        return flow.fail(ctx, key, d.but(claim_step=steps.object_after(d.claim_step, "again")), "NameTaken",
                          owned.conflict("PersistentVolumeClaim", effect.namespace, effect.name, rec.obj, d.name))
     if rec.result == "not_found":
-        return d.but(claim_step="")   # absent since: create again (AlreadyExists reads again)
+        return d.but(claim_step=steps.object_after(d.claim_step, "again"))   # absent since: create again (AlreadyExists reads again)
     return retry.claim_later(ctx, key, d, rec, effect.name)
 
 
@@ -603,9 +603,9 @@ def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDeci
             owned.repeat(ctx, key, effect)   # a read, or a delete fenced by uid: harmless to repeat
             return d
         case "Secret", ("create" | "get" | "replace"):
-            return d.but(secret_step="") if d.secret_step in ("sent", "reading", "replacing") else d
+            return d.but(secret_step=steps.object_after(d.secret_step, "again")) if d.secret_step in ("sent", "reading", "replacing") else d
         case "PersistentVolumeClaim", ("create" | "get"):
-            return d.but(claim_step="") if d.claim_step in ("sent", "reading") else d
+            return d.but(claim_step=steps.object_after(d.claim_step, "again")) if d.claim_step in ("sent", "reading") else d
         case ("Service" | "Ingress"), _:
             field = "service" if effect.kind == "Service" else "ingress"
             u = getattr(d, field)
@@ -755,7 +755,7 @@ def pod_read(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -> S
 # -- replies from the pod and repo machines -------------------------------------------------------
 
 def namespace_ready(ctx: Ctx, key: str, d: SessionDecision, msg: NamespaceReady) -> SessionDecision:
-    return d.but(namespace_step="done") if d.namespace_step == "sent" else d
+    return d.but(namespace_step=steps.ask_after(d.namespace_step, "answered")) if d.namespace_step == "sent" else d
 
 
 def keep(ctx: Ctx, key: str, d: SessionDecision, msg: Any) -> SessionDecision:

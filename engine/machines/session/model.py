@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, TypeAdapter
 
 from engine.machines.base import Ctx, Decision, Table
-from engine.machines.session import finalizer
+from engine.machines.session import finalizer, steps
 from engine.machines.session.seen import Listed, SlotObjects
 from engine.seams import RegisteredCluster
 
@@ -147,17 +147,17 @@ class SessionDecision(Decision):
     failed_spec: str = ""                  # the spec that failed; a different one retries
     finalizer_step: finalizer.Step = ""    # kfold's finalizer: its own small machine (``session.finalizer``)
     reread_tries: int = 0                  # Session re-reads refused in a row (engine.backoff)
-    namespace_step: str = ""
-    secret_step: str = ""                  # "" | "sent" | "reading" | "waiting" | "done"
+    namespace_step: steps.AskStep = ""     # the bring-up's sub-states: each a small machine (``session.steps``)
+    secret_step: steps.ObjectStep = ""
     secret_tries: int = 0                  # Secret requests failed in a row (engine.backoff)
     secret_made: bool = False              # a Secret create was sent: a stop reads and deletes it
     secret_uid: str = ""                   # its uid, from the create's answer or the adopting read
-    claim_step: str = ""                   # the workspace PersistentVolumeClaim: "" | sent | reading | waiting | done
+    claim_step: steps.ObjectStep = ""      # the workspace PersistentVolumeClaim
     claim_tries: int = 0                   # its requests failed in a row (engine.backoff)
     claim_made: bool = False               # a claim create was sent: a stop reads and deletes it
     repos: tuple[RepoFacts, ...] = ()
     pod: PodFacts = PodFacts()
-    repos_step: str = ""
+    repos_step: steps.AskStep = ""
     abandoned: tuple[str, ...] = ()        # pod keys whose create was in flight when let go
     releasing: tuple[str, ...] = ()        # pod keys asked to be deleted, not yet gone
     ahead: dict[str, int] = Field(default_factory=dict)  # pod key -> generation: newer than the record knows (session.flow, pods ahead)

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from engine.effects.models import GetObject, RecordEvent
 from engine import backoff
-from engine.machines.session import finalizer, flow
+from engine.machines.session import finalizer, flow, steps
 from engine.machines.base import Ctx
 from engine.machines.base import describe
 from engine.machines.session.model import SessionDecision
@@ -90,14 +90,14 @@ def _create_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any, which: str, 
     if tries == 1:
         _report(ctx, key, d, rec, retrying, f"could not create {what}: {describe(rec)}; tried again on a "
                 f"backoff (at most {backoff.CAP_MS // 1000} s apart)")
-    d = d.but(**{step: "waiting", count: tries})
+    d = d.but(**{step: steps.object_after(getattr(d, step), "wait"), count: tries})
     when = backoff.next_try(backoff.SESSION_CREATE, tries, ctx.now_on(d.target), rec.retry_after_ms)
     if isinstance(when, int):
         ctx.set_timer(key, timer, when, d.target)
         return d
     if when == backoff.AT_ONCE:
-        return d.but(**{step: ""})
-    return flow.fail(ctx, key, d.but(**{step: ""}), failed,
+        return d.but(**{step: steps.object_after(getattr(d, step), "again")})
+    return flow.fail(ctx, key, d.but(**{step: steps.object_after(getattr(d, step), "again")}), failed,
                      f"cannot create {what} after {tries} attempts and there is no server time to back off on: "
                      f"{describe(rec)}")
 
@@ -129,4 +129,4 @@ def on_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> SessionDec
     if name == REREAD:
         return reobserve(ctx, key, d)
     step = next(fields[0] for fields in _CREATES.values() if fields[2] == name)
-    return d.but(**{step: ""}) if getattr(d, step) == "waiting" else d
+    return d.but(**{step: steps.object_after(getattr(d, step), "again")}) if getattr(d, step) == "waiting" else d

@@ -25,7 +25,7 @@ from typing import Any
 
 from engine.effects.models import CreateObject, DeleteObject, GetObject, ReplaceObject
 from engine.machines.session import manifests as mf
-from engine.machines.session import owned
+from engine.machines.session import owned, steps
 from engine.machines.base import Ctx
 from engine.machines.session.model import SessionDecision
 from engine.machines.session.spec import Spec
@@ -40,14 +40,14 @@ def step(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
         return d
     if spec.env:
         ctx.emit(CreateObject, key, manifest=wanted(d, spec), **_ref(d))
-        return d.but(secret_step="sent", secret_made=True)
+        return d.but(secret_step=steps.object_after(d.secret_step, "create"), secret_made=True)
     if not d.secret_made:   # the Secret records env references only: with none there is nothing to keep
-        return d.but(secret_step="done")
+        return d.but(secret_step=steps.object_after(d.secret_step, "skip"))
     if d.secret_uid:
         ctx.emit(DeleteObject, key, uid=d.secret_uid, safe_to_retry=True, **_ref(d))
     else:
         ctx.emit(GetObject, key, **_ref(d))
-    return d.but(secret_step="dropping")
+    return d.but(secret_step=steps.object_after(d.secret_step, "drop"))
 
 
 def wanted(d: SessionDecision, spec: Spec) -> dict[str, Any]:
@@ -59,11 +59,11 @@ def adopt(ctx: Ctx, key: str, d: SessionDecision, obj: Any, spec: Spec) -> Sessi
     replaced (fenced by the uid and resourceVersion read)."""
     want = wanted(d, spec)
     if not _stale(obj, want):
-        return d.but(secret_step="done", secret_uid=owned.uid_of(obj))
+        return d.but(secret_step=steps.object_after(d.secret_step, "kept"), secret_uid=owned.uid_of(obj))
     md = obj.get("metadata") or {}
     body = {**want, "metadata": {**want["metadata"], "uid": md.get("uid"), "resourceVersion": md.get("resourceVersion")}}
     ctx.emit(ReplaceObject, key, manifest=body, **_ref(d))
-    return d.but(secret_step="replacing", secret_uid=owned.uid_of(obj))
+    return d.but(secret_step=steps.object_after(d.secret_step, "mend"), secret_uid=owned.uid_of(obj))
 
 
 def _stale(obj: Any, want: dict[str, Any]) -> bool:
@@ -81,9 +81,9 @@ def on_replaced(d: SessionDecision, rec: Any) -> SessionDecision:
     if d.secret_step != "replacing":
         return d
     if rec.result == "ok":
-        return d.but(secret_step="done", secret_uid=owned.uid_of(rec.obj) or d.secret_uid)
+        return d.but(secret_step=steps.object_after(d.secret_step, "replaced"), secret_uid=owned.uid_of(rec.obj) or d.secret_uid)
     # changed or gone since the read, or in doubt: create again (AlreadyExists reads and decides again)
-    return d.but(secret_step="")
+    return d.but(secret_step=steps.object_after(d.secret_step, "again"))
 
 
 def on_dropping(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -> SessionDecision:
@@ -100,11 +100,11 @@ def on_dropping(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -
     if rec.result not in ("ok", "not_found"):
         ctx.log(key, f"session {d.name}: cannot drop Secret {effect.name}: {rec.result} {rec.message}".strip(),
                 level="warning")
-        return d.but(secret_step="done")   # kept known (``secret_made``): the next bring-up or the stop tries again
+        return d.but(secret_step=steps.object_after(d.secret_step, "dropped"))   # kept known (``secret_made``): the next bring-up or the stop tries again
     if effect.type == "get" and rec.result == "ok":   # not this Session's: left untouched
         ctx.log(key, f"session {d.name}: {owned.conflict('Secret', effect.namespace, effect.name, rec.obj, d.name)}",
                 level="warning")
-    return d.but(secret_step="done", secret_made=False, secret_uid="")
+    return d.but(secret_step=steps.object_after(d.secret_step, "dropped"), secret_made=False, secret_uid="")
 
 
 def listed(ctx: Ctx, key: str, d: SessionDecision, msg: SecretListed, spec: Any) -> SessionDecision:
