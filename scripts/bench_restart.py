@@ -27,8 +27,9 @@ docs/performance.md), one fresh namespace, ``kfold run`` with the production jou
    BY THE APISERVER: one FlowSchema per (verb, resource) for the kopf identity (``verb_flow_schemas``)
    and the delta of ``apiserver_flowcontrol_dispatched_requests_total`` per FlowSchema; kfold's
    are counted by its own client. Per start the same figures as kfold's, over ``--window`` s and
-   on until kopf is idle (no request for ``QUIET_S``): ``last_request_s`` is when it sent its last
-   request (kfold's too, from its metrics polled every second): kopf has no readiness of its own.
+   on until kopf is idle (no request for ``QUIET_S``): ``last_request_s`` and ``last_write_s`` are
+   when it sent its last request and its last write (kfold's too, from its metrics), to the
+   second they are polled at: kopf has no readiness of its own.
 
 Prints one JSON object (and writes it with --json). Exits 1 if a Session is not Ready at the end
 of any window, or a pod uid changed.
@@ -142,16 +143,20 @@ def restart(d: Daemon, how: str, window_s: float, admin: Any, ns: str, fresh_jou
     ready_s = time.monotonic() - t0
     c0 = cpu_seconds(d.proc.pid)
     last, last_t = requests(d.port), time.monotonic()
+    last_write_t = None
     while time.monotonic() - t0 < window_s:
         time.sleep(min(1.0, max(0.0, window_s - (time.monotonic() - t0))))
         now = requests(d.port)
         if now != last:
+            if sum(n for (v, _r), n in now.items() if v in WRITES) != sum(n for (v, _r), n in last.items() if v in WRITES):
+                last_write_t = time.monotonic()
             last, last_t = now, time.monotonic()
     sent = requests(d.port)
     cpu = cpu_seconds(d.proc.pid)
     after = world(admin, ns)
     out = {"restart": how + (" fresh journal" if fresh_journal else " on its journal"), "ready_s": round(ready_s, 2),
            "last_request_s": round(last_t - t0, 1),
+           "last_write_s": None if last_write_t is None else round(last_write_t - t0, 1),
            "window_s": window_s, "requests": {f"{v} {r}": n for (v, r), n in sorted(sent.items())},
            "writes": sum(n for (v, _r), n in sent.items() if v in WRITES),
            "cpu_s": round(cpu, 2), "cpu_s_after_ready": round(cpu - c0, 2), **changed(before, after)}
@@ -213,12 +218,15 @@ def peer_start(c: Contestant, how: str, window_s: float, admin: Any, ns: str, na
     c.start()   # returns once kopf's liveness endpoint answers (and 1 s more)
     up_s = time.monotonic() - t0
     last, last_t, in_window = r0, t0, None
+    last_write_t = None
     cpu_window = None
     while True:
         time.sleep(1.0)
         now = by_verb(apf_dispatched(admin), names)
         t = time.monotonic()
         if now != last:
+            if writes_of(now) != writes_of(last):
+                last_write_t = t
             last, last_t = now, t
         if in_window is None and t - t0 >= window_s:
             in_window, cpu_window = minus(now, r0), cpu_seconds(c.proc.pid)
@@ -232,6 +240,7 @@ def peer_start(c: Contestant, how: str, window_s: float, admin: Any, ns: str, na
     cpu = cpu_seconds(c.proc.pid)
     return {"restart": {"first start": "first start over kfold's Sessions"}.get(how, f"{how} on its annotations"),
             "stop_s": stop_s, "up_s": round(up_s, 2), "last_request_s": round(last_t - t0, 1),
+            "last_write_s": None if last_write_t is None else round(last_write_t - t0, 1),
             "idle": time.monotonic() - last_t >= QUIET_S, "window_s": window_s,
             "requests": dict(sorted(in_window.items())), "writes": writes_of(in_window),
             "requests_to_idle": dict(sorted(total.items())), "writes_to_idle": writes_of(total),
@@ -256,7 +265,20 @@ def kopf_restarts(admin: Any, cp: dict, ns: str, window_s: float, work: Path) ->
             print(json.dumps(r), flush=True)
     finally:
         c.stop()
+        remove_flow_schemas(admin, docs)
     return out
+
+
+def remove_flow_schemas(admin: Any, docs: list[dict]) -> None:
+    """Delete the FlowSchemas ``verb_flow_schemas`` made (bench_peer's per-identity ones stay)."""
+    api = client.FlowcontrolApiserverV1Api(admin)
+    for doc in docs:
+        try:
+            api.delete_flow_schema(doc["metadata"]["name"])
+        except client.ApiException as exc:
+            if exc.status != 404:
+                print(f"bench_restart: WARNING could not delete FlowSchema {doc['metadata']['name']}: {exc.status}",
+                      file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
