@@ -259,6 +259,27 @@ def test_a_secret_replaced_after_its_read_is_deleted_by_the_uid_it_was_read_with
 
 
 
+OBJECT_META = {"name", "namespace", "labels", "annotations", "ownerReferences", "finalizers"}   # what kfold may set
+
+
+@pytest.mark.parametrize("io, stdin, tty", [("tty", True, True), ("pipe", True, False), ("none", False, False)])
+def test_what_is_created_is_named_where_it_lives_and_an_apps_terminal_is_what_its_io_asks(io, stdin, tty):
+    """The apiserver takes a create's name and namespace from its body (a namespace other than the
+    URL's is refused), whose metadata holds only ObjectMeta fields; an app with ``io: tty`` gets a
+    terminal and stdin (Kubernetes: ``tty`` needs ``stdin``), ``pipe`` stdin alone, ``none`` neither."""
+    spec = {**SPEC, "apps": [{"name": "web", "ports": [{"port": 8080}], "io": io}]}
+    w = World().to_provisioning(spec, when=1)
+    [pod] = w.effects("create", "Pod")
+    assert (pod.manifest["metadata"]["name"], pod.manifest["metadata"]["namespace"]) == ("demo-g1", NS)
+    assert set(pod.manifest["metadata"]) <= OBJECT_META
+    [app] = [c for c in pod.manifest["spec"]["containers"] if c["name"] == "app-web"]
+    assert (app["stdin"], app["tty"]) == (stdin, tty)
+    w.run_pod(5)
+    [service] = w.effects("create", "Service")
+    assert (service.manifest["metadata"]["name"], service.manifest["metadata"]["namespace"]) == ("demo", NS)
+    assert set(service.manifest["metadata"]) <= OBJECT_META
+
+
 # -- the pod machine ---------------------------------------------------------------------------
 
 def test_a_second_create_for_the_same_generation_joins_the_first_and_both_callers_hear():
