@@ -62,7 +62,8 @@ PACKAGES = {
         "core", "fold_many", "golden_journals", "session_conditions", "session_defaults", "session_snapshot",
         "session_spec", "repo_crd", "repo_names", "repo_status", "fastpath_observe", "fastpath_pod_observe",
         "fastpath_records", "timer_index", "clocks_per_cluster", "shards", "progress", "poison", "manifests",
-        "manifests_image", "object_trim", "records", "machine_tables", "machine_rules")],
+        "manifests_image", "object_trim", "records", "machine_tables", "machine_rules", "session_table_order",
+        "session_target_index")],
                         sample_tests=["tests/scenario"], quick_files=3),
     "journal": Package("journal", "journal/*", [
         "tests/unit/test_journal_full.py", "tests/unit/test_journal_retention.py",

@@ -225,9 +225,9 @@ def test_a_session_that_releases_a_repository_hears_no_more_of_it_and_the_others
     assert [k for k, _, _ in w.replies("repo_status")] == ["s2"]
 
 
-@pytest.mark.parametrize("field", ["data", "stringData"])
-def test_an_own_secret_met_holding_any_data_is_replaced(field):
-    """kfold's env Secret holds only its env references (an annotation), never data."""
+def _own_secret_met_holding(field: str) -> World:
+    """The env Secret's create met AlreadyExists; the read finds this Session's Secret (uid
+    ``secret-uid``) holding ``field``."""
     w = World()
     w.submit(ENV_SPEC)
     w.rv += 1
@@ -237,9 +237,47 @@ def test_an_own_secret_met_holding_any_data_is_replaced(field):
     met = {**create.manifest, field: {"token": "c2VjcmV0"},
            "metadata": {**create.manifest["metadata"], "uid": "secret-uid", "resourceVersion": "9"}}
     w.answer("get", "Secret", obj=met)
-    [replace] = w.pending("replace", "Secret")
+    return w
+
+
+@pytest.mark.parametrize("field", ["data", "stringData"])
+def test_an_own_secret_met_holding_any_data_is_replaced(field):
+    """kfold's env Secret holds only its env references (an annotation), never data."""
+    [replace] = _own_secret_met_holding(field).pending("replace", "Secret")
     assert field not in replace.manifest
 
+
+def test_a_secret_replaced_after_its_read_is_deleted_by_the_uid_it_was_read_with():
+    """A replace (PUT) keeps the object's uid: the Secret kfold mended is deleted at the stop
+    fenced by the uid its read found, with no read first, even when the replace's answer carries
+    no object."""
+    w = _own_secret_met_holding("data")
+    w.answer("replace", "Secret", obj={})
+    w.submit({**ENV_SPEC, "stopped": True}, 10)
+    assert not w.pending("get", "Secret"), "its uid is known from the read it was replaced after: no read"
+    assert [d.uid for d in w.pending("delete", "Secret")] == ["secret-uid"]
+
+
+
+OBJECT_META = {"name", "namespace", "labels", "annotations", "ownerReferences", "finalizers"}   # what kfold may set
+
+
+@pytest.mark.parametrize("io, stdin, tty", [("tty", True, True), ("pipe", True, False), ("none", False, False)])
+def test_what_is_created_is_named_where_it_lives_and_an_apps_terminal_is_what_its_io_asks(io, stdin, tty):
+    """The apiserver takes a create's name and namespace from its body (a namespace other than the
+    URL's is refused), whose metadata holds only ObjectMeta fields; an app with ``io: tty`` gets a
+    terminal and stdin (Kubernetes: ``tty`` needs ``stdin``), ``pipe`` stdin alone, ``none`` neither."""
+    spec = {**SPEC, "apps": [{"name": "web", "ports": [{"port": 8080}], "io": io}]}
+    w = World().to_provisioning(spec, when=1)
+    [pod] = w.effects("create", "Pod")
+    assert (pod.manifest["metadata"]["name"], pod.manifest["metadata"]["namespace"]) == ("demo-g1", NS)
+    assert set(pod.manifest["metadata"]) <= OBJECT_META
+    [app] = [c for c in pod.manifest["spec"]["containers"] if c["name"] == "app-web"]
+    assert (app["stdin"], app["tty"]) == (stdin, tty)
+    w.run_pod(5)
+    [service] = w.effects("create", "Service")
+    assert (service.manifest["metadata"]["name"], service.manifest["metadata"]["namespace"]) == ("demo", NS)
+    assert set(service.manifest["metadata"]) <= OBJECT_META
 
 
 # -- the pod machine ---------------------------------------------------------------------------

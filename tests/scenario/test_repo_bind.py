@@ -34,6 +34,17 @@ def test_bind_of_an_existing_repo_restates_it_in_one_merge_patch_and_never_touch
     assert w.objs[APP]["metadata"]["annotations"][LAST] == "2029-12-31T00:00:00.000Z"
 
 
+def test_bind_of_a_repo_kfold_has_observed_is_a_patch_never_a_create(frozen_world):
+    """What the watch showed exists: restated by a merge patch, with no create met by AlreadyExists."""
+    w = RepoWorld()
+    w.put(APP, "https://github.com/org/app")
+    w.observe(APP)
+    w.bind(["https://github.com/org/app"])
+    w.settle()
+    assert not w.sent("create")
+    assert len(w.sent("patch")) == 1
+
+
 def test_a_credential_the_config_no_longer_names_is_cleared_by_null(frozen_world):
     w = RepoWorld()
     w.put(APP, "git@github.com:org/app.git")["spec"]["secretRef"] = {"name": "org-deploy-key"}

@@ -218,3 +218,20 @@ async def test_a_first_list_that_never_comes_holds_a_resumed_session_only_for_a_
     fresh.s.advance_to(T0 + 61_000)
     await fresh.settle(kinds=("Session", "Pod"))
     assert fresh.phase("alpha") == "Ready", "decided without those lists after the wait"
+
+
+async def test_a_listed_service_deleted_before_the_session_decides_is_created_again():
+    """What a list showed and the watch then reported DELETED is gone: a resumed Session does not
+    adopt it but creates its Service again."""
+    api = await ready_cluster(("alpha",))
+    fresh = Life(api)
+    for kind in ("Service", "Ingress"):
+        fresh.list(kind)
+    del api.objects[next(k for k in api.objects if k[1] == "Service")]
+    assert fresh.watch(("Service",)), "the watch delivers its DELETED"
+    since = len(api.requests)
+    for kind in ("Pod", "Session"):
+        fresh.list(kind)
+    await fresh.settle()
+    assert [m for m, p in writes(api, since) if p.endswith("/services")] == ["POST"], "created again, once"
+    assert fresh.phase("alpha") == "Ready"

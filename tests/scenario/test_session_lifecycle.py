@@ -233,6 +233,22 @@ def test_a_teardown_blocked_by_a_failed_pod_delete_deletes_it_again_later_and_fi
     assert removal.patch[-1] == {"op": "remove", "path": "/metadata/finalizers/0"}
 
 
+def test_a_pod_event_while_the_teardown_is_blocked_waits_for_the_retry():
+    """The pod whose delete was refused is still there, and its watch reports it (a status change):
+    the delete is asked again only when the retry is due (``engine.backoff.BLOCKED_TEARDOWN_MS``),
+    never at each event, and the teardown stays blocked until then."""
+    w = World().to_ready()
+    _blocked_by_a_refused_pod_delete(w)
+    deletes = len(w.effects("delete", "Pod"))
+    w.observe_pod(30, gen=1, phase="Running", ip="10.0.0.7", node="node-a", ready=False, rv="31")
+    assert len(w.effects("delete", "Pod")) == deletes, "no delete before the retry is due"
+    assert w.condition("TeardownComplete")["reason"] == "TeardownBlocked"
+    w.s.advance_to(at(12 + 60))
+    assert len(w.pending("delete", "Pod")) == 1, "asked again when the retry is due"
+    _pod_gone(w, 1, 75)
+    assert w.effects("patch", "Session")[-1].patch[-1] == {"op": "remove", "path": "/metadata/finalizers/0"}
+
+
 def test_a_pod_gone_meanwhile_is_found_gone_by_the_retry_and_nothing_is_deleted():
     """Someone else deleted the pod while the teardown was blocked: the retry's delete starts from
     what kfold saw last (the pod's DELETED), so it reads (quorum) instead of deleting, and the 404

@@ -113,3 +113,19 @@ def test_an_observation_of_the_session_drops_the_waiting_read():
     assert len(w.pending("patch", "Session")) == 1, "the finalizer is added again from the observation"
     w.s.advance_to(at(60))
     assert not w.pending("get", "Session"), "the waiting read was dropped"
+
+
+def test_a_session_its_watch_brings_ends_the_run_of_refused_reads():
+    """The Session arriving by its watch is fresher than the read that waits: the run of refused
+    reads is over, so a later refusal is a new run, reported again and backed off from the start."""
+    w = _session_read_refused("forbidden")
+    w.submit(SPEC, 0.5)
+    w.s.advance_to(at(120))
+    assert not w.pending("get", "Session"), "the waiting read is dropped"
+    w.answer("patch", "Session", "conflict", when=121, status_reason="Conflict")
+    w.answer("get", "Session", "forbidden", when=121, status_reason="Forbidden")
+    assert len(_warnings(w, "could not read Session")) == 2, "a new run is reported"
+    w.s.advance_to(at(122) - 1)
+    assert not w.pending("get", "Session")
+    w.s.advance_to(at(122))
+    assert len(w.pending("get", "Session")) == 1, f"read again {SCHEDULE_S[0]} s after the refusal"

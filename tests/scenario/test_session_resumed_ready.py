@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.scenario.test_lost_journal import _ready_session
-from tests.scenario.test_session_support import World, at, pod_obj
+from tests.scenario.test_session_support import SPEC, World, at, pod_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -103,3 +103,46 @@ def test_a_ready_deadline_over_a_ready_status_waits_for_the_requests_in_flight_t
     _answer_reads(w, 2 + READY + 5 * GRACE + 2, running)
     w.s.advance_to(at(2 + READY + 7 * GRACE))
     assert w.phase == "Failed" and w.condition("Ready")["reason"] == "ReadyDeadlineExceeded"
+
+
+def _taken_over_at_generation_2(with_pod: dict) -> World:
+    """Generation 1's pod is being read (a relist lacked it) when the Session is observed with a new
+    app set and a status another replica wrote: Ready at generation 2. The record begins generation
+    2 (the read of demo-g1 still unanswered: a slow apiserver, the request timeout is 30 s), its
+    pod is created and observed as ``with_pod``, its Service and Ingress are published."""
+    w = World(start_seconds=START, ready_seconds=READY).to_provisioning(when=1)
+    w.run_pod(2, ready=False)
+    w.publish_endpoints(2)
+    w.s.relist("Pod", [], at(3))
+    assert [e.name for e in _session_pod_reads(w)] == ["demo-g1"]
+    w.spec = {**SPEC, "apps": [*SPEC["apps"], {"name": "db", "io": "tty"}]}
+    w.s.observe(_ready_session(2, spec=w.spec), at(4))
+    assert w.decision().generation == 2
+    w.answer("create", "Pod", when=5, obj=pod_obj(2))
+    w.s.observe(with_pod, at(6))
+    w.publish_endpoints(6)
+    return w
+
+
+@pytest.mark.parametrize("deadline", ["start", "ready"])
+def test_a_deadline_over_a_ready_status_does_not_wait_for_a_read_of_a_pod_the_session_let_go(deadline):
+    """A bring-up deadline is judged later only while the Session waits on a request of its own
+    (``_judge_later``); a read of its pod is the judgement's own, and one of a pod it has let go (an
+    earlier generation's) says nothing of the current one. At the deadline the current pod is read
+    (a quorum read made after it) and the Session is judged on that answer, with the earlier read
+    still unanswered."""
+    pod = (pod_obj(2, unscheduled="0/2 nodes are available: 2 Insufficient cpu.", rv="20") if deadline == "start"
+           else pod_obj(2, phase="Running", ip="10.0.0.8", node="node-a", ready=False, rv="20"))
+    w = _taken_over_at_generation_2(pod)
+    due = 5 + START if deadline == "start" else 6 + READY
+    w.s.advance_to(at(due))
+    assert [e.name for e in _session_pod_reads(w)] == ["demo-g1", "demo-g2"], "the current pod is read after the deadline"
+    w.s.outcome(_session_pod_reads(w)[-1], "ok", at(due + 1), obj={**pod, "metadata": {**pod["metadata"], "resourceVersion": "21"}})
+    w.s.advance_to(at(due + GRACE))
+    assert w.phase == "Failed"
+    assert w.condition("Ready")["reason"] == ("StartDeadlineExceeded" if deadline == "start" else "ReadyDeadlineExceeded")
+    assert [e.name for e in _session_pod_reads(w)] == ["demo-g1"], "judged with the earlier read still unanswered"
+
+
+def _session_pod_reads(w: World) -> list:
+    return [e for e in w.pending("get", "Pod") if e.machine == "session"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.scenario.test_session_support import NAME, NS, SPEC, World, at, pod_obj
+from tests.scenario.test_session_support import FINALIZER, NAME, NS, SPEC, World, at, pod_obj, session_obj
 
 CLAIM = f"{NAME}-workspace"
 OURS = {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": NAME}
@@ -138,3 +138,16 @@ def test_an_invalid_seed_configmap_name_fails_the_session_naming_the_field():
     w.submit({**SPEC, "workspace": {"seedConfigMap": "Not A Name"}}, 0)
     assert w.phase == "Failed"
     assert "spec.workspace.seedConfigMap" in w.condition("Ready")["message"] + str(w.status())
+
+
+def test_a_stop_met_on_a_fresh_journal_reads_the_claim_an_earlier_life_made():
+    """With a storage class every Session may have a claim, made by a life whose journal is lost:
+    a Session first seen stopped (its record never sent a create) still has it read, then deleted."""
+    w = _world()
+    obj = session_obj({**SPEC, "stopped": True}, rv="500", finalizers=(FINALIZER,))
+    obj["status"] = {"phase": "Ready", "generation": 2, "podName": "demo-g2"}
+    w.s.observe(obj, at(0))
+    [read] = w.pending("get", "PersistentVolumeClaim")
+    w.s.outcome(read, "ok", at(1), obj=_claim_obj())
+    [delete] = w.pending("delete", "PersistentVolumeClaim")
+    assert (delete.name, delete.uid) == (CLAIM, "claim-uid")

@@ -847,11 +847,13 @@ def pod_delete_failed(ctx: Ctx, key: str, d: SessionDecision, msg: PodDeleteFail
     """A teardown whose pod delete failed (its budget spent, refused) is blocked, with the reason on
     the status, and asks again ``engine.backoff.BLOCKED_TEARDOWN_MS`` later (``retry_pod_delete``): an apiserver out
     for longer than the budget, or a permission fixed meanwhile, must not leave the Session in
-    Stopping for good; a pod that went meanwhile is then found gone by the delete's read."""
+    Stopping for good; a pod that went meanwhile is then found gone by the delete's read. Until
+    then the pod is still being released (``releasing``): an event of it sends no delete of its own
+    (the retry is the one policy that says when to ask again)."""
     pk = msg.pod
     reason = f"{_undeletable(pk)} {msg.reason}"
     ctx.log(key, reason, level="warning")
-    return d.but(releasing=tuple(k for k in d.releasing if k != pk), blocked=reason, blocked_pod=pk)
+    return d.but(blocked=reason, blocked_pod=pk)
 
 
 def pod_delete_failed_late(ctx: Ctx, key: str, d: SessionDecision, msg: PodDeleteFailed) -> SessionDecision:

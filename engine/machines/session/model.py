@@ -15,8 +15,10 @@ Guarantees:
   label up with ``lookup`` before anything is reduced, after ``none_tracked`` has said that some
   Session is placed at all. A slot names one Session at a time (``lookup`` tells a Session that
   another already runs its pods under the same name in the same target namespace, so it can refuse
-  instead of adopting the other's pod). The index is derived state: missing (a snapshot written
-  before it existed) it is rebuilt from the Session records, so it can never disagree with them.
+  instead of adopting the other's pod); when that Session leaves the slot, the least other key
+  placed there takes it at once (``update``). The index is derived state: its slots are those the
+  Session records are placed on, and missing (a snapshot written before it existed) it is rebuilt
+  from them, so it can never disagree with them.
 - ``TABLE`` is the only place phases change (``move``); an event the table does not allow in the
   current phase raises ``IllegalTransition`` naming both: a bug, never silently ignored.
 """
@@ -197,6 +199,9 @@ class TargetIndex(Decision):
 
     kind: Literal["targets"] = "targets"
     slots: dict[str, str] = Field(default_factory=dict)
+    # slot -> the other keys placed there, least first (refused it while its holder is there); empty
+    # on the normal path. The first takes the slot when the holder leaves (``update``).
+    others: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
 
 class DeletedSessions(Decision):
@@ -251,15 +256,18 @@ def _index(ctx: Ctx) -> TargetIndex:
     if isinstance(got, TargetIndex):
         return got
     slots: dict[str, str] = {}
+    others: dict[str, tuple[str, ...]] = {}
     any_session = False
-    for key, d in ctx.items():
+    for key, d in ctx.items():   # in key order: each slot's holder is the least key placed there
         any_session = any_session or isinstance(d, SessionDecision)
         s = slot_of(d)
         if s is not None and s not in slots:
             slots[s] = key
+        elif s is not None:
+            others[s] = others.get(s, ()) + (key,)
     if not any_session:  # nothing to index; an empty table stays empty (and this stays cheap)
         return _EMPTY
-    index = TargetIndex(slots=slots)
+    index = TargetIndex(slots=slots, others=others)
     ctx.put(INDEX_KEY, index)
     return index
 
@@ -282,15 +290,30 @@ def none_tracked(ctx: Ctx) -> bool:
 
 
 def update(ctx: Ctx, key: str, before: SessionDecision | None, after: SessionDecision | None) -> None:
-    """Move ``key``'s slot from where ``before`` ran to where ``after`` runs (None: dropped)."""
+    """Move ``key``'s slot from where ``before`` ran to where ``after`` runs (None: dropped).
+
+    A slot keeps the Session that claimed it first while that one is placed there (``lookup``
+    refuses the others); when it leaves, the slot passes at once to the least other key still
+    placed there (a rebuild, ``_index``, picks the least too). So the index's slots are at every step
+    exactly those some Session record is placed on (``SessionMachine.answer("placed")`` reads
+    them). The others placed on a slot are kept beside it (``TargetIndex.others``), so no step
+    scans the table."""
     old, new = slot_of(before), slot_of(after)
     index = _index(ctx)
-    if old == new and (new is None or new in index.slots):
+    if old == new and (new is None or index.slots.get(new) == key or key in index.others.get(new, ())):
         return
-    slots = dict(index.slots)
-    if old is not None and slots.get(old) == key:
-        del slots[old]
-    if new is not None:
-        slots.setdefault(new, key)
-    if slots != index.slots:
-        ctx.put(INDEX_KEY, index.but(slots=slots))
+    slots, others = dict(index.slots), dict(index.others)
+    if old is not None and old != new:
+        rest = others.pop(old, ())
+        if slots.get(old) == key:
+            del slots[old]
+            if rest:
+                slots[old], rest = rest[0], rest[1:]
+        else:
+            rest = tuple(k for k in rest if k != key)
+        if rest:
+            others[old] = rest
+    if new is not None and slots.setdefault(new, key) != key:
+        others[new] = tuple(sorted({*others.get(new, ()), key}))
+    if slots != index.slots or others != index.others:
+        ctx.put(INDEX_KEY, index.but(slots=slots, others=others))
