@@ -26,6 +26,7 @@ Guarantees:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from immutables import Map
@@ -197,7 +198,7 @@ class StepContext:
         if m in self._mut:  # a mutation cannot be iterated: freeze it (the next write re-opens one)
             self._tables[m] = self._tables[m].finish()
             self._mut.discard(m)
-        return sorted(self._tables.get(m, EMPTY).items(), key=_entry_key)
+        return sorted(self._tables.get(m, EMPTY).items(), key=itemgetter(0))
 
     # -- timers ---------------------------------------------------------------------------
     def set_timer(self, key: str, name: str, due: int, cluster: str = "") -> None:
@@ -326,10 +327,6 @@ class _TableReader:
 
     def items(self) -> Iterable[tuple[str, Any]]:
         return self._ctx.items(self._machine)
-
-
-def _entry_key(entry: tuple[str, Any]) -> str:
-    return entry[0]
 
 
 def fold(state: State, record: Record, machines: "Machines | None" = None) -> tuple[State, tuple[Any, ...]]:
