@@ -131,9 +131,18 @@ spawn() {
   local name=$1; shift
   running "$name" && return
   [[ -x $1 ]] || die "$1 not built; run scripts/build_controlplane.sh"
+  echo "--- [controlplane] $(date '+%F %T') starting $name" >> "$CP/logs/$name.log"
   setsid nohup "$@" >> "$CP/logs/$name.log" 2>&1 < /dev/null &
-  echo $! > "$CP/run/$name.pid"
-  log "started $name (pid $!)"
+  local pid=$!
+  echo "$pid" > "$CP/run/$name.pid"
+  # Until the forked shell has exec'd the binary, /proc/PID/cmdline still names this script, and
+  # `running` would call a starting component exited. Wait for the exec (or the death) first.
+  for ((i = 0; i < 200; i++)); do
+    running "$name" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  log "started $name (pid $pid)"
 }
 
 wait_for() { # component description timeout-seconds command...
