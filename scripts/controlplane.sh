@@ -24,7 +24,10 @@
 # (pods get no serviceAccountName and no token volume).
 # Auth: client certs from a local CA; $CACHE/cp/kubeconfig is admin (O=system:masters).
 #
-#   start    idempotent; waits for /readyz and Ready nodes, then prints the env
+#   start    idempotent; waits for /readyz and Ready nodes, then prints the env. `start --fresh`
+#            stops a running one and starts on an empty etcd (certs and logs kept): what a test
+#            run starts from, so nothing an earlier run or bench left (thousands of pods for the
+#            garbage collector to walk) slows or changes it
 #   stop     kills the processes recorded in $CACHE/cp/run/*.pid (keeps data; `stop --wipe` deletes it)
 #   status   shows which components are running
 #   env      prints shell exports (KUBECONFIG, KFOLD_APISERVER, KFOLD_ETCD)
@@ -270,10 +273,15 @@ cmd_compact() {
 }
 
 case ${1:-} in
-  start) if cmd_status >/dev/null 2>&1; then cmd_env; else cmd_start; fi ;;
+  start)
+    case ${2:-} in
+      "") if cmd_status >/dev/null 2>&1; then cmd_env; else cmd_start; fi ;;
+      --fresh) cmd_stop; rm -rf "$CP/etcd"; log "emptied $CP/etcd"; cmd_start ;;
+      *) echo "usage: $0 start [--fresh]" >&2; exit 2 ;;
+    esac ;;
   stop) cmd_stop "${2:-}" ;;
   status) cmd_status ;;
   env) cmd_env ;;
   compact) cmd_compact ;;
-  *) echo "usage: $0 start|stop [--wipe]|status|env|compact" >&2; exit 2 ;;
+  *) echo "usage: $0 start [--fresh]|stop [--wipe]|status|env|compact" >&2; exit 2 ;;
 esac

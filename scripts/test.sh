@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . scripts/venv.sh
-bash scripts/controlplane.sh start
+bash scripts/controlplane.sh start --fresh   # an empty etcd: nothing an earlier run left
 trap 'bash scripts/controlplane.sh stop || true' EXIT
 echo "test.sh: pytest on $("$KFOLD_PY" -c 'import sys; print(sys.version.split()[0], "from", sys.base_prefix)')" >&2
 set +e
