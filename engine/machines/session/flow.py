@@ -57,7 +57,8 @@ from engine.machines.session import steps
 from engine.machines.session import status
 from engine.machines.session import tenancy
 from engine.machines.session.model import (
-    BRINGING_UP, FINALIZER, LIVE, Failure, PodFacts, RepoFacts, SessionConfig, SessionDecision, Upsert,
+    BRINGING_UP, FINALIZER, LIVE, Failure, Moved, PodFacts, RepoFacts, SessionConfig, SessionDecision, Upsert, fire,
+    moved,
 )
 from engine.machines.session.owned import TEARDOWN_KINDS, owned, start_teardown, uid_of
 from engine.machines.session.spec import Spec, SpecError, validate
@@ -116,16 +117,42 @@ def wish_of(d: SessionDecision, spec: Spec | SpecError) -> str:
     return "suspend" if spec.suspended else "run"
 
 
+# Triggers after which the Session is decided again, in its new phase and the same fold step
+# (completion transitions): a new generation is brought up, an adopted pod is served, a teardown
+# begun finishes when nothing is outstanding, a stopped Session lets go of its finalizer or starts
+# again. After ``create`` (the pod's answer moves it on), ``serve``, ``fail`` and ``suspend`` the
+# step is over.
+CONTINUES = frozenset({"begin", "created", "stop", "stopped"})
+_MAX_MOVES = 8   # more moves than this in one step is a loop in the rules, not a decision
+
+
 def act(ctx: Ctx, key: str, d: SessionDecision, wish: str, spec: Any, cfg: SessionConfig) -> SessionDecision:
-    """The session decision: one match over (wish, phase). A teardown under way finishes even when
-    the spec stops asking for it (un-stopped while Stopping): only from Stopped does the Session
-    start, suspend or fail again, in the same step."""
+    """The session decision and its dispatcher: ``_decide`` matches (wish, phase) once; a step that
+    changes the phase returns its triggers (``Moved``), which act alone fires on ``model.TABLE``,
+    then decides again while the last trigger ``CONTINUES``."""
+    fired: list[str] = []
+    while True:
+        out = _decide(ctx, key, d, wish, spec, cfg)
+        if not isinstance(out, Moved):
+            return out
+        d = fire(out)
+        fired.extend(out.triggers)
+        if out.triggers[-1] not in CONTINUES:
+            return d
+        if len(fired) > _MAX_MOVES:
+            raise AssertionError(f"session {key}: no end to its moves in one step: {fired}")
+
+
+def _decide(ctx: Ctx, key: str, d: SessionDecision, wish: str, spec: Any,
+            cfg: SessionConfig) -> SessionDecision | Moved:
+    """One match over (wish, phase). A teardown under way finishes even when the spec stops asking
+    for it (un-stopped while Stopping): only from Stopped does the Session start, suspend or fail
+    again, in the same step."""
     match wish, d.phase:
         case "stop", _:
             return teardown(ctx, key, d, claimed=bool(cfg.workspace_class))
         case _, "Stopping":
-            d = teardown(ctx, key, d, claimed=bool(cfg.workspace_class))
-            return d if d.phase == "Stopping" else act(ctx, key, d, wish, spec, cfg)
+            return teardown(ctx, key, d, claimed=bool(cfg.workspace_class))
         case "invalid", _:
             return _invalid(ctx, key, d, spec)
         case "suspend", _:
@@ -142,13 +169,13 @@ def _spec_text(d: SessionDecision) -> str:
 
 # -- failing and releasing -----------------------------------------------------------------------
 
-def fail(ctx: Ctx, key: str, d: SessionDecision, reason: str, message: str) -> SessionDecision:
+def fail(ctx: Ctx, key: str, d: SessionDecision, reason: str, message: str) -> Moved:
     ctx.emit(Log, key, level="warning", message=f"session {d.name} failed: {message}", fields={"reason": reason})
-    d = release(ctx, key, d.move("fail"), f"session failed: {reason}")
-    return d.but(failure=Failure(reason=reason, message=message), failed_spec=_spec_text(d))
+    d = release(ctx, key, d, f"session failed: {reason}")
+    return moved(d.but(failure=Failure(reason=reason, message=message), failed_spec=_spec_text(d)), "fail")
 
 
-def _invalid(ctx: Ctx, key: str, d: SessionDecision, spec: SpecError) -> SessionDecision:
+def _invalid(ctx: Ctx, key: str, d: SessionDecision, spec: SpecError) -> SessionDecision | Moved:
     if d.phase == "Failed" and d.failure and d.failure.message == spec.message:
         return d
     return fail(ctx, key, d, "InvalidSpec", spec.message)
@@ -180,25 +207,26 @@ def delete_pod(ctx: Ctx, key: str, d: SessionDecision, pk: str, reason: str,
 
 # -- suspend and teardown -------------------------------------------------------------------------
 
-def suspend(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
+def suspend(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision | Moved:
     if d.phase == "Suspended":
         return d
     d = _release_unmade(ctx, key, d, "session suspended")
-    return _release_resumed(ctx, key, release(ctx, key, d.move("suspend").but(failure=None), "session suspended"))
+    return moved(_release_resumed(ctx, key, release(ctx, key, d.but(failure=None), "session suspended")), "suspend")
 
 
-def teardown(ctx: Ctx, key: str, d: SessionDecision, claimed: bool = False) -> SessionDecision:
+def teardown(ctx: Ctx, key: str, d: SessionDecision, claimed: bool = False) -> SessionDecision | Moved:
     """Stop: release the pod, delete Service, Ingress, Secret and the workspace claim (each read first and
     deleted only when it is this Session's, fenced by its uid: ``session.owned``); then, if the
     Session is being deleted, remove the finalizer. Repeated requests change nothing. ``claimed``:
     the config gives Sessions a workspace claim (one may exist even if this record never made it)."""
     if d.phase not in ("Stopping", "Stopped"):
         d = _release_unmade(ctx, key, d, "session stopped")
-        d = _release_resumed(ctx, key, release(ctx, key, d.move("stop"), "session stopped"))
+        d = _release_resumed(ctx, key, release(ctx, key, d, "session stopped"))
         d = start_teardown(ctx, key, d, claimed=claimed).but(secret_step=steps.object_after(d.secret_step, "again"),
                                                              claim_step=steps.object_after(d.claim_step, "again"))
+        return moved(d, "stop")
     if d.phase == "Stopping" and not (d.teardown or d.releasing or d.abandoned or d.blocked):
-        d = d.move("stopped")
+        return moved(d, "stopped")
     if d.phase == "Stopped" and d.deleting and not any(e.type == "create" for e in ctx.pending_for(key)):
         # A create still unanswered may land after the teardown's read found nothing; its answer
         # reopens the teardown, so the finalizer waits for it (found by kfold sim, seed 199).
@@ -274,21 +302,19 @@ def _patch_session(ctx: Ctx, key: str, d: SessionDecision, patch: dict[str, Any]
 
 # -- running ---------------------------------------------------------------------------------------
 
-def run(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+def run(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision | Moved:
     if d.gone:   # the finalizer patch met a 404: the Session's DELETED event lets go of it
         return d
     if _needs_generation(d, spec):
         taken = _taken(ctx, key, d, spec)
         if taken:
             return fail(ctx, key, d, "TargetTaken", taken)
-        d = begin(ctx, key, d, spec, cfg)
+        return begin(ctx, key, d, spec, cfg)
     if d.phase in LIVE:
         d = _ensure_finalizer(ctx, key, d)
     match d.phase:
         case "Pending":
-            d = bring_up(ctx, key, d, spec, cfg)
-            # adopted from what the lists showed (``_adopt_seen``): served in the same step
-            return serve(ctx, key, d, spec, cfg) if d.phase == "Provisioning" else d
+            return bring_up(ctx, key, d, spec, cfg)
         case "Creating" | "Failed":
             return d
         case "Provisioning" | "Ready":
@@ -315,16 +341,16 @@ def _taken(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> str:
             f"{d.spec_raw.get('cluster')!r}; rename this Session or create it in that namespace")
 
 
-def begin(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+def begin(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> Moved:
     """Start generation N+1 from scratch: fresh pod name, repositories re-ensured at attach."""
     d = release(ctx, key, d, "replaced by a new generation")
     namespace = spec.namespace or d.namespace
     repos = tuple(RepoFacts(url=u, key=object_key(spec.cluster, namespace, cache_key(u))) for u in spec.repositories)
-    return d.move("begin").but(
+    return moved(d.but(
         generation=d.generation + 1, target=spec.cluster, target_tenant=spec.tenant,
         target_namespace=spec.namespace, shape=spec.digest, failure=None, failed_spec="",
         **steps.begun_again(d), repos=repos, pod=PodFacts(),
-        start_ms=cfg.start_ms, ready_ms=cfg.ready_ms, teardown=(), blocked="")
+        start_ms=cfg.start_ms, ready_ms=cfg.ready_ms, teardown=(), blocked=""), "begin")
 
 
 def _ensure_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
@@ -335,7 +361,7 @@ def _ensure_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision
     return d.but(finalizer_step=finalizer.after(d.finalizer_step, "add"))
 
 
-def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision | Moved:
     if d.namespace_step != "done" and spec.bounded:   # namespaces are cluster-scoped: refused on a bounded registration
         d = d.but(namespace_step=steps.ask_after(d.namespace_step, "skip"))
     if d.namespace_step != "done" and (d.target, d.target_ns) == (d.home, d.namespace):
@@ -412,7 +438,7 @@ def _waits(ctx: Ctx, d: SessionDecision, cfg: SessionConfig) -> bool:
     return d.phase in ("Pending", "Provisioning") and any(waiting(ctx, d, cfg, k) for k in cfg.listed)
 
 
-def _adopt_seen(ctx: Ctx, key: str, d: SessionDecision, name: str, p: seen.SeenPod) -> SessionDecision:
+def _adopt_seen(ctx: Ctx, key: str, d: SessionDecision, name: str, p: seen.SeenPod) -> Moved:
     """Generation N's pod is in the list kfold folded, with this Session's labels and generation
     and not terminating: it is this Session's (DESIGN invariant 10), adopted with no create and no
     read; its state is the list's, and its watch events follow. The pod machine fences it from the
@@ -421,7 +447,7 @@ def _adopt_seen(ctx: Ctx, key: str, d: SessionDecision, name: str, p: seen.SeenP
     seen.forget_pod(ctx, d.target, d.target_ns, d.name, name)
     facts = PodFacts(name=name, uid=p.uid, rv=p.rv, created=True, phase=p.phase, ip=p.ip, node=p.node,
                      ready=p.ready, detail=p.detail)
-    return d.move("create").move("created").but(pod=facts)
+    return moved(d.but(pod=facts), "create", "created")   # served in the same step
 
 
 def _ownable(d: SessionDecision) -> bool:
@@ -429,9 +455,9 @@ def _ownable(d: SessionDecision) -> bool:
     return (d.target, d.target_ns) == (d.home, d.namespace)
 
 
-def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> Moved:
     name = mf.pod_name(d.name, d.generation)
-    d = d.move("create").but(pod=PodFacts(name=name))
+    d = d.but(pod=PodFacts(name=name))
     # Owned by the Session where an ownerReference can reach it (same cluster and namespace): a
     # Session deleted before its finalizer landed still takes its pod with it, journal or not.
     # Elsewhere the pod names the Session's namespace, for the orphan-pod sweep (``pod.orphans``).
@@ -440,10 +466,10 @@ def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: Session
     manifest = mf.pod(d.name, d.target_ns, d.generation, spec, owner, away, claim=claim, seed=spec.seed or cfg.workspace_seed)
     ctx.tell("pod", pod_key(d), "create", manifest=manifest,
              reply_to="session", reply_key=key, session=d.name, generation=d.generation)
-    return d
+    return moved(d, "create")
 
 
-def serve(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
+def serve(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision | Moved:
     """Provisioning and Ready: fail on what the pod or a clone says, else route and wait for ready."""
     verdict = _pod_verdict(d)
     if verdict is not None:
@@ -454,7 +480,7 @@ def serve(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig
     if not running(d):
         return d
     if d.phase == "Provisioning" and d.pod.ready and _repos_synced(d) and endpoints_settled(d, spec, cfg):
-        d = d.move("serve")  # Ready is said once, with its endpoints
+        return moved(d, "serve")  # Ready is said once, with its endpoints
     return d
 
 

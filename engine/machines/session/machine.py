@@ -50,8 +50,8 @@ from engine.machines.base import (Ctx, Dispatch, Machine, RetryDue, UnknownEvent
 from engine.machines.session import finalizer, flow, model, owned, retry, secret, seen, status, steps, tenancy
 from engine.machines.session.manifests import GENERATION_LABEL, SESSION_LABEL, WORKSPACE
 from engine.machines.session.model import (BRINGING_UP, CONFIG_KEY, INDEX_KEY, PHASES, FINALIZER, GONE_KEY, LIVE, MAX_GONE,
-                                          DeletedSessions, Failure, PodFacts, Run, SessionConfig, SessionDecision,
-                                          SessionEntry)
+                                          DeletedSessions, Failure, Moved, PodFacts, Run, SessionConfig,
+                                          SessionDecision, SessionEntry, fire, moved)
 from engine.machines.session.spec import SpecError, ceilings
 from engine.machines.session.status import API_VERSION
 from engine.seams import (MESSAGES, NamespaceFailed, NamespaceReady, PodCreated, PodCreateFailed, PodDeleteFailed, PodGone,
@@ -295,8 +295,11 @@ def config(ctx: Ctx) -> SessionConfig | None:
     return cfg if isinstance(cfg, SessionConfig) else None
 
 
-def save(ctx: Ctx, key: str, d: SessionDecision) -> None:
-    """Decide (once configured) and store; keep the target index in step."""
+def save(ctx: Ctx, key: str, d: SessionDecision | Moved) -> None:
+    """Fire what a handler's answer moves (``Moved``: the dispatcher's part), decide (once
+    configured) and store; keep the target index in step."""
+    if isinstance(d, Moved):
+        d = fire(d)
     cfg = config(ctx)
     before = ctx.get(key)
     after = d if cfg is None else _judge_ahead(ctx, key, flow.decide(ctx, key, d, cfg), cfg)
@@ -461,7 +464,7 @@ def _was_deleted(ctx: Ctx, obj: dict[str, Any]) -> bool:
 
 # -- outcomes of the session's own effects ------------------------------------------------------
 
-def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
+def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision | Moved:
     if owned.created_behind_teardown(d, rec, effect):
         return owned.tear_down_late(ctx, key, d, effect.kind)
     match effect.kind, effect.type:
@@ -502,7 +505,7 @@ def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -
     return d
 
 
-def _finalizer_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
+def _finalizer_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision | Moved:
     if rec.result == "ok":
         d = absorb(d, d.home, rec.obj) if rec.obj else d
         return d.but(finalizer_step=finalizer.after(d.finalizer_step, "added"))
@@ -522,7 +525,7 @@ def _foreign_endpoint(d: SessionDecision, rec: Outcome, effect: Any, spec: Any, 
             and flow.desired_endpoints(d, spec, cfg)[effect.kind] is not None)
 
 
-def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
+def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision | Moved:
     if d.secret_step != "sent":
         return d
     if rec.result == "ok":
@@ -536,7 +539,7 @@ def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sess
     return flow.fail(ctx, key, d, "SecretFailed", f"cannot create Secret {d.name}-env: {rec.result} {rec.message}".strip())
 
 
-def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
+def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision | Moved:
     """The Secret's create met AlreadyExists: adopt it only when it is this Session's, mended to
     what the current spec implies (``session.secret.adopt``)."""
     if d.secret_step != "reading":
@@ -554,7 +557,7 @@ def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: A
     return retry.secret_later(ctx, key, d, rec)
 
 
-def _claim_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
+def _claim_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision | Moved:
     """The workspace claim's create: made, or met AlreadyExists (an earlier generation's: read it)."""
     if d.claim_step != "sent":
         return d
@@ -571,7 +574,7 @@ def _claim_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sessi
                      f"{rec.result} {rec.message}".strip())
 
 
-def _claim_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision:
+def _claim_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision | Moved:
     """Adopt the existing claim only when it is this Session's (the workspace of its earlier generations)."""
     if d.claim_step != "reading":
         return d
@@ -585,7 +588,7 @@ def _claim_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: An
     return retry.claim_later(ctx, key, d, rec, effect.name)
 
 
-def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDecision:
+def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDecision | Moved:
     if effect.id == d.ahead_read:
         return d.but(ahead_read="")   # read again after the grace (``session.flow.arm_ahead``)
     match effect.kind, effect.type:
@@ -763,7 +766,7 @@ def keep(ctx: Ctx, key: str, d: SessionDecision, msg: Any) -> SessionDecision:
     return d
 
 
-def namespace_failed(ctx: Ctx, key: str, d: SessionDecision, msg: NamespaceFailed) -> SessionDecision:
+def namespace_failed(ctx: Ctx, key: str, d: SessionDecision, msg: NamespaceFailed) -> SessionDecision | Moved:
     """Pending: the namespace asked for could not be ensured."""
     if d.namespace_step != "sent":
         return d
@@ -778,7 +781,7 @@ def repo_ensured(ctx: Ctx, key: str, d: SessionDecision, msg: RepoEnsured) -> Se
     return _repo(d, msg.repo, ensured=True)
 
 
-def repo_failed(ctx: Ctx, key: str, d: SessionDecision, msg: RepoFailed) -> SessionDecision:
+def repo_failed(ctx: Ctx, key: str, d: SessionDecision, msg: RepoFailed) -> SessionDecision | Moved:
     """Bringing up: a repository the Session needs could not be ensured."""
     hit = next((r for r in d.repos if r.key == msg.repo), None)
     if hit is None:
@@ -790,7 +793,7 @@ def repo_status(ctx: Ctx, key: str, d: SessionDecision, msg: RepoStatusReply) ->
     return _repo(d, msg.repo, nodes={n: s.model_dump(exclude_unset=True) for n, s in msg.nodes.items()})
 
 
-def pod_created(ctx: Ctx, key: str, d: SessionDecision, msg: PodCreated) -> SessionDecision:
+def pod_created(ctx: Ctx, key: str, d: SessionDecision, msg: PodCreated) -> SessionDecision | Moved:
     """Creating: the pod is made or adopted (``pod_created_late`` in the other phases)."""
     pk = msg.pod
     if pk in d.abandoned:
@@ -806,10 +809,10 @@ def pod_created(ctx: Ctx, key: str, d: SessionDecision, msg: PodCreated) -> Sess
     # the pod again, and the old pod's DELETED, still on the record, failed the Session as
     # "disappeared before serving" while it was being recreated under its next generation).
     facts = d.pod if not d.pod.uid or uid == d.pod.uid else PodFacts(name=d.pod.name)
-    d = d.move("created").but(pod=facts.but(created=True, uid=uid))
+    d = d.but(pod=facts.but(created=True, uid=uid))
     # An adopted pod may have run for a long time: on a quiet cluster no event will tell its state,
     # so read it now and fold the answer (never wait for a watch event that may not come).
-    return read_pod(ctx, key, d) if msg.adopted else d
+    return moved(read_pod(ctx, key, d) if msg.adopted else d, "created")
 
 
 def pod_created_late(ctx: Ctx, key: str, d: SessionDecision, msg: PodCreated) -> SessionDecision:
@@ -826,7 +829,7 @@ def pod_create_failed_late(ctx: Ctx, key: str, d: SessionDecision, msg: PodCreat
     return d.but(abandoned=tuple(k for k in d.abandoned if k != msg.pod)) if msg.pod in d.abandoned else d
 
 
-def pod_create_failed(ctx: Ctx, key: str, d: SessionDecision, msg: PodCreateFailed) -> SessionDecision:
+def pod_create_failed(ctx: Ctx, key: str, d: SessionDecision, msg: PodCreateFailed) -> SessionDecision | Moved:
     """Creating: the pod could not be made (``pod_create_failed_late`` in the other phases)."""
     pk = msg.pod
     if pk in d.abandoned:

@@ -24,7 +24,7 @@ Guarantees:
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, NamedTuple, Union
 
 from pydantic import Field, TypeAdapter
 
@@ -185,13 +185,35 @@ class SessionDecision(Decision):
     resumed: int = 0                       # rebuilt from a status of this generation (``from_status``): up to it,
                                            # what the first lists show is adopted (``session.seen``); 0 = own history
 
-    def move(self, event: str) -> "SessionDecision":
-        return self.but(phase=TABLE.next(self.phase, event))
-
     @property
     def target_ns(self) -> str:
         """The namespace of everything on the target side (pod, Secret, Service, Ingress, Events)."""
         return self.target_namespace or self.namespace
+
+
+class Moved(NamedTuple):
+    """What a step returns when the Session's phase changes: its decision, with the phase it was
+    decided in, and the triggers of ``TABLE`` to fire, in order. A step never moves the phase
+    itself: the session dispatcher fires them (``session.flow.act``, and ``session.machine.save``
+    for a handler's answer)."""
+
+    decision: "SessionDecision"
+    triggers: tuple[str, ...]
+
+
+def fire(moved: Moved) -> "SessionDecision":
+    """``moved``'s decision in the phase its triggers lead to (``IllegalTransition`` if the table
+    forbids one): the one place the Session's phase moves."""
+    d = moved.decision
+    phase = d.phase
+    for trigger in moved.triggers:
+        phase = TABLE.next(phase, trigger)
+    return d.but(phase=phase)
+
+
+def moved(d: "SessionDecision", *triggers: str) -> Moved:
+    """``d`` asking its dispatcher to fire ``triggers``."""
+    return Moved(d, triggers)
 
 
 class TargetIndex(Decision):

@@ -27,7 +27,7 @@ from typing import Any
 from engine.effects.models import DeleteObject, GetObject
 from engine.labels import MANAGED_BY, MANAGER, SESSION_LABEL
 from engine.machines.session.manifests import claim_name, secret_name
-from engine.machines.session.model import SessionDecision
+from engine.machines.session.model import Moved, SessionDecision, moved
 from engine.machines.base import Ctx
 
 # Service and Ingress go with the pod (ownerReference); the workspace claim outlives pods.
@@ -98,11 +98,11 @@ def created_behind_teardown(d: SessionDecision, rec: Any, effect: Any) -> bool:
             and effect.kind not in d.teardown and rec.result in ("ok", "already_exists", "transient"))
 
 
-def tear_down_late(ctx: Ctx, key: str, d: SessionDecision, kind: str) -> SessionDecision:
+def tear_down_late(ctx: Ctx, key: str, d: SessionDecision, kind: str) -> SessionDecision | Moved:
     """Read ``kind`` again and delete it (if ours, fenced by uid) as the teardown does."""
     ctx.emit(GetObject, key, **_ref(d, kind))
-    d = d.move("stop") if d.phase == "Stopped" else d  # the finalizer waits for this one too
-    return d.but(teardown=d.teardown + (kind,))
+    d = d.but(teardown=d.teardown + (kind,))
+    return moved(d, "stop") if d.phase == "Stopped" else d  # the finalizer waits for this one too
 
 
 def teardown_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -> SessionDecision:

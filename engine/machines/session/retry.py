@@ -28,7 +28,7 @@ from engine import backoff
 from engine.machines.session import finalizer, flow, steps
 from engine.machines.base import Ctx
 from engine.machines.base import describe
-from engine.machines.session.model import SessionDecision
+from engine.machines.session.model import Moved, SessionDecision
 from engine.machines.session.status import API_VERSION
 
 REREAD = "reread"
@@ -69,12 +69,12 @@ def _reread_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDe
     return d
 
 
-def secret_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDecision:
+def secret_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDecision | Moved:
     """The Secret's create, or its read after AlreadyExists, failed: create it again after the backoff."""
     return _create_later(ctx, key, d, rec, "secret", f"Secret {d.target_ns}/{d.name}-env")
 
 
-def claim_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any, name: str) -> SessionDecision:
+def claim_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any, name: str) -> SessionDecision | Moved:
     """The workspace claim's create, or its read after AlreadyExists, failed: likewise."""
     return _create_later(ctx, key, d, rec, "claim", f"PersistentVolumeClaim {d.target_ns}/{name}")
 
@@ -84,7 +84,7 @@ _CREATES = {"secret": ("secret_step", "secret_tries", SECRET, "SecretRetrying", 
             "claim": ("claim_step", "claim_tries", CLAIM, "ClaimRetrying", "WorkspaceFailed")}
 
 
-def _create_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any, which: str, what: str) -> SessionDecision:
+def _create_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any, which: str, what: str) -> SessionDecision | Moved:
     step, count, timer, retrying, failed = _CREATES[which]
     tries = getattr(d, count) + 1
     if tries == 1:
