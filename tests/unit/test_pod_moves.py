@@ -1,81 +1,20 @@
 """Only the pod dispatcher moves a pod operation's phase.
 
 A handler of the pod machine (``pod.machine``, ``pod.create``, ``pod.delete``) that changes a
-``PodOp``'s phase answers ``Move(e, event, then, changes)``; ``machine.dispatch`` (the one caller of
+``PodOp``'s phase answers ``PodMove(e, event, then, changes)``; ``machine.dispatch`` (the one caller of
 ``DISPATCH.handler``) hands it to ``machine.fire``, the one caller of ``TABLE.next`` and the one
-writer of ``phase=`` on a ``PodOp``. The structural half reads the source; the behavioural half
-fires moves of its own and of the real handlers on a recording context."""
+writer of ``phase=`` on a ``PodOp`` (read from the source: tests/unit/test_machine_moves.py). Here,
+what the moves do: moves of its own and of the real handlers fired on a recording context."""
 from __future__ import annotations
 
-import ast
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from engine.machines.base import IllegalTransition
-from engine.machines.pod import machine
+from engine.machines.pod.machine import PodMove, fire, move, save, send_read   # before the handler modules it imports
 from engine.machines.pod import create, delete
-from engine.machines.pod.machine import Move, fire, move, save, send_read
 from engine.machines.pod.records import PodOp, Reply
-
-POD = Path(__file__).resolve().parents[2] / "engine" / "machines" / "pod"
-# a sweep entry's own two steps (``SweepEntry.phase``: secrets -> pods), no phase of ``TABLE``
-SWEEP_STEP = {("sweep", "_secrets_listed")}
-
-
-def _functions():
-    """(module, enclosing class or "", function node) for every function of the pod package."""
-    for path in sorted(POD.glob("*.py")):
-        tree = ast.parse(path.read_text(), str(path))
-        for top in tree.body:
-            if isinstance(top, ast.ClassDef):
-                for fn in top.body:
-                    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        yield path.stem, top.name, fn
-            elif isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield path.stem, "", top
-
-
-def _calls():
-    """(module, class, top-level function, call node) for every call in a function of the package
-    (a nested function's calls count as its enclosing one's)."""
-    for module, cls, fn in _functions():
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Call):
-                yield module, cls, fn.name, node
-
-
-def _name(call: ast.Call) -> str:
-    f = call.func
-    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-
-
-def _on(call: ast.Call, receiver: str) -> bool:
-    return isinstance(call.func, ast.Attribute) and getattr(call.func.value, "id", "") == receiver
-
-
-def test_the_table_is_consulted_only_by_fire_and_fire_is_called_only_by_the_dispatcher():
-    nexts = {(m, fn) for m, _, fn, c in _calls() if _name(c) == "next" and _on(c, "TABLE")}
-    fires = {(m, fn) for m, _, fn, c in _calls() if _name(c) == "fire"}
-    assert nexts == {("machine", "fire")}
-    assert fires == {("machine", "dispatch")}
-
-
-def test_the_dispatcher_alone_looks_up_handlers_and_only_the_machine_calls_it():
-    lookups = {(m, fn) for m, _, fn, c in _calls() if _name(c) == "handler" and _on(c, "DISPATCH")}
-    callers = {(m, cls) for m, cls, fn, c in _calls() if _name(c) == "dispatch"}
-    assert lookups == {("machine", "dispatch")}
-    assert callers == {("machine", "PodMachine")}
-
-
-def test_no_handler_writes_a_phase_by_hand():
-    """``phase=`` is written on a record only by ``fire`` (a ``PodOp`` moved along ``TABLE``) and by
-    the orphan-Secret sweep on its own entry; no step helper is left that moves a phase."""
-    writers = {(m, fn) for m, _, fn, c in _calls() if any(k.arg == "phase" for k in c.keywords)}
-    assert writers <= {("machine", "fire")} | SWEEP_STEP, writers
-    assert ("machine", "fire") in writers
-    assert not hasattr(machine, "step")
 
 
 class Recorder:
@@ -125,7 +64,7 @@ def test_a_handler_answers_its_move_and_does_nothing_of_it_itself():
     ctx = Recorder()
     e = PodOp(op="delete", phase="deleting", uid="u1", rv="7", target="u1")
     answer = delete.deleted(ctx, KEY, e, SimpleNamespace(result="ok"))
-    assert answer == Move(e, "accepted", save, {"terminating": True}) and ctx.done == []
+    assert answer == PodMove(e, "accepted", save, {"terminating": True}) and ctx.done == []
     fire(ctx, KEY, answer)
     assert ctx.get(KEY).phase == "terminating" and ctx.get(KEY).terminating
 

@@ -27,11 +27,11 @@ from engine.machines.base import describe
 from engine.seams import CreatePod
 from journal.records import Outcome
 from engine.machines.pod.machine import (
-    Move, move, name_of, retry_read, send_create, send_read, settled, tell_all, view_of,
+    PodMove, move, name_of, retry_read, send_create, send_read, settled, tell_all, view_of,
 )
 
 
-def start(ctx: Ctx, key: str, reply: Reply, msg: CreatePod, budget_ms: int) -> Move | None:
+def start(ctx: Ctx, key: str, reply: Reply, msg: CreatePod, budget_ms: int) -> PodMove | None:
     session, generation = msg.session, msg.generation
     manifest, problem = prepared(key, msg.manifest, session, generation)
     if problem:
@@ -55,7 +55,7 @@ def prepared(key: str, manifest: dict[str, Any], session: str, generation: int) 
     return {**manifest, "apiVersion": "v1", "kind": "Pod", "metadata": md}, ""
 
 
-def created(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Move:
+def created(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove:
     """The answer to the create (phase ``creating``)."""
     match rec.result:
         case "ok":
@@ -67,7 +67,7 @@ def created(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Move:
             return fail(ctx, key, e, f"could not create pod {name_of(key)}: {describe(rec)}")
 
 
-def confirmed(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Move | None:
+def confirmed(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove | None:
     """The answer to the quorum read after AlreadyExists or a create in doubt (phase ``confirming``)."""
     match rec.result:
         case "ok":
@@ -83,7 +83,7 @@ def confirmed(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Move | None:
             return fail(ctx, key, e, f"could not read pod {name_of(key)} after its create: {describe(rec)}")
 
 
-def _adopt_or_refuse(ctx: Ctx, key: str, e: PodOp, view: PodView) -> Move:
+def _adopt_or_refuse(ctx: Ctx, key: str, e: PodOp, view: PodView) -> PodMove:
     ours = view.managed and view.session == e.session and view.generation == str(e.generation)
     if ours and not view.terminating:
         return finish(ctx, key, e, "pod_created", view, uid=view.uid, adopted=True)
@@ -97,7 +97,7 @@ def _adopt_or_refuse(ctx: Ctx, key: str, e: PodOp, view: PodView) -> Move:
                              "refusing to adopt it", taken=True)
 
 
-def in_doubt(ctx: Ctx, key: str, e: PodOp) -> Move | None:
+def in_doubt(ctx: Ctx, key: str, e: PodOp) -> PodMove | None:
     """Crash with the create or read in flight: a quorum read decides whether it landed."""
     if e.phase == "confirming":
         send_read(ctx, key, e)
@@ -105,7 +105,7 @@ def in_doubt(ctx: Ctx, key: str, e: PodOp) -> Move | None:
     return move(e, "exists", send_read)
 
 
-def finish(ctx: Ctx, key: str, e: PodOp, message: str, view: PodView | None = None, **args: Any) -> Move:
+def finish(ctx: Ctx, key: str, e: PodOp, message: str, view: PodView | None = None, **args: Any) -> PodMove:
     """Answer every caller, keep the fence, then run a delete that queued behind the create: after
     a refusal (``taken``) that delete means this session's pod, so it deletes only a pod labelled
     for it (``pod.delete``: a quorum read first), never the one that holds the name."""
@@ -125,12 +125,12 @@ def _keep_fence(ctx: Ctx, key: str, done: PodOp) -> None:
 
 def _queued_delete(e: PodOp, guard: str) -> Any:
     """The act after the create settled: the delete asked for meanwhile (``e.then_delete``) starts."""
-    def start_delete(ctx: Ctx, key: str, done: PodOp) -> Move:
+    def start_delete(ctx: Ctx, key: str, done: PodOp) -> PodMove:
         ctx.put(key, done)
         return pod_delete.start(ctx, key, e.then_delete, "requested during create", e.budget_ms, guard)
     return start_delete
 
 
-def fail(ctx: Ctx, key: str, e: PodOp, reason: str, view: PodView | None = None, taken: bool = False) -> Move:
+def fail(ctx: Ctx, key: str, e: PodOp, reason: str, view: PodView | None = None, taken: bool = False) -> PodMove:
     extra = {"taken": True} if taken else {}
     return finish(ctx, key, e, "pod_create_failed", view, reason=reason, **extra)

@@ -26,12 +26,12 @@ from engine.machines.base import Ctx, describe
 from engine.machines.pod.records import PodOp, PodView, Reply
 from journal.records import Outcome
 from engine.machines.pod.machine import (
-    Move, move, name_of, retry_read, save, send_delete, send_read, settled, tell_all, view_of,
+    PodMove, move, name_of, retry_read, save, send_delete, send_read, settled, tell_all, view_of,
 )
 
 
 def start(ctx: Ctx, key: str, replies: tuple[Reply, ...], reason: str, budget_ms: int,
-          session: str = "") -> Move:
+          session: str = "") -> PodMove:
     """Begin a delete from idle, deciding on the latest observation of the pod (on a quorum read
     when the delete names a Session: the fence kept from observations holds no labels)."""
     e = (ctx.get(key) or PodOp()).but(op="delete", replies=replies, reason=reason, attempts=0,
@@ -44,7 +44,7 @@ def start(ctx: Ctx, key: str, replies: tuple[Reply, ...], reason: str, budget_ms
     return move(e, "delete", send_delete, target=e.uid)
 
 
-def deleted(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Move | None:
+def deleted(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove | None:
     """The answer to the fenced DELETE (phase ``deleting``)."""
     match rec.result:
         case "ok" if e.missing:
@@ -59,7 +59,7 @@ def deleted(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Move | None:
             return fail(ctx, key, e, f"could not delete pod {name_of(key)}: {describe(rec)}")
 
 
-def read(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Move | None:
+def read(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove | None:
     """The answer to the quorum read that fences the delete (phase ``reading``)."""
     match rec.result:
         case "ok":
@@ -72,7 +72,7 @@ def read(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Move | None:
             return fail(ctx, key, e, f"could not read pod {name_of(key)} to fence its delete: {describe(rec)}")
 
 
-def decide(ctx: Ctx, key: str, e: PodOp, view: PodView) -> Move | None:
+def decide(ctx: Ctx, key: str, e: PodOp, view: PodView) -> PodMove | None:
     """Decide again on a quorum read of the pod."""
     if e.target and view.uid != e.target:
         return gone(ctx, key, e)  # replaced: the pod we meant no longer exists
@@ -87,7 +87,7 @@ def decide(ctx: Ctx, key: str, e: PodOp, view: PodView) -> Move | None:
     return move(e, "wait", save) if view.terminating else move(e, "fenced", send_delete)
 
 
-def observed(ctx: Ctx, key: str, e: PodOp, ev: Any) -> Move | None:
+def observed(ctx: Ctx, key: str, e: PodOp, ev: Any) -> PodMove | None:
     """A watch event (not DELETED; ``ev.view``) during a delete."""
     view = ev.view
     if view.uid == e.target:
@@ -104,7 +104,7 @@ def vanished(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
         gone(ctx, key, e)
 
 
-def in_doubt(ctx: Ctx, key: str, e: PodOp) -> Move | None:
+def in_doubt(ctx: Ctx, key: str, e: PodOp) -> PodMove | None:
     """Crash with the delete or read in flight: re-observe, never re-send."""
     if e.phase == "reading":
         send_read(ctx, key, e)
@@ -119,7 +119,7 @@ def gone(ctx: Ctx, key: str, e: PodOp) -> None:
     ctx.drop(key)
 
 
-def fail(ctx: Ctx, key: str, e: PodOp, reason: str) -> Move:
+def fail(ctx: Ctx, key: str, e: PodOp, reason: str) -> PodMove:
     tell_all(ctx, e.replies, "pod_delete_failed", pod=key, reason=reason)
     return settled(ctx, key, e, _put, session="")
 

@@ -4,7 +4,7 @@ This is the safety core: a wrong delete of someone's running pod is the worst th
 ``DISPATCH`` below is the machine: each (phase, event) pair names the one handler that decides;
 the handlers live in ``create``, ``delete``, ``namespace``, ``sweep`` (orphan Secrets) and
 ``orphans`` (orphan pods), over the records in ``records``.
-The operation table (``TABLE``), its moves (``Move``, ``fire``), the acts every pod operation
+The operation table (``TABLE``), its moves (``PodMove``, ``fire``), the acts every pod operation
 shares (``save``, ``send_*``, ``settled``) and the reductions of a Pod (``view_of``, ``refenced``) live here, before the
 handler modules are imported: folding a plain Pod event enters this one file.
 
@@ -41,7 +41,7 @@ The operation table. Phases of one pod name (``PodOp.phase``)::
     idle|reading --wait--> terminating            (the pod is already terminating)
     any but idle --settle--> idle                 (the operation answered its callers)
 
-No handler moves a phase: one that wants a move answers ``Move(e, event, then, changes)`` (``move``;
+No handler moves a phase: one that wants a move answers ``PodMove(e, event, then, changes)`` (``move``;
 ``settled`` for the move to idle), and the dispatcher (``dispatch``) makes it (``fire``, the one
 caller of ``TABLE.next``): the record moved by the trigger with the changes, then the act ``then``
 (``send_create``, ``send_read``, ``send_delete``, ``save``, ...), whose answer may be a move again
@@ -94,10 +94,10 @@ TABLE = Table("pod", PHASES, [
 ], initial="idle")
 
 
-class Move(NamedTuple):
+class PodMove(NamedTuple):
     """What a handler answers when a pod operation's phase changes: the record as the handler left
     it, the trigger of ``TABLE`` to fire, the act to perform on the moved record (``send_create``,
-    ``send_read``, ``send_delete``, ``save``, ...; it may answer a ``Move`` of its own) and the
+    ``send_read``, ``send_delete``, ``save``, ...; it may answer a ``PodMove`` of its own) and the
     fields the move changes. No handler moves a phase itself: the dispatcher does (``fire``)."""
 
     e: PodOp
@@ -106,15 +106,15 @@ class Move(NamedTuple):
     changes: dict[str, Any]
 
 
-def move(e: PodOp, event: str, then: Callable[[Ctx, str, PodOp], Any], **changes: Any) -> Move:
-    return Move(e, event, then, changes)
+def move(e: PodOp, event: str, then: Callable[[Ctx, str, PodOp], Any], **changes: Any) -> PodMove:
+    return PodMove(e, event, then, changes)
 
 
 def fire(ctx: Ctx, key: str, answer: Any) -> None:
-    """Make what a handler answered: each ``Move`` moves its record along ``TABLE`` by its trigger
+    """Make what a handler answered: each ``PodMove`` moves its record along ``TABLE`` by its trigger
     (``IllegalTransition`` if the table forbids it) with its changes, then performs its act, until
     an act answers no move. The one place a ``PodOp``'s phase is written; called by ``dispatch``."""
-    while isinstance(answer, Move):
+    while isinstance(answer, PodMove):
         e = answer.e
         answer = answer.then(ctx, key, e.but(phase=TABLE.next(e.phase, answer.event), **answer.changes))
 
@@ -146,7 +146,7 @@ def send_read(ctx: Ctx, key: str, e: PodOp) -> PodOp:
     return save(ctx, key, e.but(awaiting=eff.id, missing=False))
 
 
-def send_delete(ctx: Ctx, key: str, e: PodOp) -> PodOp | Move:
+def send_delete(ctx: Ctx, key: str, e: PodOp) -> PodOp | PodMove:
     """DELETE fenced by ``(target, rv)``; without a complete fence, a quorum read instead."""
     if not (e.target and e.uid == e.target and e.rv):
         return move(e, "read", send_read)
@@ -154,7 +154,7 @@ def send_delete(ctx: Ctx, key: str, e: PodOp) -> PodOp | Move:
     return save(ctx, key, e.but(awaiting=eff.id))
 
 
-def retry_read(ctx: Ctx, key: str, e: PodOp, retry_after_ms: int | None, fail: Any) -> Move | None:
+def retry_read(ctx: Ctx, key: str, e: PodOp, retry_after_ms: int | None, fail: Any) -> PodMove | None:
     """A quorum read failed transiently: read again when ``backoff.POD_READ`` says (timer ``retry``),
     or ``fail``."""
     e = e.but(attempts=e.attempts + 1, awaiting="")
@@ -170,7 +170,7 @@ def retry_read(ctx: Ctx, key: str, e: PodOp, retry_after_ms: int | None, fail: A
     return None
 
 
-def settled(ctx: Ctx, key: str, e: PodOp, then: Callable[[Ctx, str, PodOp], Any], **changes: Any) -> Move:
+def settled(ctx: Ctx, key: str, e: PodOp, then: Callable[[Ctx, str, PodOp], Any], **changes: Any) -> PodMove:
     """``e``'s operation finished (its timers cancelled here): the move to idle that forgets its
     callers (already told), then ``then``."""
     ctx.cancel_timer(key, "budget")
@@ -281,7 +281,7 @@ def _unfence(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
         save(ctx, key, e.but(uid="", rv="", terminating=False))
 
 
-def _reread(ctx: Ctx, key: str, e: PodOp, ev: Missing) -> Move | None:
+def _reread(ctx: Ctx, key: str, e: PodOp, ev: Missing) -> PodMove | None:
     """A delete waiting for the pod to go re-reads it (quorum GET; its 404 answers ``pod_gone``);
     one with a request in flight notes the relist (``missing``), and an answer of that request
     that leaves the pod terminating is followed by the quorum read: the pod may be gone already,
@@ -292,7 +292,7 @@ def _reread(ctx: Ctx, key: str, e: PodOp, ev: Missing) -> Move | None:
     return None
 
 
-def _create(ctx: Ctx, key: str, e: PodOp | None, msg: CreatePod) -> Move | None:
+def _create(ctx: Ctx, key: str, e: PodOp | None, msg: CreatePod) -> PodMove | None:
     return create.start(ctx, key, _reply(msg), msg, _budget_ms(msg))
 
 
@@ -312,7 +312,7 @@ def _refuse_create(ctx: Ctx, key: str, e: PodOp, msg: CreatePod, busy: str) -> N
              reason=f"pod {name_of(key)} is {busy}; refusing a second create")
 
 
-def _delete(ctx: Ctx, key: str, e: PodOp | None, msg: DeletePod) -> Move:
+def _delete(ctx: Ctx, key: str, e: PodOp | None, msg: DeletePod) -> PodMove:
     return delete.start(ctx, key, (_reply(msg),), msg.reason, _budget_ms(msg), msg.session)
 
 
@@ -337,7 +337,7 @@ def _budget_ms(msg: CreatePod | DeletePod) -> int:
 
 
 def _op_in_doubt(operation: Any) -> Any:
-    def resolve(ctx: Ctx, key: str, e: PodOp, ev: InDoubt) -> Move | None:
+    def resolve(ctx: Ctx, key: str, e: PodOp, ev: InDoubt) -> PodMove | None:
         return operation(ctx, key, e.but(awaiting="", deadline=None))
     resolve.__qualname__ = f"{operation.__module__.rsplit('.', 1)[-1]}.{operation.__name__}"
     return resolve
@@ -358,13 +358,13 @@ def _entry_outcome(handler: Any) -> Any:
 
 
 def _op_outcome(handler: Any) -> Any:
-    def answer(ctx: Ctx, key: str, e: PodOp, ev: tuple[Outcome, Any]) -> Move | None:
+    def answer(ctx: Ctx, key: str, e: PodOp, ev: tuple[Outcome, Any]) -> PodMove | None:
         return handler(ctx, key, e.but(awaiting=""), ev[0])
     answer.__qualname__ = f"{handler.__module__.rsplit('.', 1)[-1]}.{handler.__name__}"
     return answer
 
 
-def _over_budget(ctx: Ctx, key: str, e: PodOp, ev: Budget) -> Move:
+def _over_budget(ctx: Ctx, key: str, e: PodOp, ev: Budget) -> PodMove:
     reason = (f"{e.op} of pod {name_of(key)} exceeded its budget of {e.budget_ms // 1000} s "
               f"(still {e.phase}); nothing more is sent for it")
     ctx.log(key, reason, level="warning")
@@ -446,7 +446,7 @@ _KEY_PHASES = {SWEEP_NAME: "sweep", ORPHANS_NAME: "orphans", "": "namespace"}
 
 def dispatch(ctx: Ctx, key: str, phase: str, event: type, e: Any, ev: Any) -> None:
     """The pod machine's dispatcher: the handler ``DISPATCH`` names for ``(phase, event)`` decides on
-    ``ev``; a ``Move`` it answers is made here (``fire``), the only place a pod's phase moves."""
+    ``ev``; a ``PodMove`` it answers is made here (``fire``), the only place a pod's phase moves."""
     answer = DISPATCH.handler(phase, event)(ctx, key, e, ev)
     if answer is not None:
         fire(ctx, key, answer)
