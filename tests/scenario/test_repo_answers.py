@@ -138,9 +138,8 @@ def test_the_unset_token_warning_lists_each_entrys_match_and_env(frozen_world):
     assert warning.fields["missing"] == [{"match": "github.com/org", "env": "GH_TOKEN"}]
 
 
-def test_an_eviction_in_doubt_whose_quorum_read_finds_the_repo_keeps_it(frozen_world):
-    """A crash left the gc's delete in doubt and the Repo is still on the server: the read that
-    settles the doubt keeps the Repo known (only a 404 is a deletion)."""
+def _evicting() -> tuple[RepoWorld, object]:
+    """A world whose gc has just sent the fenced delete of a month-old unbound Repo, and that delete."""
     w = RepoWorld()
     w.put("github-com-org-old", "https://github.com/org/old", last_attached=rfc3339(T0))
     w.at = T0 + 30 * 24 * 3600 * 1000
@@ -149,6 +148,13 @@ def test_an_eviction_in_doubt_whose_quorum_read_finds_the_repo_keeps_it(frozen_w
     result, fields = w.apply(listing)
     w.s.outcome(listing, result, w.at, **fields)
     (delete,) = [e for e in w.s.pending() if e.type == "delete"]
+    return w, delete
+
+
+def test_an_eviction_in_doubt_whose_quorum_read_finds_the_repo_keeps_it(frozen_world):
+    """A crash left the gc's delete in doubt and the Repo is still on the server: the read that
+    settles the doubt keeps the Repo known (only a 404 is a deletion)."""
+    w, delete = _evicting()
     w.s.command("effect.in_doubt", w.at, effect_id=delete.id)   # it never reached the server
     assert [e.type for e in w.settle()] == ["get"]
     assert "github-com-org-old" in w.objs
@@ -164,3 +170,29 @@ def test_an_attach_to_a_repo_with_node_status_tells_the_waiter_that_status(froze
     assert w.replies("repo_ensured")
     assert w.replies("repo_status") == [("s1", "repo_status", {"repo": f"local/team/{APP}", "nodes": {
         "n1": {"present": True, "synced": True}}})]
+
+
+def test_a_request_in_doubt_at_every_try_fails_the_ensure_after_the_bound_naming_the_doubt(frozen_world):
+    """Found by mutation testing (``repo_ops.doubt`` with ``fail(None, ...)`` survived): a request
+    still in doubt after ``backoff.REPO_OP.limit`` attempts tells the waiter ``repo_failed``."""
+    w = _bound()
+    w.at = ATTACH
+    w.ensure(URL, APP)
+    for _ in range(20):
+        pending = w.s.pending()
+        if not pending:
+            break
+        w.s.command("effect.in_doubt", ATTACH, effect_id=pending[0].id)
+    (failed,) = w.replies("repo_failed")
+    assert "still in doubt" in str(failed)
+    assert not [e for e in w.s.effects if e.type == "log" and "quarantined" in e.message]
+
+
+def test_an_eviction_in_doubt_whose_quorum_read_fails_is_reported_and_sends_nothing_more(frozen_world):
+    """Found by mutation testing (``repo_ops.on_verified`` failing without its reason survived)."""
+    w, delete = _evicting()
+    w.s.command("effect.in_doubt", w.at, effect_id=delete.id)
+    (read,) = w.s.pending()
+    w.s.outcome(read, "forbidden", w.at)
+    assert [e for e in w.logs("error") if "re-reading Repo 'github-com-org-old' after a request in doubt" in e.message]
+    assert w.s.pending() == [] and "github-com-org-old" in w.objs

@@ -69,7 +69,7 @@ class PlainPodMachine(PodMachine):
             _vanished(ctx, key, e, view.uid)
         elif isinstance(e, PodOp):
             if e.op == "delete":
-                pod_delete.observed(ctx, key, e, pod_machine.Seen(view))
+                pod_machine.fire(ctx, key, pod_delete.observed(ctx, key, e, pod_machine.Seen(view)))
             elif e.uid == view.uid and e.rv == view.rv and e.terminating == view.terminating:
                 save(ctx, key, e)
             else:
@@ -82,7 +82,7 @@ def _vanished(ctx: Any, key: str, e: Any, uid: Any) -> None:
     if not isinstance(e, PodOp):
         return
     if e.op == "delete":
-        pod_delete.vanished(ctx, key, e, pod_machine.Vanished(uid))
+        pod_machine.fire(ctx, key, pod_delete.vanished(ctx, key, e, pod_machine.Vanished(uid)))
     elif e.op == "create":
         if uid is None or uid == e.uid:
             save(ctx, key, e.but(uid="", rv="", terminating=False))

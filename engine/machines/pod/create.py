@@ -26,19 +26,21 @@ from engine.machines.pod.records import GENERATION, MANAGED_BY, SESSION, PodOp, 
 from engine.machines.base import describe
 from engine.seams import CreatePod
 from journal.records import Outcome
-from engine.machines.pod.machine import name_of, retry_read, send_create, send_read, settled, step, tell_all, view_of
+from engine.machines.pod.machine import (
+    PodMove, move, name_of, retry_read, send_create, send_read, settled, tell_all, view_of,
+)
 
 
-def start(ctx: Ctx, key: str, reply: Reply, msg: CreatePod, budget_ms: int) -> None:
+def start(ctx: Ctx, key: str, reply: Reply, msg: CreatePod, budget_ms: int) -> PodMove | None:
     session, generation = msg.session, msg.generation
     manifest, problem = prepared(key, msg.manifest, session, generation)
     if problem:
         ctx.tell(reply.to, reply.key, "pod_create_failed", pod=key, reason=problem)
-        return
+        return None
     e = (ctx.get(key) or PodOp()).but(
         op="create", replies=(reply,), session=session, generation=generation, manifest=manifest,
         attempts=0, budget_ms=budget_ms, deadline=None)
-    send_create(ctx, key, step(e, "create"))
+    return move(e, "create", send_create)
 
 
 def prepared(key: str, manifest: dict[str, Any], session: str, generation: int) -> tuple[dict[str, Any], str]:
@@ -53,70 +55,82 @@ def prepared(key: str, manifest: dict[str, Any], session: str, generation: int) 
     return {**manifest, "apiVersion": "v1", "kind": "Pod", "metadata": md}, ""
 
 
-def created(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> None:
+def created(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove:
     """The answer to the create (phase ``creating``)."""
     match rec.result:
         case "ok":
             view = view_of(rec.obj)
-            finish(ctx, key, e, "pod_created", view, uid=view.uid, adopted=False)
+            return finish(ctx, key, e, "pod_created", view, uid=view.uid, adopted=False)
         case "already_exists" | "transient":
-            send_read(ctx, key, step(e, "exists"))
+            return move(e, "exists", send_read)
         case _:
-            fail(ctx, key, e, f"could not create pod {name_of(key)}: {describe(rec)}")
+            return fail(ctx, key, e, f"could not create pod {name_of(key)}: {describe(rec)}")
 
 
-def confirmed(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> None:
+def confirmed(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove | None:
     """The answer to the quorum read after AlreadyExists or a create in doubt (phase ``confirming``)."""
     match rec.result:
         case "ok":
-            _adopt_or_refuse(ctx, key, e, view_of(rec.obj))
+            return _adopt_or_refuse(ctx, key, e, view_of(rec.obj))
         case "not_found" if e.then_delete:   # nobody wants it any more (found by kfold sim, soak seed 30337)
-            fail(ctx, key, e, f"pod {name_of(key)} was not created, and its delete was asked for meanwhile: "
-                              "not created again")
+            return fail(ctx, key, e, f"pod {name_of(key)} was not created, and its delete was asked for "
+                                     "meanwhile: not created again")
         case "not_found":
-            send_create(ctx, key, step(e, "absent"))
+            return move(e, "absent", send_create)
         case "transient":
-            retry_read(ctx, key, e, rec.retry_after_ms, fail)
+            return retry_read(ctx, key, e, rec.retry_after_ms, fail)
         case _:
-            fail(ctx, key, e, f"could not read pod {name_of(key)} after its create: {describe(rec)}")
+            return fail(ctx, key, e, f"could not read pod {name_of(key)} after its create: {describe(rec)}")
 
 
-def _adopt_or_refuse(ctx: Ctx, key: str, e: PodOp, view: PodView) -> None:
+def _adopt_or_refuse(ctx: Ctx, key: str, e: PodOp, view: PodView) -> PodMove:
     ours = view.managed and view.session == e.session and view.generation == str(e.generation)
     if ours and not view.terminating:
-        finish(ctx, key, e, "pod_created", view, uid=view.uid, adopted=True)
-    elif ours:
-        fail(ctx, key, e, f"pod {name_of(key)} exists for session {e.session} generation "
-                          f"{e.generation} but is terminating; it cannot be adopted", view)
-    else:  # no fence is kept on what holds the name: it is not ours to delete later
-        fail(ctx, key, e, f"pod {name_of(key)} already exists and is not session {e.session} "
-                          f"generation {e.generation}'s (labels: managed-by={'kfold' if view.managed else 'other'}, "
-                          f"session={view.session or '-'}, generation={view.generation or '-'}); "
-                          "refusing to adopt it", taken=True)
+        return finish(ctx, key, e, "pod_created", view, uid=view.uid, adopted=True)
+    if ours:
+        return fail(ctx, key, e, f"pod {name_of(key)} exists for session {e.session} generation "
+                                 f"{e.generation} but is terminating; it cannot be adopted", view)
+    # no fence is kept on what holds the name: it is not ours to delete later
+    return fail(ctx, key, e, f"pod {name_of(key)} already exists and is not session {e.session} "
+                             f"generation {e.generation}'s (labels: managed-by={'kfold' if view.managed else 'other'}, "
+                             f"session={view.session or '-'}, generation={view.generation or '-'}); "
+                             "refusing to adopt it", taken=True)
 
 
-def in_doubt(ctx: Ctx, key: str, e: PodOp) -> None:
+def in_doubt(ctx: Ctx, key: str, e: PodOp) -> PodMove | None:
     """Crash with the create or read in flight: a quorum read decides whether it landed."""
-    send_read(ctx, key, e if e.phase == "confirming" else step(e, "exists"))
+    if e.phase == "confirming":
+        send_read(ctx, key, e)
+        return None
+    return move(e, "exists", send_read)
 
 
-def finish(ctx: Ctx, key: str, e: PodOp, message: str, view: PodView | None = None, **args: Any) -> None:
+def finish(ctx: Ctx, key: str, e: PodOp, message: str, view: PodView | None = None, **args: Any) -> PodMove:
     """Answer every caller, keep the fence, then run a delete that queued behind the create: after
     a refusal (``taken``) that delete means this session's pod, so it deletes only a pod labelled
     for it (``pod.delete``: a quorum read first), never the one that holds the name."""
     tell_all(ctx, e.replies, message, pod=key, **args)
     fence = {"uid": view.uid, "rv": view.rv, "terminating": view.terminating} if view else {}
-    done = settled(ctx, key, e, session="", generation=0, then_delete=(), **fence)
-    if e.then_delete:
-        ctx.put(key, done)
-        guard = e.session if args.get("taken") else ""
-        pod_delete.start(ctx, key, e.then_delete, "requested during create", e.budget_ms, guard)
-    elif done.uid:
+    then = _queued_delete(e, e.session if args.get("taken") else "") if e.then_delete else _keep_fence
+    return settled(ctx, key, e, then, session="", generation=0, then_delete=(), **fence)
+
+
+def _keep_fence(ctx: Ctx, key: str, done: PodOp) -> None:
+    """An idle entry is kept only while it holds a fence."""
+    if done.uid:
         ctx.put(key, done)
     else:
         ctx.drop(key)
 
 
-def fail(ctx: Ctx, key: str, e: PodOp, reason: str, view: PodView | None = None, taken: bool = False) -> None:
+def _queued_delete(e: PodOp, guard: str) -> Any:
+    """The act after the create settled: the delete asked for meanwhile (``e.then_delete``) starts."""
+    def start_delete(ctx: Ctx, key: str, done: PodOp) -> PodMove:
+        ctx.put(key, done)
+        return pod_delete.start(ctx, key, e.then_delete, "requested during create", e.budget_ms, guard)
+    return start_delete
+
+
+def fail(ctx: Ctx, key: str, e: PodOp, reason: str, view: PodView | None = None, taken: bool = False) -> PodMove:
     extra = {"taken": True} if taken else {}
-    finish(ctx, key, e, "pod_create_failed", view, reason=reason, **extra)
+    return finish(ctx, key, e, "pod_create_failed", view, reason=reason, **extra)

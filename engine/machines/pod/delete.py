@@ -26,81 +26,75 @@ from engine.machines.base import Ctx, describe
 from engine.machines.pod.records import PodOp, PodView, Reply
 from journal.records import Outcome
 from engine.machines.pod.machine import (
-    name_of, retry_read, save, send_delete, send_read, settled, step, tell_all, view_of,
+    PodMove, move, name_of, retry_read, save, send_delete, send_read, settled, tell_all, view_of,
 )
 
 
 def start(ctx: Ctx, key: str, replies: tuple[Reply, ...], reason: str, budget_ms: int,
-          session: str = "") -> None:
+          session: str = "") -> PodMove:
     """Begin a delete from idle, deciding on the latest observation of the pod (on a quorum read
     when the delete names a Session: the fence kept from observations holds no labels)."""
     e = (ctx.get(key) or PodOp()).but(op="delete", replies=replies, reason=reason, attempts=0,
                                      budget_ms=budget_ms, deadline=None, target="", session=session,
                                      missing=False)
     if not e.uid or session:
-        send_read(ctx, key, step(e, "read"))
-    elif e.terminating:
-        save(ctx, key, step(e, "wait", target=e.uid))
-    else:
-        send_delete(ctx, key, step(e, "delete", target=e.uid))
+        return move(e, "read", send_read)
+    if e.terminating:
+        return move(e, "wait", save, target=e.uid)
+    return move(e, "delete", send_delete, target=e.uid)
 
 
-def deleted(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> None:
+def deleted(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove | None:
     """The answer to the fenced DELETE (phase ``deleting``)."""
     match rec.result:
         case "ok" if e.missing:
-            send_read(ctx, key, step(e, "read"))
+            return move(e, "read", send_read)
         case "ok":
-            save(ctx, key, step(e, "accepted", terminating=True))
+            return move(e, "accepted", save, terminating=True)
         case "not_found":
-            gone(ctx, key, e)
+            return gone(ctx, key, e)
         case "conflict" | "transient":
-            send_read(ctx, key, step(e, "read"))
+            return move(e, "read", send_read)
         case _:
-            fail(ctx, key, e, f"could not delete pod {name_of(key)}: {describe(rec)}")
+            return fail(ctx, key, e, f"could not delete pod {name_of(key)}: {describe(rec)}")
 
 
-def read(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> None:
+def read(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove | None:
     """The answer to the quorum read that fences the delete (phase ``reading``)."""
     match rec.result:
         case "ok":
-            decide(ctx, key, e, view_of(rec.obj))
+            return decide(ctx, key, e, view_of(rec.obj))
         case "not_found":
-            gone(ctx, key, e)
+            return gone(ctx, key, e)
         case "transient":
-            retry_read(ctx, key, e, rec.retry_after_ms, fail)
+            return retry_read(ctx, key, e, rec.retry_after_ms, fail)
         case _:
-            fail(ctx, key, e, f"could not read pod {name_of(key)} to fence its delete: {describe(rec)}")
+            return fail(ctx, key, e, f"could not read pod {name_of(key)} to fence its delete: {describe(rec)}")
 
 
-def decide(ctx: Ctx, key: str, e: PodOp, view: PodView) -> None:
+def decide(ctx: Ctx, key: str, e: PodOp, view: PodView) -> PodMove | None:
     """Decide again on a quorum read of the pod."""
     if e.target and view.uid != e.target:
-        gone(ctx, key, e)  # replaced: the pod we meant no longer exists
-        return
+        return gone(ctx, key, e)  # replaced: the pod we meant no longer exists
     if not view.managed:  # the name is held by a pod that is not kfold's: ours is not there
         ctx.log(key, f"pod {name_of(key)} is not kfold's (no managed-by label); left alone", level="warning")
-        gone(ctx, key, e)
-        return
+        return gone(ctx, key, e)
     if e.session and view.session != e.session:
         ctx.log(key, f"pod {name_of(key)} is not session {e.session}'s (session={view.session or '-'}); "
                      "left alone", level="warning")
-        gone(ctx, key, e)
-        return
+        return gone(ctx, key, e)
     e = e.but(target=view.uid, uid=view.uid, rv=view.rv, terminating=view.terminating)
-    if view.terminating:
-        save(ctx, key, step(e, "wait"))
-    else:
-        send_delete(ctx, key, step(e, "fenced"))
+    return move(e, "wait", save) if view.terminating else move(e, "fenced", send_delete)
 
 
-def observed(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
+def observed(ctx: Ctx, key: str, e: PodOp, ev: Any) -> PodMove | None:
     """A watch event (not DELETED; ``ev.view``) during a delete."""
     view = ev.view
     if view.uid == e.target:
         save(ctx, key, e.but(uid=view.uid, rv=view.rv, terminating=view.terminating))
     elif e.target and e.phase == "terminating":
-        send_read(ctx, key, step(e, "read"))
+        return move(e, "read", send_read)
+    return None
 
 
 def vanished(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
@@ -110,9 +104,12 @@ def vanished(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
         gone(ctx, key, e)
 
 
-def in_doubt(ctx: Ctx, key: str, e: PodOp) -> None:
+def in_doubt(ctx: Ctx, key: str, e: PodOp) -> PodMove | None:
     """Crash with the delete or read in flight: re-observe, never re-send."""
-    send_read(ctx, key, e if e.phase == "reading" else step(e, "read"))
+    if e.phase == "reading":
+        send_read(ctx, key, e)
+        return None
+    return move(e, "read", send_read)
 
 
 def gone(ctx: Ctx, key: str, e: PodOp) -> None:
@@ -122,6 +119,10 @@ def gone(ctx: Ctx, key: str, e: PodOp) -> None:
     ctx.drop(key)
 
 
-def fail(ctx: Ctx, key: str, e: PodOp, reason: str) -> None:
+def fail(ctx: Ctx, key: str, e: PodOp, reason: str) -> PodMove:
     tell_all(ctx, e.replies, "pod_delete_failed", pod=key, reason=reason)
-    ctx.put(key, settled(ctx, key, e, session=""))
+    return settled(ctx, key, e, _put, session="")
+
+
+def _put(ctx: Ctx, key: str, done: PodOp) -> None:
+    ctx.put(key, done)

@@ -4,8 +4,8 @@ This is the safety core: a wrong delete of someone's running pod is the worst th
 ``DISPATCH`` below is the machine: each (phase, event) pair names the one handler that decides;
 the handlers live in ``create``, ``delete``, ``namespace``, ``sweep`` (orphan Secrets) and
 ``orphans`` (orphan pods), over the records in ``records``.
-The operation table (``TABLE``), the acts every pod operation shares (``save``, ``send_*``,
-``settled``) and the reductions of a Pod (``view_of``, ``refenced``) live here, before the
+The operation table (``TABLE``), its moves (``PodMove``, ``fire``), the acts every pod operation
+shares (``save``, ``send_*``, ``settled``) and the reductions of a Pod (``view_of``, ``refenced``) live here, before the
 handler modules are imported: folding a plain Pod event enters this one file.
 
 Phases: a pod key's ``PodOp.phase`` (``PHASES``) or ``absent`` (no entry); the namespace
@@ -41,6 +41,12 @@ The operation table. Phases of one pod name (``PodOp.phase``)::
     idle|reading --wait--> terminating            (the pod is already terminating)
     any but idle --settle--> idle                 (the operation answered its callers)
 
+No handler moves a phase: one that wants a move answers ``PodMove(e, event, then, changes)`` (``move``;
+``settled`` for the move to idle), and the dispatcher (``dispatch``) makes it (``fire``, the one
+caller of ``TABLE.next``): the record moved by the trigger with the changes, then the act ``then``
+(``send_create``, ``send_read``, ``send_delete``, ``save``, ...), whose answer may be a move again
+(``send_delete`` without a complete fence answers the read). ``tests/unit/test_pod_moves.py``.
+
 Guarantees:
 - ``send_delete`` is the only place a pod operation's ``DeleteObject`` is built, and it refuses to
   build one without a complete fence for the target uid (it re-reads instead): no unfenced delete
@@ -54,7 +60,7 @@ Guarantees:
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from pydantic import TypeAdapter
 
@@ -88,9 +94,29 @@ TABLE = Table("pod", PHASES, [
 ], initial="idle")
 
 
-def step(e: PodOp, event: str, **changes: Any) -> PodOp:
-    """``e`` moved along the table by ``event`` (``IllegalTransition`` if the table forbids it)."""
-    return e.but(phase=TABLE.next(e.phase, event), **changes)
+class PodMove(NamedTuple):
+    """What a handler answers when a pod operation's phase changes: the record as the handler left
+    it, the trigger of ``TABLE`` to fire, the act to perform on the moved record (``send_create``,
+    ``send_read``, ``send_delete``, ``save``, ...; it may answer a ``PodMove`` of its own) and the
+    fields the move changes. No handler moves a phase itself: the dispatcher does (``fire``)."""
+
+    e: PodOp
+    event: str
+    then: Callable[[Ctx, str, PodOp], Any]
+    changes: dict[str, Any]
+
+
+def move(e: PodOp, event: str, then: Callable[[Ctx, str, PodOp], Any], **changes: Any) -> PodMove:
+    return PodMove(e, event, then, changes)
+
+
+def fire(ctx: Ctx, key: str, answer: Any) -> None:
+    """Make what a handler answered: each ``PodMove`` moves its record along ``TABLE`` by its trigger
+    (``IllegalTransition`` if the table forbids it) with its changes, then performs its act, until
+    an act answers no move. The one place a ``PodOp``'s phase is written; called by ``dispatch``."""
+    while isinstance(answer, PodMove):
+        e = answer.e
+        answer = answer.then(ctx, key, e.but(phase=TABLE.next(e.phase, answer.event), **answer.changes))
 
 
 def save(ctx: Ctx, key: str, e: PodOp) -> PodOp:
@@ -120,15 +146,15 @@ def send_read(ctx: Ctx, key: str, e: PodOp) -> PodOp:
     return save(ctx, key, e.but(awaiting=eff.id, missing=False))
 
 
-def send_delete(ctx: Ctx, key: str, e: PodOp) -> PodOp:
+def send_delete(ctx: Ctx, key: str, e: PodOp) -> PodOp | PodMove:
     """DELETE fenced by ``(target, rv)``; without a complete fence, a quorum read instead."""
     if not (e.target and e.uid == e.target and e.rv):
-        return send_read(ctx, key, step(e, "read"))
+        return move(e, "read", send_read)
     eff = ctx.emit(DeleteObject, key, uid=e.target, rv=e.rv, **_ref(key))
     return save(ctx, key, e.but(awaiting=eff.id))
 
 
-def retry_read(ctx: Ctx, key: str, e: PodOp, retry_after_ms: int | None, fail: Any) -> None:
+def retry_read(ctx: Ctx, key: str, e: PodOp, retry_after_ms: int | None, fail: Any) -> PodMove | None:
     """A quorum read failed transiently: read again when ``backoff.POD_READ`` says (timer ``retry``),
     or ``fail``."""
     e = e.but(attempts=e.attempts + 1, awaiting="")
@@ -144,11 +170,12 @@ def retry_read(ctx: Ctx, key: str, e: PodOp, retry_after_ms: int | None, fail: A
     return None
 
 
-def settled(ctx: Ctx, key: str, e: PodOp, **changes: Any) -> PodOp:
-    """``e`` with its operation finished: timers cancelled, callers forgotten (already told)."""
+def settled(ctx: Ctx, key: str, e: PodOp, then: Callable[[Ctx, str, PodOp], Any], **changes: Any) -> PodMove:
+    """``e``'s operation finished (its timers cancelled here): the move to idle that forgets its
+    callers (already told), then ``then``."""
     ctx.cancel_timer(key, "budget")
     ctx.cancel_timer(key, "retry")
-    return step(e, "settle", op="", replies=(), target="", reason="", manifest=None, awaiting="",
+    return move(e, "settle", then, op="", replies=(), target="", reason="", manifest=None, awaiting="",
                 attempts=0, deadline=None, **changes)
 
 
@@ -254,19 +281,19 @@ def _unfence(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
         save(ctx, key, e.but(uid="", rv="", terminating=False))
 
 
-def _reread(ctx: Ctx, key: str, e: PodOp, ev: Missing) -> None:
+def _reread(ctx: Ctx, key: str, e: PodOp, ev: Missing) -> PodMove | None:
     """A delete waiting for the pod to go re-reads it (quorum GET; its 404 answers ``pod_gone``);
     one with a request in flight notes the relist (``missing``), and an answer of that request
     that leaves the pod terminating is followed by the quorum read: the pod may be gone already,
     and no watch started after the relist will tell its DELETED."""
     if not e.awaiting:
-        send_read(ctx, key, step(e, "read"))
-    else:
-        save(ctx, key, e.but(missing=True))
+        return move(e, "read", send_read)
+    save(ctx, key, e.but(missing=True))
+    return None
 
 
-def _create(ctx: Ctx, key: str, e: PodOp | None, msg: CreatePod) -> None:
-    create.start(ctx, key, _reply(msg), msg, _budget_ms(msg))
+def _create(ctx: Ctx, key: str, e: PodOp | None, msg: CreatePod) -> PodMove | None:
+    return create.start(ctx, key, _reply(msg), msg, _budget_ms(msg))
 
 
 def _create_again(ctx: Ctx, key: str, e: PodOp, msg: CreatePod) -> None:
@@ -285,8 +312,8 @@ def _refuse_create(ctx: Ctx, key: str, e: PodOp, msg: CreatePod, busy: str) -> N
              reason=f"pod {name_of(key)} is {busy}; refusing a second create")
 
 
-def _delete(ctx: Ctx, key: str, e: PodOp | None, msg: DeletePod) -> None:
-    delete.start(ctx, key, (_reply(msg),), msg.reason, _budget_ms(msg), msg.session)
+def _delete(ctx: Ctx, key: str, e: PodOp | None, msg: DeletePod) -> PodMove:
+    return delete.start(ctx, key, (_reply(msg),), msg.reason, _budget_ms(msg), msg.session)
 
 
 def _delete_after_create(ctx: Ctx, key: str, e: PodOp, msg: DeletePod) -> None:
@@ -310,8 +337,8 @@ def _budget_ms(msg: CreatePod | DeletePod) -> int:
 
 
 def _op_in_doubt(operation: Any) -> Any:
-    def resolve(ctx: Ctx, key: str, e: PodOp, ev: InDoubt) -> None:
-        operation(ctx, key, e.but(awaiting="", deadline=None))
+    def resolve(ctx: Ctx, key: str, e: PodOp, ev: InDoubt) -> PodMove | None:
+        return operation(ctx, key, e.but(awaiting="", deadline=None))
     resolve.__qualname__ = f"{operation.__module__.rsplit('.', 1)[-1]}.{operation.__name__}"
     return resolve
 
@@ -331,17 +358,17 @@ def _entry_outcome(handler: Any) -> Any:
 
 
 def _op_outcome(handler: Any) -> Any:
-    def answer(ctx: Ctx, key: str, e: PodOp, ev: tuple[Outcome, Any]) -> None:
-        handler(ctx, key, e.but(awaiting=""), ev[0])
+    def answer(ctx: Ctx, key: str, e: PodOp, ev: tuple[Outcome, Any]) -> PodMove | None:
+        return handler(ctx, key, e.but(awaiting=""), ev[0])
     answer.__qualname__ = f"{handler.__module__.rsplit('.', 1)[-1]}.{handler.__name__}"
     return answer
 
 
-def _over_budget(ctx: Ctx, key: str, e: PodOp, ev: Budget) -> None:
+def _over_budget(ctx: Ctx, key: str, e: PodOp, ev: Budget) -> PodMove:
     reason = (f"{e.op} of pod {name_of(key)} exceeded its budget of {e.budget_ms // 1000} s "
               f"(still {e.phase}); nothing more is sent for it")
     ctx.log(key, reason, level="warning")
-    (create.fail if e.op == "create" else delete.fail)(ctx, key, e.but(awaiting=""), reason)
+    return (create.fail if e.op == "create" else delete.fail)(ctx, key, e.but(awaiting=""), reason)
 
 
 def _read_again(ctx: Ctx, key: str, e: PodOp, ev: RetryDue) -> None:
@@ -417,6 +444,14 @@ _DEADLINES = {"budget": Budget, "retry": RetryDue}
 _KEY_PHASES = {SWEEP_NAME: "sweep", ORPHANS_NAME: "orphans", "": "namespace"}
 
 
+def dispatch(ctx: Ctx, key: str, phase: str, event: type, e: Any, ev: Any) -> None:
+    """The pod machine's dispatcher: the handler ``DISPATCH`` names for ``(phase, event)`` decides on
+    ``ev``; a ``PodMove`` it answers is made here (``fire``), the only place a pod's phase moves."""
+    answer = DISPATCH.handler(phase, event)(ctx, key, e, ev)
+    if answer is not None:
+        fire(ctx, key, answer)
+
+
 def op_phase(e: Any) -> str:
     """The phase of a pod key's entry: its operation, ``idle`` for none, ``absent`` for no entry."""
     return (e.op or "idle") if isinstance(e, PodOp) else "absent"
@@ -443,7 +478,7 @@ class PodMachine(Machine):
 
     def _run(self, ctx: Ctx, key: str, ev: Any) -> None:
         e = ctx.get(key)
-        DISPATCH.handler(op_phase(e), type(ev))(ctx, key, e, ev)
+        dispatch(ctx, key, op_phase(e), type(ev), e, ev)
 
     def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         key = f"{rec.cluster}/{rec.namespace}/{rec.name}"  # object_key, inlined: runs on every Pod event
@@ -457,30 +492,30 @@ class PodMachine(Machine):
 
     def on_receive(self, ctx: Ctx, key: str, msg: Any) -> None:
         if isinstance(msg, EnsureNamespaceRequest):
-            return DISPATCH.handler("namespace", EnsureNamespaceRequest)(ctx, key, ctx.get(key), msg)
+            return dispatch(ctx, key, "namespace", EnsureNamespaceRequest, ctx.get(key), msg)
         self._run(ctx, key, msg)
 
     def on_command(self, ctx: Ctx, rec: Command, cmd: Any) -> None:
         where = sweep.key_of(rec, cmd) if isinstance(cmd, SweepSecrets) else orphans.key_of(cmd)
-        DISPATCH.handler(phase_of(where, None), type(cmd))(ctx, where, ctx.get(where), (rec, cmd))
+        dispatch(ctx, where, phase_of(where, None), type(cmd), ctx.get(where), (rec, cmd))
 
     def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
         key = effect.key
         e = ctx.get(key)
         phase = phase_of(key, e)
         if phase in ENTRIES or (isinstance(e, PodOp) and e.awaiting == effect.id):
-            DISPATCH.handler(phase, type(effect))(ctx, key, e, (rec, effect))
+            dispatch(ctx, key, phase, type(effect), e, (rec, effect))
 
     def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
         key = effect.key
         e = ctx.get(key)
         phase = phase_of(key, e)
         if phase in ENTRIES or (isinstance(e, PodOp) and e.awaiting == effect.id):
-            DISPATCH.handler(phase, InDoubt)(ctx, key, e, InDoubt(effect))
+            dispatch(ctx, key, phase, InDoubt, e, InDoubt(effect))
 
     def on_deadline(self, ctx: Ctx, key: str, name: str) -> None:
         event = _DEADLINES.get(name)
         e = ctx.get(key)
         if event is None:
             raise UnknownEvent(self.name, phase_of(key, e), f"deadline {name!r}")
-        DISPATCH.handler(phase_of(key, e), event)(ctx, key, e, event())
+        dispatch(ctx, key, phase_of(key, e), event, e, event())

@@ -17,6 +17,7 @@ listed uid + resourceVersion, so an attach that lands after the list keeps the R
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Callable
 
 from engine.machines.base import Ctx
@@ -93,7 +94,9 @@ def _list_op(cmd: RepoReconcileBound | RepoGc) -> ListOp:
     return ListOp(effect_id="", purpose="gc", ttl_ms=cmd.ttl_seconds * 1000)   # a whole number >= 0 (seams)
 
 
-def outcome(ctx: Ctx, rec: Outcome, effect: Any, start: Callable) -> None:
+def outcome(ctx: Ctx, rec: Outcome, effect: Any, start: Callable) -> Iterator[Any]:
+    """The list's answer: yields the move of each operation it starts (``start``'s answer), for the
+    dispatcher to make before the next one starts, then notes what it decided."""
     cluster, ns, _ = split_key(effect.key)
     cfg = config_of(ctx, cluster, ns)
     lop = next((lo for lo in cfg.lists if lo.effect_id == effect.id), None)
@@ -108,7 +111,7 @@ def outcome(ctx: Ctx, rec: Outcome, effect: Any, start: Callable) -> None:
                 level="error", result=rec.result, status_reason=rec.status_reason)
         return _note(ctx, cfg, lop, f"failed: {rec.result} {rec.message}".rstrip())
     decide = _reconcile if lop.purpose == "reconcile" else _gc
-    _note(ctx, cfg, lop, decide(ctx, cfg, lop, rec, start))
+    _note(ctx, cfg, lop, (yield from decide(ctx, cfg, lop, rec, start)))
 
 
 def in_doubt(ctx: Ctx, effect: Any) -> None:
@@ -138,21 +141,21 @@ def _items(ctx: Ctx, cfg: RepoConfig, rec: Outcome) -> list[RepoEntry]:
     return out
 
 
-def _reconcile(ctx: Ctx, cfg: RepoConfig, lop: ListOp, rec: Outcome, start: Callable) -> str:
+def _reconcile(ctx: Ctx, cfg: RepoConfig, lop: ListOp, rec: Outcome, start: Callable) -> Iterator[Any]:
     stale = [e for e in _items(ctx, cfg, rec) if e.bound and e.name not in lop.keep]
     for e in stale:
-        start(ctx, e, Op(kind="unbind"))
+        yield start(ctx, e, Op(kind="unbind"))
     return f"unbound {len(stale)}: {', '.join(e.name for e in stale)}" if stale else "nothing to unbind"
 
 
-def _gc(ctx: Ctx, cfg: RepoConfig, lop: ListOp, rec: Outcome, start: Callable) -> str:
+def _gc(ctx: Ctx, cfg: RepoConfig, lop: ListOp, rec: Outcome, start: Callable) -> Iterator[Any]:
     if rec.at is None:
         ctx.log(config_key(cfg.cluster, cfg.namespace), "gc: no server time on the list response; nothing evicted",
                 level="warning")
         return "no server time: nothing evicted"
     evict = [e for e in _items(ctx, cfg, rec) if evictable(e, rec.at, lop.ttl_ms, cfg.bound_keys)]
     for e in evict:
-        start(ctx, e, Op(kind="evict", uid=e.uid, rv=e.rv))
+        yield start(ctx, e, Op(kind="evict", uid=e.uid, rv=e.rv))
     return f"evicting {len(evict)}: {', '.join(e.name for e in evict)}" if evict else "nothing to evict"
 
 

@@ -31,6 +31,7 @@ the list-driven commands in ``repo.bindings``, over the records in ``repo.record
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from engine.machines.base import Ctx
@@ -39,7 +40,7 @@ from engine.machines.base import Dispatch, InDoubt, Machine, Reply, object_key, 
 from engine.machines.repo.creds import CredentialError, missing_env, resolve
 from engine.repo_names import KIND, RepoUrlError, identity, key_of_identity, rfc3339, without_password
 from engine.effects.models import GetObject
-from engine.machines.repo.ops import answer, doubt, ref_fields, start
+from engine.machines.repo.ops import RepoMove, answer, doubt, fire, ref_fields, start
 from engine.machines.repo.records import (
     Op, RepoConfig, RepoEntry, RepoRow, absorb, config_key, config_of, entry_of, gone, settle,
 )
@@ -56,10 +57,10 @@ class RepoMachine(Machine):
 
     def on_command(self, ctx: Ctx, rec: Command, cmd: Any) -> None:
         cluster, ns = repo_list.where(rec, cmd)
-        DISPATCH.handler("config", type(cmd))(ctx, config_key(cluster, ns), (rec, cmd))
+        dispatch(ctx, "config", type(cmd), config_key(cluster, ns), (rec, cmd))
 
     def on_receive(self, ctx: Ctx, key: str, msg: Any) -> None:
-        DISPATCH.handler("repo", type(msg))(ctx, key, msg)
+        dispatch(ctx, "repo", type(msg), key, msg)
 
     def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         key = object_key(rec.cluster, rec.namespace, rec.name)
@@ -76,10 +77,20 @@ class RepoMachine(Machine):
                 _recheck(ctx, entry)
 
     def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
-        DISPATCH.handler(phase_of(effect.key), Outcome)(ctx, rec, effect)
+        dispatch(ctx, phase_of(effect.key), Outcome, rec, effect)
 
     def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
-        DISPATCH.handler(phase_of(effect.key), InDoubt)(ctx, effect)
+        dispatch(ctx, phase_of(effect.key), InDoubt, effect)
+
+
+def dispatch(ctx: Ctx, phase: str, event: type, *args: Any) -> None:
+    """The repo machine's dispatcher: the handler ``DISPATCH`` names for ``(phase, event)`` decides;
+    the move it answers is made here (``ops.fire``), the only place a Repo's phase moves. A handler
+    that starts several operations (a bind, a list's answer) yields each one's move, made before it
+    goes on to the next."""
+    answered = DISPATCH.handler(phase, event)(ctx, *args)
+    for move in answered if isinstance(answered, Iterator) else (answered,):
+        fire(ctx, move)
 
 
 def phase_of(key: str) -> str:
@@ -87,7 +98,7 @@ def phase_of(key: str) -> str:
     return "config" if key.endswith("/") else "repo"
 
 
-def _answer(ctx: Ctx, rec: Outcome, effect: Any) -> None:
+def _answer(ctx: Ctx, rec: Outcome, effect: Any) -> RepoMove | None:
     entry = ctx.get(effect.key)
     if isinstance(entry, RepoEntry) and entry.checking and entry.checking == effect.id:
         return _rechecked(ctx, entry.but(checking=""), rec)
@@ -98,15 +109,16 @@ def _answer(ctx: Ctx, rec: Outcome, effect: Any) -> None:
         entry = ctx.get(effect.key)
     if rec.result == "transient":
         return doubt(ctx, entry, effect)
-    answer(ctx, entry, rec)
+    return answer(ctx, entry, rec)
 
 
-def _doubt(ctx: Ctx, effect: Any) -> None:
+def _doubt(ctx: Ctx, effect: Any) -> RepoMove | None:
     entry = ctx.get(effect.key)
     if isinstance(entry, RepoEntry) and entry.checking and entry.checking == effect.id:
         _recheck(ctx, entry.but(checking=""))
     elif isinstance(entry, RepoEntry) and entry.op is not None and entry.op.effect_id == effect.id:
-        doubt(ctx, entry, effect)
+        return doubt(ctx, entry, effect)
+    return None
 
 
 def _recheck(ctx: Ctx, entry: RepoEntry) -> None:
@@ -126,7 +138,7 @@ def _rechecked(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
 
 
 # -- commands and messages ---------------------------------------------------------------------
-def bind(ctx: Ctx, ckey: str, ev: tuple[Command, RepoBind]) -> None:
+def bind(ctx: Ctx, ckey: str, ev: tuple[Command, RepoBind]) -> Iterator[RepoMove | None]:
     rec, cmd = ev
     cluster, ns, _ = split_key(ckey)
     try:
@@ -138,8 +150,8 @@ def bind(ctx: Ctx, ckey: str, ev: tuple[Command, RepoBind]) -> None:
     for url, ident in bindings:
         key = object_key(cluster, ns, key_of_identity(ident))
         resolved = resolve(url, ident, cfg.credentials, cfg.env_present)
-        start(ctx, entry_of(ctx, key), Op(kind="bind", url=url, identity=ident, ref=resolved.ref,
-                                         token_env=resolved.token_env))
+        yield start(ctx, entry_of(ctx, key), Op(kind="bind", url=url, identity=ident, ref=resolved.ref,
+                                               token_env=resolved.token_env))
 
 
 def report_missing_env(ctx: Ctx, ckey: str, cfg: RepoConfig) -> None:
@@ -151,7 +163,7 @@ def report_missing_env(ctx: Ctx, ckey: str, cfg: RepoConfig) -> None:
                 level="warning", missing=[{"match": c.match, "env": c.env} for c in missing])
 
 
-def ensure(ctx: Ctx, key: str, msg: EnsureRepo) -> None:
+def ensure(ctx: Ctx, key: str, msg: EnsureRepo) -> RepoMove | None:
     target = Reply(to=msg.reply_to, key=msg.reply_key)
     cluster, ns, name = split_key(key)
     try:
@@ -166,9 +178,9 @@ def ensure(ctx: Ctx, key: str, msg: EnsureRepo) -> None:
     resolved = resolve(url, ident, cfg.credentials, cfg.env_present)
     now = ctx.now_on(cluster)   # the target's clock only: registered clusters' clocks may be hours apart
     stamp = rfc3339(now) if now is not None else None
-    start(ctx, entry, Op(kind="ensure", url=url, identity=ident, slot_bound=key in cfg.bound_keys,
-                         stamp=stamp, waiters=(target,), ref=resolved.ref, token_env=resolved.token_env,
-                         configured=cfg.configured))
+    return start(ctx, entry, Op(kind="ensure", url=url, identity=ident, slot_bound=key in cfg.bound_keys,
+                                stamp=stamp, waiters=(target,), ref=resolved.ref, token_env=resolved.token_env,
+                                configured=cfg.configured))
 
 
 def _attach_url(url: Any, name: str) -> tuple[str, str]:
@@ -190,8 +202,8 @@ def _list_command(ctx: Ctx, ckey: str, ev: tuple[Command, Any]) -> None:
     repo_list.command(ctx, *ev)
 
 
-def _list_answer(ctx: Ctx, rec: Outcome, effect: Any) -> None:
-    repo_list.outcome(ctx, rec, effect, start)
+def _list_answer(ctx: Ctx, rec: Outcome, effect: Any) -> Iterator[RepoMove | None]:
+    return repo_list.outcome(ctx, rec, effect, start)
 
 
 def _list_doubt(ctx: Ctx, effect: Any) -> None:

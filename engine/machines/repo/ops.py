@@ -7,6 +7,11 @@ one (``secure``), then create or merge patch; a quorum read when an ensure must 
 (or the time on the Repo's cluster, see ``repo``); a delete fenced by uid + resourceVersion for an evict. ``answer`` acts on the outcome by the phase
 it answers; ``succeed`` / ``fail`` tell the waiters, and ``finish`` starts the next queued op.
 
+No step moves a phase: a step that sends a request (``go``) or ends the op (``finish``) answers a
+``RepoMove`` (the entry, the trigger of ``TABLE``, the act on the moved entry); the dispatcher
+(``repo.machine.dispatch``) makes it with ``fire``, the one caller of ``TABLE.next``. A finish's act
+starts the next queued op, whose own move ``fire`` makes in turn.
+
 Guarantees:
 - Every request moves the entry along ``TABLE`` (``IllegalTransition`` otherwise) and records its
   effect id on the op; ``RepoMachine`` hands ``answer`` only the outcome of that effect.
@@ -21,7 +26,7 @@ Why the runner and the answers share a module: they call each other (``start`` -
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 from engine import backoff
 from engine.machines.base import Ctx
@@ -47,18 +52,38 @@ TABLE = Table("repo", ["idle", *BUSY], [
 ], initial="idle")
 
 
+class RepoMove(NamedTuple):
+    """What a step of an operation answers when the Repo's phase changes: the entry as the step
+    left it, the trigger of ``TABLE`` (None: no trigger, the phase stays: an op that sent nothing
+    finishes where it started) and the act on the moved entry, which may answer the next move."""
+
+    entry: RepoEntry
+    event: str | None
+    then: Callable[[Ctx, RepoEntry], "RepoMove | None"]
+
+
+def fire(ctx: Ctx, move: RepoMove | None) -> None:
+    """Make a step's answer: the entry moved along ``TABLE`` by the trigger (``IllegalTransition``
+    if the table forbids it), then the act, until an act answers no move. The one place a Repo's
+    phase is written; called by the dispatcher (``repo.machine.dispatch``)."""
+    while move is not None:
+        entry = move.entry
+        phase = entry.phase if move.event is None else TABLE.next(entry.phase, move.event)
+        move = move.then(ctx, entry.but(phase=phase))
+
+
 # -- running one operation ---------------------------------------------------------------------
-def start(ctx: Ctx, entry: RepoEntry, op: Op) -> None:
+def start(ctx: Ctx, entry: RepoEntry, op: Op) -> RepoMove | None:
     """Run ``op`` now if the Repo is idle; otherwise queue it (an ensure joins one in flight)."""
     if entry.phase != "idle":
         return ctx.put(entry.key, _enqueue(entry, op))
     if op.kind == "ensure" and (entry.exists or op.stamp is None):
-        return after_exists(ctx, entry, op, None)
+        return after_exists(entry, op, None)
     if op.kind in ("bind", "ensure"):
         return secure_or(ctx, entry, op, "patch" if entry.exists else "create")
     if op.kind == "unbind":
-        return go(ctx, entry, op, "patch", PatchObject, patch=unbind_patch(), **ref_fields(entry))
-    go(ctx, entry, op, "delete", DeleteObject, uid=op.uid, rv=op.rv, **ref_fields(entry))
+        return go(entry, op, "patch", PatchObject, patch=unbind_patch(), **ref_fields(entry))
+    return go(entry, op, "delete", DeleteObject, uid=op.uid, rv=op.rv, **ref_fields(entry))
 
 
 def _enqueue(entry: RepoEntry, op: Op) -> RepoEntry:
@@ -73,14 +98,25 @@ def _enqueue(entry: RepoEntry, op: Op) -> RepoEntry:
     return entry.but(queue=entry.queue + (op,))
 
 
-def secure_or(ctx: Ctx, entry: RepoEntry, op: Op, then: str) -> None:
+def secure_or(ctx: Ctx, entry: RepoEntry, op: Op, then: str) -> RepoMove:
     """Apply the token Secret first when the statement names one, then ``then`` (create|patch)."""
+    return secure_or_create(ctx, entry, op) if then == "create" else secure_or_patch(entry, op)
+
+
+def secure_or_create(ctx: Ctx, entry: RepoEntry, op: Op) -> RepoMove:
+    return _secure(entry, op, "create") or go(entry, op, "create", CreateObject, manifest=manifest(ctx, entry, op),
+                                              **ref_fields(entry))
+
+
+def secure_or_patch(entry: RepoEntry, op: Op) -> RepoMove:
+    return _secure(entry, op, "patch") or patch_now(entry, op)
+
+
+def _secure(entry: RepoEntry, op: Op, then: str) -> RepoMove | None:
+    """The token Secret's apply when the statement names one not applied yet (``then`` after it)."""
     if op.token_env and not op.secured:
-        return go(ctx, entry, op.but(then=then), "secure", ApplySecret,
-                  **secret_fields(entry.namespace, op))
-    if then == "create":
-        return go(ctx, entry, op, "create", CreateObject, manifest=manifest(ctx, entry, op), **ref_fields(entry))
-    patch_now(ctx, entry, op)
+        return go(entry, op.but(then=then), "secure", ApplySecret, **secret_fields(entry.namespace, op))
+    return None
 
 
 def manifest(ctx: Ctx, entry: RepoEntry, op: Op) -> dict[str, Any]:
@@ -89,12 +125,17 @@ def manifest(ctx: Ctx, entry: RepoEntry, op: Op) -> dict[str, Any]:
                            ref=op.ref, stamp=op.stamp if op.kind == "ensure" else None, refresh=cfg.refresh)
 
 
-def patch_now(ctx: Ctx, entry: RepoEntry, op: Op) -> None:
+def patch_now(entry: RepoEntry, op: Op) -> RepoMove:
+    """The patch of ``op``'s statement; with nothing to state, the op ends where it is (no move)."""
     patch = statement(op)
     if not patch:
-        ctx.log(entry.key, "no server time for this attach: last-attached not moved", level="warning")
-        return succeed(ctx, entry)
-    go(ctx, entry, op, "patch", PatchObject, patch=patch, **ref_fields(entry))
+        return RepoMove(entry, None, _clock_not_moved)
+    return go(entry, op, "patch", PatchObject, patch=patch, **ref_fields(entry))
+
+
+def _clock_not_moved(ctx: Ctx, entry: RepoEntry) -> RepoMove:
+    ctx.log(entry.key, "no server time for this attach: last-attached not moved", level="warning")
+    return succeed(ctx, entry)
 
 
 def statement(op: Op) -> dict[str, Any]:
@@ -107,25 +148,27 @@ def statement(op: Op) -> dict[str, Any]:
     return clock_patch(op.stamp) if op.stamp else {}
 
 
-def go(ctx: Ctx, entry: RepoEntry, op: Op, event: str, effect_type: type, **fields: Any) -> None:
-    phase = TABLE.next(entry.phase, event)
-    effect = ctx.emit(effect_type, entry.key, cluster=entry.cluster, **fields)
-    ctx.put(entry.key, entry.but(phase=phase, op=op.but(effect_id=effect.id)))
+def go(entry: RepoEntry, op: Op, event: str, effect_type: type, **fields: Any) -> RepoMove:
+    """The move ``event``, then ``op``'s request: ``effect_type`` with ``fields``, its id kept on the op."""
+    def send(ctx: Ctx, moved: RepoEntry) -> None:
+        effect = ctx.emit(effect_type, moved.key, cluster=moved.cluster, **fields)
+        ctx.put(moved.key, moved.but(op=op.but(effect_id=effect.id)))
+    return RepoMove(entry, event, send)
 
 
-def doubt(ctx: Ctx, entry: RepoEntry, effect: Any) -> None:
+def doubt(ctx: Ctx, entry: RepoEntry, effect: Any) -> RepoMove:
     """The request may or may not have happened: repeat a safe one, re-observe an unsafe one."""
     if backoff.exhausted(backoff.REPO_OP, entry.op.attempts + 1):
         return fail(ctx, entry, f"{effect.type} of {effect.key!r} still in doubt after {backoff.REPO_OP.limit} attempts")
     if effect.safe_to_retry:
-        return reissue(ctx, entry, effect)
+        return reissue(entry, effect)
     op = entry.op.but(attempts=entry.op.attempts + 1)
-    go(ctx, entry, op, "verify", GetObject, **ref_fields(entry))
+    return go(entry, op, "verify", GetObject, **ref_fields(entry))
 
 
-def reissue(ctx: Ctx, entry: RepoEntry, effect: Any) -> None:
+def reissue(entry: RepoEntry, effect: Any) -> RepoMove:
     fields = effect.model_dump(exclude={"id", "machine", "key", "type", "cluster"})   # ``go`` names the cluster
-    go(ctx, entry, entry.op.but(attempts=entry.op.attempts + 1), "retry", type(effect), **fields)
+    return go(entry, entry.op.but(attempts=entry.op.attempts + 1), "retry", type(effect), **fields)
 
 
 def ref_fields(entry: RepoEntry) -> dict[str, Any]:
@@ -133,35 +176,35 @@ def ref_fields(entry: RepoEntry) -> dict[str, Any]:
 
 
 # -- outcomes by phase ---------------------------------------------------------------------------
-def on_secured(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
+def on_secured(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
     if rec.result != "ok":
         return fail(ctx, entry, f"applying git credential Secret {entry.op.ref!r}: {why(rec)}")
-    secure_or(ctx, entry, entry.op.but(secured=True), entry.op.then)
+    return secure_or(ctx, entry, entry.op.but(secured=True), entry.op.then)
 
 
-def on_created(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
+def on_created(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
     op = entry.op
     if rec.result == "ok":
         return succeed(ctx, entry)
     if rec.result != "already_exists":
         return fail(ctx, entry, f"creating Repo {entry.name!r}: {why(rec)}")
-    after_exists(ctx, entry, op, rec.at)
+    return after_exists(entry, op, rec.at)
 
 
-def after_exists(ctx: Ctx, entry: RepoEntry, op: Op, at: int | None) -> None:
+def after_exists(entry: RepoEntry, op: Op, at: int | None) -> RepoMove:
     """It exists (known, AlreadyExists, or found after a create in doubt): bind restates; ensure
     moves the clock (stamped from the response's server time ``at`` when the attach had none; with
     neither, a quorum read first: its outcome's time is on the Repo's cluster's clock)."""
     if op.kind == "bind":
-        return secure_or(ctx, entry, op, "patch")
+        return secure_or_patch(entry, op)
     if op.stamp is None and at is not None:
         op = op.but(stamp=rfc3339(at))
     if op.kind == "ensure" and (not op.slot_bound or op.stamp is None):
-        return go(ctx, entry, op, "read", GetObject, **ref_fields(entry))
-    patch_now(ctx, entry, op)
+        return go(entry, op, "read", GetObject, **ref_fields(entry))
+    return patch_now(entry, op)
 
 
-def on_read(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
+def on_read(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
     op = entry.op
     if op.stamp is None and rec.at is not None:   # the read's server time is the Repo's cluster's
         op = op.but(stamp=rfc3339(rec.at))
@@ -169,37 +212,37 @@ def on_read(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
         if backoff.exhausted(backoff.REPO_OP, op.attempts + 1):
             return fail(ctx, entry, f"Repo {entry.name!r} was gone at each read after a create found it "
                                     f"present ({backoff.REPO_OP.limit} attempts)")
-        return secure_or(ctx, entry, op.but(attempts=op.attempts + 1), "create")
+        return secure_or_create(ctx, entry, op.but(attempts=op.attempts + 1))
     if rec.result != "ok":
         return fail(ctx, entry, f"reading Repo {entry.name!r}: {why(rec)}")
     if entry.identity and entry.identity != op.identity:
         return fail(ctx, entry, f"cache key {entry.name!r} already names repository {entry.identity!r}")
     if entry.bound or op.slot_bound or not op.configured:
-        return patch_now(ctx, entry, op)
+        return patch_now(entry, op)
     cfg = config_of(ctx, entry.cluster, entry.namespace)
     resolved = resolve(entry.url or op.url, op.identity, cfg.credentials, cfg.env_present)
-    secure_or(ctx, entry, op.but(restate=True, ref=resolved.ref, token_env=resolved.token_env), "patch")
+    return secure_or_patch(entry, op.but(restate=True, ref=resolved.ref, token_env=resolved.token_env))
 
 
-def on_patched(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
+def on_patched(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
     if rec.result == "ok" or (rec.result == "not_found" and entry.op.kind == "unbind"):
         return succeed(ctx, entry)
     if rec.result == "not_found" and not backoff.exhausted(backoff.REPO_OP, entry.op.attempts + 1):
-        return secure_or(ctx, entry, entry.op.but(attempts=entry.op.attempts + 1), "create")
-    fail(ctx, entry, f"patching Repo {entry.name!r}: {why(rec)}")
+        return secure_or_create(ctx, entry, entry.op.but(attempts=entry.op.attempts + 1))
+    return fail(ctx, entry, f"patching Repo {entry.name!r}: {why(rec)}")
 
 
-def on_deleted(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
+def on_deleted(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
     if rec.result in ("ok", "not_found"):
         ctx.log(entry.key, f"evicted Repo {entry.name!r}", evicted=entry.name)
         return succeed(ctx, gone(entry))
     if rec.result == "conflict":
         ctx.log(entry.key, f"Repo {entry.name!r} changed since the gc listed it: kept")
         return succeed(ctx, entry)
-    fail(ctx, entry, f"evicting Repo {entry.name!r}: {why(rec)}")
+    return fail(ctx, entry, f"evicting Repo {entry.name!r}: {why(rec)}")
 
 
-def on_verified(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
+def on_verified(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
     """The quorum read after an unsafe request in doubt decides what happened."""
     op = entry.op
     if rec.result not in ("ok", "not_found"):
@@ -207,20 +250,20 @@ def on_verified(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
     if op.kind == "evict":
         return succeed(ctx, gone(entry) if rec.result == "not_found" else entry)
     if rec.result == "ok":
-        return after_exists(ctx, entry, op, rec.at)
-    secure_or(ctx, entry, op, "create")
+        return after_exists(entry, op, rec.at)
+    return secure_or_create(ctx, entry, op)
 
 
 _ON_OUTCOME = {"securing": on_secured, "creating": on_created, "reading": on_read,
                "patching": on_patched, "deleting": on_deleted, "verifying": on_verified}
 
 
-def answer(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
+def answer(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
     """Act on the outcome of the request ``entry`` awaits, by the phase it is in."""
-    _ON_OUTCOME[entry.phase](ctx, entry, rec)
+    return _ON_OUTCOME[entry.phase](ctx, entry, rec)
 
 
-def succeed(ctx: Ctx, entry: RepoEntry) -> None:
+def succeed(ctx: Ctx, entry: RepoEntry) -> RepoMove:
     op = entry.op
     if op.kind == "ensure":
         url = entry.url or op.url
@@ -230,22 +273,23 @@ def succeed(ctx: Ctx, entry: RepoEntry) -> None:
                 ctx.tell(w.to, w.key, "repo_status", repo=entry.key, nodes=status_nodes(entry.nodes))
         subs = entry.subscribers + tuple(w for w in op.waiters if w not in entry.subscribers)
         entry = entry.but(subscribers=subs)
-    finish(ctx, entry, "")
+    return finish(entry, "")
 
 
-def fail(ctx: Ctx, entry: RepoEntry, reason: str) -> None:
+def fail(ctx: Ctx, entry: RepoEntry, reason: str) -> RepoMove:
     ctx.log(entry.key, f"repo {entry.op.kind} failed: {reason}", level="error", repo=entry.key)
     for w in entry.op.waiters:
         ctx.tell(w.to, w.key, "repo_failed", repo=entry.key, reason=reason)
-    finish(ctx, entry, reason)
+    return finish(entry, reason)
 
 
-def finish(ctx: Ctx, entry: RepoEntry, error: str) -> None:
-    phase = TABLE.next(entry.phase, "finish") if entry.phase != "idle" else "idle"
-    idle = entry.but(phase=phase, op=None, queue=entry.queue[1:], last_error=error)
-    ctx.put(entry.key, idle)
-    if entry.queue:
-        start(ctx, idle, entry.queue[0])
+def finish(entry: RepoEntry, error: str) -> RepoMove:
+    """The move to idle (none from idle: an op that sent nothing), then the next queued op starts."""
+    def next_op(ctx: Ctx, moved: RepoEntry) -> RepoMove | None:
+        idle = moved.but(op=None, queue=entry.queue[1:], last_error=error)
+        ctx.put(entry.key, idle)
+        return start(ctx, idle, entry.queue[0]) if entry.queue else None
+    return RepoMove(entry, "finish" if entry.phase != "idle" else None, next_op)
 
 
 def why(rec: Outcome) -> str:

@@ -1,0 +1,93 @@
+"""Only the pod dispatcher moves a pod operation's phase.
+
+A handler of the pod machine (``pod.machine``, ``pod.create``, ``pod.delete``) that changes a
+``PodOp``'s phase answers ``PodMove(e, event, then, changes)``; ``machine.dispatch`` (the one caller of
+``DISPATCH.handler``) hands it to ``machine.fire``, the one caller of ``TABLE.next`` and the one
+writer of ``phase=`` on a ``PodOp`` (read from the source: tests/unit/test_machine_moves.py). Here,
+what the moves do: moves of its own and of the real handlers fired on a recording context."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from engine.machines.base import IllegalTransition
+from engine.machines.pod.machine import PodMove, fire, move, save, send_read   # before the handler modules it imports
+from engine.machines.pod import create, delete
+from engine.machines.pod.records import PodOp, Reply
+
+
+class Recorder:
+    """A fold step's context as far as the pod acts use it: what was stored, sent and cancelled."""
+
+    def __init__(self, **entries):
+        self.table, self.done, self.now = dict(entries), [], None
+
+    def get(self, key):
+        return self.table.get(key)
+
+    def put(self, key, e):
+        self.table[key] = e
+        self.done.append(("put", e.phase))
+
+    def drop(self, key):
+        self.table.pop(key, None)
+        self.done.append(("drop", key))
+
+    def emit(self, effect_type, key, **fields):
+        self.done.append(("emit", effect_type.__name__))
+        return SimpleNamespace(id=f"1.{len(self.done)}")
+
+    def now_on(self, cluster):
+        return None
+
+    def cancel_timer(self, key, name):
+        self.done.append(("cancel", name))
+
+    def tell(self, to, key, message, **args):
+        self.done.append(("tell", message))
+
+
+KEY = "local/ns/p"
+
+
+def test_fire_follows_the_table_and_refuses_what_it_forbids():
+    seen = []
+    fire(Recorder(), KEY, move(PodOp(), "create", lambda ctx, key, e: seen.append(e), op="create"))
+    assert [(e.phase, e.op) for e in seen] == [("creating", "create")]
+    with pytest.raises(IllegalTransition):
+        fire(Recorder(), KEY, move(PodOp(), "accepted", save))    # idle -> terminating is no row
+    fire(Recorder(), KEY, None)                                     # no move: nothing to make
+
+
+def test_a_handler_answers_its_move_and_does_nothing_of_it_itself():
+    ctx = Recorder()
+    e = PodOp(op="delete", phase="deleting", uid="u1", rv="7", target="u1")
+    answer = delete.deleted(ctx, KEY, e, SimpleNamespace(result="ok"))
+    assert answer == PodMove(e, "accepted", save, {"terminating": True}) and ctx.done == []
+    fire(ctx, KEY, answer)
+    assert ctx.get(KEY).phase == "terminating" and ctx.get(KEY).terminating
+
+
+def test_an_act_that_answers_a_move_is_fired_in_turn():
+    """A delete without a complete fence (no resourceVersion) reads first: ``send_delete`` answers
+    the read's move, and the dispatcher makes it (idle -> deleting -> reading, a GET, no DELETE)."""
+    ctx = Recorder(**{KEY: PodOp(uid="u1")})
+    fire(ctx, KEY, delete.start(ctx, KEY, (Reply(to="session", key="s"),), "stop", 60_000))
+    assert ctx.done == [("emit", "GetObject"), ("put", "reading")]
+    assert ctx.get(KEY).target == "u1"
+
+
+def test_a_settled_create_starts_the_delete_queued_behind_it():
+    ctx = Recorder()
+    e = PodOp(op="create", phase="creating", session="s", generation=1, uid="u1", rv="3",
+              replies=(Reply(to="session", key="s"),), then_delete=(Reply(to="session", key="s"),))
+    fire(ctx, KEY, create.fail(ctx, KEY, e, "no"))
+    assert ctx.done == [("tell", "pod_create_failed"), ("cancel", "budget"), ("cancel", "retry"),
+                        ("put", "idle"), ("emit", "DeleteObject"), ("put", "deleting")]
+
+
+def test_send_read_is_an_act_and_moves_nothing():
+    ctx = Recorder()
+    send_read(ctx, KEY, PodOp(op="delete", phase="reading"))
+    assert ctx.get(KEY).phase == "reading"
