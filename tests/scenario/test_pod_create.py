@@ -6,7 +6,7 @@ import pytest
 from journal.records import EffectIssued
 from engine.effects.models import effect_to_dict
 from tests.harness import T0, Scenario
-from tests.scenario.test_pod_world import KEY, SECOND, answers, ask_create, ask_delete, deletes, one, pod, world
+from tests.scenario.test_pod_world import KEY, SECOND, answers, ask, ask_create, ask_delete, deletes, one, pod, world
 
 
 def test_a_create_sends_the_manifest_with_the_keys_name_and_the_kfold_labels(frozen_world):
@@ -152,6 +152,22 @@ def test_a_second_create_while_deleting_is_refused(frozen_world):
     assert ask_create(s, T0) == ()
     [(message, args)] = answers(s)
     assert message == "pod_create_failed" and "is being deleted" in args["reason"]
+
+
+@pytest.mark.parametrize("session,generation", [("s2", 1), ("s1", 2)], ids=["another-session", "another-generation"])
+def test_a_create_for_another_owner_while_creating_is_refused_and_the_first_goes_on(session, generation, frozen_world):
+    """One pod name, one create at a time: an asker who is not the create in flight's own (its
+    session and generation) is refused at once, naming whom the pod is being created for."""
+    s = world()
+    c = one(ask_create(s, T0), "create")
+    manifest = {"spec": {"containers": [{"name": "agent", "image": "agent:2"}]}}
+    assert ask(s, "create", T0 + SECOND, reply_key="other", manifest=manifest, session=session,
+               generation=generation) == (), "nothing is sent for the second asker"
+    assert answers(s, "other") == [("pod_create_failed", {
+        "pod": KEY, "reason": "pod ns/s1-g1 is being created for session s1 generation 1; refusing a second create"})]
+    s.outcome(c, "ok", T0 + 2 * SECOND, obj=pod("A", "1"))
+    assert answers(s) == [("pod_created", {"pod": KEY, "uid": "A", "adopted": False})]
+    assert len(answers(s, "other")) == 1, "the refused asker is told nothing more"
 
 
 def test_a_manifest_naming_another_pod_is_refused_before_anything_is_sent(frozen_world):

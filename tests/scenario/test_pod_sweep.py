@@ -124,3 +124,16 @@ def test_an_orphan_secret_delete_that_fails_is_logged_and_not_resent(frozen_worl
     log = one(s.outcome(d, "forbidden", T0 + GRACE + SECOND, status_reason="Forbidden"), "log")
     assert log.level == "warning" and "ns/s1-env" in log.message and "not deleted" in log.message
     assert len(deletes(s)) == 1
+
+
+def test_an_orphan_secret_delete_in_doubt_after_a_crash_is_logged_and_left_to_the_next_sweep(frozen_world):
+    """A delete that may or may not have happened is not sent again: the next sweep's fresh list
+    decides (a Secret still there and still without a pod is deleted then)."""
+    s = Scenario(world().machines, issue_effects=False)
+    [d] = sweep(s, [secret("s1-env")], T0 + GRACE + SECOND)
+    s.feed(EffectIssued(at=T0 + GRACE + SECOND, effect=effect_to_dict(d)))
+    log = one(s.command("effect.in_doubt", T0 + GRACE + 2 * SECOND, effect_id=d.id), "log")
+    assert log.level == "warning"
+    assert log.message == "orphan Secret delete ns/s1-env in doubt; the next sweep decides again"
+    assert len(deletes(s)) == 1 and len(s.state.table("pod")) == 0
+    assert one(s.command("pod.sweep_secrets", T0, cluster="local", namespace="ns"), "list").kind == "Secret"

@@ -1,6 +1,8 @@
 """Bind at boot (issue 3, rules 1, 2, 6 and "Bad input"), in frozen worlds."""
 from __future__ import annotations
 
+import pytest
+
 from engine.machines.repo.creds import token_secret_name
 from tests.harness import T0
 from tests.scenario.test_repo_world import NS, RepoWorld
@@ -134,3 +136,16 @@ def test_a_bad_credential_entry_refuses_the_bind_before_any_effect(frozen_world)
     assert log.level == "error" and "'https://github.com/org'" in log.message
     (log2,) = w.bind(["https://github.com/org/app"], credentials=[{"match": "github.com/org"}])
     assert "names neither env nor secret" in log2.message
+
+
+@pytest.mark.parametrize("entry", [
+    {"match": "github.com/org", "secret": "org-deploy-key", "evn": "GH_TOKEN"},
+    {"match": "github.com/org", "env": "GH_TOKEN", "username": "bot"},
+], ids=["misspelt-env", "a-field-kfold-has-not"])
+def test_a_credential_entry_with_a_key_beyond_match_env_secret_refuses_the_bind(entry, frozen_world):
+    """An entry is {match, env?, secret?} (issue 3, rule 6): a key kfold would ignore is refused, not
+    dropped (a misspelt ``env`` would otherwise clone anonymously without a word)."""
+    w = RepoWorld()
+    (log,) = w.bind(["https://github.com/org/app"], credentials=[entry], env_present=["GH_TOKEN"])
+    assert log.level == "error" and "expected keys match, env?, secret?" in log.message
+    assert w.s.pending() == []

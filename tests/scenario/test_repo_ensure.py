@@ -113,6 +113,21 @@ def test_a_url_whose_cache_key_is_not_the_key_asked_for_is_refused(frozen_world)
     assert "cache key is 'github-com-org-other'" in w.replies("repo_failed")[0][2]["reason"]
 
 
+def test_an_attach_that_finds_its_cache_key_holding_another_repository_only_on_the_read_is_refused(frozen_world):
+    """Two identities can share a cache key (github.com/my-org/app and github.com/my/org-app both
+    read ``github-com-my-org-app``); the Repo already there, not yet observed, names the other one:
+    the attach learns it from the read after AlreadyExists and fails its asker, writing nothing."""
+    w = RepoWorld()
+    held = w.put("github-com-my-org-app", "https://github.com/my/org-app", identity="github.com/my/org-app")
+    before = {**held["metadata"]["annotations"]}
+    attached(w, "https://github.com/my-org/app", key="github-com-my-org-app")
+    assert [e.type for e in w.requests] == ["create", "get"], "nothing is written after the read"
+    ((session, message, args),) = w.replies()
+    assert (session, message) == ("s1", "repo_failed")
+    assert "'github-com-my-org-app'" in args["reason"] and "'github.com/my/org-app'" in args["reason"]
+    assert w.objs["github-com-my-org-app"]["metadata"]["annotations"] == before
+
+
 def test_concurrent_attaches_join_one_operation_and_all_are_answered(frozen_world):
     w = RepoWorld()
     w.at = ATTACH

@@ -235,3 +235,25 @@ async def test_a_listed_service_deleted_before_the_session_decides_is_created_ag
     await fresh.settle()
     assert [m for m, p in writes(api, since) if p.endswith("/services")] == ["POST"], "created again, once"
     assert fresh.phase("alpha") == "Ready"
+
+
+async def test_a_listed_pod_that_failed_while_no_kfold_ran_fails_its_session_in_the_pods_own_words():
+    """The list shows this generation's pod, Failed (the kubelet evicted it): it is adopted as it
+    stands, and the Session fails PodFailed with the pod's status.reason and status.message, as a
+    watched pod failing would."""
+    api = await ready_cluster(("alpha",))
+    key = next(k for k in api.objects if k[1] == "Pod")
+    pod = api.objects[key]
+    api.seed({**pod, "status": {"phase": "Failed", "reason": "Evicted",
+                                "message": "The node was low on resource: memory."}})
+    since = len(api.requests)
+    fresh = Life(api)
+    for kind in KINDS:
+        fresh.list(kind)
+    await fresh.settle()
+    assert fresh.phase("alpha") == "Failed"
+    assert not [p for m, p in writes(api, since) if m == "POST" and p.endswith("/pods")], "adopted, not created"
+    ready = next(c for c in api.objects[("kfold.dev/v1alpha1", "Session", NS, "alpha")]["status"]["conditions"]
+                 if c["type"] == "Ready")
+    assert ready["reason"] == "PodFailed" and ready["message"].startswith("session pod alpha-g1 reached Failed")
+    assert ready["message"].endswith(" (Evicted: The node was low on resource: memory.)")
