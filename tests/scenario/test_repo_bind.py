@@ -149,3 +149,16 @@ def test_a_credential_entry_with_a_key_beyond_match_env_secret_refuses_the_bind(
     (log,) = w.bind(["https://github.com/org/app"], credentials=[entry], env_present=["GH_TOKEN"])
     assert log.level == "error" and "expected keys match, env?, secret?" in log.message
     assert w.s.pending() == []
+
+
+def test_a_refused_credential_entry_names_its_keys_never_a_value(frozen_world):
+    """No secret material in a log (DESIGN invariant 6): a token pasted inline under a key kfold has
+    not is refused by naming the key, and the token appears in no log line."""
+    token = "ghp_" + "A1b2" * 9
+    w = RepoWorld()
+    (log,) = w.bind(["https://github.com/org/app"], credentials=[{"match": "github.com/org", "token": token}])
+    assert log.level == "error" and "['token']" in log.message and token not in log.message
+    (log2,) = w.bind(["https://github.com/org/app"], credentials=[token])
+    assert log2.level == "error" and "type str" in log2.message and token not in log2.message
+    (log3,) = w.bind(["https://github.com/org/app"], credentials={"github.com/org": token})
+    assert log3.level == "error" and token not in log3.message

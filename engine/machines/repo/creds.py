@@ -58,13 +58,18 @@ def parse_credentials(raw: Any) -> tuple[CredEntry, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, (list, tuple)):
-        raise CredentialError(f"credentials {raw!r} refused: expected a list of {{match, env?, secret?}}")
+        raise CredentialError(f"credentials of type {type(raw).__name__} refused: expected a list of {{match, env?, secret?}}")
     return tuple(_entry(e) for e in raw)
 
 
 def _entry(e: Any) -> CredEntry:
-    if not isinstance(e, dict) or set(e) - _ENTRY_FIELDS or "match" not in e:
-        raise CredentialError(f"credential entry {e!r} refused: expected keys match, env?, secret?")
+    if not isinstance(e, dict):
+        raise CredentialError(f"credential entry of type {type(e).__name__} refused: expected keys match, env?, secret?")
+    unknown = sorted(str(k) for k in set(e) - _ENTRY_FIELDS)
+    if unknown or "match" not in e:
+        # Names the keys, never a value: a token put inline under a wrong key stays out of the log.
+        what = f"with keys {unknown} unknown" if unknown else "without match"
+        raise CredentialError(f"credential entry {what} refused: expected keys match, env?, secret?")
     env, secret = e.get("env") or "", e.get("secret") or ""
     if not env and not secret:
         raise CredentialError(f"credential entry {e['match']!r} refused: names neither env nor secret")
