@@ -23,7 +23,7 @@ Pure: pydantic only; no clock, no I/O.
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
@@ -264,6 +264,17 @@ MESSAGES: dict[tuple[str, str], type[_Seam]] = {
     ("session", "repo_status"): RepoStatusReply,
     ("session", "secret_listed"): SecretListed,
 }
+
+
+# The models each machine's seam handlers receive (``Machine.on_command``'s ``cmd``, ``on_receive``'s
+# ``msg``): the tables above, by machine (tests/unit/test_handler_types.py holds them equal).
+PodCommand = Union[SweepSecrets, SweepOrphans]
+RepoCommand = Union[RepoBind, RepoReconcileBound, RepoGc]
+PodMessage = Union[CreatePod, DeletePod, EnsureNamespaceRequest]
+RepoMessage = Union[EnsureRepo, ReleaseRepo]
+SessionMessage = Union[PodCreated, PodCreateFailed, PodGone, PodDeleteFailed, NamespaceReady, NamespaceFailed,
+                       RepoEnsured, RepoFailed, RepoStatusReply, SecretListed]
+Message = Union[PodMessage, RepoMessage, SessionMessage]
 
 
 # -- checking -------------------------------------------------------------------------------------

@@ -159,6 +159,7 @@ Effect = Annotated[
     Field(discriminator="type"),
 ]
 EffectAdapter: TypeAdapter[Effect] = TypeAdapter(Effect)
+ObjectEffect = Union[CreateObject, GetObject, PatchObject, ReplaceObject, DeleteObject]   # the verbs on one named object
 
 
 def effect_from_dict(data: dict[str, Any]) -> Effect:

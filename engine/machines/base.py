@@ -18,6 +18,8 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from transitions import Machine as _TMachine
 from transitions import MachineError
 
+from engine.effects.models import Effect
+from engine.seams import Message
 from journal.records import Command, Observed, Outcome, Relist
 
 
@@ -66,7 +68,7 @@ class Dispatch:
 
 class InDoubt(NamedTuple):
     """``effect`` was issued before a crash and has no outcome (an event of every machine)."""
-    effect: Any
+    effect: Effect
 
 
 class RetryDue(NamedTuple):
@@ -235,9 +237,9 @@ class Machine:
 
     def on_deadline(self, ctx: Ctx, key: str, name: str) -> None: ...
 
-    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None: ...
+    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Effect) -> None: ...
 
-    def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
+    def on_in_doubt(self, ctx: Ctx, effect: Effect) -> None:
         """Default for an effect issued before a crash with no outcome: nothing safe to assume.
         Machines with unsafe effects override this to re-observe with a quorum read."""
 
@@ -254,7 +256,7 @@ class Machine:
         """A message to a machine whose messages are not typed (``typed_messages`` False)."""
         raise IllegalTransition(f"{self.name}: unknown message {message!r}")
 
-    def on_receive(self, ctx: Ctx, key: str, msg: Any) -> None:
+    def on_receive(self, ctx: Ctx, key: str, msg: Message) -> None:
         """A message to a typed machine: its model, validated once where it was sent
         (``engine.seams.MESSAGES``; ``Ctx.tell``)."""
         raise UnknownEvent(self.name, "any", type(msg).__name__)
@@ -291,7 +293,7 @@ def missing_after_relist(tracked: Iterable[str], rec: Relist) -> list[str]:
     return sorted(k for k in tracked if k.startswith(prefix) and k not in present)
 
 
-def describe(rec: Any) -> str:
+def describe(rec: Outcome) -> str:
     """An outcome in words, for a failure reason."""
     detail = f" ({rec.status_reason})" if rec.status_reason else ""
     return f"{rec.result}{detail}: {rec.message}" if rec.message else f"{rec.result}{detail}"

@@ -71,8 +71,8 @@ from engine.machines.base import (Ctx, Dispatch, InDoubt, Machine, RetryDue, Tab
                                   missing_after_relist, split_key)
 from engine.machines.pod.records import (DEFAULT_BUDGET_S, ORPHANS_NAME, SWEEP_NAME, Entries, PodOp, PodView, Reply,
                                         reply_list)
-from engine.effects.models import CreateObject, DeleteObject, EnsureNamespace, GetObject, ListObjects
-from engine.seams import CreatePod, DeletePod, EnsureNamespaceRequest, SweepOrphans, SweepSecrets
+from engine.effects.models import CreateObject, DeleteObject, Effect, EnsureNamespace, GetObject, ListObjects
+from engine.seams import CreatePod, DeletePod, EnsureNamespaceRequest, PodCommand, PodMessage, SweepOrphans, SweepSecrets
 from journal.records import Command, Observed, Outcome, Relist
 
 __all__ = ["PodMachine", "TABLE", "DISPATCH"]
@@ -328,7 +328,7 @@ def _ensure_namespace(ctx: Ctx, key: str, e: Any, msg: EnsureNamespaceRequest) -
     namespace.ensure(ctx, key, _reply(msg))
 
 
-def _reply(msg: Any) -> Reply:
+def _reply(msg: PodMessage) -> Reply:
     return Reply(to=msg.reply_to, key=msg.reply_key)
 
 
@@ -351,14 +351,14 @@ def _entry_in_doubt(handler: Any) -> Any:
 
 
 def _entry_outcome(handler: Any) -> Any:
-    def answer(ctx: Ctx, key: str, e: Any, ev: tuple[Outcome, Any]) -> None:
+    def answer(ctx: Ctx, key: str, e: Any, ev: tuple[Outcome, Effect]) -> None:
         handler(ctx, key, *ev)
     answer.__qualname__ = f"{handler.__module__.rsplit('.', 1)[-1]}.{handler.__name__}"
     return answer
 
 
 def _op_outcome(handler: Any) -> Any:
-    def answer(ctx: Ctx, key: str, e: PodOp, ev: tuple[Outcome, Any]) -> PodMove | None:
+    def answer(ctx: Ctx, key: str, e: PodOp, ev: tuple[Outcome, Effect]) -> PodMove | None:
         return handler(ctx, key, e.but(awaiting=""), ev[0])
     answer.__qualname__ = f"{handler.__module__.rsplit('.', 1)[-1]}.{handler.__name__}"
     return answer
@@ -490,23 +490,23 @@ class PodMachine(Machine):
         for key in missing_after_relist(pods, rec):
             self._run(ctx, key, Missing())
 
-    def on_receive(self, ctx: Ctx, key: str, msg: Any) -> None:
+    def on_receive(self, ctx: Ctx, key: str, msg: PodMessage) -> None:
         if isinstance(msg, EnsureNamespaceRequest):
             return dispatch(ctx, key, "namespace", EnsureNamespaceRequest, ctx.get(key), msg)
         self._run(ctx, key, msg)
 
-    def on_command(self, ctx: Ctx, rec: Command, cmd: Any) -> None:
+    def on_command(self, ctx: Ctx, rec: Command, cmd: PodCommand) -> None:
         where = sweep.key_of(rec, cmd) if isinstance(cmd, SweepSecrets) else orphans.key_of(cmd)
         dispatch(ctx, where, phase_of(where, None), type(cmd), ctx.get(where), (rec, cmd))
 
-    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
+    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Effect) -> None:
         key = effect.key
         e = ctx.get(key)
         phase = phase_of(key, e)
         if phase in ENTRIES or (isinstance(e, PodOp) and e.awaiting == effect.id):
             dispatch(ctx, key, phase, type(effect), e, (rec, effect))
 
-    def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
+    def on_in_doubt(self, ctx: Ctx, effect: Effect) -> None:
         key = effect.key
         e = ctx.get(key)
         phase = phase_of(key, e)

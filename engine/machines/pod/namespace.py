@@ -23,6 +23,7 @@ from engine.labels import MANAGED_LABELS
 from engine.machines.pod.records import NamespaceOp, Reply, reply_list
 from engine import backoff
 from engine.machines.base import describe
+from journal.records import Outcome
 
 
 
@@ -40,7 +41,7 @@ def _send(ctx: Ctx, key: str, e: NamespaceOp) -> None:
     ctx.put(key, e.but(awaiting=eff.id))
 
 
-def on_outcome(ctx: Ctx, key: str, rec: Any, effect: Any) -> None:
+def on_outcome(ctx: Ctx, key: str, rec: Outcome, effect: EnsureNamespace) -> None:
     e = ctx.get(key)
     if not isinstance(e, NamespaceOp) or e.awaiting != effect.id:
         return
@@ -65,7 +66,7 @@ def forbidden_reason(namespace: str) -> str:
             f"`kubectl create namespace {namespace}`, then try again.")
 
 
-def _retry(ctx: Ctx, key: str, e: NamespaceOp, rec: Any) -> None:
+def _retry(ctx: Ctx, key: str, e: NamespaceOp, rec: Outcome) -> None:
     e = e.but(attempts=e.attempts + 1, awaiting="")
     when = backoff.next_try(backoff.NAMESPACE, e.attempts, ctx.now, rec.retry_after_ms)
     if when == backoff.FAIL:
@@ -84,7 +85,7 @@ def on_deadline(ctx: Ctx, key: str) -> None:
         _send(ctx, key, e)
 
 
-def in_doubt(ctx: Ctx, key: str, effect: Any) -> None:
+def in_doubt(ctx: Ctx, key: str, effect: EnsureNamespace) -> None:
     e = ctx.get(key)
     if isinstance(e, NamespaceOp) and e.awaiting == effect.id:
         _send(ctx, key, e)

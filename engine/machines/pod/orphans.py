@@ -39,6 +39,7 @@ from engine.machines.base import Ctx, object_key, split_key
 from engine.machines.pod.records import ORPHANS_NAME, SESSION, OrphanPod, OrphanSweep, PodOp, labels_of
 from engine.machines.base import describe
 from engine.seams import SweepOrphans
+from journal.records import Outcome
 
 MAX_READS = 32          # Sessions read per sweep: the next sweep takes the rest
 
@@ -58,7 +59,7 @@ def start(ctx: Ctx, cmd: SweepOrphans) -> None:
     ctx.put(key, OrphanSweep(home=home, awaiting=eff.id))
 
 
-def on_outcome(ctx: Ctx, key: str, rec: Any, effect: Any) -> None:
+def on_outcome(ctx: Ctx, key: str, rec: Outcome, effect: ListObjects | GetObject | DeleteObject) -> None:
     if effect.type == "delete":
         if rec.result not in ("ok", "not_found"):
             ctx.log(key, f"orphan pod {effect.namespace}/{effect.name} was not deleted ({describe(rec)}); the next "
@@ -73,7 +74,7 @@ def on_outcome(ctx: Ctx, key: str, rec: Any, effect: Any) -> None:
         _session_read(ctx, key, e, rec, effect)
 
 
-def in_doubt(ctx: Ctx, key: str, effect: Any) -> None:
+def in_doubt(ctx: Ctx, key: str, effect: ListObjects | GetObject | DeleteObject) -> None:
     """A list or read in doubt ends the sweep; a delete in doubt is left to the next sweep (never re-sent)."""
     e = ctx.get(key)
     if isinstance(e, OrphanSweep) and effect.id in (e.awaiting, *e.reads):
@@ -81,7 +82,7 @@ def in_doubt(ctx: Ctx, key: str, effect: Any) -> None:
                        "decides again", "warning")
 
 
-def _listed(ctx: Ctx, key: str, e: OrphanSweep, rec: Any) -> None:
+def _listed(ctx: Ctx, key: str, e: OrphanSweep, rec: Outcome) -> None:
     if rec.result != "ok":
         _end(ctx, key, f"orphan-pod sweep skipped: listing pods failed: {describe(rec)}", "warning")
         return
@@ -121,7 +122,7 @@ def _tracked(ctx: Ctx) -> set[str]:
     return ctx.ask("session", "placed") or set()
 
 
-def _session_read(ctx: Ctx, key: str, e: OrphanSweep, rec: Any, effect: Any) -> None:
+def _session_read(ctx: Ctx, key: str, e: OrphanSweep, rec: Outcome, effect: GetObject) -> None:
     mine = [p for p in e.pods if (p.session_namespace, p.session) == (effect.namespace, effect.name)]
     rest = e.but(reads=tuple(i for i in e.reads if i != effect.id), pods=tuple(p for p in e.pods if p not in mine))
     if rec.result == "not_found":

@@ -29,7 +29,7 @@ from engine.labels import MANAGED_SELECTOR
 from engine.machines.pod.records import SESSION, SWEEP_NAME, SecretRef, SweepOp, labels_of, secret_ref
 from engine.machines.base import describe
 from engine.seams import SweepSecrets
-from journal.records import Command
+from journal.records import Command, Outcome
 from engine.labels import SESSION_API_VERSION
 
 
@@ -61,7 +61,7 @@ def _list(ctx: Ctx, key: str, cluster: str, namespace: str, kind: str) -> Any:
                     namespace=namespace, label_selector=MANAGED_SELECTOR)
 
 
-def on_outcome(ctx: Ctx, key: str, rec: Any, effect: Any) -> None:
+def on_outcome(ctx: Ctx, key: str, rec: Outcome, effect: ListObjects | DeleteObject) -> None:
     if effect.type == "delete":
         _secret_deleted(ctx, key, rec, effect)
         return
@@ -76,7 +76,7 @@ def on_outcome(ctx: Ctx, key: str, rec: Any, effect: Any) -> None:
         _pods_listed(ctx, key, e, rec)
 
 
-def _secrets_listed(ctx: Ctx, key: str, e: SweepOp, rec: Any, effect: Any) -> None:
+def _secrets_listed(ctx: Ctx, key: str, e: SweepOp, rec: Outcome, effect: ListObjects) -> None:
     _tell_sessions(ctx, effect.cluster, rec.items or ())
     if rec.at is None:
         _end(ctx, key, "orphan Secret sweep skipped: the Secret list response carried no valid Date "
@@ -111,7 +111,7 @@ def _older_than_grace(s: SecretRef, now: int, grace_ms: int) -> bool:
     return bool(s.session) and s.created_ms is not None and now - s.created_ms > grace_ms
 
 
-def _pods_listed(ctx: Ctx, key: str, e: SweepOp, rec: Any) -> None:
+def _pods_listed(ctx: Ctx, key: str, e: SweepOp, rec: Outcome) -> None:
     live = {(_namespace_of(p), labels_of(p).get(SESSION, "")) for p in rec.items or ()}
     orphans = [s for s in e.secrets if (s.namespace, s.session) not in live]
     cluster = key.split("/", 1)[0]
@@ -126,13 +126,13 @@ def _namespace_of(obj: dict[str, Any]) -> str:
     return (obj.get("metadata") or {}).get("namespace", "")
 
 
-def _secret_deleted(ctx: Ctx, key: str, rec: Any, effect: Any) -> None:
+def _secret_deleted(ctx: Ctx, key: str, rec: Outcome, effect: DeleteObject) -> None:
     if rec.result not in ("ok", "not_found"):
         ctx.log(key, f"orphan Secret {effect.namespace}/{effect.name} was not deleted: {describe(rec)}",
                 level="warning")
 
 
-def in_doubt(ctx: Ctx, key: str, effect: Any) -> None:
+def in_doubt(ctx: Ctx, key: str, effect: ListObjects | DeleteObject) -> None:
     """A list in doubt ends the sweep; a Secret delete in doubt is left to the next sweep."""
     if effect.type == "delete":
         ctx.log(key, f"orphan Secret delete {effect.namespace}/{effect.name} in doubt; "

@@ -30,12 +30,12 @@ from engine.repo_names import (
 from engine.machines.repo.records import (
     DEFAULT_REFRESH, ListOp, Op, RepoConfig, RepoEntry, absorb, config_key, config_of, entry_of, settle,
 )
-from engine.seams import RepoBind, RepoGc, RepoReconcileBound
+from engine.seams import RepoBind, RepoCommand, RepoGc, RepoReconcileBound
 from journal.records import Command, Outcome
 
 
 # -- command input -------------------------------------------------------------------------------
-def where(rec: Command, cmd: Any) -> tuple[str, str]:
+def where(rec: Command, cmd: RepoCommand) -> tuple[str, str]:
     return cmd.cluster or rec.cluster, cmd.namespace or rec.namespace
 
 
@@ -94,7 +94,7 @@ def _list_op(cmd: RepoReconcileBound | RepoGc) -> ListOp:
     return ListOp(effect_id="", purpose="gc", ttl_ms=cmd.ttl_seconds * 1000)   # a whole number >= 0 (seams)
 
 
-def outcome(ctx: Ctx, rec: Outcome, effect: Any, start: Callable) -> Iterator[Any]:
+def outcome(ctx: Ctx, rec: Outcome, effect: ListObjects, start: Callable) -> Iterator[Any]:
     """The list's answer: yields the move of each operation it starts (``start``'s answer), for the
     dispatcher to make before the next one starts, then notes what it decided."""
     cluster, ns, _ = split_key(effect.key)
@@ -114,7 +114,7 @@ def outcome(ctx: Ctx, rec: Outcome, effect: Any, start: Callable) -> Iterator[An
     _note(ctx, cfg, lop, (yield from decide(ctx, cfg, lop, rec, start)))
 
 
-def in_doubt(ctx: Ctx, effect: Any) -> None:
+def in_doubt(ctx: Ctx, effect: ListObjects) -> None:
     """A list is a read: ask again, keeping what the operation was for."""
     cluster, ns, _ = split_key(effect.key)
     cfg = config_of(ctx, cluster, ns)

@@ -39,12 +39,12 @@ from engine.machines.repo import bindings as repo_list
 from engine.machines.base import Dispatch, InDoubt, Machine, Reply, object_key, split_key
 from engine.machines.repo.creds import CredentialError, missing_env, resolve
 from engine.repo_names import KIND, RepoUrlError, identity, key_of_identity, rfc3339, without_password
-from engine.effects.models import GetObject
-from engine.machines.repo.ops import RepoMove, answer, doubt, fire, ref_fields, start
+from engine.effects.models import Effect, GetObject, ListObjects
+from engine.machines.repo.ops import RepoEffect, RepoMove, answer, doubt, fire, ref_fields, start
 from engine.machines.repo.records import (
     Op, RepoConfig, RepoEntry, RepoRow, absorb, config_key, config_of, entry_of, gone, settle,
 )
-from engine.seams import EnsureRepo, ReleaseRepo, RepoBind, RepoGc, RepoReconcileBound
+from engine.seams import EnsureRepo, ReleaseRepo, RepoBind, RepoCommand, RepoGc, RepoMessage, RepoReconcileBound
 from journal.records import Command, Observed, Outcome, Relist
 
 
@@ -55,11 +55,11 @@ class RepoMachine(Machine):
     commands = frozenset({"repo.bind", "repo.reconcile_bound", "repo.gc"})
     typed_messages = True
 
-    def on_command(self, ctx: Ctx, rec: Command, cmd: Any) -> None:
+    def on_command(self, ctx: Ctx, rec: Command, cmd: RepoCommand) -> None:
         cluster, ns = repo_list.where(rec, cmd)
         dispatch(ctx, "config", type(cmd), config_key(cluster, ns), (rec, cmd))
 
-    def on_receive(self, ctx: Ctx, key: str, msg: Any) -> None:
+    def on_receive(self, ctx: Ctx, key: str, msg: RepoMessage) -> None:
         dispatch(ctx, "repo", type(msg), key, msg)
 
     def on_observed(self, ctx: Ctx, rec: Observed) -> None:
@@ -76,10 +76,10 @@ class RepoMachine(Machine):
             if isinstance(entry, RepoEntry) and entry.exists and key.startswith(prefix) and key not in present:
                 _recheck(ctx, entry)
 
-    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
+    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Effect) -> None:
         dispatch(ctx, phase_of(effect.key), Outcome, rec, effect)
 
-    def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
+    def on_in_doubt(self, ctx: Ctx, effect: Effect) -> None:
         dispatch(ctx, phase_of(effect.key), InDoubt, effect)
 
 
@@ -98,7 +98,7 @@ def phase_of(key: str) -> str:
     return "config" if key.endswith("/") else "repo"
 
 
-def _answer(ctx: Ctx, rec: Outcome, effect: Any) -> RepoMove | None:
+def _answer(ctx: Ctx, rec: Outcome, effect: RepoEffect) -> RepoMove | None:
     entry = ctx.get(effect.key)
     if isinstance(entry, RepoEntry) and entry.checking and entry.checking == effect.id:
         return _rechecked(ctx, entry.but(checking=""), rec)
@@ -112,7 +112,7 @@ def _answer(ctx: Ctx, rec: Outcome, effect: Any) -> RepoMove | None:
     return answer(ctx, entry, rec)
 
 
-def _doubt(ctx: Ctx, effect: Any) -> RepoMove | None:
+def _doubt(ctx: Ctx, effect: RepoEffect) -> RepoMove | None:
     entry = ctx.get(effect.key)
     if isinstance(entry, RepoEntry) and entry.checking and entry.checking == effect.id:
         _recheck(ctx, entry.but(checking=""))
@@ -198,15 +198,15 @@ def release(ctx: Ctx, key: str, msg: ReleaseRepo) -> None:
         ctx.put(key, entry.but(subscribers=tuple(s for s in entry.subscribers if s != target)))
 
 
-def _list_command(ctx: Ctx, ckey: str, ev: tuple[Command, Any]) -> None:
+def _list_command(ctx: Ctx, ckey: str, ev: tuple[Command, RepoReconcileBound | RepoGc]) -> None:
     repo_list.command(ctx, *ev)
 
 
-def _list_answer(ctx: Ctx, rec: Outcome, effect: Any) -> Iterator[RepoMove | None]:
+def _list_answer(ctx: Ctx, rec: Outcome, effect: ListObjects) -> Iterator[RepoMove | None]:
     return repo_list.outcome(ctx, rec, effect, start)
 
 
-def _list_doubt(ctx: Ctx, effect: Any) -> None:
+def _list_doubt(ctx: Ctx, effect: ListObjects) -> None:
     repo_list.in_doubt(ctx, effect)
 
 

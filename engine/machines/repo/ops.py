@@ -39,6 +39,9 @@ from engine.repo_names import API_VERSION, KIND, rfc3339
 from engine.machines.repo.records import Op, RepoEntry, config_of, gone, status_nodes
 from journal.records import Outcome
 
+# What is sent at a Repo's key (``go``; ``machine._recheck``), so what its outcomes and doubts answer.
+RepoEffect = ApplySecret | CreateObject | DeleteObject | GetObject | PatchObject
+
 BUSY = ["securing", "creating", "reading", "patching", "deleting", "verifying"]
 TABLE = Table("repo", ["idle", *BUSY], [
     ("secure", ["idle", "reading", "patching", "verifying"], "securing"),
@@ -156,7 +159,7 @@ def go(entry: RepoEntry, op: Op, event: str, effect_type: type, **fields: Any) -
     return RepoMove(entry, event, send)
 
 
-def doubt(ctx: Ctx, entry: RepoEntry, effect: Any) -> RepoMove:
+def doubt(ctx: Ctx, entry: RepoEntry, effect: RepoEffect) -> RepoMove:
     """The request may or may not have happened: repeat a safe one, re-observe an unsafe one."""
     if backoff.exhausted(backoff.REPO_OP, entry.op.attempts + 1):
         return fail(ctx, entry, f"{effect.type} of {effect.key!r} still in doubt after {backoff.REPO_OP.limit} attempts")
@@ -166,7 +169,7 @@ def doubt(ctx: Ctx, entry: RepoEntry, effect: Any) -> RepoMove:
     return go(entry, op, "verify", GetObject, **ref_fields(entry))
 
 
-def reissue(entry: RepoEntry, effect: Any) -> RepoMove:
+def reissue(entry: RepoEntry, effect: RepoEffect) -> RepoMove:
     fields = effect.model_dump(exclude={"id", "machine", "key", "type", "cluster"})   # ``go`` names the cluster
     return go(entry, entry.op.but(attempts=entry.op.attempts + 1), "retry", type(effect), **fields)
 

@@ -63,6 +63,7 @@ from engine.machines.session.model import (
 from engine.machines.session.owned import TEARDOWN_KINDS, owned, start_teardown, uid_of
 from engine.machines.session.spec import Spec, SpecError, validate
 from engine.repo_names import cache_key
+from journal.records import Outcome
 
 
 def spec_of(d: SessionDecision, cfg: SessionConfig) -> Spec | SpecError:
@@ -694,6 +695,7 @@ def release_ahead(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> Sessio
 
 SERVING = ("Provisioning", "Ready")   # phases with a pod to route to
 ENDPOINT_KINDS = {"Service": ("service", "v1"), "Ingress": ("ingress", "networking.k8s.io/v1")}
+EndpointEffect = CreateObject | GetObject | ReplaceObject | DeleteObject   # what ``_request_endpoint`` sends
 
 
 def desired_endpoints(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> dict[str, dict[str, Any] | None]:
@@ -784,12 +786,13 @@ def _sync_endpoint(ctx: Ctx, key: str, d: SessionDecision, kind: str, manifest: 
     return _with_upsert(d, kind, u.but(stage="create", sending=want, tries=tries))
 
 
-def _request_endpoint(ctx: Ctx, key: str, d: SessionDecision, kind: str, effect: type, **fields: Any) -> None:
-    ctx.emit(effect, key, cluster=d.target, tenant=d.target_tenant, api_version=ENDPOINT_KINDS[kind][1], kind=kind,
+def _request_endpoint(ctx: Ctx, key: str, d: SessionDecision, kind: str, effect_type: type[EndpointEffect],
+                      **fields: Any) -> None:
+    ctx.emit(effect_type, key, cluster=d.target, tenant=d.target_tenant, api_version=ENDPOINT_KINDS[kind][1], kind=kind,
              namespace=d.target_ns, name=d.name, **fields)
 
 
-def endpoint_outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any, spec: Spec,
+def endpoint_outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: EndpointEffect, spec: Spec,
                cfg: SessionConfig) -> SessionDecision:
     """Advance one endpoint object after its request (``effect``) came back, then sync again."""
     kind = effect.kind

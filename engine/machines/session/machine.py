@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from engine.canonical import same_json
-from engine.effects.models import GetObject, RecordEvent
+from engine.effects.models import Effect, GetObject, ObjectEffect, RecordEvent
 from engine.machines.base import (Ctx, Dispatch, Machine, RetryDue, UnknownEvent, ignore, missing_after_relist, object_key,
                                   remember, split_key)
 from engine.machines.session import finalizer, flow, model, owned, retry, secret, seen, status, steps, tenancy
@@ -55,7 +55,7 @@ from engine.machines.session.model import (BRINGING_UP, CONFIG_KEY, INDEX_KEY, P
 from engine.machines.session.spec import SpecError, ceilings
 from engine.machines.session.status import API_VERSION
 from engine.seams import (MESSAGES, NamespaceFailed, NamespaceReady, PodCreated, PodCreateFailed, PodDeleteFailed, PodGone,
-                          RepoEnsured, RepoFailed, RepoStatusReply, SecretListed, SessionConfigure)
+                          RepoEnsured, RepoFailed, RepoStatusReply, SecretListed, SessionConfigure, SessionMessage)
 from journal.records import Command, Observed, Outcome, Relist
 
 __all__ = ["SessionMachine"]
@@ -150,11 +150,11 @@ class SessionMachine(Machine):
         for pk in missing_after_relist(current, rec):
             save(ctx, current[pk], read_pod(ctx, current[pk], ctx.get(current[pk])))
 
-    def on_receive(self, ctx: Ctx, key: str, msg: Any) -> None:
+    def on_receive(self, ctx: Ctx, key: str, msg: SessionMessage) -> None:
         d = ctx.get(key)
         DISPATCH.handler(d.phase if isinstance(d, SessionDecision) else UNTRACKED, type(msg))(ctx, key, d, msg)
 
-    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Any) -> None:
+    def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Effect) -> None:
         if effect.type in ("event", "post_event"):   # a report (it names no object kind): its answer decides nothing
             if rec.result not in ("ok", "already_exists"):
                 what = getattr(effect, "event_name", "") or f"{effect.reason} on Session {effect.regarding.get('name', '')}"
@@ -178,7 +178,7 @@ class SessionMachine(Machine):
             return
         save(ctx, effect.key, outcome(ctx, effect.key, d, rec, effect))
 
-    def on_in_doubt(self, ctx: Ctx, effect: Any) -> None:
+    def on_in_doubt(self, ctx: Ctx, effect: Effect) -> None:
         d = ctx.get(effect.key)
         if isinstance(d, SessionDecision) and effect.type not in ("event", "post_event"):   # a report: never repeated
             save(ctx, effect.key, in_doubt(ctx, effect.key, d, effect))
@@ -464,7 +464,7 @@ def _was_deleted(ctx: Ctx, obj: dict[str, Any]) -> bool:
 
 # -- outcomes of the session's own effects ------------------------------------------------------
 
-def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision | Moved:
+def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: ObjectEffect) -> SessionDecision | Moved:
     if owned.created_behind_teardown(d, rec, effect):
         return owned.tear_down_late(ctx, key, d, effect.kind)
     match effect.kind, effect.type:
@@ -518,7 +518,7 @@ def _finalizer_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> S
     return flow.fail(ctx, key, d, "FinalizerFailed", f"cannot add finalizer {FINALIZER}: {rec.result} {rec.message}".strip())
 
 
-def _foreign_endpoint(d: SessionDecision, rec: Outcome, effect: Any, spec: Any, cfg: SessionConfig) -> bool:
+def _foreign_endpoint(d: SessionDecision, rec: Outcome, effect: flow.EndpointEffect, spec: Any, cfg: SessionConfig) -> bool:
     """A read of the Service/Ingress kfold wants to route found a same-name object not this
     Session's: it is reported, never replaced (``session.owned``)."""
     return (effect.type == "get" and rec.result == "ok" and not owned.owned(rec.obj, d.name)
@@ -539,7 +539,7 @@ def _secret_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sess
     return flow.fail(ctx, key, d, "SecretFailed", f"cannot create Secret {d.name}-env: {rec.result} {rec.message}".strip())
 
 
-def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision | Moved:
+def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: GetObject) -> SessionDecision | Moved:
     """The Secret's create met AlreadyExists: adopt it only when it is this Session's, mended to
     what the current spec implies (``session.secret.adopt``)."""
     if d.secret_step != "reading":
@@ -574,7 +574,7 @@ def _claim_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sessi
                      f"{rec.result} {rec.message}".strip())
 
 
-def _claim_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Any) -> SessionDecision | Moved:
+def _claim_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: GetObject) -> SessionDecision | Moved:
     """Adopt the existing claim only when it is this Session's (the workspace of its earlier generations)."""
     if d.claim_step != "reading":
         return d
@@ -588,7 +588,7 @@ def _claim_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: An
     return retry.claim_later(ctx, key, d, rec, effect.name)
 
 
-def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDecision | Moved:
+def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: ObjectEffect) -> SessionDecision | Moved:
     if effect.id == d.ahead_read:
         return d.but(ahead_read="")   # read again after the grace (``session.flow.arm_ahead``)
     match effect.kind, effect.type:
@@ -644,7 +644,7 @@ def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: Any) -> SessionDeci
 MAX_RUNS = 50
 
 
-def pod_owner(ctx: Ctx, rec: Any) -> str | None:
+def pod_owner(ctx: Ctx, rec: Observed) -> str | None:
     """The key of the Session whose current pod this observation is about, or None. Cheap: reads
     one label, one index entry and one record; reduces nothing."""
     md = rec.obj.get("metadata") if isinstance(rec.obj, dict) else None
@@ -661,7 +661,7 @@ def pod_owner(ctx: Ctx, rec: Any) -> str | None:
     return key
 
 
-def release_stale(ctx: Ctx, rec: Any, save: Callable[..., None]) -> None:
+def release_stale(ctx: Ctx, rec: Observed, save: Callable[..., None]) -> None:
     """A live pod of an earlier generation than its Session's, which kfold is not already letting
     go: left by another replica (or a life that lost its journal) that created it while this
     record had moved on. It is released like any spent generation (the pod machine reads, then
@@ -693,7 +693,7 @@ def release_stale(ctx: Ctx, rec: Any, save: Callable[..., None]) -> None:
     return None
 
 
-def pod_observed(ctx: Ctx, key: str, rec: Any, save: Callable[..., None]) -> None:
+def pod_observed(ctx: Ctx, key: str, rec: Observed, save: Callable[..., None]) -> None:
     """Fold an observation of the pod of the Session at ``key`` (see ``pod_owner``)."""
     d = ctx.get(key)
     save(ctx, key, _pod_facts(ctx, key, d, pod_view(rec.obj), rec.event == "DELETED"))
@@ -737,7 +737,7 @@ def read_pod(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     return d.but(pod=d.pod.but(reading=True))
 
 
-def pod_read(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -> SessionDecision:
+def pod_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: GetObject) -> SessionDecision:
     """The answer to ``read_pod``: a 404 proves the pod gone; a pod of another uid under the name
     means ours is gone; otherwise its facts are folded like a watch event's."""
     if effect.name != d.pod.name or effect.namespace != d.target_ns:
@@ -761,7 +761,7 @@ def namespace_ready(ctx: Ctx, key: str, d: SessionDecision, msg: NamespaceReady)
     return d.but(namespace_step=steps.ask_after(d.namespace_step, "answered")) if d.namespace_step == "sent" else d
 
 
-def keep(ctx: Ctx, key: str, d: SessionDecision, msg: Any) -> SessionDecision:
+def keep(ctx: Ctx, key: str, d: SessionDecision, msg: SessionMessage) -> SessionDecision:
     """A reply that changes nothing in this phase (the record is decided on again as it is)."""
     return d
 
@@ -1091,7 +1091,7 @@ def _pod_delete_moot(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
 
 def _reply(handler: Any) -> Any:
     """A reply from the pod or repo machine, folded into the Session's record, then decided on."""
-    def fold_reply(ctx: Ctx, key: str, d: SessionDecision, msg: Any) -> None:
+    def fold_reply(ctx: Ctx, key: str, d: SessionDecision, msg: SessionMessage) -> None:
         save(ctx, key, handler(ctx, key, d, msg))
     fold_reply.__qualname__ = handler.__name__
     return fold_reply
@@ -1108,7 +1108,7 @@ def _secret_listed(ctx: Ctx, key: str, d: SessionDecision, msg: SecretListed) ->
     save(ctx, key, secret.listed(ctx, key, d, msg, flow.spec_of(d, config(ctx) or SessionConfig())))
 
 
-def _untracked(ctx: Ctx, key: str, d: None, msg: Any) -> None:
+def _untracked(ctx: Ctx, key: str, d: None, msg: SessionMessage) -> None:
     ctx.log(key, f"{MESSAGE_NAMES[type(msg)]} for a session kfold no longer tracks; ignored", level="debug")
 
 

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.effects.models import DeleteObject, GetObject
+from engine.effects.models import DeleteObject, GetObject, ObjectEffect
 from engine.labels import MANAGED_BY, MANAGER, SESSION_LABEL
 from engine.machines.session.manifests import claim_name, secret_name
 from engine.machines.session.model import Moved, SessionDecision, moved
 from engine.machines.base import Ctx
+from journal.records import Outcome
 
 # Service and Ingress go with the pod (ownerReference); the workspace claim outlives pods.
 TEARDOWN_KINDS = (("Secret", "v1"), ("PersistentVolumeClaim", "v1"))
@@ -90,7 +91,7 @@ def start_teardown(ctx: Ctx, key: str, d: SessionDecision, claimed: bool = False
     return d.but(teardown=kinds)
 
 
-def created_behind_teardown(d: SessionDecision, rec: Any, effect: Any) -> bool:
+def created_behind_teardown(d: SessionDecision, rec: Outcome, effect: ObjectEffect) -> bool:
     """A Secret create sent before the stop answered after the teardown had read it (the read, a
     quorum GET, is not queued behind the create): the Secret may exist now, after its read said
     it did not. (A late Service or Ingress names the pod as its owner: it goes with the pod.)"""
@@ -105,7 +106,7 @@ def tear_down_late(ctx: Ctx, key: str, d: SessionDecision, kind: str) -> Session
     return moved(d, "stop") if d.phase == "Stopped" else d  # the finalizer waits for this one too
 
 
-def teardown_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -> SessionDecision:
+def teardown_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: GetObject | DeleteObject) -> SessionDecision:
     """Advance the teardown of ``effect.kind`` on the answer to its read or its fenced delete."""
     if effect.kind not in d.teardown:
         return d
@@ -128,7 +129,7 @@ def teardown_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: An
     return d.but(teardown=rest, blocked=f"cannot {verb} {effect.kind} {effect.name}: {rec.result} {rec.message}".strip())
 
 
-def _decide_delete(ctx: Ctx, key: str, d: SessionDecision, effect: Any, obj: Any,
+def _decide_delete(ctx: Ctx, key: str, d: SessionDecision, effect: GetObject, obj: Any,
                    rest: tuple[str, ...]) -> SessionDecision:
     if not owned(obj, d.name) or not uid_of(obj):
         ctx.log(key, f"stop: {conflict(effect.kind, effect.namespace, effect.name, obj, d.name)}", level="warning")
@@ -137,6 +138,6 @@ def _decide_delete(ctx: Ctx, key: str, d: SessionDecision, effect: Any, obj: Any
     return d
 
 
-def repeat(ctx: Ctx, key: str, effect: Any) -> None:
+def repeat(ctx: Ctx, key: str, effect: GetObject | DeleteObject) -> None:
     """Send the same read, or the same uid-fenced delete, again (both harmless to repeat)."""
     ctx.emit(type(effect), key, **effect.model_dump(exclude={"id", "machine", "key", "type"}))

@@ -30,6 +30,7 @@ from engine.machines.base import Ctx
 from engine.machines.base import describe
 from engine.machines.session.model import Moved, SessionDecision
 from engine.machines.session.status import API_VERSION
+from journal.records import Outcome
 
 REREAD = "reread"
 SECRET = "secret-retry"
@@ -44,7 +45,7 @@ def reobserve(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
     return d.but(finalizer_step=finalizer.after(d.finalizer_step, "reread"))
 
 
-def reread(ctx: Ctx, key: str, d: SessionDecision, rec: Any,
+def reread(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome,
            absorb: Callable[[SessionDecision, str, dict[str, Any]], SessionDecision]) -> SessionDecision:
     """The answer to ``reobserve`` (a 404 lets go of the Session before this: ``session``)."""
     if rec.result != "ok" or not rec.obj:
@@ -55,7 +56,7 @@ def reread(ctx: Ctx, key: str, d: SessionDecision, rec: Any,
     return absorb(d, d.home, rec.obj)
 
 
-def _reread_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDecision:
+def _reread_later(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
     tries = d.reread_tries + 1
     if tries == 1:
         _report(ctx, key, d, rec, "ReadFailed", f"could not read Session {d.namespace}/{d.name}: {describe(rec)}; "
@@ -69,12 +70,12 @@ def _reread_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDe
     return d
 
 
-def secret_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any) -> SessionDecision | Moved:
+def secret_later(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision | Moved:
     """The Secret's create, or its read after AlreadyExists, failed: create it again after the backoff."""
     return _create_later(ctx, key, d, rec, "secret", f"Secret {d.target_ns}/{d.name}-env")
 
 
-def claim_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any, name: str) -> SessionDecision | Moved:
+def claim_later(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, name: str) -> SessionDecision | Moved:
     """The workspace claim's create, or its read after AlreadyExists, failed: likewise."""
     return _create_later(ctx, key, d, rec, "claim", f"PersistentVolumeClaim {d.target_ns}/{name}")
 
@@ -84,7 +85,7 @@ _CREATES = {"secret": ("secret_step", "secret_tries", SECRET, "SecretRetrying", 
             "claim": ("claim_step", "claim_tries", CLAIM, "ClaimRetrying", "WorkspaceFailed")}
 
 
-def _create_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any, which: str, what: str) -> SessionDecision | Moved:
+def _create_later(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, which: str, what: str) -> SessionDecision | Moved:
     step, count, timer, retrying, failed = _CREATES[which]
     tries = getattr(d, count) + 1
     if tries == 1:
@@ -102,7 +103,7 @@ def _create_later(ctx: Ctx, key: str, d: SessionDecision, rec: Any, which: str, 
                      f"{describe(rec)}")
 
 
-def _report(ctx: Ctx, key: str, d: SessionDecision, rec: Any, reason: str, message: str) -> None:
+def _report(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, reason: str, message: str) -> None:
     """The first failure of a run: one warning in the log and one Warning Event on the Session
     (``kubectl describe session``), named by the failure's server time."""
     ctx.log(key, f"session {d.name}: {message}", level="warning", result=rec.result)

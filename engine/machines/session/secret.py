@@ -30,6 +30,7 @@ from engine.machines.base import Ctx
 from engine.machines.session.model import SessionDecision
 from engine.machines.session.spec import Spec
 from engine.seams import SecretListed
+from journal.records import Outcome
 
 ENV_REFS = "kfold.dev/env-refs"
 
@@ -77,7 +78,7 @@ def _stale(obj: Any, want: dict[str, Any]) -> bool:
 REREAD = ("ok", "conflict", "not_found", "transient")   # other answers to a replace fail the Session
 
 
-def on_replaced(d: SessionDecision, rec: Any) -> SessionDecision:
+def on_replaced(d: SessionDecision, rec: Outcome) -> SessionDecision:
     if d.secret_step != "replacing":
         return d
     if rec.result == "ok":
@@ -86,7 +87,7 @@ def on_replaced(d: SessionDecision, rec: Any) -> SessionDecision:
     return d.but(secret_step=steps.object_after(d.secret_step, "again"))
 
 
-def on_dropping(ctx: Ctx, key: str, d: SessionDecision, rec: Any, effect: Any) -> SessionDecision:
+def on_dropping(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: GetObject | DeleteObject) -> SessionDecision:
     """The answer to the read or the fenced delete of a Secret the current spec no longer wants."""
     if rec.result == "transient":
         owned.repeat(ctx, key, effect)

@@ -40,6 +40,7 @@ from pydantic import Field
 
 from engine.labels import GENERATION_LABEL, MANAGED_BY, MANAGER, SESSION_LABEL
 from engine.machines.base import Ctx, Decision
+from journal.records import Observed, Relist
 
 LISTED_KEY = "#listed"
 SEEN_PREFIX = "#seen/"
@@ -110,7 +111,7 @@ def _d(value: Any) -> dict[str, Any]:
 
 # -- folding observations ---------------------------------------------------------------------
 
-def pod(ctx: Ctx, rec: Any) -> None:
+def pod(ctx: Ctx, rec: Observed) -> None:
     """Keep (or forget, on DELETED) a pod observed under a Session's label."""
     md = _d(_d(rec.obj).get("metadata"))
     labels = _d(md.get("labels"))
@@ -145,7 +146,7 @@ def forget_pod(ctx: Ctx, cluster: str, namespace: str, session: str, name: str) 
         _store(ctx, key, e.but(pods={n: p for n, p in e.pods.items() if n != name}))
 
 
-def endpoint(ctx: Ctx, rec: Any) -> None:
+def endpoint(ctx: Ctx, rec: Observed) -> None:
     """Keep (or forget, on DELETED) a Service or Ingress (the session's, by its name)."""
     key = _key(rec.cluster, rec.namespace, rec.name)
     e, field = _entry(ctx, key), _FIELD[rec.kind]
@@ -165,7 +166,7 @@ def endpoint(ctx: Ctx, rec: Any) -> None:
         _store(ctx, key, e.but(**{field: seen}))
 
 
-def relisted(ctx: Ctx, rec: Any) -> None:
+def relisted(ctx: Ctx, rec: Relist) -> None:
     """A complete list of a kept kind: noted, and every entry of its cluster and scope that it
     lacks is forgotten (a cache entry, not a fact anything is decided from alone)."""
     mark = f"{rec.cluster}/{rec.kind}/{rec.scope}"
