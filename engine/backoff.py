@@ -23,6 +23,7 @@ from typing import NamedTuple
 BASE_MS = 1_000
 CAP_MS = 30_000
 MAX_UNTIMED = 5
+EXECUTOR_ATTEMPTS = 6   # a safe effect's transient answers, repeated by the executor (journaled) before a machine sees one
 
 AT_ONCE = "at once"     # send it again now
 FAIL = "fail"           # terminal: the handler reports the failure
@@ -46,7 +47,8 @@ NAMESPACE = Policy("namespace ensure", limit=5, untimed=None, step=0)
 SESSION_REREAD = Policy("Session re-read", then=WAIT)
 SESSION_CREATE = Policy("Session Secret or workspace claim create")
 REPO_OP = Policy("Repo operation", limit=3, timed=False)                # in doubt, or absent after a patch
-ENDPOINT = Policy("Service or Ingress upsert", limit=4, timed=False)
+ENDPOINT = Policy("Service or Ingress upsert", limit=4, timed=False)   # conflicts, and an unsafe create's or delete's
+#   transient: a safe read's or replace's transient comes after EXECUTOR_ATTEMPTS and is not repeated
 BLOCKED_TEARDOWN_MS = 60_000    # a teardown blocked by a failed pod delete asks again this much later
 
 

@@ -117,6 +117,34 @@ def test_regression_a_service_replace_that_always_conflicts_stops_at_the_try_bou
     assert cond["message"].startswith("Service: conflict"), "each error under its kind"
 
 
+def test_a_service_replace_whose_retries_the_executor_spent_is_not_repeated_by_the_machine():
+    """One retry loop per request (issue 35): a replace is safe to repeat, so the executor repeats its
+    transient answers (journaled, engine.backoff's schedule) and hands the machine a transient only
+    once they are spent. The machine sends it no more (no loop nested in the executor's): the
+    Session goes Ready with the error on its EndpointsPublished condition."""
+    w = _service_replacing()
+    w.answer("replace", "Service", "transient", when=8, message="etcdserver: request timed out")
+    assert not w.pending("replace", "Service") and not w.pending("get", "Service")
+    assert len(w.effects("replace", "Service")) == 1
+    w.answer("create", "Ingress", when=30, obj={})
+    cond = w.condition("EndpointsPublished")
+    assert w.phase == "Ready" and cond["reason"] == "UpsertFailed"
+    assert cond["message"].startswith("Service: transient: etcdserver: request timed out")
+
+
+def test_a_service_create_answered_transient_is_repeated_by_the_machine_to_its_bound():
+    """A create is not safe to repeat blindly, so the executor never repeats it: the machine's
+    repeats (engine.backoff.ENDPOINT, 4 tries; an AlreadyExists answer would be read, then replaced)
+    are its one retry loop."""
+    w = World().to_provisioning(when=1)
+    w.run_pod(5)
+    for n in range(8):
+        if not w.pending("create", "Service"):
+            break
+        w.answer("create", "Service", "transient", when=6 + n, message="connection reset")
+    assert len(w.effects("create", "Service")) == 4 and not w.pending("create", "Service")
+
+
 # -- teardown ----------------------------------------------------------------------------------
 
 def test_a_teardown_delete_refused_says_why_the_teardown_waits():

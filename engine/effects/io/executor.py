@@ -39,7 +39,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
 
-from engine.backoff import BASE_MS, CAP_MS
+from engine.backoff import BASE_MS, CAP_MS, EXECUTOR_ATTEMPTS
 from engine.effects.io.clock import ServerClock, parse_http_date
 from engine.effects.io.event_series import EventSeries
 from engine.effects.io.ops import Done, perform
@@ -57,7 +57,7 @@ class Backoff:
 
     base_ms: int = BASE_MS
     cap_ms: int = CAP_MS
-    max_attempts: int = 6
+    max_attempts: int = EXECUTOR_ATTEMPTS
 
     def delay_ms(self, attempt: int, hint_ms: int | None, jitter: float) -> int:
         raw = min(self.cap_ms, self.base_ms * (2 ** attempt)) * jitter

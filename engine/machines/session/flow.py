@@ -686,6 +686,8 @@ def release_ahead(ctx: Ctx, key: str, d: SessionDecision, reason: str) -> Sessio
 #   accepted is kept (``Upsert.have``), so an unchanged port set sends nothing.
 # - A ports-only change re-routes here; nothing in this module touches the pod.
 # - Retries of one manifest are bounded (``engine.backoff.ENDPOINT``); the last error is kept for status.
+#   A safe request's (read, replace) transient answer comes once the executor's retries are spent: it is
+#   not repeated here (one retry loop per request).
 # - Own before touching (``session.owned``): a same-name object found by the read is replaced only
 #   when it carries this Session's labels (else the session machine fails the Session naming it),
 #   and an object no longer wanted is read, then deleted only if it is this Session's, by uid.
@@ -814,6 +816,8 @@ def endpoint_outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effec
             return _replace_endpoint(ctx, key, d, kind, rec.obj or {}, desired_endpoints(d, spec, cfg)[kind])
         case ("read" | "replace", "not_found"):
             u = u.but(stage="idle", have="", tries=u.tries + 1)
+        case (_, "transient") if effect.safe_to_retry:   # the executor's retries of it are spent: not repeated here
+            u = u.but(stage="idle", tries=backoff.ENDPOINT.limit, error=f"{rec.result}: {rec.message or rec.status_reason}")
         case _:
             u = u.but(stage="idle", tries=u.tries + 1, error=f"{rec.result}: {rec.message or rec.status_reason}")
     return sync_endpoints(ctx, key, _with_upsert(d, kind, u), spec, cfg)
