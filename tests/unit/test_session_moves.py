@@ -7,53 +7,33 @@ The structural half reads the source; the behavioural half drives ``act`` with s
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
 from engine.machines.base import IllegalTransition
 from engine.machines.session import flow, model
 from engine.machines.session.model import Moved, SessionDecision, fire, moved
+from tests.unit.test_machine_moves import callers, calls, name
 
-SESSION = Path(__file__).resolve().parents[2] / "engine" / "machines" / "session"
 # (module, function) -> what it may do with the phase
 FIRES = {("flow", "act"), ("machine", "save")}
 BUILDS = {("machine", "from_status")}   # a record rebuilt from the status the cluster holds, not a move
 
 
-def _calls():
-    """(module, enclosing function, call node) for every call in the session package."""
-    for path in sorted(SESSION.glob("*.py")):
-        tree = ast.parse(path.read_text(), str(path))
-        for fn in ast.walk(tree):
-            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                for node in ast.walk(fn):
-                    if isinstance(node, ast.Call):
-                        yield path.stem, fn.name, node
-
-
-def _name(call: ast.Call) -> str:
-    f = call.func
-    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-
-
 def test_the_table_is_consulted_only_by_fire_and_fire_is_called_only_by_the_dispatcher():
-    nexts = {(m, fn) for m, fn, c in _calls() if _name(c) == "next"
-             and isinstance(c.func, ast.Attribute) and getattr(c.func.value, "id", "") == "TABLE"}
-    fires = {(m, fn) for m, fn, c in _calls() if _name(c) == "fire"}
-    assert nexts == {("model", "fire")}
-    assert fires == FIRES
+    assert callers("session", "next", "TABLE") == {("model", "fire")}
+    assert callers("session", "fire") == FIRES
 
 
 def test_no_step_writes_a_session_phase_by_hand():
     """``phase=`` on a Session record (``d.but(...)``, a ``SessionDecision(...)``) only where a move is
     fired or a record is rebuilt from the status; a pod's phase (``d.pod.but(phase=...)``) is the pod's."""
     writers = set()
-    for m, fn, c in _calls():
+    for m, _, fn, c in calls("session"):
         if not any(k.arg == "phase" for k in c.keywords):
             continue
-        receiver = c.func.value if isinstance(c.func, ast.Attribute) else None
-        session_record = (_name(c) == "but" and isinstance(receiver, ast.Name)) or _name(c) == "SessionDecision"
+        receiver = getattr(c.func, "value", None)
+        session_record = (name(c) == "but" and isinstance(receiver, ast.Name)) or name(c) == "SessionDecision"
         if session_record:
             writers.add((m, fn))
     assert writers <= {("model", "fire")} | BUILDS, writers - ({("model", "fire")} | BUILDS)
