@@ -1,16 +1,22 @@
-"""The one retry policy of the fold, and every bound on how a machine repeats a request.
+"""The one retry policy of the fold, and every bound on how a request is repeated.
 
-A handler that meets a failed answer says only whether the failure is terminal (it decides
-something else) or worth a retry, and then asks ``next_try`` when: the policy decides, from the
-request's ``Policy`` below, how many failures it has met and the server time of the record. The
-executor's own retries of a safe effect (``engine.effects.io.executor.Backoff``, with jitter) use the
-same ``delay_ms``.
+One loop per request. A safe request (a read, a replace, a patch, a delete fenced by uid) has one
+attempt counter (the fold's ``Pending.attempt``) and one schedule, ``delay_ms``: its first
+``EXECUTOR_ATTEMPTS`` transient answers are retried by the executor's journaled decision (the
+effect's ``safe_to_retry`` is the handler's standing "retry"; ``engine.effects.io.executor.Backoff``
+adds jitter); the answer after them goes to the handler, which says only whether the failure is
+terminal (it decides something else) or worth a retry. "Retry" is ``Ctx.retry(policy)``: the same
+effect, same id, goes again as the next attempt of that same loop, when ``next_try`` says: the count
+and the schedule go on, they never start over, and no request is ever sent again as a new one
+because its answer was transient. An unsafe request (a create, an unfenced delete) is never
+repeated by the executor; its handler re-observes, or creates again on its own ``Policy`` below
+(``SESSION_CREATE``), one loop too.
 
 Guarantees:
 - Failure ``n`` (1 for the first) of a request waits ``delay_ms(n + policy.step)`` ms of server
   time, or the server's own ``Retry-After`` (``hint_ms``) when it gave one: ``min(BASE_MS * 2**i,
-  CAP_MS)``. Pure: the caller arms a timer at the due time ``next_try`` returns, on the clock of
-  the cluster the request goes to (``Ctx.set_timer``); the fold never reads a clock.
+  CAP_MS)``. Pure: the due time is on the clock of the cluster the request goes to; the fold never
+  reads a clock.
 - A request with a ``limit`` is terminal at its ``limit``-th failure, whatever the clock.
 - Without server time there is nothing to wait on: a timed request is repeated at once at most
   ``policy.untimed`` times, then it fails (``then == FAIL``) or waits for the next record about
@@ -41,12 +47,16 @@ class Policy(NamedTuple):
     step: int = -1                    # failure n waits delay_ms(n + step)
 
 
-# Every request a machine repeats, with its bounds.
+# Every request a machine repeats, with its bounds. A safe request's failures count its executor's
+# attempts too (the first the handler hears is failure EXECUTOR_ATTEMPTS).
 POD_READ = Policy("pod quorum read")                                    # the operation's budget bounds it
-NAMESPACE = Policy("namespace ensure", limit=5, untimed=None, step=0)
+STATUS_WRITE = Policy("Session status write", then=WAIT)               # without server time: the next decision writes
+OWNED = Policy("owned object read or fenced delete")                    # Secret, claim: teardown and drops
+NAMESPACE = Policy("namespace ensure", limit=EXECUTOR_ATTEMPTS + 4, untimed=None, step=0)
 SESSION_REREAD = Policy("Session re-read", then=WAIT)
 SESSION_CREATE = Policy("Session Secret or workspace claim create")
 REPO_OP = Policy("Repo operation", limit=3, timed=False)                # in doubt, or absent after a patch
+REPO_REQUEST = Policy("Repo read or patch", limit=EXECUTOR_ATTEMPTS + 2)  # a safe request's transient answers
 ENDPOINT = Policy("Service or Ingress upsert", limit=4, timed=False)   # conflicts, and an unsafe create's or delete's
 #   transient: a safe read's or replace's transient comes after EXECUTOR_ATTEMPTS and is not repeated
 BLOCKED_TEARDOWN_MS = 60_000    # a teardown blocked by a failed pod delete asks again this much later

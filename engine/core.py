@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from immutables import Map
 
+from engine import backoff
 from engine.seams import check_command, check_message
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Record, Relist
 
@@ -135,7 +136,7 @@ class StepContext:
     state the fold started from is never touched."""
 
     __slots__ = ("record", "now", "_clock", "_base", "_tables", "_mut", "_dirty", "_timers", "_tmut", "_pending", "_pmut",
-                 "_effects", "_queue", "_machine", "_quarantine", "_typed", "_reg")
+                 "_effects", "_queue", "_machine", "_quarantine", "_typed", "_reg", "_answered")
 
     def __init__(self, state: State, record: Record | None = None):
         self.record = record
@@ -155,11 +156,13 @@ class StepContext:
         self._quarantine: Map = state.quarantine
         self._typed: frozenset[str] = frozenset()   # machines whose messages are typed (engine.seams)
         self._reg: Machines | None = None           # the machines, for ``ask``
+        self._answered: Pending | None = None       # the effect whose final outcome is being folded
 
     def _begin(self, record: Record) -> None:
         self.record, self.now = record, record.at
         self._clock = self._stamped_on(record)
         self._effects, self._queue, self._machine = [], [], ""
+        self._answered = None
 
     def _finish(self, seq: int, at: int | None) -> State:
         tables = self._base
@@ -307,6 +310,38 @@ class StepContext:
             raise FoldError(f"machine {machine!r} answers no question {question!r}; "
                             f"it answers: {', '.join(sorted(m.questions)) or 'none'}")
         return m.answer(question, _TableReader(self, machine), *args)
+
+    def retry(self, policy: "backoff.Policy") -> bool:
+        """The handler's "retry": the effect whose final outcome is being folded goes again as the
+        next attempt of its own loop. The same effect (same id) is pending again, its attempt count
+        going on from the executor's (``Pending.attempt``), due when ``policy`` says
+        (``backoff.next_try`` on the failures so far and this outcome's server time, or the
+        server's ``Retry-After``): one counter and one schedule per request, whoever decided the
+        attempt before. Only a safe effect (an unsafe request in doubt is re-observed, never
+        repeated). False: the policy says terminal (``FAIL`` or ``WAIT``), nothing is sent, and
+        the handler decides what the failure means."""
+        p, rec = self._answered, self.record
+        if p is None or not isinstance(rec, Outcome) or rec.effect_id != p.effect.id:
+            raise FoldError("retry: only the effect whose outcome is being folded can be sent again")
+        if not p.effect.safe_to_retry:
+            raise FoldError(f"retry of effect {p.effect.id} ({p.effect.type}): not safe to repeat")
+        failures = p.attempt + 1
+        when = backoff.next_try(policy, failures, self.now, rec.retry_after_ms)
+        if when in (backoff.FAIL, backoff.WAIT):
+            return False
+        self._pending_set(p.effect.id, Pending(p.effect, issued=False, attempt=failures,
+                                               not_before=when if isinstance(when, int) else None))
+        return True
+
+    def drop_retries(self, key: str, match: Callable[[Any], bool] | None = None) -> None:
+        """This machine's requests on ``key`` (those ``match`` accepts, when given) that wait for a
+        retry (pending, unissued, attempt > 0) are dropped, never sent: what wanted them is over.
+        An attempt already issued is answered as usual (and decides nothing the handler no longer
+        awaits)."""
+        m = self._machine
+        for p in [p for p in self._pending_values() if p.effect.machine == m and p.effect.key == key
+                  and not p.issued and p.attempt and (match is None or match(p.effect))]:
+            self._pending_delete(p.effect.id)
 
     def pending_for(self, key: str) -> list[Any]:
         """This machine's effects on ``key`` still waiting for an outcome."""
@@ -520,6 +555,7 @@ def _dispatch(reg: "Machines", ctx: StepContext, record: Record) -> None:
         m = reg.by_name.get(record.machine)
         if m is None:
             raise FoldError(f"record {record.seq}: outcome for unknown machine {record.machine!r}")
+        ctx._answered = p
         _call(ctx, m, m.on_outcome, record, p.effect)
     else:  # pragma: no cover - the union is closed
         raise FoldError(f"record {record.seq}: unknown record type {type(record).__name__}")

@@ -1,7 +1,8 @@
 """Scenario harness: feed records with server times, collect effects, answer them with outcomes.
 
 Time is explicit: every record carries ``at`` (server milliseconds). ``advance_to(t)`` plays the
-executor's part for timers: it appends a ``Deadline`` record for each timer due at or before ``t``.
+executor's part for timers: it appends a ``Deadline`` record for each timer due at or before ``t``,
+and the ticker's for retries (``EffectIssued`` again for each retry due by ``t``).
 Run a scenario under ``frozen_worlds`` (see conftest) to prove the wall clock decides nothing.
 """
 from __future__ import annotations
@@ -81,11 +82,26 @@ class Scenario:
                                  result=result, **fields))
 
     def advance_to(self, at: int) -> list[Any]:
-        """Fire every timer due at or before ``at`` (as the executor would), in due order."""
+        """Fire every timer due at or before ``at`` (as the executor would), in due order, then
+        re-issue every retry due by then (as the daemon's ticker does: the same effect, its
+        ``EffectIssued`` journaled again); returns the effects emitted and the retries sent."""
         out: list[Any] = []
         for t in self.state.due_timers(at):
             out.extend(self.feed(Deadline(at=at, timer=t.id, machine=t.machine, key=t.key, name=t.name, due=t.due)))
+        for p in self.waiting_retries():
+            if p.not_before is None or p.not_before <= at:
+                self._append(EffectIssued(at=at, effect=effect_to_dict(p.effect)))
+                out.append(p.effect)
         return out
+
+    def waiting_retries(self) -> list[Any]:
+        """Pending effects waiting for a retry (unissued, attempt > 0), in effect id order."""
+        return sorted((p for p in self.state.pending.values() if not p.issued and p.attempt),
+                      key=lambda p: seq_key(p.effect.id))
+
+    def next_retry(self) -> int | None:
+        """When the first waiting retry is due (server ms; None: none waits, or it waits on no clock)."""
+        return min((p.not_before for p in self.waiting_retries() if p.not_before is not None), default=None)
 
     # -- looking ------------------------------------------------------------------------------
     def pending(self, type_: str | None = None) -> list[Any]:

@@ -12,7 +12,7 @@ Transition tables are declared as data and checked by the ``transitions`` librar
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterable, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Callable, ClassVar, Iterable, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from transitions import Machine as _TMachine
@@ -203,6 +203,17 @@ class Ctx(Protocol):
     def tell(self, machine: str, key: str, message: str, **args: Any) -> None: ...
 
     def pending_for(self, key: str) -> list[Any]: ...
+
+    def retry(self, policy: Any) -> bool:
+        """The handler's "retry": the effect whose final outcome is being folded goes again (same id)
+        as the next attempt of its own loop, when ``policy`` (``engine.backoff``) says; False:
+        terminal, nothing sent."""
+        ...
+
+    def drop_retries(self, key: str, match: Callable[[Any], bool] | None = None) -> None:
+        """This machine's requests on ``key`` (those ``match`` accepts) waiting for a retry are
+        dropped, never sent."""
+        ...
 
     def ask(self, machine: str, question: str, *args: Any) -> Any:
         """The one read across machines: ``machine``'s answer to a question it declares

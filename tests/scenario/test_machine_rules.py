@@ -371,8 +371,9 @@ def test_a_teardown_read_that_fails_transiently_is_sent_again():
     _stopped_to_secret(w)
     [read] = w.pending("get", "Secret")
     w.answer("get", "Secret", "transient", when=12, message="connection reset")
-    [again] = w.pending("get", "Secret")
-    assert again.id != read.id and (again.namespace, again.name) == (read.namespace, read.name)
+    assert [p.effect.id for p in w.s.waiting_retries()] == [read.id], "the same read waits for its retry"
+    assert [e.id for e in w.s.advance_to(at(13)) if e.type == "get"] == [read.id]
+    assert [e.id for e in w.pending("get", "Secret")] == [read.id], "no second read beside it"
     assert not w.s.state.quarantine
 
 

@@ -223,8 +223,10 @@ def test_a_read_that_fails_transiently_is_retried_after_a_backoff_on_server_time
     assert s.outcome(read, "transient", T0 + SECOND, message="connection reset") == ()
     assert s.advance_to(T0 + 1999) == []
     again = one(s.advance_to(T0 + 2 * SECOND), "get")
+    assert again.id == read.id   # the same read, its loop's next attempt: no new request
     assert s.outcome(again, "transient", T0 + 2 * SECOND) == ()
-    assert s.state.next_due() == T0 + 4 * SECOND  # doubled
+    assert s.next_retry() == T0 + 4 * SECOND  # doubled
+    assert [p.attempt for p in s.waiting_retries()] == [2]
 
 
 def test_another_uid_seen_while_terminating_triggers_a_read_not_a_delete(frozen_world):
@@ -235,3 +237,25 @@ def test_another_uid_seen_while_terminating_triggers_a_read_not_a_delete(frozen_
     assert answers(s) == [] and len(deletes(s)) == 1
     s.observe(pod("A", "32", terminating=True), T0 + 4 * SECOND, event="DELETED")
     assert answers(s) == [("pod_gone", {"pod": KEY})]
+
+
+def test_a_read_waiting_for_its_retry_is_dropped_when_the_budget_ends_the_delete(frozen_world):
+    """One loop per request, and it ends with what wanted it: a delete over budget sends nothing
+    more, not even the read that was waiting for its retry."""
+    s = world()
+    read = one(ask_delete(s, T0), "get")
+    at = T0
+    while at < T0 + 590 * SECOND:   # the apiserver answers every read transient
+        at += SECOND
+        s.outcome(read, "transient", at, message="connection reset")
+        [p] = s.waiting_retries()
+        assert p.effect.id == read.id
+        at = p.not_before
+        assert [e.id for e in s.advance_to(at) if e.type == "get"] == [read.id]
+    s.outcome(read, "transient", at + SECOND)
+    assert s.waiting_retries(), "still retrying inside the budget"
+    fired = s.advance_to(T0 + 600 * SECOND)
+    assert [e.type for e in fired] == ["log"], "nothing sent once the budget is spent"
+    assert not s.waiting_retries() and not s.pending("get")
+    [(message, _)] = answers(s)
+    assert message == "pod_delete_failed"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from engine import backoff
 from journal.records import EffectIssued
 from engine.effects.models import effect_to_dict
 from tests.harness import T0, Scenario
@@ -60,13 +61,39 @@ def test_repeated_transient_failures_give_up_with_a_reason(frozen_world):
     s = world()
     e = one(ensure(s, T0), "ensure_namespace")
     at = T0
-    for _ in range(4):
+    for _ in range(backoff.NAMESPACE.limit - 1):
         at += 60 * SECOND
         s.outcome(e, "transient", at, message="apiserver unavailable")
-        e = one(s.advance_to(at + 60 * SECOND), "ensure_namespace")
+        assert one(s.advance_to(at + 60 * SECOND), "ensure_namespace").id == e.id
     s.outcome(e, "transient", at + 61 * SECOND, message="apiserver unavailable")
     [(message, args)] = answers(s)
-    assert message == "namespace_failed" and "after 5 attempts" in args["reason"]
+    assert message == "namespace_failed" and f"{backoff.NAMESPACE.limit} attempts" in args["reason"]
+
+
+def test_the_executors_attempts_and_the_handlers_are_one_loop(frozen_world):
+    """The executor retries a safe request first (its decision journaled as ``retry_after_ms``);
+    the handler's retries go on from there: one counter, so the ensure is sent exactly
+    ``NAMESPACE.limit`` times in all, and one schedule, whose waits never start over."""
+    s = world()
+    e = one(ensure(s, T0), "ensure_namespace")
+    at, sent, waits = T0, 1, []
+    while not answers(s):
+        at += SECOND
+        executor = s.waiting_retries() == [] and sent < backoff.EXECUTOR_ATTEMPTS
+        hint = backoff.delay_ms(sent - 1) if executor else None
+        s.outcome(e, "transient", at, message="apiserver unavailable", retry_after_ms=hint)
+        if answers(s):
+            break
+        [p] = s.waiting_retries()
+        assert p.effect.id == e.id and p.attempt == sent
+        waits.append(p.not_before - at)
+        assert one(s.advance_to(p.not_before), "ensure_namespace").id == e.id
+        sent += 1
+        at = p.not_before
+    assert sent == backoff.NAMESPACE.limit
+    assert waits == sorted(waits) and waits[-1] == backoff.CAP_MS, waits
+    [(message, _)] = answers(s)
+    assert message == "namespace_failed"
 
 
 def test_a_second_request_joins_the_running_one(frozen_world):
@@ -90,8 +117,11 @@ def test_a_transient_failure_without_server_time_repeats_the_ensure_at_once(froz
     namespace policy has no untimed bound; its attempt limit still applies)."""
     s = world()
     e = one(ensure(s, None), "ensure_namespace")
-    again = one(s.outcome(e, "transient", None), "ensure_namespace")
-    assert (again.cluster, again.namespace) == ("local", "team-a")
+    assert s.outcome(e, "transient", None) == ()
+    [p] = s.waiting_retries()
+    assert p.not_before is None, "due at once"
+    again = one(s.advance_to(T0), "ensure_namespace")
+    assert again.id == e.id and (again.cluster, again.namespace) == ("local", "team-a")
     s.outcome(again, "ok", None)
     assert answers(s) == [("namespace_ready", {"namespace": "team-a"})]
 

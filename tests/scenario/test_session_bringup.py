@@ -33,6 +33,10 @@ def test_a_session_comes_up_in_order_and_serves_on_its_endpoints():
     assert pod.manifest["metadata"]["ownerReferences"] == [
         {"apiVersion": "kfold.dev/v1alpha1", "kind": "Session", "name": "demo", "uid": "uid-demo"}], \
         "a Session deleted before its finalizer landed takes its pod with it"
+    [service] = w.effects("create", "Service")
+    selector = service.manifest["spec"]["selector"]
+    assert selector == {"app.kubernetes.io/managed-by": "kfold", "kfold.dev/session": "demo", "kfold.dev/generation": "1"}
+    assert selector.items() <= pod.manifest["metadata"]["labels"].items(), "the Service selects this generation's pod"
     assert w.phase == "Ready"
     assert w.status()["podName"] == "demo-g1"
     assert w.status()["endpoints"] == [{"app": "web", "port": 8080, "host": "8080-demo.sessions.example.test",

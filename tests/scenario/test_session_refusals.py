@@ -26,17 +26,26 @@ def _session_read_refused(result: str) -> World:
     return w
 
 
+def _reads_sent(w: World) -> list:
+    """The Session reads on the wire: pending, not waiting for their retry."""
+    waiting = {p.effect.id for p in w.s.waiting_retries()}
+    return [e for e in w.pending("get", "Session") if e.id not in waiting]
+
+
 @pytest.mark.parametrize("result", ["forbidden", "error", "invalid", "transient"])
 def test_a_refused_session_read_is_repeated_on_the_backoff_not_at_once(result):
     w = _session_read_refused(result)
+    first = w.pending("get", "Session")   # a transient's read waits for its retry; a refusal's is answered
     t = 0.0
     for wait in SCHEDULE_S:
-        assert not w.pending("get", "Session"), "nothing is sent before the backoff has passed"
+        assert not _reads_sent(w), "nothing is sent before the backoff has passed"
         w.s.advance_to(at(t + wait) - 1)
-        assert not w.pending("get", "Session"), f"read again before {wait} s had passed"
+        assert not _reads_sent(w), f"read again before {wait} s had passed"
         t += wait
         w.s.advance_to(at(t))
-        assert len(w.pending("get", "Session")) == 1, f"read again {wait} s after the last refusal"
+        assert len(_reads_sent(w)) == 1, f"read again {wait} s after the last refusal"
+        if result == "transient":   # the executor's attempts spent: the same read's loop goes on
+            assert [e.id for e in _reads_sent(w)] == [e.id for e in first]
         w.answer("get", "Session", result, when=t, status_reason=result.capitalize())
     assert len(_warnings(w, "could not read Session")) == 1, "a lasting refusal is reported once"
     (event,) = w.effects("event")
@@ -129,3 +138,16 @@ def test_a_session_its_watch_brings_ends_the_run_of_refused_reads():
     assert not w.pending("get", "Session")
     w.s.advance_to(at(122))
     assert len(w.pending("get", "Session")) == 1, f"read again {SCHEDULE_S[0]} s after the refusal"
+
+
+def test_a_watched_session_drops_the_read_waiting_for_its_retry():
+    """A transient re-read waits for its retry (the same read); the Session arriving by a watch
+    meanwhile is fresher, so that read is dropped, never sent."""
+    w = _session_read_refused("transient")
+    [read] = w.pending("get", "Session")
+    assert [p.effect.id for p in w.s.waiting_retries()] == [read.id]
+    w.rv += 1
+    w.s.observe(session_obj(SPEC, rv=str(w.rv)), at(0.5))
+    assert not w.s.waiting_retries() and read.id not in {e.id for e in w.pending("get", "Session")}
+    assert w.decision().reread_tries == 0
+    assert [e for e in w.s.advance_to(at(60)) if e.type == "get" and e.kind == "Session"] == []

@@ -145,8 +145,7 @@ def test_the_configured_start_deadline_is_the_one_armed():
     assert w.s.state.timers[f"session:{KEY}:start"].due == at(60)
 
 
-@pytest.mark.parametrize("result", ["conflict", "transient"])
-def test_a_status_write_that_fails_is_written_again_without_waiting_for_another_event(result):
+def test_a_status_write_that_fails_is_written_again_without_waiting_for_another_event():
     """Found by seeds 136 and 261 (80 steps): the last status write of a quiet Session failed and
     nothing rewrote it, so the Session showed Creating/Stopping for ever."""
     w = World().to_ready()
@@ -154,9 +153,25 @@ def test_a_status_write_that_fails_is_written_again_without_waiting_for_another_
     before = len(w.effects("patch", "Session"))
     last = _status_writes(w)[-1]
     assert last.patch["status"]["phase"] == "Stopping"
-    w.s.outcome(last, result, at(11))
+    w.s.outcome(last, "conflict", at(11))
     assert len(w.effects("patch", "Session")) == before + 1
     assert _status_writes(w)[-1].patch["status"]["phase"] == "Stopping"
+
+
+def test_a_status_write_answered_transient_goes_on_as_the_same_write():
+    """One loop per request: a status write whose executor's attempts are spent is the same write
+    (same effect) sent again on the backoff, never a second write beside it."""
+    w = World().to_ready()
+    w.submit({**SPEC, "stopped": True}, 10)
+    before = len(w.effects("patch", "Session"))
+    last = _status_writes(w)[-1]
+    w.s.outcome(last, "transient", at(11))
+    assert len(w.effects("patch", "Session")) == before, "no new write"
+    assert [p.effect.id for p in w.s.waiting_retries()] == [last.id]
+    assert w.s.advance_to(at(12) - 1) == []
+    assert [e.id for e in w.s.advance_to(at(12))] == [last.id], "sent again when the backoff has passed"
+    w.s.outcome(last, "ok", at(13))
+    assert not w.s.waiting_retries() and last.id not in {e.id for e in _status_writes(w)}
 
 
 def _status_writes(w: World) -> list:

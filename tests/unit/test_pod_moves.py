@@ -44,6 +44,9 @@ class Recorder:
     def cancel_timer(self, key, name):
         self.done.append(("cancel", name))
 
+    def drop_retries(self, key, match=None):
+        self.done.append(("drop retries", key))
+
     def tell(self, to, key, message, **args):
         self.done.append(("tell", message))
 
@@ -84,7 +87,7 @@ def test_a_settled_create_starts_the_delete_queued_behind_it():
               replies=(Reply(to="session", key="s"),), then_delete=(Reply(to="session", key="s"),))
     fire(ctx, KEY, create.fail(ctx, KEY, e, "no"))
     assert ctx.done == [("tell", "pod_create_failed"), ("cancel", "budget"), ("cancel", "retry"),
-                        ("put", "idle"), ("emit", "DeleteObject"), ("put", "deleting")]
+                        ("drop retries", KEY), ("put", "idle"), ("emit", "DeleteObject"), ("put", "deleting")]
 
 
 def test_send_read_is_an_act_and_moves_nothing():

@@ -18,8 +18,10 @@ Guarantees:
   The fold keeps such an effect pending-unissued with its attempt count and ``not_before`` server
   time (engine/core.py), and the daemon's ticker re-issues it when due (``None`` server time:
   after N ms on the monotonic clock), before and after a restart alike (``engine.effects.timers``,
-  ``kfold.daemon.loop``). A safe effect out of attempts, and every unsafe effect (create, delete), come
-  back ``transient`` to the machine, which re-observes; nothing unsafe is ever repeated here.
+  ``kfold.daemon.loop``). A safe effect out of attempts comes back ``transient`` to its machine,
+  which says retry (``Ctx.retry``: the same effect as its loop's next attempt, the count going on
+  from here: ``engine.backoff``) or terminal; every unsafe effect (create, delete) comes back
+  ``transient`` at once and its machine re-observes; nothing unsafe is ever repeated here.
 
 Order while a retry waits (the contract with the caller): an outcome carrying a retry ends that
 effect's turn in its key's FIFO; the executor does not hold the key while the retry waits, because

@@ -78,7 +78,7 @@ def confirmed(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove | None:
         case "not_found":
             return move(e, "absent", send_create)
         case "transient":
-            return retry_read(ctx, key, e, rec.retry_after_ms, fail)
+            return retry_read(ctx, key, e, rec, fail)
         case _:
             return fail(ctx, key, e, f"could not read pod {name_of(key)} after its create: {describe(rec)}")
 

@@ -67,7 +67,7 @@ def read(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove | None:
         case "not_found":
             return gone(ctx, key, e)
         case "transient":
-            return retry_read(ctx, key, e, rec.retry_after_ms, fail)
+            return retry_read(ctx, key, e, rec, fail)
         case _:
             return fail(ctx, key, e, f"could not read pod {name_of(key)} to fence its delete: {describe(rec)}")
 

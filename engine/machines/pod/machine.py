@@ -154,27 +154,23 @@ def send_delete(ctx: Ctx, key: str, e: PodOp) -> PodOp | PodMove:
     return save(ctx, key, e.but(awaiting=eff.id))
 
 
-def retry_read(ctx: Ctx, key: str, e: PodOp, retry_after_ms: int | None, fail: Any) -> PodMove | None:
-    """A quorum read failed transiently: read again when ``backoff.POD_READ`` says (timer ``retry``),
-    or ``fail``."""
-    e = e.but(attempts=e.attempts + 1, awaiting="")
-    when = backoff.next_try(backoff.POD_READ, e.attempts, ctx.now, retry_after_ms)
-    if when == backoff.FAIL:
-        return fail(ctx, key, e, f"could not read pod {name_of(key)} after {e.attempts - 1} "
-                                 "attempts and there is no server time to back off on")
-    if when == backoff.AT_ONCE:
-        send_read(ctx, key, e)
+def retry_read(ctx: Ctx, key: str, e: PodOp, rec: Outcome, fail: Any) -> PodMove | None:
+    """A quorum read failed transiently (its executor's attempts spent): the same read goes again as
+    the next attempt of its own loop when ``backoff.POD_READ`` says (``Ctx.retry``), or ``fail``."""
+    e = e.but(attempts=e.attempts + 1)
+    if ctx.retry(backoff.POD_READ):
+        save(ctx, key, e.but(awaiting=rec.effect_id))
         return None
-    ctx.set_timer(key, "retry", when)
-    save(ctx, key, e)
-    return None
+    return fail(ctx, key, e.but(awaiting=""), f"could not read pod {name_of(key)} after {e.attempts} "
+                                              "failed answers and there is no server time to back off on")
 
 
 def settled(ctx: Ctx, key: str, e: PodOp, then: Callable[[Ctx, str, PodOp], Any], **changes: Any) -> PodMove:
     """``e``'s operation finished (its timers cancelled here): the move to idle that forgets its
     callers (already told), then ``then``."""
     ctx.cancel_timer(key, "budget")
-    ctx.cancel_timer(key, "retry")
+    ctx.cancel_timer(key, "retry")   # a read's retry set by an earlier version (a timer)
+    ctx.drop_retries(key)
     return move(e, "settle", then, op="", replies=(), target="", reason="", manifest=None, awaiting="",
                 attempts=0, deadline=None, **changes)
 

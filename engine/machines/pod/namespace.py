@@ -8,8 +8,9 @@ Guarantees:
   (``kubectl create namespace <ns>``). No other namespace is ever tried instead. A failed check
   (the GET, ``Outcome.step == "check"``; e.g. a 403 for a namespace that exists but may not be
   read) fails with "could not check whether namespace <ns> exists: <cause>" (seed 001).
-- The effect is idempotent, so a transient failure or a crash in flight repeats it (after a
-  backoff on server time when there is one, within ``engine.backoff.NAMESPACE``).
+- The effect is idempotent, so a transient failure repeats it as the next attempt of its own loop
+  (``Ctx.retry``: on server time when there is one, within ``engine.backoff.NAMESPACE``, which counts
+  the executor's attempts too), and a crash in flight sends it again.
 - A second request while one runs only adds its reply target.
 """
 from __future__ import annotations
@@ -67,16 +68,15 @@ def forbidden_reason(namespace: str) -> str:
 
 
 def _retry(ctx: Ctx, key: str, e: NamespaceOp, rec: Outcome) -> None:
-    e = e.but(attempts=e.attempts + 1, awaiting="")
-    when = backoff.next_try(backoff.NAMESPACE, e.attempts, ctx.now, rec.retry_after_ms)
-    if when == backoff.FAIL:
-        _answer(ctx, key, e, "namespace_failed", namespace=split_key(key)[1],
-                reason=f"could not ensure namespace {split_key(key)[1]} after {e.attempts} attempts: {describe(rec)}")
-    elif when == backoff.AT_ONCE:
-        _send(ctx, key, e)
+    """The same ensure goes again as the next attempt of its own loop (``Ctx.retry``), within
+    ``backoff.NAMESPACE``; once that says terminal the callers are told it failed."""
+    e = e.but(attempts=e.attempts + 1)
+    if ctx.retry(backoff.NAMESPACE):
+        ctx.put(key, e.but(awaiting=rec.effect_id))
     else:
-        ctx.set_timer(key, "retry", when)
-        ctx.put(key, e)
+        _answer(ctx, key, e.but(awaiting=""), "namespace_failed", namespace=split_key(key)[1],
+                reason=f"could not ensure namespace {split_key(key)[1]} after {backoff.NAMESPACE.limit} "
+                       f"attempts: {describe(rec)}")
 
 
 def on_deadline(ctx: Ctx, key: str) -> None:
@@ -94,5 +94,6 @@ def in_doubt(ctx: Ctx, key: str, effect: EnsureNamespace) -> None:
 def _answer(ctx: Ctx, key: str, e: NamespaceOp, message: str, **args: Any) -> None:
     for r in e.replies:
         ctx.tell(r.to, r.key, message, **args)
-    ctx.cancel_timer(key, "retry")
+    ctx.cancel_timer(key, "retry")   # set by an earlier version (a timer)
+    ctx.drop_retries(key)
     ctx.drop(key)

@@ -40,7 +40,7 @@ from engine.machines.base import Dispatch, InDoubt, Machine, Reply, object_key, 
 from engine.machines.repo.creds import CredentialError, missing_env, resolve
 from engine.repo_names import KIND, RepoUrlError, identity, key_of_identity, rfc3339, without_password
 from engine.effects.models import Effect, GetObject, ListObjects
-from engine.machines.repo.ops import RepoEffect, RepoMove, answer, doubt, fire, ref_fields, start
+from engine.machines.repo.ops import RepoEffect, RepoMove, answer, doubt, fire, ref_fields, start, transient
 from engine.machines.repo.records import (
     Op, RepoConfig, RepoEntry, RepoRow, absorb, config_key, config_of, entry_of, gone, settle,
 )
@@ -108,7 +108,7 @@ def _answer(ctx: Ctx, rec: Outcome, effect: RepoEffect) -> RepoMove | None:
         settle(ctx, entry, absorb(entry, rec.obj))
         entry = ctx.get(effect.key)
     if rec.result == "transient":
-        return doubt(ctx, entry, effect)
+        return transient(ctx, entry, effect, rec)
     return answer(ctx, entry, rec)
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 from engine import backoff
-from engine.machines.base import Ctx
+from engine.machines.base import Ctx, describe
 from engine.effects.models import ApplySecret, CreateObject, DeleteObject, GetObject, PatchObject
 from engine.machines.base import Table
 from engine.machines.repo.creds import (
@@ -157,6 +157,18 @@ def go(entry: RepoEntry, op: Op, event: str, effect_type: type, **fields: Any) -
         effect = ctx.emit(effect_type, moved.key, cluster=moved.cluster, **fields)
         ctx.put(moved.key, moved.but(op=op.but(effect_id=effect.id)))
     return RepoMove(entry, event, send)
+
+
+def transient(ctx: Ctx, entry: RepoEntry, effect: RepoEffect, rec: Outcome) -> RepoMove | None:
+    """A transient answer, its executor's attempts spent: a safe request goes on as the next attempt
+    of its own loop (``Ctx.retry``, ``engine.backoff.REPO_REQUEST``), then fails; an unsafe one is in
+    doubt (``doubt``: re-observed)."""
+    if not effect.safe_to_retry:
+        return doubt(ctx, entry, effect)
+    if ctx.retry(backoff.REPO_REQUEST):
+        return None
+    return fail(ctx, entry, f"{effect.type} of {effect.key!r} still failing after {backoff.REPO_REQUEST.limit} "
+                            f"attempts: {describe(rec)}")
 
 
 def doubt(ctx: Ctx, entry: RepoEntry, effect: RepoEffect) -> RepoMove:

@@ -43,6 +43,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from engine import backoff
 from engine.canonical import same_json
 from engine.effects.models import Effect, GetObject, ObjectEffect, RecordEvent
 from engine.machines.base import (Ctx, Dispatch, Machine, RetryDue, UnknownEvent, ignore, missing_after_relist, object_key,
@@ -168,8 +169,12 @@ class SessionMachine(Machine):
         if effect.id == d.ahead_read:
             return _ahead_answer(ctx, effect.key, d.but(ahead_read=""), rec)
         if effect.kind == "Session" and getattr(effect, "subresource", "") == "status":
-            if rec.result in ("conflict", "transient"):  # written again now: no later event may come
+            if rec.result == "transient" and ctx.retry(backoff.STATUS_WRITE):
+                return   # the same write, as the next attempt of its own loop
+            if rec.result == "conflict":  # written again now: no later event may come
                 save(ctx, effect.key, d.but(status_written=""))
+            elif rec.result == "transient":   # no server time to wait on: written again on the next decision
+                ctx.put(effect.key, d.but(status_written=""))
             elif rec.result != "ok" and rec.result != "not_found":  # written again on the next decision
                 ctx.put(effect.key, d.but(status_written=""))
             elif rec.result == "ok":   # its echo is awaited (``_overwritten``)
@@ -490,7 +495,7 @@ def outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Object
             return flow.fail(ctx, key, d.but(secret_step=steps.object_after(d.secret_step, "again")), "SecretFailed",
                              f"cannot replace Secret {effect.name}: {rec.result} {rec.message}".strip())
         case "Secret", "replace":
-            return secret.on_replaced(d, rec)
+            return secret.on_replaced(ctx, d, rec)
         case ("Service" | "Ingress"), _:
             cfg = config(ctx) or SessionConfig()
             spec = flow.spec_of(d, cfg)
@@ -554,6 +559,8 @@ def _secret_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: G
                          owned.conflict("Secret", effect.namespace, effect.name, rec.obj, d.name))
     if rec.result == "not_found":
         return d.but(secret_step=steps.object_after(d.secret_step, "again"))  # absent since: create again (AlreadyExists reads again)
+    if rec.result == "transient" and ctx.retry(backoff.SESSION_CREATE):
+        return d   # the same read, as the next attempt of its own loop
     return retry.secret_later(ctx, key, d, rec)
 
 
@@ -585,6 +592,8 @@ def _claim_read(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Ge
                          owned.conflict("PersistentVolumeClaim", effect.namespace, effect.name, rec.obj, d.name))
     if rec.result == "not_found":
         return d.but(claim_step=steps.object_after(d.claim_step, "again"))   # absent since: create again (AlreadyExists reads again)
+    if rec.result == "transient" and ctx.retry(backoff.SESSION_CREATE):
+        return d   # the same read, as the next attempt of its own loop
     return retry.claim_later(ctx, key, d, rec, effect.name)
 
 

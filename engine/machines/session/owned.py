@@ -17,13 +17,15 @@ gave, straight to the ``DeleteObject`` fenced by that uid (a ``conflict`` reads,
 without one, quorum ``GetObject`` -> absent: done | not ours: left untouched (logged), done | ours:
 ``DeleteObject`` with a uid precondition -> ``ok``/``not_found``: done | ``conflict`` (the uid
 precondition failed: it was replaced since the read) -> read again and decide again. Both requests
-are safe to repeat (a read; a delete fenced by uid), so a transient answer or a crash in flight
-repeats them.
+are safe to repeat (a read; a delete fenced by uid): a transient answer sends the same request
+again as the next attempt of its own loop (``Ctx.retry``, ``engine.backoff.OWNED``), a crash in
+flight sends it again.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from engine import backoff
 from engine.effects.models import DeleteObject, GetObject, ObjectEffect
 from engine.labels import MANAGED_BY, MANAGER, SESSION_LABEL
 from engine.machines.session.manifests import claim_name, secret_name
@@ -110,9 +112,8 @@ def teardown_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect
     """Advance the teardown of ``effect.kind`` on the answer to its read or its fenced delete."""
     if effect.kind not in d.teardown:
         return d
-    if rec.result == "transient":
-        repeat(ctx, key, effect)
-        return d
+    if rec.result == "transient" and ctx.retry(backoff.OWNED):
+        return d   # the same read or fenced delete, as the next attempt of its own loop
     rest = tuple(k for k in d.teardown if k != effect.kind)
     if effect.type == "get" and rec.result == "ok":
         return _decide_delete(ctx, key, d, effect, rec.obj, rest)
@@ -139,5 +140,6 @@ def _decide_delete(ctx: Ctx, key: str, d: SessionDecision, effect: GetObject, ob
 
 
 def repeat(ctx: Ctx, key: str, effect: GetObject | DeleteObject) -> None:
-    """Send the same read, or the same uid-fenced delete, again (both harmless to repeat)."""
+    """Send the same read, or the same uid-fenced delete, again after a crash left it in doubt (both
+    harmless to repeat)."""
     ctx.emit(type(effect), key, **effect.model_dump(exclude={"id", "machine", "key", "type"}))

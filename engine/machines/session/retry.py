@@ -7,7 +7,9 @@ journal accordingly until the refusal cleared (issue 33).
 
 Guarantees:
 - A failed re-read of the Session (any answer but 200 and 404) is sent again on the one backoff
-  (``engine.backoff``), on the home cluster's server time; a failed Secret or workspace claim
+  (``engine.backoff``), on the home cluster's server time: a transient answer (the executor's
+  attempts spent) as the same read's next attempt (``Ctx.retry``), a refusal as a new read on the
+  ``reread`` timer (the executor does not repeat a refusal); a failed Secret or workspace claim
   create (a transient answer) or a failed read of it after AlreadyExists is created again on it,
   on the target cluster's server time. A 404 of that read is progress: created again at once.
 - A watch or list that brings the Session meanwhile drops the waiting read: it is fresher.
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.effects.models import GetObject, RecordEvent
+from engine.effects.models import Effect, GetObject, RecordEvent
 from engine import backoff
 from engine.machines.session import finalizer, flow, steps
 from engine.machines.base import Ctx
@@ -62,6 +64,9 @@ def _reread_later(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sessi
         _report(ctx, key, d, rec, "ReadFailed", f"could not read Session {d.namespace}/{d.name}: {describe(rec)}; "
                 f"read again on a backoff (at most {backoff.CAP_MS // 1000} s apart) until it answers")
     d = d.but(reread_tries=tries)
+    if rec.result == "transient":   # the executor's attempts spent: the same read goes on as its loop's next
+        ctx.retry(backoff.SESSION_REREAD)   # terminal (no server time): the next observation decides
+        return d
     when = backoff.next_try(backoff.SESSION_REREAD, tries, ctx.now_on(d.home), rec.retry_after_ms)
     if when == backoff.AT_ONCE:
         return reobserve(ctx, key, d)
@@ -119,7 +124,12 @@ def observed(ctx: Ctx, key: str, d: Any) -> Any:
     if not isinstance(d, SessionDecision) or not d.reread_tries:
         return d
     ctx.cancel_timer(key, REREAD)
+    ctx.drop_retries(key, _session_read)
     return d.but(reread_tries=0)
+
+
+def _session_read(effect: Effect) -> bool:
+    return effect.type == "get" and effect.kind == "Session"
 
 
 def on_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> SessionDecision:

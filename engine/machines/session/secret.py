@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine import backoff
 from engine.effects.models import CreateObject, DeleteObject, GetObject, ReplaceObject
 from engine.machines.session import manifests as mf
 from engine.machines.session import owned, steps
@@ -78,9 +79,11 @@ def _stale(obj: Any, want: dict[str, Any]) -> bool:
 REREAD = ("ok", "conflict", "not_found", "transient")   # other answers to a replace fail the Session
 
 
-def on_replaced(d: SessionDecision, rec: Outcome) -> SessionDecision:
+def on_replaced(ctx: Ctx, d: SessionDecision, rec: Outcome) -> SessionDecision:
     if d.secret_step != "replacing":
         return d
+    if rec.result == "transient" and ctx.retry(backoff.OWNED):
+        return d   # the same replace, as the next attempt of its own loop
     if rec.result == "ok":
         return d.but(secret_step=steps.object_after(d.secret_step, "replaced"), secret_uid=owned.uid_of(rec.obj) or d.secret_uid)
     # changed or gone since the read, or in doubt: create again (AlreadyExists reads and decides again)
@@ -89,9 +92,8 @@ def on_replaced(d: SessionDecision, rec: Outcome) -> SessionDecision:
 
 def on_dropping(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: GetObject | DeleteObject) -> SessionDecision:
     """The answer to the read or the fenced delete of a Secret the current spec no longer wants."""
-    if rec.result == "transient":
-        owned.repeat(ctx, key, effect)
-        return d
+    if rec.result == "transient" and ctx.retry(backoff.OWNED):
+        return d   # the same read or fenced delete, as the next attempt of its own loop
     if effect.type == "get" and rec.result == "ok" and owned.owned(rec.obj, d.name) and owned.uid_of(rec.obj):
         ctx.emit(DeleteObject, key, uid=owned.uid_of(rec.obj), safe_to_retry=True, **_ref(d))
         return d
