@@ -104,6 +104,15 @@ class Golden:
         arms = self.record(self.first("create", "Pod").outcome)
         return arms["seq"], arms["at"] + 1000 * configure["args"]["start_seconds"]
 
+    @property
+    def ready_timer(self) -> tuple[int, int]:
+        """(seq, due) of the record that arms the Session's ready timer: the first observation of
+        its pod Running, due ``ready_seconds`` (from session.configure) after that record's server time."""
+        configure = next(r for r in self.records if r["rec"] == "command" and r["name"] == "session.configure")
+        arms = next(r for r in self.records if r["rec"] == "observed" and r["kind"] == "Pod"
+                    and (r["obj"].get("status") or {}).get("phase") == "Running")
+        return arms["seq"], arms["at"] + 1000 * configure["args"]["ready_seconds"]
+
     def with_record(self, seq: int, rec: dict[str, Any] | str) -> str:
         """The journal's text with the record at ``seq`` replaced."""
         lines = list(self.lines)

@@ -134,9 +134,9 @@ def test_pending_now_lists_the_effects_in_flight_and_the_armed_deadline(browser,
     assert set(rows) == in_flight and service.id in rows
     for eid, text in rows.items():
         assert ("issued, no outcome" if eid in issued else "emitted, never issued") in text
-    _, due = G.start_timer
+    _, due = G.ready_timer   # the pod is seen running when the Service's create is issued
     timers = browser.text("#pending-timers")
-    assert "session start" in timers and iso_ms(due) in timers and "due in" in timers
+    assert "session ready" in timers and iso_ms(due) in timers and "due in" in timers
     shot(browser, tmp_path, f"pending-{width}")
 
 

@@ -46,11 +46,13 @@ def test_a_session_comes_up_in_order_and_serves_on_its_endpoints():
     assert not w.effects("create", "Secret"), "no env references: no Secret"
 
 
-def test_endpoints_are_made_while_the_pod_starts_and_ready_waits_for_them():
+def test_endpoints_are_made_once_the_pod_runs_and_ready_waits_for_them():
     w = World().to_provisioning()
-    assert [e.kind for e in w.pending("create")] == ["Service", "Ingress"], "routed once the pod has a uid"
-    assert w.pending("create", "Service")[0].manifest["metadata"]["ownerReferences"][0]["uid"] == "pod-uid-1"
+    w.observe_pod(2, phase="Pending", node="node-a")
+    assert not w.pending("create"), "nothing routed to a pod that has no address yet"
     w.run_pod(5)
+    assert [e.kind for e in w.pending("create")] == ["Service", "Ingress"], "routed once the pod runs"
+    assert w.pending("create", "Service")[0].manifest["metadata"]["ownerReferences"][0]["uid"] == "pod-uid-1"
     assert w.phase == "Provisioning", "not Ready before its endpoints are published"
     w.publish_endpoints(6)
     assert w.phase == "Ready" and w.status()["endpoints"]

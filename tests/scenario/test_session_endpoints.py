@@ -90,9 +90,10 @@ def test_an_endpoint_that_keeps_failing_does_not_hold_ready_for_ever_and_says_wh
 
 def test_a_service_answer_after_the_pod_was_let_go_sends_nothing_more():
     w = World().to_provisioning(when=1)
-    w.submit({**SPEC, "suspended": True}, 2)
+    w.run_pod(2)
+    w.submit({**SPEC, "suspended": True}, 3)
     before = len(w.s.effects)
-    w.answer("create", "Service", "already_exists", when=3)
+    w.answer("create", "Service", "already_exists", when=4)
     assert len(w.s.effects) == before, "no read, no replace: the Service goes with the pod it names"
 
 

@@ -25,6 +25,7 @@ def _secret_exists() -> World:
 
 def test_a_foreign_service_of_the_same_name_fails_the_session_and_is_never_replaced():
     w = World().to_provisioning(when=1)
+    w.run_pod(5)
     w.answer("create", "Service", "already_exists", when=6, status_reason="AlreadyExists")
     w.answer("get", "Service", when=7, obj=owned_obj("Service", labels=OTHER_APP))
     assert w.phase == "Failed"

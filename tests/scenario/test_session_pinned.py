@@ -31,9 +31,10 @@ def test_a_running_pod_without_an_ip_is_not_running_yet():
     ip``); until then the Session is not Ready, whatever else is (mutant: "Running" without a pod IP)."""
     w = World().to_provisioning(when=1)
     w.observe_pod(5, phase="Running", ip="", node="node-a", ready=True)
-    w.publish_endpoints(6)
     assert w.phase == "Provisioning", "Running without a pod IP is not running"
+    assert not w.pending("create"), "nothing is routed to a pod without an address"
     w.run_pod(7)   # the same pod with its IP
+    w.publish_endpoints(8)
     assert w.phase == "Ready"
 
 

@@ -32,10 +32,15 @@ def _resumed_with_its_pod_gone(status: bool) -> World:
         w.answer("patch", "Session", when=0, obj={**obj, "metadata": {**obj["metadata"], "finalizers": ["kfold.dev/teardown"]}})
     gen = w.decision().generation
     w.answer("create", "Pod", when=1, obj=pod_obj(gen, unscheduled="0/2 nodes are available: 2 Insufficient cpu."))
+    _publish_pending(w, 1)
+    return w
+
+
+def _publish_pending(w: World, when: float) -> None:
+    """Answer 201 to the Service and Ingress creates in flight (made once the pod runs)."""
     for kind in ("Service", "Ingress"):
         if w.pending("create", kind):
-            w.answer("create", kind, when=1, obj={})
-    return w
+            w.answer("create", kind, when=when, obj={})
 
 
 def _answer_reads(w: World, when: float, obj: dict) -> None:
@@ -66,6 +71,7 @@ def test_a_pod_that_runs_but_never_gets_ready_fails_the_session_at_the_ready_dea
     w = _resumed_with_its_pod_gone(True)
     running = pod_obj(3, phase="Running", ip="10.0.0.8", node="node-a", ready=False, rv="12")
     w.s.observe(running, at(2))
+    _publish_pending(w, 2)
     w.s.advance_to(at(2 + READY))
     _answer_reads(w, 2 + READY + 1, running)
     w.s.advance_to(at(2 + READY + GRACE + 1))
@@ -120,7 +126,7 @@ def _taken_over_at_generation_2(with_pod: dict) -> World:
     assert w.decision().generation == 2
     w.answer("create", "Pod", when=5, obj=pod_obj(2))
     w.s.observe(with_pod, at(6))
-    w.publish_endpoints(6)
+    _publish_pending(w, 6)   # routed only if it runs
     return w
 
 

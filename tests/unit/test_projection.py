@@ -186,7 +186,7 @@ def test_simulated_runs_fold_the_same_from_their_projections(simulated):
         records = parse_payloads([row[3] for row in rows])
         pods += sum(1 for r in records if isinstance(r, Observed) and r.kind == "Pod")
         fold_both(records)
-    assert pods > 50
+    assert pods > 30   # enough pod records for the comparison to mean something
 
 
 def test_a_journal_reads_back_each_pod_record_from_its_projection(simulated):

@@ -6,6 +6,7 @@ payload is still refused at its seq."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def replayed(capsys, *argv: str) -> tuple[int, str]:
 def pod_rows(path: Path) -> list[tuple[int, bytes | None]]:
     with sqlite3.connect(path) as db:
         rows = db.execute("SELECT seq, payload, view FROM journal WHERE kind = 'observed' ORDER BY seq").fetchall()
-    return [(seq, view) for seq, payload, view in rows if b'"kind":"Pod"' in payload]
+    return [(seq, view) for seq, payload, view in rows if json.loads(payload)["kind"] == "Pod"]
 
 
 @pytest.fixture

@@ -119,11 +119,11 @@ def test_effect_rows_pair_each_effect_with_its_outcome_latency_and_retries(store
     assert pod.id in {e["id"] for e in own}   # the pod machine's effects belong to the Session's family
 
 
-def test_pending_now_lists_the_effects_without_an_outcome_and_the_armed_start_deadline(tmp_path):
-    arms, due = G.start_timer
+def test_pending_now_lists_the_effects_without_an_outcome_and_the_armed_ready_deadline(tmp_path):
+    arms, due = G.ready_timer
     service = G.first("create", "Service")
     cut_at = service.issued                 # the Service's create is issued, its answer not yet journaled,
-    assert arms < cut_at < service.outcome  # and the pod not yet seen running (the start deadline stands)
+    assert arms < cut_at < service.outcome  # the pod seen running (the ready deadline armed), not yet Ready
     cut = open_store(tmp_path, G.lines[:G.index(cut_at) + 1])
     answered = {r["effect_id"] for r in G.records[:G.index(cut_at) + 1] if r["rec"] == "outcome"}
     issued_by_cut = {r["effect"]["id"] for r in G.records[:G.index(cut_at) + 1] if r["rec"] == "effect"}
@@ -135,8 +135,8 @@ def test_pending_now_lists_the_effects_without_an_outcome_and_the_armed_start_de
     assert all(got[i]["issued"] == (i in issued_by_cut) for i in got)
     session = session_id(cut)
     assert all(e["session"] == session for e in p["effects"])   # every effect in flight is the Session's
-    start = [t for t in p["timers"] if t["due"] == due]
-    assert start and start[0]["key"] == SESSION and start[0]["in_text"].startswith("due in ")
+    ready = [t for t in p["timers"] if t["due"] == due]
+    assert ready and ready[0]["key"] == SESSION and ready[0]["in_text"].startswith("due in ")
     assert open_store(tmp_path, G.lines, "whole").pending()["effects"] == []
 
 

@@ -13,8 +13,8 @@ cluster-scoped and refused, and where the pod runs beside its Session: that name
 without: ``session.secret``) -> pod ``<session>-g<N>`` (pod machine ``create``) -> Running with a
 pod IP within the start deadline -> the workspace container ready (and every repository synced on
 the pod's node) within the ready deadline, and its Service and Ingress published -> Ready.
-Endpoints are upserted as soon as the pod's create answered (they name the pod as owner), while it
-starts.
+Endpoints are upserted once the pod runs with an address (they name the pod as owner), so each
+Service's EndpointSlice is written once, with its endpoint, not again on every pod status of its start.
 
 Sections, each part of the one decision: ``decide`` and its steps; the pods ahead of a stale
 record (``defer_ahead``/``judge_ahead``/``read_ahead``: a pod of a generation the record cannot
@@ -475,11 +475,11 @@ def serve(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig
     verdict = _pod_verdict(d)
     if verdict is not None:
         return fail(ctx, key, d, *verdict)
-    # Routed as soon as the pod has a uid (their owner): the Service and Ingress are made while the
-    # pod is scheduled and started, not one round trip after it runs.
-    d = sync_endpoints(ctx, key, d, spec, cfg)
     if not running(d):
         return d
+    # Routed once the pod runs with an address: the endpoints controllers then write each
+    # Service's EndpointSlice once, with its one endpoint, instead of again on every pod status.
+    d = sync_endpoints(ctx, key, d, spec, cfg)
     if d.phase == "Provisioning" and d.pod.ready and _repos_synced(d) and endpoints_settled(d, spec, cfg):
         return moved(d, "serve")  # Ready is said once, with its endpoints
     return d
