@@ -179,7 +179,7 @@ class HttpConfig(_Model):
 
 
 class ExecutorConfig(_Model):
-    threads: int = Field(256, ge=1, le=1024)
+    threads: int = Field(64, ge=1, le=1024)
     max_attempts: int = Field(6, ge=1)
 
 
