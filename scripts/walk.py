@@ -5,8 +5,11 @@ Folds the golden journal (tests/data/golden_session.jsonl) up to a point, then f
 with a profiler on and prints every file of this repository whose code ran, with the number of
 calls made into it. Two walks (issue 35's measure of how far a reader must follow one input):
 
-  pod        the pod ``demo-g1`` MODIFIED while its Session brings up (journal record 22)
-  configure  ``session.configure`` folded again while that Session is Ready (after record 35)
+  pod        the pod ``demo-g1`` first seen Running while its Session brings up
+  configure  ``session.configure`` folded again once that Session is first seen Ready
+
+Both points are found by what the records say, not by their seq, so a re-recorded golden journal
+walks the same steps.
 
 Usage: python scripts/walk.py [pod|configure ...] [--json]
 """
@@ -26,15 +29,33 @@ from engine.core import fold, fold_many, initial_state  # noqa: E402
 from journal.jsonl import read_jsonl  # noqa: E402
 
 GOLDEN = ROOT / "tests" / "data" / "golden_session.jsonl"
-WALKS = {"pod": (21, 22), "configure": (35, 1)}   # (fold records 1..N first, then fold this record)
+def _phase(r) -> str:
+    return ((getattr(r, "obj", None) or {}).get("status") or {}).get("phase", "")
+
+
+def _first(records: list, kind: str, phase: str) -> int:
+    """The index of the first observation of a ``kind`` whose status.phase is ``phase``."""
+    return next(i for i, r in enumerate(records)
+                if r.rec == "observed" and r.kind == kind and _phase(r) == phase)
+
+
+def _points(name: str, records: list) -> tuple[int, int]:
+    """(how many records to fold first, the index of the record then folded with the profiler on)."""
+    if name == "pod":
+        i = _first(records, "Pod", "Running")
+        return i, i
+    return _first(records, "Session", "Ready") + 1, 0   # the boot's session.configure, again
+
+
+WALKS = ("pod", "configure")
 PLACES = ("engine", "journal", "kfold")
 
 
 def walk(name: str) -> Counter:
-    before, seq = WALKS[name]
     records = list(read_jsonl(GOLDEN))
+    before, at = _points(name, records)
     state, _ = fold_many(initial_state(), records[:before])
-    record = records[seq - 1].model_copy(update={"seq": before + 1})
+    record = records[at].model_copy(update={"seq": records[before - 1].seq + 1})
     calls: Counter = Counter()
 
     def prof(frame, event, _arg):
