@@ -29,6 +29,8 @@ from engine.core import fold, fold_many, initial_state  # noqa: E402
 from journal.jsonl import read_jsonl  # noqa: E402
 
 GOLDEN = ROOT / "tests" / "data" / "golden_session.jsonl"
+
+
 def _phase(r) -> str:
     return ((getattr(r, "obj", None) or {}).get("status") or {}).get("phase", "")
 

@@ -97,21 +97,24 @@ class Golden:
                 or (r["rec"] == "outcome" and r["machine"] == machine)]
 
     @property
+    def configure(self) -> dict[str, Any]:
+        """The boot's ``session.configure`` command (its args hold the deadlines)."""
+        return next(r for r in self.records if r["rec"] == "command" and r["name"] == "session.configure")
+
+    @property
     def start_timer(self) -> tuple[int, int]:
         """(seq, due) of the record that arms the Session's start timer: the outcome of the pod's
         creation, due ``start_seconds`` (from session.configure) after that record's server time."""
-        configure = next(r for r in self.records if r["rec"] == "command" and r["name"] == "session.configure")
         arms = self.record(self.first("create", "Pod").outcome)
-        return arms["seq"], arms["at"] + 1000 * configure["args"]["start_seconds"]
+        return arms["seq"], arms["at"] + 1000 * self.configure["args"]["start_seconds"]
 
     @property
     def ready_timer(self) -> tuple[int, int]:
         """(seq, due) of the record that arms the Session's ready timer: the first observation of
         its pod Running, due ``ready_seconds`` (from session.configure) after that record's server time."""
-        configure = next(r for r in self.records if r["rec"] == "command" and r["name"] == "session.configure")
         arms = next(r for r in self.records if r["rec"] == "observed" and r["kind"] == "Pod"
                     and (r["obj"].get("status") or {}).get("phase") == "Running")
-        return arms["seq"], arms["at"] + 1000 * configure["args"]["ready_seconds"]
+        return arms["seq"], arms["at"] + 1000 * self.configure["args"]["ready_seconds"]
 
     def with_record(self, seq: int, rec: dict[str, Any] | str) -> str:
         """The journal's text with the record at ``seq`` replaced."""

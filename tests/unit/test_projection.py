@@ -174,7 +174,7 @@ def simulated() -> list[list[Any]]:
     from kfold.sim.world import Options, simulate
     logging.disable(logging.CRITICAL)
     try:
-        runs = [simulate(Options(seed=seed, steps=200, sessions=4)) for seed in (1, 7, 12)]
+        runs = [simulate(Options(seed=seed, steps=200, sessions=4)) for seed in (1, 7, 4)]
     finally:
         logging.disable(logging.NOTSET)
     return [[row for _, row in sorted(r.store.rows.items())] for r in runs]
@@ -186,7 +186,7 @@ def test_simulated_runs_fold_the_same_from_their_projections(simulated):
         records = parse_payloads([row[3] for row in rows])
         pods += sum(1 for r in records if isinstance(r, Observed) and r.kind == "Pod")
         fold_both(records)
-    assert pods > 30   # enough pod records for the comparison to mean something
+    assert pods > 50
 
 
 def test_a_journal_reads_back_each_pod_record_from_its_projection(simulated):
