@@ -1,4 +1,4 @@
-"""engine.canonical.canonical_json gives exactly the standard library's compact, sorted JSON text:
+"""engine.machines.session.model.canonical_json gives exactly the standard library's compact, sorted JSON text:
 the digests made with it are kept in decision records and snapshots, so a different byte would
 make an upgraded daemon rewrite what did not change."""
 import json
@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.canonical import canonical_json
+from engine.machines.session.model import canonical_json
 
 _floats = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
     [1e-05, -7.9e-05, 1.1e-06, 2.2e-09, 1e-10, 1e16, 1e22, 0.0001, -0.0, 5e-324])
@@ -48,7 +48,7 @@ def test_a_realistic_manifest_is_byte_identical():
 @settings(max_examples=2000, deadline=None)
 @given(_values, _values)
 def test_same_json_is_equality_of_the_json_text(a, b):
-    from engine.canonical import same_json
+    from engine.machines.session.model import same_json
     assert same_json(a, a)
     if "-0.0" in _stdlib(a) + _stdlib(b):
         return   # 0.0 == -0.0 in Python, written apart in JSON; no spec tells them apart
@@ -56,7 +56,7 @@ def test_same_json_is_equality_of_the_json_text(a, b):
 
 
 def test_same_json_tells_apart_what_equality_does_not():
-    from engine.canonical import same_json
+    from engine.machines.session.model import same_json
     assert {"suspended": 1} == {"suspended": True} and not same_json({"suspended": 1}, {"suspended": True})
     assert [1] == [1.0] and not same_json([1], [1.0])
     assert same_json({"apps": [{"name": "web", "ports": [8080]}]}, {"apps": [{"name": "web", "ports": [8080]}]})

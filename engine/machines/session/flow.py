@@ -45,7 +45,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine import backoff
-from engine.canonical import canonical_json
+from engine.machines.session.model import canonical_json
 from engine.effects.models import CreateObject, DeleteObject, GetObject, Log, PatchObject, ReplaceObject
 from engine.machines.base import Ctx, object_key, remember, split_key
 from engine.machines.session import finalizer
@@ -765,8 +765,8 @@ def _sync_endpoint(ctx: Ctx, key: str, d: SessionDecision, kind: str, manifest: 
     u = _upsert_of(d, kind)
     if u.stage != "idle" or want == u.have:
         return d
-    tries = u.tries if want == u.sending else 0
-    if backoff.exhausted(backoff.ENDPOINT, tries):
+    tries = u.tries if want == u.sending else 0   # a new manifest starts its own tries
+    if tries and backoff.exhausted(backoff.ENDPOINT, tries):
         return d
     if manifest is not None and not u.have and _looks_up(d, cfg, kind):
         # A record rebuilt from its status: the object may be there, made by an earlier life.

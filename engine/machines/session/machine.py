@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from engine import backoff
-from engine.canonical import same_json
+from engine.machines.session.model import same_json
 from engine.effects.models import Effect, GetObject, ObjectEffect, RecordEvent
 from engine.machines.base import (Ctx, Dispatch, Machine, RetryDue, UnknownEvent, ignore, missing_after_relist, object_key,
                                   remember, split_key)

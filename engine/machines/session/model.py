@@ -19,13 +19,25 @@ Guarantees:
   placed there takes it at once (``update``). The index is derived state: its slots are those the
   Session records are placed on, and missing (a snapshot written before it existed) it is rebuilt
   from them, so it can never disagree with them.
+- Digests (``Upsert.sending``/``have``, the status and spec digests) are ``canonical_json`` text:
+  ``json.dumps(value, sort_keys=True, separators=(",", ":"))``, byte for byte, made by orjson where
+  that gives the same text. They are stored in records and snapshots and compared with the next
+  one, so the text must not change between versions (a digest in a new format would differ from
+  one a snapshot holds and cause a write that changes nothing). orjson writes the same text as the
+  standard library for every JSON value but three kinds, each recognisable in its output, where
+  the standard library is used: text outside printable ASCII (escaped as ``\\uXXXX``, DEL
+  included), a float of magnitude between 1e-9 and 1e-4 (``1e-05``; the output holds ``0.0000``
+  or ``e-``), and what orjson refuses (an integer beyond 64 bits, a key that is not a string).
+  ``same_json`` compares two JSON values as the wire does (``1``, ``1.0`` and ``True`` differ).
 - ``TABLE`` is the only place phases change (``move``); an event the table does not allow in the
   current phase raises ``IllegalTransition`` naming both: a bug, never silently ignored.
 """
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal, NamedTuple, Union
 
+import orjson
 from pydantic import Field, TypeAdapter
 
 from engine.machines.base import Ctx, Decision, Table
@@ -339,3 +351,32 @@ def update(ctx: Ctx, key: str, before: SessionDecision | None, after: SessionDec
         others[new] = tuple(sorted({*others.get(new, ()), key}))
     if slots != index.slots or others != index.others:
         ctx.put(INDEX_KEY, index.but(slots=slots, others=others))
+
+
+# Digests: the text a record keeps of a manifest, a status or a spec (see the guarantees above).
+_SORTED = orjson.OPT_SORT_KEYS
+
+
+def canonical_json(value: Any, sort_keys: bool = True) -> str:
+    """``json.dumps(value, sort_keys=sort_keys, separators=(",", ":"))``, faster."""
+    try:
+        out = orjson.dumps(value, option=_SORTED if sort_keys else 0)
+    except (orjson.JSONEncodeError, TypeError):
+        out = None
+    if out is not None and out.isascii() and b"\x7f" not in out and b"0.0000" not in out and b"e-" not in out:
+        return out.decode("ascii")
+    return json.dumps(value, sort_keys=sort_keys, separators=(",", ":"))
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` are the same JSON value, types included: unlike ``==``, ``1``, ``1.0`` and
+    ``True`` differ, as they do on the wire and to a validator that checks ``is True``."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_json(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+    return a == b

@@ -48,7 +48,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Callable
 
-from engine.canonical import canonical_json
+from engine.machines.session.model import canonical_json
 from engine.repo_names import RepoUrlError, cache_key
 from engine.machines.session.tenancy import PlacementRefused
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.canonical import canonical_json
+from engine.machines.session.model import canonical_json
 from engine.machines.base import Ctx
 from engine.effects.models import PatchObject, PostEvent
 from engine.machines.session.manifests import host, pod_name
