@@ -40,7 +40,7 @@ def open_registry(cfg: Config) -> tuple[Any, Any]:
     """``(registry, home client)``. With ``registry.credentials: secrets`` the kubeconfigs are
     Secrets in kfold's own namespace, read through the home client (the one client kfold has for
     its cluster: its Secret reads are on /metrics with the rest). A held credential is read again
-    every ``registry.credential_refresh_seconds`` and after a 401 (``kfold.registry.registry``)."""
+    every ``registry.credential_refresh_seconds`` and after a 401 (``kfold.registry.reach``)."""
     from kfold.registry import DirectoryCredentials, MemoryCredentials, RegistrationIndex, Registry
     root = registry_dir(cfg)
     home_args = dict(kubeconfig=cfg.cluster.kubeconfig, context=cfg.cluster.context, allow_exec=cfg.cluster.allow_exec,

@@ -1,7 +1,7 @@
 """The cluster registry: the only door from kfold to a cluster (issue 7).
 
 Use ``Registry.reach(tenant, name)`` for a registered cluster and ``Registry.home(...)`` for kfold's
-own; see ``kfold.registry.registry`` for the contract.
+own; see ``kfold.registry.reach`` for the contract.
 """
 
 from kfold.registry.bounds import ALL_NAMESPACES, classify, resolve, resolve_one, wire_problem
@@ -29,7 +29,7 @@ from kfold.registry.index import RegistrationIndex
 from kfold.registry.kubeconfig import Kubeconfig, select
 from kfold.registry.limiter import UNLIMITED, Limits, TokenBucket
 from kfold.registry.records import Inventory, Registration, check_name, credential_ref
-from kfold.registry.registry import Registry
+from kfold.registry.reach import Registry
 
 __all__ = [
     "ALL_NAMESPACES", "BoundedApiClient", "CredentialMissing", "CredentialStore",

@@ -24,7 +24,7 @@
   100 by default; ``Limits(None)`` sends unpaced) and the urllib3 pool keeps up to ``burst``
   connections per host, and never fewer than ``pool_size`` (the executor's threads).
 - A 401 answer to any request (watches included) calls ``on_unauthorized`` (the registry then
-  re-reads the credential: ``kfold.registry.registry``).
+  re-reads the credential: ``kfold.registry.reach``).
 - Every request is counted by (verb, resource, HTTP status) in ``requests`` (``kfold_client_requests_total``
   on /metrics): what kfold itself sends, watches included, beside what the apiserver counts. The
   observers' raw lists and watches (engine.effects.io.watch) report through ``note_request``.

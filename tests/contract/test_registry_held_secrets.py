@@ -20,7 +20,7 @@ from kfold.daemon.config import read_config
 from kfold.daemon.clusters import client_for, open_registry
 from kfold.registry.index import RegistrationIndex
 from kfold.registry.records import Registration
-from kfold.registry.registry import CREDENTIAL_REFRESH_S, UNAUTHORIZED_REREAD_S
+from kfold.registry.reach import CREDENTIAL_REFRESH_S, UNAUTHORIZED_REREAD_S
 from tests.contract.registry_stub import ApiStub, start
 
 SECRET = ("kfold", "kfold-cluster.acme.edge")

@@ -95,3 +95,19 @@ def test_import_contracts_catch_a_forbidden_import(tmp_path):
                           capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin:/usr/local/bin"})
     assert proc.returncode != 0
     assert "engine.machines.pod -> socket" in proc.stdout
+
+
+def test_no_module_repeats_its_package_or_stands_in_a_prefix_family():
+    """The layout shows the packages: a module is not named after its own folder
+    (``registry/registry.py``), and three or more modules of one folder sharing a ``<word>_``
+    prefix are a package waiting to be made (``session_*`` was eleven)."""
+    repeated, families = [], {}
+    for root in ("engine", "journal", "kfold"):
+        for path in (ROOT / root).rglob("*.py"):
+            if path.stem == path.parent.name:
+                repeated.append(path.relative_to(ROOT).as_posix())
+            if "_" in path.stem and not path.stem.startswith("_"):
+                families.setdefault((path.parent, path.stem.split("_")[0]), []).append(path.name)
+    assert not repeated, f"modules named after their folder: {repeated}"
+    crowded = {f"{d.relative_to(ROOT)}/{p}_*": names for (d, p), names in families.items() if len(names) >= 3}
+    assert not crowded, f"prefix families that want a package: {crowded}"

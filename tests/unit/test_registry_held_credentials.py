@@ -1,5 +1,5 @@
 """The registry holds a credential read: N reaches cost O(1) store reads, and a rotation is noticed
-within ``credential_refresh_s``, or soon after a 401 (issue 33 item 7; kfold.registry.registry).
+within ``credential_refresh_s``, or soon after a 401 (issue 33 item 7; kfold.registry.reach).
 
 The store counts its reads; the monotonic clock is the test's. The wire-level version (a stub
 apiserver serving the Secrets, ``kfold run``'s transport) is tests/contract/test_registry_held_secrets.py.
@@ -11,7 +11,7 @@ import pytest
 from kfold.registry import (
     CredentialMissing, Kubeconfig, MemoryCredentials, NotRegistered, Registration, RegistrationIndex, Registry,
 )
-from kfold.registry.registry import CREDENTIAL_REFRESH_S, UNAUTHORIZED_REREAD_S
+from kfold.registry.reach import CREDENTIAL_REFRESH_S, UNAUTHORIZED_REREAD_S
 
 KUBECONFIG = """apiVersion: v1
 current-context: c
