@@ -72,6 +72,8 @@ class SessionConfigure(_Seam):
     # The kinds the daemon lists (then watches) on every cluster it places pods on: a Session rebuilt
     # from its status waits for their first lists before it creates what they show (session.seen).
     listed: tuple[str, ...] = ()
+    # The least severe Event type posted on a Session (config ``events.level``).
+    event_level: Literal["Normal", "Warning"] = "Normal"
 
     @model_validator(mode="before")
     @classmethod

@@ -254,6 +254,13 @@ class SessionsConfig(_Model):
         return v
 
 
+class EventsConfig(_Model):
+    """The Kubernetes Events kfold posts about a Session (``kubectl describe session``), as kopf's
+    ``settings.posting.level``: ``Normal`` posts every one (Ready, Stopped, and the warnings);
+    ``Warning`` only the warnings (Failed with its reason, TeardownBlocked)."""
+    level: Literal["Normal", "Warning"] = "Normal"
+
+
 class RegistryConfig(_Model):
     """Where registered clusters live: the same layout as ``kfold cluster --registry-dir``; how
     fast kfold may talk to them (``qps``/``burst``: every registered cluster, seed 004's 50/100;
@@ -304,6 +311,7 @@ class Config(_Model):
     executor: ExecutorConfig = ExecutorConfig()
     leader: LeaderConfig = LeaderConfig()
     sessions: SessionsConfig = SessionsConfig()
+    events: EventsConfig = EventsConfig()
 
     @field_validator("namespaces")
     @classmethod

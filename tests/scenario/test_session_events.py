@@ -57,3 +57,37 @@ def test_a_fresh_journal_over_a_ready_session_posts_no_second_ready():
     w.s.observe(_ready_session(3, spec=SPEC), at(0))
     _adopt_everything(w, 3)
     assert w.phase == "Ready" and events(w) == []
+
+
+def test_at_level_warning_ready_and_stopped_are_not_posted_and_the_status_is_written_as_ever():
+    w = World(event_level="Warning").to_ready()
+    assert events(w) == []
+    [status] = [e for e in w.effects("patch", "Session") if e.subresource == "status"][-1:]
+    assert status.patch["status"]["phase"] == "Ready"
+    w.submit({**SPEC, "stopped": True}, 10)
+    w.tear_down(11)
+    _pod_gone(w, 1, 12)
+    assert w.phase == "Stopped" and events(w) == []
+
+
+def test_at_level_warning_a_failure_is_still_posted():
+    w = World(event_level="Warning").to_provisioning(when=1)
+    w.observe_pod(100, waiting=("ContainerCreating", ""))
+    w.s.advance_to(at(1 + 180))
+    w.answer("get", "Pod", when=182, obj=pod_obj(1, waiting=("ContainerCreating", ""), rv="11"))
+    w.s.advance_to(at(190))
+    assert w.phase == "Failed"
+    assert events(w) == [("Warning", "StartDeadlineExceeded", "BringUp")]
+
+
+def test_a_ready_not_posted_at_level_warning_is_not_posted_later_at_normal():
+    """The level applies to the decisions made under it: a Ready decided at Warning is not posted
+    when the config goes back to Normal, even by a status write made again after it."""
+    w = World(event_level="Warning").to_ready()
+    base = w.s.state.table("session")["#config"].base_domain
+    w.s.command("session.configure", at(8), clusters=["local"], base_domain=base, event_level="Normal")
+    writes = len([e for e in w.effects("patch", "Session") if e.subresource == "status"])
+    [patch] = [e for e in w.effects("patch", "Session") if e.subresource == "status"][-1:]
+    w.s.outcome(patch, "conflict", at(9), status_reason="Conflict")   # the write is made again
+    assert len([e for e in w.effects("patch", "Session") if e.subresource == "status"]) > writes
+    assert events(w) == []

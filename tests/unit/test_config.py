@@ -49,6 +49,13 @@ def test_base_domain_may_be_left_out_for_cluster_internal_sessions(tmp_path):
     assert "leave base_domain out" in error_of(write(tmp_path, "namespaces: [sessions]\nbase_domain: local\n"))
 
 
+def test_the_events_level_reaches_the_session_machine(tmp_path):
+    from kfold.daemon.boot import configure_command
+    assert configure_command(read_config(write(tmp_path, MINIMAL)), 0).args["event_level"] == "Normal"
+    cfg = read_config(write(tmp_path, MINIMAL + "events:\n  level: Warning\n"))
+    assert configure_command(cfg, 0).args["event_level"] == "Warning"
+
+
 def test_cli_overrides_win_over_the_file(tmp_path):
     cfg = read_config(write(tmp_path, MINIMAL), {"journal.path": "/tmp/j.db", "cluster.context": None})
     assert cfg.journal.path == "/tmp/j.db"
@@ -66,8 +73,9 @@ def test_cli_overrides_win_over_the_file(tmp_path):
     (MINIMAL + "workspace:\n  storage_class: fast\n  size: lots\n", "field workspace.size", "'1Gi'"),
     (MINIMAL + "workspace:\n  storage_class: Fast SSD\n", "field workspace.storage_class", "DNS subdomain"),
     (MINIMAL + "workspace:\n  access_mode: RWO\n", "field workspace.access_mode", "ReadWriteOnce"),
+    (MINIMAL + "events:\n  level: warnings\n", "field events.level", "'Normal' or 'Warning'"),
 ], ids=["missing-namespaces", "bad-url", "password-in-url", "typo", "log-format", "listen", "snapshot", "namespace-name",
-        "workspace-size", "workspace-class", "workspace-access"])
+        "workspace-size", "workspace-class", "workspace-access", "events-level"])
 def test_a_bad_field_is_named_with_its_file_and_a_fix(tmp_path, text, field, hint):
     path = write(tmp_path, text)
     msg = error_of(path)

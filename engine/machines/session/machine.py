@@ -76,7 +76,8 @@ def config_of(cmd: SessionConfigure) -> SessionConfig:
         ready_ms=cmd.ready_seconds * 1000, default_image=cmd.default_image.strip(),
         ceilings=ceilings(cmd.limits), workspace_class=cmd.workspace_class, workspace_size=cmd.workspace_size,
         workspace_access=cmd.workspace_access, workspace_seed=cmd.workspace_seed,
-        listed=tuple(k for k in cmd.listed if k in seen.KINDS), **tenancy.configure(cmd))
+        listed=tuple(k for k in cmd.listed if k in seen.KINDS), event_level=cmd.event_level,
+        **tenancy.configure(cmd))
 
 
 class SessionMachine(Machine):

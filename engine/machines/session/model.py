@@ -90,6 +90,7 @@ class SessionConfig(Decision):
     workspace_access: str = "ReadWriteOnce"
     workspace_seed: str = ""           # ConfigMap copied into a new workspace (a Session may name its own)
     listed: tuple[str, ...] = ()       # kinds the daemon lists on every target (``session.seen``): () = none waited for
+    event_level: str = "Normal"        # the least severe Event type posted ("Warning": no Ready, no Stopped)
 
 
 class PodFacts(Decision):

@@ -40,7 +40,8 @@ Guarantees:
   emits one ``PostEvent`` about the Session, once per decision (``evented``; a record rebuilt from
   the status starts from what it shows, so a lost journal posts no second Ready), at key
   ``<session key>#events``: its answer routes to no record, so an Event never holds the
-  Session's own requests back.
+  Session's own requests back. At ``events.level: Warning`` (``SessionConfig.event_level``) the
+  Normal ones (Ready, Stopped) are not posted; the warnings always are.
 """
 from __future__ import annotations
 
@@ -192,7 +193,7 @@ def write(ctx: Ctx, key: str, d: SessionDecision, spec: Spec | SpecError, cfg: S
     ctx.emit(PatchObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
              namespace=d.namespace, name=d.name, patch={"status": {**status, "conditions": conditions}},
              subresource="status")
-    return _evented(ctx, key, d).but(status_written=text, status_rv="", status_echoed=False,   # its echo is awaited anew
+    return _evented(ctx, key, d, cfg).but(status_written=text, status_rv="", status_echoed=False,   # its echo is awaited anew
                                      since=since)
 
 
@@ -205,19 +206,23 @@ def event_mark(phase: str, generation: int, reason: str = "", blocked: bool = Fa
     return f"{phase}/{generation}" if phase in ("Ready", "Stopped") else ""
 
 
-def _evented(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision:
+def _evented(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
+    """Post the Event of the phase a user acts on, once per ``event_mark``; a Normal one only at
+    ``events.level: Normal`` (it is marked all the same, so it is never posted later)."""
     mark = event_mark(d.phase, d.generation, d.failure.reason if d.failure else "", bool(d.blocked))
     if not mark or mark == d.evented:
         return d
     if d.blocked:
-        post_event(ctx, key, d, "Warning", "TeardownBlocked", "Teardown", d.blocked)
+        event = ("Warning", "TeardownBlocked", "Teardown", d.blocked)
     elif d.phase == "Failed":
         reason, note = (d.failure.reason, d.failure.message) if d.failure else ("Failed", "failed")
-        post_event(ctx, key, d, "Warning", reason, "BringUp", f"generation {d.generation}: {note}")
+        event = ("Warning", reason, "BringUp", f"generation {d.generation}: {note}")
     elif d.phase == "Ready":
-        post_event(ctx, key, d, "Normal", "Ready", "BringUp", f"generation {d.generation}: pod {d.pod.name} is serving")
+        event = ("Normal", "Ready", "BringUp", f"generation {d.generation}: pod {d.pod.name} is serving")
     else:
-        post_event(ctx, key, d, "Normal", "Stopped", "Teardown", "stopped: its pod, Secret and workspace claim are deleted")
+        event = ("Normal", "Stopped", "Teardown", "stopped: its pod, Secret and workspace claim are deleted")
+    if event[0] == "Warning" or cfg.event_level == "Normal":
+        post_event(ctx, key, d, *event)
     return d.but(evented=mark)
 
 
