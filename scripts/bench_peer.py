@@ -26,6 +26,8 @@ default kfold, kopf-async, kopf-sync and floor; the others on request with ``--c
                   the job the kopf operator and the floor do;
 - ``kfold-ingress`` the same with ``base_domain`` set: a Service and an Ingress per Session (what
                   every run before this option measured as ``kfold``);
+- ``kfold-warnings`` ``kfold`` with ``events.level: Warning``: no Normal ``Ready`` Event per
+                  Session, the Events kopf-async posts (its ``settings.posting.level`` is WARNING);
 - ``kfold-50qps`` ``kfold`` with ``cluster.qps: 50, burst: 100`` (client-go's pacing, kfold's
                   home default before issue 13);
 - ``kopf-async``  scripts/peer_kopf_async.py under ``kopf run --standalone``: async handlers with
@@ -107,7 +109,7 @@ BENCH_NS = "kfold-bench"
 LEVEL = "kfold-bench"
 FINALIZER = "kfold.dev/teardown"
 MANAGED = "app.kubernetes.io/managed-by=kfold"
-CONTESTANTS = ("kfold", "kfold-ingress", "kfold-50qps", "kopf-async", "kopf-sync", "floor")
+CONTESTANTS = ("kfold", "kfold-ingress", "kfold-warnings", "kfold-50qps", "kopf-async", "kopf-sync", "floor")
 DEFAULT_CONTESTANTS = ("kfold", "kopf-async", "kopf-sync", "floor")
 PEER = "kopf-async"        # the kopf operator the ratios compare kfold with
 ALIASES = {"kopf": PEER}   # command lines from before issue 38
@@ -626,6 +628,8 @@ class Contestant:
             cfg |= {"cluster": cluster, "namespaces": [self.ns],
                    "journal": {"path": str(self.work / "journal.db")},
                    "log": {"format": "plain", "level": "warning"}, "http": {"listen": f"127.0.0.1:{self.port}"}}
+            if self.name == "kfold-warnings":
+                cfg["events"] = {"level": "Warning"}   # the Events kopf-async posts: warnings only
             if self.name == "kfold-ingress" or (self.name == "kfold-base" and baseline_needs_domain()):
                 cfg["base_domain"] = "sessions.bench"   # endpoints with an Ingress each (kopf makes none)
             (self.work / "config.yaml").write_text(yaml.safe_dump(cfg))
