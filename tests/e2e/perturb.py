@@ -113,7 +113,8 @@ class Proxy:
         pending = asyncio.all_tasks(loop)   # handlers of watches still open (a stall): ended, not leaked
         for task in pending:
             task.cancel()
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        if pending:   # a handler that swallowed its cancel may wait on a dead connection: bounded
+            loop.run_until_complete(asyncio.wait(pending, timeout=5))
         loop.close()
 
     async def _serve(self) -> None:
