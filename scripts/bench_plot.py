@@ -17,7 +17,7 @@ PANELS = [   # (summary key, y-axis label)
     ("operator_cpu_ms_per_session", "operator CPU per Session (ms)"),
     ("all_ready_s", "time to all Ready (s)"),
 ]
-STYLE = {"kfold": ("#1f77b4", "o"), "kopf-async": ("#d62728", "s"), "kopf-sync": ("#ff9896", "v"),
+STYLE = {"kfold": ("#1f77b4", "o"), "kfold-warnings": ("#aec7e8", "D"), "kopf-async": ("#d62728", "s"), "kopf-sync": ("#ff9896", "v"),
          "floor": ("#7f7f7f", "^")}
 
 
