@@ -51,11 +51,11 @@ def _points(name: str, records: list) -> tuple[int, int]:
 
 
 WALKS = ("pod", "configure")
-FUNCTIONS = False   # --functions: count per function, not per file
 PLACES = ("engine", "journal", "kfold")
 
 
-def walk(name: str) -> Counter:
+def walk(name: str, functions: bool = False) -> Counter:
+    """Calls per file entered (``functions``: per ``file:function``)."""
     records = list(read_jsonl(GOLDEN))
     before, at = _points(name, records)
     state, _ = fold_many(initial_state(), records[:before])
@@ -68,7 +68,7 @@ def walk(name: str) -> Counter:
             if f.startswith(str(ROOT) + os.sep):
                 rel = os.path.relpath(f, ROOT)
                 if rel.split(os.sep, 1)[0] in PLACES:
-                    calls[f"{rel}:{frame.f_code.co_name}" if FUNCTIONS else rel] += 1
+                    calls[f"{rel}:{frame.f_code.co_name}" if functions else rel] += 1
     sys.setprofile(prof)
     try:
         fold(state, record)
@@ -83,13 +83,11 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="one JSON object: walk -> {file: calls}")
     ap.add_argument("--functions", action="store_true", help="count calls per function (file:function)")
     a = ap.parse_args()
-    global FUNCTIONS
-    FUNCTIONS = a.functions
     for w in a.walks:
         if w not in WALKS:
             ap.exit(2, f"walk.py: unknown walk {w!r}: choose from {', '.join(sorted(WALKS))}\n")
     a.walks = a.walks or sorted(WALKS)
-    out = {w: dict(sorted(walk(w).items())) for w in a.walks}
+    out = {w: dict(sorted(walk(w, a.functions).items())) for w in a.walks}
     if a.json:
         print(json.dumps(out, indent=1))
         return 0

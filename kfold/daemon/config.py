@@ -257,7 +257,7 @@ class SessionsConfig(_Model):
 class EventsConfig(_Model):
     """The Kubernetes Events kfold posts about a Session (``kubectl describe session``), as kopf's
     ``settings.posting.level``: ``Normal`` posts every one (Ready, Stopped, and the warnings);
-    ``Warning`` only the warnings (Failed with its reason, TeardownBlocked)."""
+    ``Warning`` only the warnings (Failed with its reason, TeardownBlocked, Quarantined)."""
     level: Literal["Normal", "Warning"] = "Normal"
 
 

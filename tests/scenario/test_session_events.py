@@ -17,6 +17,21 @@ def events(w: World) -> list[tuple[str, str, str]]:
     return [(e.event_type, e.reason, e.action) for e in w.effects("post_event")]
 
 
+def status_writes(w: World) -> list:
+    return [e for e in w.effects("patch", "Session") if e.subresource == "status"]
+
+
+def _start_deadline_passed(w: World) -> World:
+    """A pod still ContainerCreating when the start deadline passes, read after it: Failed."""
+    w.to_provisioning(when=1)
+    w.observe_pod(100, waiting=("ContainerCreating", ""))
+    w.s.advance_to(at(1 + 180))
+    w.answer("get", "Pod", when=182, obj=pod_obj(1, waiting=("ContainerCreating", ""), rv="11"))
+    w.s.advance_to(at(190))
+    assert w.phase == "Failed"
+    return w
+
+
 def test_ready_then_stopped_are_posted_once_each_about_the_session():
     w = World().to_ready()
     assert events(w) == [("Normal", "Ready", "BringUp")]
@@ -34,21 +49,16 @@ def test_ready_then_stopped_are_posted_once_each_about_the_session():
 
 
 def test_a_deadline_that_passes_posts_a_warning_naming_its_reason():
-    w = World().to_provisioning(when=1)
-    w.observe_pod(100, waiting=("ContainerCreating", ""))
-    w.s.advance_to(at(1 + 180))
-    w.answer("get", "Pod", when=182, obj=pod_obj(1, waiting=("ContainerCreating", ""), rv="11"))
-    w.s.advance_to(at(190))
-    assert w.phase == "Failed"
+    w = _start_deadline_passed(World())
     assert events(w) == [("Warning", "StartDeadlineExceeded", "BringUp")]
     assert "start deadline" in w.effects("post_event")[0].note
 
 
 def test_a_status_written_again_posts_no_second_event():
     w = World().to_ready()
-    [patch] = [e for e in w.effects("patch", "Session") if e.subresource == "status"][-1:]
+    [patch] = status_writes(w)[-1:]
     w.s.outcome(patch, "conflict", at(7), status_reason="Conflict")   # the write is made again
-    assert len([e for e in w.effects("patch", "Session") if e.subresource == "status"]) >= 2
+    assert len(status_writes(w)) >= 2
     assert events(w) == [("Normal", "Ready", "BringUp")]
 
 
@@ -62,7 +72,7 @@ def test_a_fresh_journal_over_a_ready_session_posts_no_second_ready():
 def test_at_level_warning_ready_and_stopped_are_not_posted_and_the_status_is_written_as_ever():
     w = World(event_level="Warning").to_ready()
     assert events(w) == []
-    [status] = [e for e in w.effects("patch", "Session") if e.subresource == "status"][-1:]
+    [status] = status_writes(w)[-1:]
     assert status.patch["status"]["phase"] == "Ready"
     w.submit({**SPEC, "stopped": True}, 10)
     w.tear_down(11)
@@ -71,12 +81,7 @@ def test_at_level_warning_ready_and_stopped_are_not_posted_and_the_status_is_wri
 
 
 def test_at_level_warning_a_failure_is_still_posted():
-    w = World(event_level="Warning").to_provisioning(when=1)
-    w.observe_pod(100, waiting=("ContainerCreating", ""))
-    w.s.advance_to(at(1 + 180))
-    w.answer("get", "Pod", when=182, obj=pod_obj(1, waiting=("ContainerCreating", ""), rv="11"))
-    w.s.advance_to(at(190))
-    assert w.phase == "Failed"
+    w = _start_deadline_passed(World(event_level="Warning"))
     assert events(w) == [("Warning", "StartDeadlineExceeded", "BringUp")]
 
 
@@ -86,8 +91,8 @@ def test_a_ready_not_posted_at_level_warning_is_not_posted_later_at_normal():
     w = World(event_level="Warning").to_ready()
     base = w.s.state.table("session")["#config"].base_domain
     w.s.command("session.configure", at(8), clusters=["local"], base_domain=base, event_level="Normal")
-    writes = len([e for e in w.effects("patch", "Session") if e.subresource == "status"])
-    [patch] = [e for e in w.effects("patch", "Session") if e.subresource == "status"][-1:]
+    writes = len(status_writes(w))
+    [patch] = status_writes(w)[-1:]
     w.s.outcome(patch, "conflict", at(9), status_reason="Conflict")   # the write is made again
-    assert len([e for e in w.effects("patch", "Session") if e.subresource == "status"]) > writes
+    assert len(status_writes(w)) > writes
     assert events(w) == []

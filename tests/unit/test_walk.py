@@ -4,6 +4,7 @@ bring-up entered 16 files and ``session.configure`` over a Ready Session 15; bot
 that or less, and each walk stays inside the machine it concerns."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -15,10 +16,11 @@ BEFORE = {"pod": 16, "configure": 15}
 
 @pytest.fixture(scope="module")
 def walk():
+    """scripts/walk.py's ``walk``, each walk folded once for the module."""
     spec = importlib.util.spec_from_file_location("kfold_walk", ROOT / "scripts" / "walk.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.walk
+    return functools.cache(mod.walk)
 
 
 @pytest.mark.parametrize("name", sorted(BEFORE))
@@ -29,8 +31,9 @@ def test_one_input_enters_at_most_half_the_files_it_entered_before(walk, name):
 
 
 def test_the_walks_enter_only_the_fold_and_the_machine_concerned(walk):
-    assert "engine/core.py" in walk("configure") and "engine/machines/session/flow.py" in walk("configure")
-    assert not [f for f in walk("configure") if f.startswith(("engine/machines/pod/", "engine/machines/repo/"))]
+    configure = walk("configure")
+    assert "engine/core.py" in configure and "engine/machines/session/flow.py" in configure
+    assert not [f for f in configure if f.startswith(("engine/machines/pod/", "engine/machines/repo/"))]
     pod = walk("pod")
     assert "engine/machines/pod/machine.py" in pod
     assert [f for f in pod if f.startswith("engine/machines/pod/")] == ["engine/machines/pod/machine.py"], \
