@@ -357,8 +357,9 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     daemon.start_loops()
     await daemon.recover()    # while standby: what recovery would issue is held
     fresh = daemon.state.seq == 0    # nothing recovered: a new or lost journal (sweep_after_fresh_journal)
-    if elector is not None:   # after recovery: ``resume`` goes through the committer, never beside it
-        daemon.spawn(elector.run(), "leader-election")
+    # after recovery: ``resume`` goes through the committer, never beside it. Not the daemon's task:
+    # the terms are renewed until released, after the daemon has stopped (``_stop``)
+    election = asyncio.create_task(elector.run(), name="leader-election") if elector is not None else None
     commands, (booted, remote) = boot_drafts(cfg, env, registry, clock.now_ms())  # what boot configures is what it watches
     await daemon.submit(commands)
     observers = make_observers(cfg, daemon, client, clock, _home_where(registry))
@@ -390,12 +391,28 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
                                      "home_limits": str(registry.home_limits)})
     code = await _wait_for_stop(daemon)
     await http.close()
-    await daemon.stop()
-    if elector is not None:
-        await elector.release()   # a standby need not wait for the Lease to expire
-        await elector.transport.close()
+    await stop_in_order(daemon, elector, election)
     registry.close()
     return code
+
+
+async def stop_in_order(daemon: Any, elector: Any, election: asyncio.Task | None) -> None:
+    """A clean stop: the daemon stops its inputs and drains the effects in flight while the terms
+    held are still renewed (none lapses however long the drain takes, none is taken meanwhile),
+    then the terms are released, so a standby (or, under a changed ``leader.shards``, the new
+    count) takes over at once rather than at the Leases' expiry."""
+    if elector is not None:
+        elector.stop_holding()
+    try:
+        await daemon.stop()
+    finally:
+        if elector is not None:
+            await elector.release()
+        if election is not None:
+            election.cancel()
+            await asyncio.gather(election, return_exceptions=True)
+        if elector is not None:
+            await elector.transport.close()
 
 
 def _sqlite_journal(cfg: Config) -> Any:

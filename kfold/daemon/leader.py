@@ -132,6 +132,8 @@ class Elector:
         self._lease: dict[str, Any] | None = None
         self.observed_holder = ""    # who holds it, as last read (metrics, /readyz)
         self.acquired = self.lost = 0
+        self.stopping = False         # ``stop_holding``: renew what is held, take nothing
+        self._round: asyncio.Lock | None = None   # a round and a release never overlap
 
     @property
     def path(self) -> str:
@@ -149,13 +151,14 @@ class Elector:
 
     # -- one round --------------------------------------------------------------------------------
     async def step(self) -> int | None:
-        """One acquire-or-renew round; returns the term held after it (None: standby)."""
+        """One acquire-or-renew round; returns the term held after it (None: standby). While
+        ``stopping``, only a term held is renewed."""
         if self._term is not None and self._mono() >= self._term.valid_until:
             self._lose("term expired before renewal (fence)")
         try:
             if self.term() is not None and self._lease is not None:
                 await self._renew()
-            else:
+            elif not self.stopping:
                 await self._try_acquire()
         except TransportError as exc:
             self._repeats.warn(f"leader: lease {self.namespace}/{self.name}: {exc}")
@@ -168,18 +171,34 @@ class Elector:
     async def run(self) -> None:
         while True:
             try:
-                await self.step()
+                async with self._lock():
+                    await self.step()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:   # e.g. the registry refusing the home client: keep trying, fenced meanwhile
                 log.error("leader: lease %s/%s: %r; retrying in %gs", self.namespace, self.name, exc, self.retry_s)
             await asyncio.sleep(self.retry_s)
 
+    def _lock(self) -> asyncio.Lock:
+        if self._round is None:
+            self._round = asyncio.Lock()
+        return self._round
+
+    def stop_holding(self) -> None:
+        """A clean stop begins: ``run`` goes on renewing the term held (effects in flight finish
+        under it, and the Lease never lapses while the daemon drains) but takes none; ``release``
+        then gives it up."""
+        self.stopping = True
+
     async def release(self, reason: str = "released on stop",
                       drain: Callable[[], Awaitable[Any]] | None = None) -> None:
         """On a clean stop (or a rebalance, ``kfold.daemon.shards``): give the Lease up so another replica
         need not wait for it to expire. Issuing stops first (the term is dropped), then ``drain``
         (requests already sent under the term finish), then the Lease is written free."""
+        async with self._lock():   # after a renewal under way: written over the Lease it returned
+            await self._release(reason, drain)
+
+    async def _release(self, reason: str, drain: Callable[[], Awaitable[Any]] | None) -> None:
         if self._term is None or self._lease is None:
             return
         lease = _with(self._lease, holder="", renew_ms=None)
@@ -235,18 +254,18 @@ class Elector:
             if renew:
                 await self._renew()
             return
+        if holder != self.holder and self._term is not None:   # no longer ours, whatever comes next
+            self._lose(f"lease taken by {holder}" if holder else "lease written free by another")
         why = "acquired (free)"
         if holder and holder != self.holder:
-            if self._term is not None:
-                self._lose(f"lease taken by {holder}")
             now = self.clock.now_ms()
             renewed = parse_ms(spec.get("renewTime") or spec.get("acquireTime") or "")
             duration = int(spec.get("leaseDurationSeconds") or self.lease_s) * 1000
             if now is None or renewed is None or now <= renewed + duration + RESOLUTION_MS:
                 return   # held and not expired on the server clock (or no server time yet: wait)
             why = f"acquired (expired, held by {holder})"
-        if self.may_acquire is not None and not self.may_acquire():
-            return   # kfold.daemon.shards: at its fair share; another replica takes it
+        if self.stopping or (self.may_acquire is not None and not self.may_acquire()):
+            return   # stopping; or kfold.daemon.shards: at its fair share, another replica takes it
         sent = self._mono()
         now = self._stamp(sent)
         if now is None:
@@ -261,7 +280,7 @@ class Elector:
             log.warning("leader: acquire of lease %s/%s answered %d %s", self.namespace, self.name, put.status, _reason(put))
 
     async def _create(self) -> None:
-        if self.may_acquire is not None and not self.may_acquire():
+        if self.stopping or (self.may_acquire is not None and not self.may_acquire()):
             return
         sent = self._mono()
         now = self._stamp(sent)

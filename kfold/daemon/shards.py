@@ -188,6 +188,8 @@ class ShardSet:
         self._read_at: float | None = None  # monotonic send time of the round's Lease list (None: none yet)
         self.margin_s = margin_seconds
         self._lapsed: set[int] = set()
+        self.stopping = False                # ``stop_holding``: renew the shards held, take none
+        self._round: asyncio.Lock | None = None   # a round and a release never overlap
 
     # -- the fence ------------------------------------------------------------------------------
     def term(self, shard: int | None) -> int | None:
@@ -244,8 +246,14 @@ class ShardSet:
     async def step(self) -> list[int]:
         """Renew the shards held (at once: a slow round must not let a term lapse), heartbeat,
         count the live replicas, release what is over the fair share, then take free or expired
-        shards while under it. Returns the shards held."""
+        shards while under it. Returns the shards held. While ``stopping``: renew and heartbeat only."""
         await asyncio.gather(*(self.electors[i].step() for i in self.held()))
+        if self.stopping:
+            try:
+                await self._heartbeat()
+            except TransportError as exc:
+                self._repeats.warn(f"shards: member lease {self.namespace}/{self.member}: {exc}")
+            return self.held()
         try:
             await self._heartbeat()
             await self._count_live()
@@ -279,17 +287,35 @@ class ShardSet:
     async def run(self) -> None:
         while True:
             try:
-                await self.step()
+                async with self._lock():
+                    await self.step()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:   # keep trying; fenced meanwhile
                 log.error("shards: %r; retrying in %gs", exc, self.retry_s)
             await asyncio.sleep(self.retry_s)
 
+    def _lock(self) -> asyncio.Lock:
+        if self._round is None:
+            self._round = asyncio.Lock()
+        return self._round
+
+    def stop_holding(self) -> None:
+        """A clean stop begins: ``run`` goes on renewing the shards held and the member Lease (effects
+        in flight finish under their terms; no shard lapses while the daemon drains) but takes
+        none and gives none away; ``release`` then gives them all up."""
+        self.stopping = True
+
     async def release(self) -> None:
-        """On a clean stop: every shard released (after its in-flight requests), the member Lease deleted."""
-        for i in self.held():
-            await self.electors[i].release(drain=lambda i=i: self.fence.drain(i))
+        """On a clean stop: every shard released at once (each after its in-flight requests), then
+        the member Lease deleted. A shard is free for the others from its own release on, and under
+        a changed ``leader.shards`` the new count waits for the last one, so none waits on another's drain."""
+        async with self._lock():
+            await asyncio.gather(*(self.electors[i].release(drain=lambda i=i: self.fence.drain(i))
+                                   for i in self.held()))
+            await self._leave()
+
+    async def _leave(self) -> None:
         if self._member is not None:
             rv = (self._member.get("metadata") or {}).get("resourceVersion")
             try:

@@ -243,6 +243,28 @@ async def test_a_clean_release_lets_a_standby_acquire_at_once(server, mono):
     assert a.term() is None and await b.step() == 2
 
 
+async def test_a_stopping_leader_keeps_its_term_until_it_releases_and_a_stopping_standby_takes_nothing(server, mono):
+    a, b = elector(server, mono, "a"), elector(server, mono, "b")
+    await a.step()
+    a.stop_holding()
+    b.stop_holding()
+    await run_for(mono, 60, a, b)   # the daemon's drain, however long: renewed, never lapsed
+    assert a.term() == 1 and a.lost == 0 and b.term() is None
+    await a.release()
+    await run_for(mono, 30, b)       # free, but b is stopping too
+    assert b.term() is None and not server.lease["spec"].get("holderIdentity")
+
+
+async def test_a_stopping_leader_whose_lease_was_written_free_by_another_does_not_take_it_back(server, mono):
+    a = elector(server, mono, "a")
+    await a.step()
+    a.stop_holding()
+    server._store({**server.lease, "spec": {**server.lease["spec"], "holderIdentity": ""}})   # e.g. kubectl edit
+    mono.t += 2
+    await a.step()   # the renewal conflicts; the Lease, read again, is free
+    assert a.term() is None and not server.lease["spec"].get("holderIdentity")
+
+
 async def test_the_fenced_transport_sends_nothing_outside_a_term():
     term = [3]
     sent = []

@@ -215,6 +215,51 @@ async def test_a_clean_stop_releases_every_shard_and_leaves_the_members(server, 
     assert len(a.held()) == SHARDS and a.live == 1
 
 
+async def test_a_stopping_replica_renews_its_shards_through_a_long_drain_takes_none_then_frees_all_at_once(server, mono):
+    """boot.stop_in_order: the daemon drains (here 12 s, longer than a lease) while the election
+    task goes on renewing; a free shard is not taken meanwhile; then every shard is released, a
+    shard whose requests are still draining not holding the others back."""
+    from kfold.daemon.boot import stop_in_order
+    a = ShardSet(server.transport("a"), ServerClock(monotonic=mono), namespace="kfold", lease_name="kfold",
+                 shards=SHARDS, holder="a", lease_seconds=8, renew_seconds=5, retry_seconds=0.01,
+                 margin_seconds=2, monotonic=mono)
+    b = replica(server, mono, "b")
+    await rounds(mono, 6, a, b)
+    mine, theirs = a.held(), b.held()
+    assert len(mine) == len(theirs) == SHARDS // 2
+    await b.release()   # b's shards are free: a, stopping, must not take them
+    terms = {i: a.electors[i].term() for i in mine}
+    slow = mine[0]
+    stuck = object()
+    a.fence._sending[stuck] = (slow, terms[slow])   # a request of that shard in flight for 2 s
+    asyncio.get_running_loop().call_later(2.0, a.fence._sending.pop, stuck)
+    freed_at: dict[int, float] = {}
+
+    class Draining:
+        async def stop(self):
+            for _ in range(12):
+                mono.t += 1
+                await asyncio.sleep(0.05)   # the election task's rounds run meanwhile
+                assert {i: a.electors[i].term() for i in mine} == terms, "a term lapsed while draining"
+                assert a.held() == mine, "a stopping replica took a shard"
+
+    election = asyncio.create_task(a.run())
+    real_handle = server.handle
+
+    def watch(req):
+        reply = real_handle(req)
+        if req.method == "PUT" and "-shard-" in req.path and not req.body["spec"].get("holderIdentity"):
+            freed_at[int(req.path.rsplit("-", 1)[1])] = asyncio.get_running_loop().time()
+        return reply
+    server.handle = watch
+    await stop_in_order(Draining(), a, election)
+    assert election.done() and a.held() == []
+    assert all(not server.items[f"kfold-shard-{i}"]["spec"].get("holderIdentity") for i in range(SHARDS))
+    assert a.member not in server.items
+    others = [freed_at[i] for i in mine if i != slow]
+    assert set(freed_at) == set(mine) and max(others) < freed_at[slow] - 1, freed_at   # not behind the slow drain
+
+
 async def test_the_sharded_transport_sends_only_under_the_term_the_effect_was_issued_under(server, mono):
     a = replica(server, mono, "a", shards=2)
     await rounds(mono, 2, a)
