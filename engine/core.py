@@ -91,6 +91,14 @@ class State:
     timers: Map = EMPTY          # timer id -> Timer
     pending: Map = EMPTY         # effect id -> Pending
     quarantine: Map = EMPTY      # subject key -> Quarantined (see the module docstring)
+    # effect id -> key, of the pending effects waiting for a retry (unissued, attempt > 0): derived
+    # from ``pending`` (computed when not given, kept by the fold), not compared, not in snapshots
+    retrying: Map | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.retrying is None:
+            object.__setattr__(self, "retrying", Map({i: p.effect.key for i, p in self.pending.items()
+                                                      if not p.issued and p.attempt}))
 
     def table(self, machine: str) -> Map:
         return self.tables.get(machine, EMPTY)
@@ -136,9 +144,10 @@ class StepContext:
     state the fold started from is never touched."""
 
     __slots__ = ("record", "now", "_clock", "_base", "_tables", "_mut", "_dirty", "_timers", "_tmut", "_pending", "_pmut",
-                 "_effects", "_queue", "_machine", "_quarantine", "_typed", "_reg", "_answered")
+                 "_effects", "_queue", "_machine", "_quarantine", "_typed", "_reg", "_answered", "_ttouched",
+                 "_retrying", "_rmut")
 
-    def __init__(self, state: State, record: Record | None = None):
+    def __init__(self, state: State, record: Record | None = None, timers_touched: set[str] | None = None):
         self.record = record
         self.now: int | None = record.at if record is not None else None  # the only clock a decision may read
         self._clock = ""   # the cluster whose clock stamped ``record`` ("" = not known: any)
@@ -150,6 +159,8 @@ class StepContext:
         self._tmut = False
         self._pending: Any = state.pending
         self._pmut = False
+        self._retrying: Any = state.retrying
+        self._rmut = False
         self._effects: list[Any] = []
         self._queue: list[tuple[str, str, str, Any]] = []   # (machine, key, message, model or args)
         self._machine = ""
@@ -157,6 +168,7 @@ class StepContext:
         self._typed: frozenset[str] = frozenset()   # machines whose messages are typed (engine.seams)
         self._reg: Machines | None = None           # the machines, for ``ask``
         self._answered: Pending | None = None       # the effect whose final outcome is being folded
+        self._ttouched = timers_touched             # ids of the timers set or cancelled (``fold_many``)
 
     def _begin(self, record: Record) -> None:
         self.record, self.now = record, record.at
@@ -171,7 +183,8 @@ class StepContext:
             tables = tables.set(m, t.finish() if m in self._mut else t)
         timers = self._timers.finish() if self._tmut else self._timers
         pending = self._pending.finish() if self._pmut else self._pending
-        return State(seq, at, tables, timers, pending, self._quarantine)
+        retrying = self._retrying.finish() if self._rmut else self._retrying
+        return State(seq, at, tables, timers, pending, self._quarantine, retrying)
 
     # -- state of the current machine ---------------------------------------------------------
     def get(self, key: str, machine: str | None = None) -> Any:
@@ -252,9 +265,13 @@ class StepContext:
 
     def _timer_set(self, tid: str, timer: Timer) -> None:
         self._timers_w()[tid] = timer
+        if self._ttouched is not None:
+            self._ttouched.add(tid)
 
     def _timer_delete(self, tid: str) -> None:
         del self._timers_w()[tid]
+        if self._ttouched is not None:
+            self._ttouched.add(tid)
 
     # -- pending effects ----------------------------------------------------------------------
     def _pending_w(self) -> Any:
@@ -265,9 +282,20 @@ class StepContext:
 
     def _pending_set(self, eid: str, p: Pending) -> None:
         self._pending_w()[eid] = p
+        if not p.issued and p.attempt:
+            self._retrying_w()[eid] = p.effect.key
+        elif eid in self._retrying:
+            del self._retrying_w()[eid]
 
     def _pending_delete(self, eid: str) -> None:
         del self._pending_w()[eid]
+        if eid in self._retrying:
+            del self._retrying_w()[eid]
+
+    def _retrying_w(self) -> Any:
+        if not self._rmut:
+            self._retrying, self._rmut = self._retrying.mutate(), True
+        return self._retrying
 
     def _pending_values(self) -> Iterable[Pending]:
         if self._pmut:
@@ -338,10 +366,13 @@ class StepContext:
         retry (pending, unissued, attempt > 0) are dropped, never sent: what wanted them is over.
         An attempt already issued is answered as usual (and decides nothing the handler no longer
         awaits)."""
-        m = self._machine
-        for p in [p for p in self._pending_values() if p.effect.machine == m and p.effect.key == key
-                  and not p.issued and p.attempt and (match is None or match(p.effect))]:
-            self._pending_delete(p.effect.id)
+        m, pending = self._machine, self._pending
+        if self._rmut:   # a mutation cannot be iterated: freeze it (the next write re-opens one)
+            self._retrying, self._rmut = self._retrying.finish(), False
+        for eid in [eid for eid, k in self._retrying.items() if k == key]:
+            p = pending[eid]
+            if p.effect.machine == m and (match is None or match(p.effect)):
+                self._pending_delete(eid)
 
     def pending_for(self, key: str) -> list[Any]:
         """This machine's effects on ``key`` still waiting for an outcome."""
@@ -364,33 +395,38 @@ class _TableReader:
         return self._ctx.items(self._machine)
 
 
-def fold(state: State, record: Record, machines: "Machines | None" = None) -> tuple[State, tuple[Any, ...]]:
+def fold(state: State, record: Record, machines: "Machines | None" = None,
+         timers_touched: set[str] | None = None) -> tuple[State, tuple[Any, ...]]:
     """Apply one committed record. Pure; see the module docstring for the contract."""
-    state, effects = fold_many(state, (record,), machines)
+    state, effects = fold_many(state, (record,), machines, timers_touched)
     return state, effects[0]
 
 
-def fold_many(state: State, records: Sequence[Record],
-              machines: "Machines | None" = None) -> tuple[State, list[tuple[Any, ...]]]:
+def fold_many(state: State, records: Sequence[Record], machines: "Machines | None" = None,
+              timers_touched: set[str] | None = None) -> tuple[State, list[tuple[Any, ...]]]:
     """Apply committed records in order: exactly ``fold`` of each in turn (the same final state, the
     same effects per record, ``tests/unit/test_fold_many.py``), with one working copy for the
     whole batch instead of a new ``State`` and new maps per record.
 
     A record a machine raises on is quarantined (module docstring): the batch is refolded up to
     it from ``state`` (immutable, so nothing is lost), the quarantine is applied, and the rest of
-    the batch goes on. Only a ``SequenceError`` (a gap or a repeat) propagates."""
+    the batch goes on. Only a ``SequenceError`` (a gap or a repeat) propagates.
+
+    ``timers_touched``, when given, gains the id of every timer the batch set or cancelled (a
+    superset: a refolded run's too), so a timer index kept beside the state updates only those
+    (``engine.effects.timers``) instead of comparing every timer; the fold reads nothing from it."""
     reg = machines or _DEFAULT or default_machines()
     out: list[tuple[Any, ...]] = []
     start = 0
     while True:
         try:
-            state, effects = _fold_run(reg, state, records, start, len(records))
+            state, effects = _fold_run(reg, state, records, start, len(records), timers_touched)
             return state, out + effects
         except _Poison as poison:
             if poison.index > start:
-                state, effects = _fold_run(reg, state, records, start, poison.index)
+                state, effects = _fold_run(reg, state, records, start, poison.index, timers_touched)
                 out += effects
-            state, effects = _quarantine(reg, state, records[poison.index], poison)
+            state, effects = _quarantine(reg, state, records[poison.index], poison, timers_touched)
             out.append(effects)
             start = poison.index + 1
 
@@ -402,8 +438,8 @@ class _Poison(Exception):
 
 
 def _fold_run(reg: "Machines", state: State, records: Sequence[Record], start: int,
-              end: int) -> tuple[State, list[tuple[Any, ...]]]:
-    ctx = StepContext(state)
+              end: int, timers_touched: set[str] | None = None) -> tuple[State, list[tuple[Any, ...]]]:
+    ctx = StepContext(state, timers_touched=timers_touched)
     ctx._typed, ctx._reg = reg.typed, reg
     seq, at = state.seq, state.at
     out: list[tuple[Any, ...]] = []
@@ -446,14 +482,15 @@ def subject(record: Record, pending: Map = EMPTY) -> str:
     return f"//#{record.rec}"
 
 
-def _quarantine(reg: "Machines", state: State, record: Record, poison: _Poison) -> tuple[State, tuple[Any, ...]]:
+def _quarantine(reg: "Machines", state: State, record: Record, poison: _Poison,
+                timers_touched: set[str] | None = None) -> tuple[State, tuple[Any, ...]]:
     """``record`` folded as refused: the state as before it (its deadline or outcome consumed), its
     subject quarantined, one error Log, and what each machine's ``on_quarantine`` reports (e.g. the
     Session's status); a report that raises is left out."""
     from engine.effects.models import Log
     if record.seq != state.seq + 1:
         raise SequenceError(f"record seq {record.seq} cannot follow seq {state.seq}")
-    ctx = StepContext(state)
+    ctx = StepContext(state, timers_touched=timers_touched)
     ctx._begin(record)
     key = subject(record, state.pending)
     if isinstance(record, Outcome) and record.effect_id in ctx._pending:
@@ -474,15 +511,15 @@ def _quarantine(reg: "Machines", state: State, record: Record, poison: _Poison) 
              f"machine {machine}: {error}; {key} is {what}", fields={"seq": record.seq, "quarantined": key})
     at = state.at if record.at is None or (state.at is not None and record.at < state.at) else record.at
     done, effects = ctx._finish(record.seq, at), tuple(ctx._effects)
-    reported = _reported(reg, done, effects, record, key, error) if is_object_key(key) else None
+    reported = _reported(reg, done, effects, record, key, error, timers_touched) if is_object_key(key) else None
     return (done, effects) if reported is None else (reported._finish(record.seq, at), tuple(reported._effects))
 
 
 def _reported(reg: "Machines", done: State, effects: tuple[Any, ...], record: Record, key: str,
-              error: str) -> "StepContext | None":
+              error: str, timers_touched: set[str] | None = None) -> "StepContext | None":
     """A step after ``done`` (the quarantine and its Log) where each machine reported the
     quarantine of ``key``; None if a report raised (the quarantine stands without it)."""
-    ctx = StepContext(done)
+    ctx = StepContext(done, timers_touched=timers_touched)
     ctx._typed, ctx._reg = reg.typed, reg
     ctx._begin(record)
     ctx._effects = list(effects)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine import fold, fold_many, initial_state
+from engine.core import State
 from engine import snapshot
 from engine.rfc3339 import to_ms
 from engine.effects.models import effect_to_dict
@@ -122,18 +123,37 @@ def of_type(effects: Any, type_: str) -> list[Any]:
     return [e for e in effects if e.type == type_]
 
 
+def timers_rebuilt(timers: Any) -> dict[str, list[tuple[int, str, Any]]]:
+    """What ``engine.effects.timers._TimerIndex.get`` must hold for ``timers``: built from scratch."""
+    from engine.core import timer_cluster
+    by: dict[str, list[tuple[int, str, Any]]] = {}
+    for t in timers.values():
+        by.setdefault(timer_cluster(t), []).append((t.due, t.id, t))
+    return {c: sorted(rows, key=lambda r: (r[0], r[1])) for c, rows in by.items()}
+
+
 def assert_batches_agree(scenario: Scenario, seed: int) -> None:
     """``fold_many`` over the scenario's records, cut into random batches, must end in the state the
     scenario reached one ``fold`` at a time and emit the same effects, record by record."""
     import random
+    from engine.effects.timers import _TimerIndex
     rng = random.Random(seed)
     records, state, effects, i = scenario.records, initial_state(), [], 0
+    index = _TimerIndex()
     while i < len(records):
         n, machines = rng.choice((1, 2, 3, 7, 50, len(records))), scenario.folded_by[i]
         n = next((j for j in range(1, n) if scenario.folded_by[i + j:i + j + 1] != [machines]), n)
-        state, more = fold_many(state, records[i:i + n], machines)
+        before, touched = state, set()
+        state, more = fold_many(state, records[i:i + n], machines, touched)
+        changed = {t for t in {*before.timers.keys(), *state.timers.keys()} if before.timers.get(t) != state.timers.get(t)}
+        assert changed <= touched, f"timers changed and not reported as touched: {sorted(changed - touched)}"
+        index.note(before.timers, state.timers, touched)   # the daemon's ticker, fed as the daemon feeds it
+        if rng.random() < 0.5:
+            assert index.get(state.timers) == timers_rebuilt(state.timers), "the noted timer index went wrong"
         effects.extend(e for per_record in more for e in per_record)
         i += n
     assert state.seq == scenario.state.seq and state.at == scenario.state.at
     assert snapshot.dump(state) == snapshot.dump(scenario.state), "fold_many ended in another state"
+    derived = State(pending=state.pending).retrying   # derived from scratch; the fold keeps it
+    assert state.retrying == derived == scenario.state.retrying, "the fold's retrying map went wrong"
     assert effects == scenario.effects, "fold_many emitted other effects"

@@ -64,31 +64,24 @@ class PendingIndex:
 
     A cache, never a source of truth: an effect enters the pending map only by being emitted by a
     fold, so the daemon ``add``s every fold's effects (and ``rebuild``s from a whole state after
-    loading one); ids whose effect has left the pending map are dropped when met. ``retrying``
-    holds the keys that may have a retry waiting (``note_retry`` on an outcome the fold turned into
-    one); a key is dropped once it has none."""
+    loading one); ids whose effect has left the pending map are dropped when met. (The retries
+    waiting are the state's own ``retrying`` map, kept by the fold.)"""
 
-    __slots__ = ("_ids", "retrying")
+    __slots__ = ("_ids",)
 
     def __init__(self) -> None:
         self._ids: dict[str, set[str]] = {}
-        self.retrying: set[str] = set()
 
     def rebuild(self, state: Any) -> "PendingIndex":
-        self._ids, self.retrying = {}, set()
+        self._ids = {}
         for p in state.pending.values():
             self._ids.setdefault(p.effect.key, set()).add(p.effect.id)
-            if not p.issued and p.attempt:
-                self.retrying.add(p.effect.key)
         return self
 
     def add(self, effects: Iterable[Any]) -> None:
         for e in effects:
             if e.type != "log":
                 self._ids.setdefault(e.key, set()).add(e.id)
-
-    def note_retry(self, key: str) -> None:
-        self.retrying.add(key)
 
     def of(self, state: Any, key: str) -> list[Any]:
         """The pending effects (``Pending``) of ``key``, in no particular order."""
@@ -154,14 +147,9 @@ def ready_to_issue(state: Any, keys: Iterable[str] | None = None, index: Pending
 def waiting_retries(state: Any, index: PendingIndex | None = None) -> list[Any]:
     """Heads waiting for a retry: pending, unissued, ``attempt > 0``; in effect id order (the
     pending map's own order follows string hashes, which differ between processes, and the ticker
-    journals these in this order). Only the keys that have such an effect are searched for their
-    head (usually none: with ``index``, only the keys it knows may have one; else one cheap pass
-    over the pending map)."""
-    if index is None:
-        keys = {p.effect.key for p in state.pending.values() if not p.issued and p.attempt}
-    else:
-        keys = {k for k in index.retrying if any(not p.issued and p.attempt for p in index.of(state, k))}
-        index.retrying = keys
+    journals these in this order). Only the keys that have such an effect (``state.retrying``,
+    usually none) are searched for their head."""
+    keys = set(state.retrying.values())
     if not keys:
         return []
     return sorted((p for p in heads(state, keys, index).values() if not p.issued and p.attempt),
@@ -172,40 +160,64 @@ class _TimerIndex:
     """The timers of one ``state.timers`` map, per cluster and sorted by (due time, id), so the
     ticker walks only what is due or next instead of every timer after every commit.
 
-    Kept up to date, not rebuilt: a fold that sets or cancels no timer leaves the map the same
-    object (nothing to do); otherwise the new map is compared with what is indexed by identity
-    (one C-speed pass; a timer that did not change is the same object) and only the timers set,
-    changed or cancelled move in the sorted lists. Rebuilding and re-sorting every timer after
-    every such commit was ~10% of the loop's time in a burst of 300 Session bring-ups."""
+    Kept up to date, not rebuilt. A fold that sets or cancels no timer leaves the map the same
+    object (nothing to do). Otherwise, when every fold since the map last indexed was ``note``d
+    (the ids it set or cancelled, ``fold_many(timers_touched=...)``), only those ids are looked up;
+    a map reached any other way (a state loaded, a fold not noted) is compared with what is indexed
+    by identity, every timer (a timer that did not change is the same object). Either way only the
+    timers set, changed or cancelled move in the sorted lists. The comparison of every timer after
+    every commit was 13.6% of kfold's CPU at 3,000 Sessions (docs/benchmarks/2026-12-07-profile-3000.json)."""
 
     def __init__(self) -> None:
         self._of: Any = None
+        self._next: Any = None             # the map the noted folds lead to from ``_of`` (None: unknown)
+        self._touched: set[str] = set()    # the timer ids those folds set or cancelled
         self._seen: dict[str, Any] = {}   # timer id -> the Timer indexed
         self._by_cluster: dict[str, list[tuple[int, str, Any]]] = {}
+
+    def note(self, before: Any, after: Any, touched: Iterable[str]) -> None:
+        """A fold took the timers from ``before`` to ``after``, setting or cancelling no timer
+        outside ``touched``."""
+        if after is before:
+            return
+        if self._next is not None and self._next is before:
+            self._next = after
+            self._touched.update(touched)
+        else:
+            self._next = None
 
     def get(self, timers: Any) -> dict[str, list[tuple[int, str, Any]]]:
         if timers is self._of:
             return self._by_cluster
         seen = self._seen
-        for tid, t in timers.items():
-            old = seen.get(tid)
-            if old is not t:
-                if old is not None:
-                    self._drop(tid, old)
-                seen[tid] = t
-                insort(self._by_cluster.setdefault(timer_cluster(t), []), (t.due, tid, t), key=_due_id)
-        if len(seen) > len(timers):   # some were cancelled (or fired and removed)
-            for tid in [tid for tid in seen if tid not in timers]:
-                self._drop(tid, seen.pop(tid))
-        self._of = timers
+        if self._next is not None and timers is self._next:
+            for tid in self._touched:
+                self._move(tid, seen.get(tid), timers.get(tid))
+        else:
+            for tid, t in timers.items():
+                old = seen.get(tid)
+                if old is not t:
+                    self._move(tid, old, t)
+            if len(seen) > len(timers):   # some were cancelled (or fired and removed)
+                for tid in [tid for tid in seen if tid not in timers]:
+                    self._move(tid, seen[tid], None)
+        self._of = self._next = timers
+        self._touched = set()
         return self._by_cluster
 
-    def _drop(self, tid: str, t: Any) -> None:
-        cluster = timer_cluster(t)
-        rows = self._by_cluster[cluster]
-        del rows[bisect_left(rows, (t.due, tid), key=_due_id)]
-        if not rows:
-            del self._by_cluster[cluster]
+    def _move(self, tid: str, old: Any, new: Any) -> None:
+        if old is new:
+            return
+        if old is not None:
+            cluster = timer_cluster(old)
+            rows = self._by_cluster[cluster]
+            del rows[bisect_left(rows, (old.due, tid), key=_due_id)]
+            if not rows:
+                del self._by_cluster[cluster]
+            del self._seen[tid]
+        if new is not None:
+            self._seen[tid] = new
+            insort(self._by_cluster.setdefault(timer_cluster(new), []), (new.due, tid, new), key=_due_id)
 
 
 def _due_id(row: tuple[int, str, Any]) -> tuple[int, str]:
@@ -221,6 +233,12 @@ class Ticker:
         self._sent_retries: set[tuple[str, int]] = set()
         self._local: dict[tuple[str, int], int] = {}   # (effect id, attempt) -> monotonic ms due
         self._index = _TimerIndex()
+
+    def note_timers(self, before: Any, after: Any, touched: Iterable[str]) -> None:
+        """A fold took ``state.timers`` from ``before`` to ``after`` and set or cancelled only the
+        timers ``touched`` (``fold_many(timers_touched=...)``): the next ``due`` looks up only those.
+        Optional: a state whose folds were not noted is compared timer by timer."""
+        self._index.note(before, after, touched)
 
     def wait_locally(self, effect_id: str, attempt: int, due_mono_ms: int) -> None:
         """An unclocked retry (``not_before is None``) is due at ``due_mono_ms`` (monotonic)."""

@@ -309,8 +309,9 @@ class Daemon:
             while j < len(records) and isinstance(records[j], _PLAIN):
                 j += 1
             if j - i > 1:
-                t0, before = time.perf_counter(), self.state
-                self.state, per_record = fold_many(self.state, records[i:j], self.machines)
+                t0, before, touched = time.perf_counter(), self.state, set()
+                self.state, per_record = fold_many(self.state, records[i:j], self.machines, touched)
+                self.ticker.note_timers(before.timers, self.state.timers, touched)
                 t1 = time.perf_counter()
                 if self.metrics is not None:
                     self._count_bringups(before, records[i:j], per_record)
@@ -336,8 +337,9 @@ class Daemon:
             before = self.state.pending.get(rec.effect_id)
         elif isinstance(rec, Command) and rec.name == "effect.in_doubt":
             before = self.state.pending.get(rec.args.get("effect_id", ""))
-        t0, state = time.perf_counter(), self.state
-        self.state, effects = fold(self.state, rec, self.machines)
+        t0, state, touched = time.perf_counter(), self.state, set()
+        self.state, effects = fold(self.state, rec, self.machines, touched)
+        self.ticker.note_timers(state.timers, self.state.timers, touched)
         self.index.add(effects)
         if self.metrics is not None:
             t1 = time.perf_counter()
@@ -480,8 +482,7 @@ class Daemon:
         p = self.state.pending.get(rec.effect_id)
         if p is None or p.issued or not p.attempt:
             return
-        self.index.note_retry(p.effect.key)    # the ticker re-issues it (clocked or not)
-        if p.not_before is not None:
+        if p.not_before is not None:   # the ticker re-issues it when due (``state.retrying``)
             return
         due = int(self._monotonic() * 1000) + int(rec.retry_after_ms or 0)
         self.ticker.wait_locally(p.effect.id, p.attempt, due)
@@ -543,7 +544,7 @@ class Daemon:
         new or earlier deadline), or a retry waiting (a new one, or its key's head moved). Else it
         sleeps until the next due time it already knows (at most ``MAX_SLEEP_S``): waking it after
         every commit cost a pass over the timers and a loop round per commit."""
-        if self.state.timers is not self._ticked or self.index.retrying:
+        if self.state.timers is not self._ticked or self.state.retrying:
             self._changed.set()
 
     async def run_ticker(self) -> None:

@@ -88,3 +88,39 @@ def test_a_retry_outside_an_answer_is_refused(record):
             ctx.retry(backoff.POD_READ)
     state, _ = fold(initial_state(), record.stamped(1), Machines([Eager()]))
     assert any("only the effect whose outcome is being folded" in q.error for q in state.quarantine.values())
+
+
+def test_drop_retries_drops_only_this_machines_waiting_retries_on_the_key_that_match():
+    """Another machine's retry on the same key, a retry on another key and one ``match`` refuses
+    all stay; the state's ``retrying`` map (derived from the pending map) follows."""
+    from engine.core import State
+
+    class Other(Asker):
+        name, commands = "other", ("other",)
+
+    class Dropper(Asker):
+        commands = ("ask", "drop")
+
+        def on_command(self, ctx: Any, rec: Command) -> None:
+            if rec.name == "drop":
+                ctx.drop_retries("c/ns/x", lambda e: e.kind == "ConfigMap")
+            else:
+                ctx.emit(GetObject, rec.args["key"], **{**REF, "kind": rec.args.get("kind", "ConfigMap")})
+
+    machines = Machines([Dropper(), Other()])
+
+    def step(state, rec):
+        return fold(state, rec.stamped(state.seq + 1), machines)
+    state = initial_state()
+    state, [mine] = step(state, Command(at=1, name="ask", args={"key": "c/ns/x"}))
+    state, [secret] = step(state, Command(at=1, name="ask", args={"key": "c/ns/x", "kind": "Secret"}))
+    state, [elsewhere] = step(state, Command(at=1, name="ask", args={"key": "c/ns/y"}))
+    state, [theirs] = step(state, Command(at=1, name="other", args={}))
+    for e in (mine, secret, elsewhere, theirs):
+        state, _ = step(state, Outcome(at=2, effect_id=e.id, machine=e.machine, key=e.key, result="transient"))
+    assert {e.id for e in (mine, secret, elsewhere, theirs)} == set(state.retrying)
+    state, _ = step(state, Command(at=3, name="drop", args={}))
+    assert mine.id not in state.pending
+    assert {secret.id, elsewhere.id, theirs.id} <= set(state.pending)
+    assert state.retrying == State(pending=state.pending).retrying and dict(state.retrying) == {secret.id: "c/ns/x", elsewhere.id: "c/ns/y",
+                                                                       theirs.id: "c/ns/x"}
