@@ -231,8 +231,7 @@ async def test_a_stopping_replica_renews_its_shards_through_a_long_drain_takes_n
     terms = {i: a.electors[i].term() for i in mine}
     slow = mine[0]
     stuck = object()
-    a.fence._sending[stuck] = (slow, terms[slow])   # a request of that shard in flight for 2 s
-    asyncio.get_running_loop().call_later(2.0, a.fence._sending.pop, stuck)
+    a.fence._sending[stuck] = (slow, terms[slow])   # a request of that shard, answered 2 s after the drain
     freed_at: dict[int, float] = {}
 
     class Draining:
@@ -242,6 +241,7 @@ async def test_a_stopping_replica_renews_its_shards_through_a_long_drain_takes_n
                 await asyncio.sleep(0.05)   # the election task's rounds run meanwhile
                 assert {i: a.electors[i].term() for i in mine} == terms, "a term lapsed while draining"
                 assert a.held() == mine, "a stopping replica took a shard"
+            asyncio.get_running_loop().call_later(2.0, a.fence._sending.pop, stuck)
 
     election = asyncio.create_task(a.run())
     real_handle = server.handle
