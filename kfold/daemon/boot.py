@@ -358,7 +358,7 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
     await daemon.recover()    # while standby: what recovery would issue is held
     fresh = daemon.state.seq == 0    # nothing recovered: a new or lost journal (sweep_after_fresh_journal)
     # after recovery: ``resume`` goes through the committer, never beside it. Not the daemon's task:
-    # the terms are renewed until released, after the daemon has stopped (``_stop``)
+    # the terms are renewed until released, after the daemon has stopped (``stop_in_order``)
     election = asyncio.create_task(elector.run(), name="leader-election") if elector is not None else None
     commands, (booted, remote) = boot_drafts(cfg, env, registry, clock.now_ms())  # what boot configures is what it watches
     await daemon.submit(commands)
@@ -406,12 +406,11 @@ async def stop_in_order(daemon: Any, elector: Any, election: asyncio.Task | None
     try:
         await daemon.stop()
     finally:
-        if elector is not None:
+        if elector is not None:   # released first: a round under way finishes before (their lock)
             await elector.release()
-        if election is not None:
-            election.cancel()
-            await asyncio.gather(election, return_exceptions=True)
-        if elector is not None:
+            if election is not None:
+                election.cancel()
+                await asyncio.gather(election, return_exceptions=True)
             await elector.transport.close()
 
 

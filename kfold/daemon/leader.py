@@ -133,7 +133,7 @@ class Elector:
         self.observed_holder = ""    # who holds it, as last read (metrics, /readyz)
         self.acquired = self.lost = 0
         self.stopping = False         # ``stop_holding``: renew what is held, take nothing
-        self._round: asyncio.Lock | None = None   # a round and a release never overlap
+        self._round = asyncio.Lock()         # a round and a release never overlap
 
     @property
     def path(self) -> str:
@@ -171,18 +171,13 @@ class Elector:
     async def run(self) -> None:
         while True:
             try:
-                async with self._lock():
+                async with self._round:
                     await self.step()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:   # e.g. the registry refusing the home client: keep trying, fenced meanwhile
                 log.error("leader: lease %s/%s: %r; retrying in %gs", self.namespace, self.name, exc, self.retry_s)
             await asyncio.sleep(self.retry_s)
-
-    def _lock(self) -> asyncio.Lock:
-        if self._round is None:
-            self._round = asyncio.Lock()
-        return self._round
 
     def stop_holding(self) -> None:
         """A clean stop begins: ``run`` goes on renewing the term held (effects in flight finish
@@ -195,7 +190,7 @@ class Elector:
         """On a clean stop (or a rebalance, ``kfold.daemon.shards``): give the Lease up so another replica
         need not wait for it to expire. Issuing stops first (the term is dropped), then ``drain``
         (requests already sent under the term finish), then the Lease is written free."""
-        async with self._lock():   # after a renewal under way: written over the Lease it returned
+        async with self._round:   # after a renewal under way: written over the Lease it returned
             await self._release(reason, drain)
 
     async def _release(self, reason: str, drain: Callable[[], Awaitable[Any]] | None) -> None:

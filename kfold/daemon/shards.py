@@ -189,7 +189,7 @@ class ShardSet:
         self.margin_s = margin_seconds
         self._lapsed: set[int] = set()
         self.stopping = False                # ``stop_holding``: renew the shards held, take none
-        self._round: asyncio.Lock | None = None   # a round and a release never overlap
+        self._round = asyncio.Lock()         # a round and a release never overlap
 
     # -- the fence ------------------------------------------------------------------------------
     def term(self, shard: int | None) -> int | None:
@@ -246,14 +246,8 @@ class ShardSet:
     async def step(self) -> list[int]:
         """Renew the shards held (at once: a slow round must not let a term lapse), heartbeat,
         count the live replicas, release what is over the fair share, then take free or expired
-        shards while under it. Returns the shards held. While ``stopping``: renew and heartbeat only."""
+        shards while under it. Returns the shards held. While ``stopping``: no shard released or taken."""
         await asyncio.gather(*(self.electors[i].step() for i in self.held()))
-        if self.stopping:
-            try:
-                await self._heartbeat()
-            except TransportError as exc:
-                self._repeats.warn(f"shards: member lease {self.namespace}/{self.member}: {exc}")
-            return self.held()
         try:
             await self._heartbeat()
             await self._count_live()
@@ -261,6 +255,8 @@ class ShardSet:
             self._repeats.warn(f"shards: member lease {self.namespace}/{self.member}: {exc}")
         else:
             self._repeats.clear()
+        if self.stopping:
+            return self.held()
         held = self.held()
         fair = self.fair_share()
         for i in sorted(held, reverse=True)[:max(0, len(held) - fair)]:
@@ -287,18 +283,13 @@ class ShardSet:
     async def run(self) -> None:
         while True:
             try:
-                async with self._lock():
+                async with self._round:
                     await self.step()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:   # keep trying; fenced meanwhile
                 log.error("shards: %r; retrying in %gs", exc, self.retry_s)
             await asyncio.sleep(self.retry_s)
-
-    def _lock(self) -> asyncio.Lock:
-        if self._round is None:
-            self._round = asyncio.Lock()
-        return self._round
 
     def stop_holding(self) -> None:
         """A clean stop begins: ``run`` goes on renewing the shards held and the member Lease (effects
@@ -310,19 +301,16 @@ class ShardSet:
         """On a clean stop: every shard released at once (each after its in-flight requests), then
         the member Lease deleted. A shard is free for the others from its own release on, and under
         a changed ``leader.shards`` the new count waits for the last one, so none waits on another's drain."""
-        async with self._lock():
+        async with self._round:
             await asyncio.gather(*(self.electors[i].release(drain=lambda i=i: self.fence.drain(i))
                                    for i in self.held()))
-            await self._leave()
-
-    async def _leave(self) -> None:
-        if self._member is not None:
-            rv = (self._member.get("metadata") or {}).get("resourceVersion")
-            try:
-                await self._call("DELETE", self._path(self.member),
-                                 {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"resourceVersion": rv}})
-            except TransportError:
-                pass
+            if self._member is not None:
+                rv = (self._member.get("metadata") or {}).get("resourceVersion")
+                try:
+                    await self._call("DELETE", self._path(self.member),
+                                     {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"resourceVersion": rv}})
+                except TransportError:
+                    pass
 
     # -- members --------------------------------------------------------------------------------
     def _path(self, name: str = "") -> str:

@@ -228,6 +228,7 @@ async def test_a_stopping_replica_renews_its_shards_through_a_long_drain_takes_n
     mine, theirs = a.held(), b.held()
     assert len(mine) == len(theirs) == SHARDS // 2
     await b.release()   # b's shards are free: a, stopping, must not take them
+    a.live = 1          # even with a fair share of every shard (as if a had counted itself alone)
     terms = {i: a.electors[i].term() for i in mine}
     slow = mine[0]
     stuck = object()
