@@ -57,7 +57,7 @@ def phase_writers(package: str) -> set[tuple[str, str]]:
 
 # machine package -> (module of fire, machine class, the other places that pass ``phase=``)
 RULES = {
-    "pod": ("machine", "PodMachine", {("sweep", "_secrets_listed")}),
+    "pod": ("acts", "PodMachine", {("sweep", "_secrets_listed")}),
     "repo": ("ops", "RepoMachine", set()),
 }
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from engine.machines.base import IllegalTransition
-from engine.machines.pod.machine import PodMove, fire, move, save, send_read   # before the handler modules it imports
+from engine.machines.pod.acts import PodMove, fire, move, save, send_read
 from engine.machines.pod import create, delete
 from engine.machines.pod.records import PodOp, Reply
 

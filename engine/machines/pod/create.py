@@ -26,7 +26,7 @@ from engine.machines.pod.records import GENERATION, MANAGED_BY, SESSION, PodOp, 
 from engine.machines.base import describe
 from engine.seams import CreatePod
 from journal.records import Outcome
-from engine.machines.pod.machine import (
+from engine.machines.pod.acts import (
     PodMove, move, name_of, retry_read, send_create, send_read, settled, tell_all, view_of,
 )
 

@@ -25,7 +25,7 @@ from typing import Any
 from engine.machines.base import Ctx, describe
 from engine.machines.pod.records import PodOp, PodView, Reply
 from journal.records import Outcome
-from engine.machines.pod.machine import (
+from engine.machines.pod.acts import (
     PodMove, move, name_of, retry_read, save, send_delete, send_read, settled, tell_all, view_of,
 )
 
