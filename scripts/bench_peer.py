@@ -71,7 +71,7 @@ Measured:
   to a priority level of the bench's own, and the delta of
   ``apiserver_flowcontrol_dispatched_requests_total{flow_schema=...}`` (watches included; the
   operator's start-up lists and watches happen before the first snapshot and are not counted);
-- apiserver / etcd CPU per run (their /proc, pids in ~/.cache/kfold/cp/run/*.pid). The control plane
+- apiserver / etcd CPU per run (their /proc, pids in the instance's run/*.pid, `controlplane.sh env`). The control plane
   is shared: other processes' requests land in these too, and the machine's load is reported;
 - kfold only, from its /metrics: event -> effect issued p50/p99 (histogram quantiles), and what its
   client sent by verb/resource/status (``kfold_client_requests_total``), per Session.
@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import json
 import os
 import re
@@ -102,8 +103,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from tests.e2e.conftest import apply, free_port, install_crds  # noqa: E402  (idempotent create; a free local port; CRDs created or updated)
-CACHE = Path(os.environ.get("KFOLD_CACHE", Path.home() / ".cache" / "kfold"))
-CP = CACHE / "cp"
+from tests.e2e.controlplane import controlplane_info  # noqa: E402
 GROUP, VERSION, PLURAL = "kfold.dev", "v1alpha1", "sessions"
 BENCH_NS = "kfold-bench"
 LEVEL = "kfold-bench"
@@ -309,11 +309,12 @@ def baseline_needs_domain() -> bool:
     return "\n    base_domain: str\n" in config.read_text()
 
 
+@functools.cache
 def controlplane() -> dict:
+    """The control plane instance this environment's ports name (``controlplane.sh env``)."""
     out = subprocess.run(["bash", str(REPO / "scripts" / "controlplane.sh"), "env"], check=True,
                          capture_output=True, text=True).stdout
-    env = dict(line[len("export "):].split("=", 1) for line in out.splitlines() if line.startswith("export "))
-    return {"kubeconfig": env["KUBECONFIG"], "server": env["KFOLD_APISERVER"], "ca": str(CP / "pki" / "ca.crt")}
+    return controlplane_info(out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -387,7 +388,8 @@ def identity(who: str) -> str:
     return "kfold" if who.startswith("kfold") else "kopf" if who in PEER_SCRIPTS else who
 
 
-APISERVER_LOG = CP / "logs" / "kube-apiserver.log"
+def apiserver_log() -> Path:
+    return Path(controlplane()["dir"]) / "logs" / "kube-apiserver.log"
 
 
 def log_size(path: Path) -> int:
@@ -406,7 +408,7 @@ def clusterip_allocations(ns: str, t0_epoch: float, offset: int = 0) -> dict[str
     client are answered one at a time: the first and last allocation and the median gap between
     two show how much of "time to all Ready" that queue is, for each contestant alike. Read from
     ``offset`` (the log's size when the round began; from the start if it has shrunk since)."""
-    log = APISERVER_LOG
+    log = apiserver_log()
     pat = re.compile(r'^I(\d\d)(\d\d) (\d\d):(\d\d):(\d\d\.\d+)\s+\d+ alloc\.go:\d+\] "allocated clusterIPs" service="'
                      + re.escape(ns) + '/')
     year = time.localtime(t0_epoch).tm_year
@@ -430,7 +432,7 @@ def clusterip_allocations(ns: str, t0_epoch: float, offset: int = 0) -> dict[str
 
 def component_pid(name: str) -> int | None:
     try:
-        return int((CP / "run" / f"{name}.pid").read_text().strip())
+        return int((Path(controlplane()["dir"]) / "run" / f"{name}.pid").read_text().strip())
     except (OSError, ValueError):
         return None
 
@@ -833,7 +835,7 @@ def run_once(api, cp: dict, who: str, n: int, work_root: Path, profile: Path | N
             time.sleep(1.0)
         names = [f"s{i:04d}" for i in range(n)]
         fsync_probe = FsyncProbe(work).start() if ident == "kfold" else None
-        log_from = log_size(APISERVER_LOG)
+        log_from = log_size(apiserver_log())
         t0 = time.monotonic()
         t0_epoch = time.time()
         sent = fan_out(lambda x: co.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, session(x, ns)), names)

@@ -2,8 +2,12 @@
 # controlplane.sh start|stop|status|env|compact - run kfold's local Kubernetes control plane.
 #
 # Binaries come from scripts/build_controlplane.sh (${KFOLD_CACHE:-~/.cache/kfold}/bin).
-# Everything listens on 127.0.0.1; state lives in $CACHE/cp/ (certs, etcd data, logs, pids,
-# kubeconfig). Components:
+# Everything listens on 127.0.0.1; each instance keeps its state (certs, etcd data, logs, pids,
+# kubeconfig) in its own directory, $KFOLD_CP_DIR: by default $CACHE/cp for the default ports and
+# $CACHE/cp-<apiserver port> for any other port set (two instances cannot share that port), so
+# instances on different ports run side by side and each `stop` stops only its own processes. A
+# control plane started on non-default ports before instances had their own directory is found
+# in $CACHE/cp while its kubeconfig names this apiserver port. Components:
 #   etcd                    client :23790 (plain http), peer :23800
 #   kube-apiserver          https :26443, --watch-cache=false by default (see "compact");
 #                           --endpoint-reconciler-type=none (a loopback advertise address is
@@ -22,15 +26,15 @@
 # Admission: ServiceAccount plugin is DISABLED so pods can be created in a brand-new
 # namespace without racing the controller-manager's `default` ServiceAccount creation
 # (pods get no serviceAccountName and no token volume).
-# Auth: client certs from a local CA; $CACHE/cp/kubeconfig is admin (O=system:masters).
+# Auth: client certs from a local CA; $KFOLD_CP_DIR/kubeconfig is admin (O=system:masters).
 #
 #   start    idempotent; waits for /readyz and Ready nodes, then prints the env. `start --fresh`
 #            stops a running one and starts on an empty etcd (certs and logs kept): what a test
 #            run starts from, so nothing an earlier run or bench left (thousands of pods for the
 #            garbage collector to walk) slows or changes it
-#   stop     kills the processes recorded in $CACHE/cp/run/*.pid (keeps data; `stop --wipe` deletes it)
+#   stop     kills the processes recorded in $KFOLD_CP_DIR/run/*.pid (keeps data; `stop --wipe` deletes it)
 #   status   shows which components are running
-#   env      prints shell exports (KUBECONFIG, KFOLD_APISERVER, KFOLD_ETCD)
+#   env      prints shell exports (KUBECONFIG, KFOLD_APISERVER, KFOLD_ETCD, KFOLD_CP_DIR)
 #   compact  compacts etcd to its current revision (physical) via the v3 JSON gateway and
 #            prints it. With the watch cache off, a later watch from any older
 #            resourceVersion gets HTTP 200 + {"type":"ERROR","object":{Status code 410,
@@ -50,13 +54,20 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${KFOLD_CACHE:-$HOME/.cache/kfold}
 BIN=$CACHE/bin
-CP=$CACHE/cp
 ETCD_PORT=${KFOLD_ETCD_PORT:-23790}
 ETCD_PEER_PORT=${KFOLD_ETCD_PEER_PORT:-23800}
 API_PORT=${KFOLD_APISERVER_PORT:-26443}
 SCHED_PORT=${KFOLD_SCHEDULER_PORT:-26259}
 KCM_PORT=${KFOLD_KCM_PORT:-26257}
 KWOK_PORT=${KFOLD_KWOK_PORT:-26247}
+if [[ -n ${KFOLD_CP_DIR:-} ]]; then
+  CP=$KFOLD_CP_DIR
+elif [[ "$ETCD_PORT $ETCD_PEER_PORT $API_PORT $SCHED_PORT $KCM_PORT $KWOK_PORT" == "23790 23800 26443 26259 26257 26247" ]]; then
+  CP=$CACHE/cp
+else
+  CP=$CACHE/cp-$API_PORT
+  if [[ ! -d $CP ]] && grep -qs "server: https://127.0.0.1:$API_PORT\$" "$CACHE/cp/kubeconfig"; then CP=$CACHE/cp; fi
+fi
 WATCH_CACHE=${KFOLD_WATCH_CACHE:-false}
 read -r -a APISERVER_ARGS <<< "${KFOLD_APISERVER_ARGS:-}"
 read -r -a ETCD_ARGS <<< "${KFOLD_ETCD_ARGS:-}"
@@ -182,6 +193,7 @@ cmd_env() {
 export KUBECONFIG=$KUBECONFIG_FILE
 export KFOLD_APISERVER=$API
 export KFOLD_ETCD=$ETCD
+export KFOLD_CP_DIR=$CP
 EOF
 }
 

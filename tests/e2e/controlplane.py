@@ -5,7 +5,7 @@ kube-controller-manager, kubectl and kwok from Go modules into $KFOLD_CACHE/bin,
 stamp) and scripts/controlplane.sh (runs them on 127.0.0.1). Stdlib only; the
 `kubernetes` client is imported lazily by kube_client().
 
-    info = ensure_controlplane()   # {'kubeconfig', 'server', 'etcd', 'ca', 'cert', 'key'}
+    info = ensure_controlplane()   # {'kubeconfig', 'server', 'etcd', 'dir', 'ca', 'cert', 'key'}
     rev = compact_etcd()           # etcd compacted to `rev`; older watch RVs now get 410
 
 A cold build takes a long time (kube-apiserver, ~20+ min on 2 cores); set
@@ -22,8 +22,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
-CACHE = Path(os.environ.get("KFOLD_CACHE", Path.home() / ".cache" / "kfold"))
-PKI = CACHE / "cp" / "pki"
 
 
 def pinned_k8s_version() -> str:
@@ -53,14 +51,22 @@ def ensure_controlplane(build: bool | None = None) -> dict:
         [str(SCRIPTS / "controlplane.sh"), "start"],
         check=True, stdout=subprocess.PIPE, text=True,
     ).stdout
-    env = _parse_env(out)
+    return controlplane_info(out)
+
+
+def controlplane_info(env_text: str) -> dict:
+    """The instance that ``controlplane.sh start|env`` printed: its kubeconfig, apiserver and etcd
+    URLs, its state directory (KFOLD_CP_DIR) and the admin client certificate in its pki/."""
+    env = _parse_env(env_text)
+    pki = Path(env["KFOLD_CP_DIR"]) / "pki"
     return dict(
         kubeconfig=env["KUBECONFIG"],
         server=env["KFOLD_APISERVER"],
         etcd=env["KFOLD_ETCD"],
-        ca=str(PKI / "ca.crt"),
-        cert=str(PKI / "admin.crt"),
-        key=str(PKI / "admin.key"),
+        dir=env["KFOLD_CP_DIR"],
+        ca=str(pki / "ca.crt"),
+        cert=str(pki / "admin.crt"),
+        key=str(pki / "admin.key"),
     )
 
 
