@@ -1,11 +1,15 @@
-"""Golden journals: every tests/data/*.jsonl (recorded by scripts/record_golden.py from a real run)
-replays with the current code without a divergence, and an edited effect is caught and named.
+"""Golden journals: every tests/data/*.jsonl (recorded by scripts/record_golden.py from a real run or
+a ``kfold sim`` seed) replays with the current code without a divergence, and an edited effect is
+caught and named. Each scenario's journal still holds what it was recorded for (the recorder's
+``FACTS``: a 409 on a fenced pod delete, a Ready Session's pod deleted by someone else, a clone
+failing, a lost journal, a taken name), so a re-recording cannot quietly lose its point.
 
 A failure here means the current code decides differently from the code that recorded the journal:
 a regression, or an intended change (then re-record with scripts/record_golden.py).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -16,10 +20,27 @@ from kfold.cli import main
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDEN = sorted(DATA.glob("*.jsonl"))
+_spec = importlib.util.spec_from_file_location("record_golden", DATA.parents[1] / "scripts" / "record_golden.py")
+RECORDER = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(RECORDER)
+SCENARIOS = list(RECORDER.REAL) + [f"sim_{s}" for s in RECORDER.SIM_SEEDS]
 
 
 def test_there_is_a_golden_journal():
     assert GOLDEN, f"no golden journals in {DATA}; record one with scripts/record_golden.py"
+
+
+def test_every_scenario_has_its_journal_and_every_journal_a_scenario():
+    assert sorted(RECORDER.output_of(n) for n in SCENARIOS) == GOLDEN
+
+
+@pytest.mark.parametrize("name", sorted(RECORDER.FACTS))
+def test_each_scenario_journal_holds_what_it_was_recorded_for(name):
+    recs = [json.loads(line) for line in RECORDER.output_of(name).read_text().splitlines()]
+    assert RECORDER.FACTS[name](recs) == ""
+    # the fact is specific: the plain happy path does not hold it
+    plain = [json.loads(line) for line in RECORDER.output_of("session").read_text().splitlines()]
+    assert RECORDER.FACTS[name](plain) != "", f"{name}'s fact also holds on the happy path"
 
 
 @pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name)
