@@ -1,18 +1,47 @@
-"""What every machine shares: the handler interface, transition tables as data, small helpers.
+"""What every machine shares: one table shape, one move type, one ``fire``, one handler signature.
 
-A machine is a table plus small pure functions (h11 style). Handlers receive a ``Ctx`` and the
-record (or message); they read and write their own decision records through ``ctx`` (the ``Ctx``
-protocol below), emit effects
-with ``ctx.emit`` and set timers with ``ctx.set_timer``. They never import another machine: they
-``ctx.tell(machine_name, key, message, **args)`` instead.
+A machine is a table plus small pure functions (h11's ``_state.py``: the table *is* the protocol).
+The dialect every machine (``pod``, ``repo``, ``session``) speaks:
 
-Transition tables are declared as data and checked by the ``transitions`` library: one class-level
+- **The table** ``DISPATCH = Dispatch(machine, rows, phases=TABLE, kinds=(...))``: rows
+  ``(key or keys, event class, handler)``. A row's key is a phase of the machine's phase table
+  (``TABLE``, a ``Table``: the pod machine's ``idle``..``terminating``, a Repo's ``idle``..
+  ``verifying``, a Session's ``Pending``..``Stopped``), or, for a key that holds no phase, a name
+  for what it is, declared in ``kinds`` (``absent``: no record at the key; the pod machine's
+  ``namespace``/``sweep``/``orphans`` entries; the repo machine's ``config``). A row naming
+  anything else is refused when the table is built, as is a second row for one (key, event).
+- **The events**: a seam model (``engine.seams``: a message or a command), a journal record class,
+  a machine's own reduced event (``Seen``, ``Vanished``, ...), or the shared ones below:
+  ``Answered`` (an outcome; its row's event class is the class of the *effect* it answers),
+  ``Stale`` (an outcome or a doubt about an effect the record no longer awaits), ``InDoubt``,
+  ``RetryDue``, ``Ordered`` (a command; its row's event class is the command's model).
+- **The one lookup** ``DISPATCH.run(ctx, key, phase, event_class, record, event)``: the handler the
+  table names for ``(phase, event_class)`` is called, and its answer is made (``fire``). A pair no
+  row names is ``UnknownEvent`` naming both, never a silent default; what a phase ignores is a
+  row too (``ignore``).
+- **The handler** ``handler(ctx, key, record, event) -> Answer``: ``record`` is what the machine
+  holds at ``key`` (None for none). It reads and writes its records through ``ctx`` (``Ctx``),
+  emits effects and tells other machines; it never moves a phase itself.
+- **The move** ``Move(key, record, trigger, then, changes)`` (``move(...)``): a handler whose
+  record's phase changes answers one; ``Answer`` is a ``Move``, an iterator of them (a handler that
+  starts several operations: each is made before the next is taken) or None (nothing moves).
+- **``fire``**, called only by ``Dispatch.run``: the record moved along the phase table by the
+  trigger (None: the phase stays; a tuple: each in turn; ``IllegalTransition`` if a row is missing)
+  with the changes, then the act ``then(ctx, key, moved)`` (None: ``ctx.put(key, moved)``), whose
+  own answer is made in turn. The one place any record's ``phase`` is written.
+
+Handlers never import another machine: they ``ctx.tell(machine_name, key, message, **args)``
+instead, and read another machine only through ``ctx.ask``.
+
+Phase tables are declared as data and checked by the ``transitions`` library: one class-level
 ``transitions.Machine(model=None)`` per table (``add_model`` is quadratic), driven with
 ``machine.events[name].trigger(scratch)`` on a throwaway object, so decision records stay frozen.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Iterable, NamedTuple, Protocol, runtime_checkable
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, Callable, ClassVar, Iterable, NamedTuple, Protocol, Union, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from transitions import Machine as _TMachine
@@ -35,22 +64,88 @@ class UnknownEvent(IllegalTransition):
         self.machine, self.phase, self.event = machine, phase, event
 
 
+Act = Callable[["Ctx", str, Any], "Answer"]
+_NO_CHANGES: Mapping[str, Any] = MappingProxyType({})
+
+
+class Move(NamedTuple):
+    """A handler's (or an act's) answer when a record's phase changes: the record at ``key`` as the
+    handler left it, the trigger(s) of the machine's phase table (None: the phase stays), the act
+    to perform on the moved record (None: store it) and the fields the move changes."""
+
+    key: str
+    record: Any
+    trigger: str | tuple[str, ...] | None
+    then: Act | None = None
+    changes: Mapping[str, Any] = _NO_CHANGES
+
+
+Answer = Union[Move, Iterator[Any], None]
+
+
+def move(key: str, record: Any, trigger: str | tuple[str, ...] | None, then: Act | None = None,
+         **changes: Any) -> Move:
+    """``Move(key, record, trigger, then, changes)``."""
+    return Move(key, record, trigger, then, changes or _NO_CHANGES)
+
+
+def moved(table: "Table", m: Move) -> Any:
+    """``m``'s record in the phase its trigger(s) lead to, with its changes (pure;
+    ``IllegalTransition`` if ``table`` has no row for a trigger)."""
+    phase = m.record.phase
+    if isinstance(m.trigger, str):
+        phase = table.next(phase, m.trigger)
+    elif m.trigger is not None:
+        for trigger in m.trigger:
+            phase = table.next(phase, trigger)
+    return m.record.but(phase=phase, **m.changes)
+
+
+def fire(ctx: "Ctx", table: "Table", answer: Any) -> None:
+    """Make what a handler answered: each ``Move``'s record moved along ``table`` (``moved``), then
+    its act, until an act answers no move; an iterator's moves each in turn, each made before the
+    next is drawn. Anything else (None, a record an act returns to its own callers) ends it. Called
+    only by ``Dispatch.run``: the one place a phase is written."""
+    while True:
+        if isinstance(answer, Move):
+            record = moved(table, answer)
+            if answer.then is None:
+                ctx.put(answer.key, record)
+                return
+            answer = answer.then(ctx, answer.key, record)
+        elif isinstance(answer, Iterator):
+            for each in answer:
+                fire(ctx, table, each)
+            return
+        else:
+            return
+
+
 class Dispatch:
-    """A machine's one dispatch table: ``Dispatch(machine, [(phase or phases, event, handler), ...])``,
-    shaped as h11's ``EVENT_TRIGGERED_TRANSITIONS``. ``event`` is a class: a seam model
-    (``engine.seams``), a journal record class, or one of the machine's own reduced events.
+    """A machine's one dispatch table: ``Dispatch(machine, [(key or keys, event, handler), ...],
+    phases=TABLE, kinds=(...))``, shaped as h11's ``EVENT_TRIGGERED_TRANSITIONS``. ``event`` is a
+    class: a seam model (``engine.seams``), a journal record class, an effect class (its answers,
+    ``Answered``) or one of the machine's own reduced events.
 
-    Guarantees: a (phase, event) pair names at most one handler (a second row for it is refused
-    when the table is built); ``handler(phase, event)`` is the one lookup, and a pair no row names
-    is ``UnknownEvent`` naming both, never a silent default. What a machine ignores in a phase is a
-    row too (``ignore``)."""
+    Guarantees: every row's key is a state of ``phases`` or one of ``kinds`` (a key that is no
+    phase, named for what it is); a (key, event) pair names at most one handler (a second row for
+    it is refused when the table is built); ``handler(phase, event)`` is the one lookup, and a pair
+    no row names is ``UnknownEvent`` naming both, never a silent default. What a machine ignores in
+    a phase is a row too (``ignore``). ``run`` looks up, calls and makes the answer (``fire``)."""
 
-    def __init__(self, machine: str, rows: Iterable[tuple[Any, type, Any]]):
+    def __init__(self, machine: str, rows: Iterable[tuple[Any, type, Any]], phases: "Table | None" = None,
+                 kinds: Iterable[str] = ()):
         self.machine = machine
         self.rows = tuple(rows)
+        self.table = phases
+        self.kinds = tuple(kinds)
+        known = set(self.kinds) | set(phases.states if phases is not None else ())
         self._handlers: dict[tuple[str, type], Any] = {}
-        for phases, event, handler in self.rows:
-            for phase in (phases,) if isinstance(phases, str) else phases:
+        for phases_, event, handler in self.rows:
+            for phase in (phases_,) if isinstance(phases_, str) else phases_:
+                if phases is not None and phase not in known:
+                    raise ValueError(f"{machine}: row for event {event.__name__} names {phase!r}, which is "
+                                     f"neither a phase of {phases.name!r} nor a declared kind")
                 if (phase, event) in self._handlers:
                     raise ValueError(f"{machine}: two rows for event {event.__name__} in phase {phase!r}")
                 self._handlers[(phase, event)] = handler
@@ -61,9 +156,35 @@ class Dispatch:
             raise UnknownEvent(self.machine, phase, event.__name__)
         return found
 
+    def run(self, ctx: "Ctx", key: str, phase: str, event: type, record: Any, ev: Any) -> None:
+        """The one lookup: the handler for ``(phase, event)`` decides on ``ev`` about ``record`` (at
+        ``key``), and its answer is made (``fire``)."""
+        answer = self.handler(phase, event)(ctx, key, record, ev)
+        if answer is not None:
+            fire(ctx, self.table, answer)  # type: ignore[arg-type]  # a table that moves nothing answers None
+
     def pairs(self) -> list[tuple[str, str, str]]:
         """``[(phase, event, handler)]`` by name, in row order: the table as data."""
         return [(p, e.__name__, getattr(h, "__qualname__", repr(h))) for (p, e), h in self._handlers.items()]
+
+
+class Answered(NamedTuple):
+    """The outcome ``rec`` of ``effect`` (its table row's event class is ``type(effect)``)."""
+    rec: Outcome
+    effect: Effect
+
+
+class Stale(NamedTuple):
+    """An outcome (``rec``) or a doubt (``rec`` None) about ``effect``, which the record at its key no
+    longer awaits: late, duplicate or superseded. Decides nothing, unless a row says otherwise."""
+    rec: Outcome | None
+    effect: Effect
+
+
+class Ordered(NamedTuple):
+    """The command ``cmd`` (a seam model; its row's event class is ``type(cmd)``), in record ``rec``."""
+    rec: Command
+    cmd: BaseModel
 
 
 class InDoubt(NamedTuple):

@@ -7,9 +7,10 @@ import pytest
 
 from engine import backoff
 from engine.machines.base import Dispatch, IllegalTransition, UnknownEvent, ignore
-from engine.machines.pod.machine import DISPATCH as POD, Budget, PodMachine
-from engine.machines.pod.machine import PHASES as POD_STEPS
-from engine.machines.repo.machine import DISPATCH as REPO
+from engine.machines.base import Table
+from engine.machines.pod.machine import DISPATCH as POD, POD_KEYS, Budget, PodMachine
+from engine.machines.pod.machine import PHASES as POD_PHASES
+from engine.machines.repo.machine import DISPATCH as REPO, REPO_KEYS
 from engine.machines.session.machine import DISPATCH as SESSION, UNTRACKED
 from engine.machines.session.model import PHASES as SESSION_PHASES
 from engine.seams import CreatePod, DeletePod, MESSAGES, PodCreated
@@ -33,23 +34,38 @@ def test_a_second_row_for_one_pair_is_refused():
         Dispatch("toy", [("a", Odd, ignore), (("b", "a"), Odd, ignore)])
 
 
+def test_a_row_naming_neither_a_phase_nor_a_declared_kind_is_refused():
+    phases = Table("toy", ["idle", "busy"], [("go", "idle", "busy")], "idle")
+    Dispatch("toy", [("idle", Odd, ignore), ("absent", Odd, ignore)], phases=phases, kinds=("absent",))
+    with pytest.raises(ValueError, match="'create', which is neither a phase of 'toy' nor a declared kind"):
+        Dispatch("toy", [(("idle", "create"), Odd, ignore)], phases=phases, kinds=("absent",))
+
+
 def test_every_message_a_machine_can_receive_has_a_row_in_every_phase():
-    phases = {"pod": ("absent", "idle", "create", "delete"), "session": SESSION_PHASES + (UNTRACKED,)}
+    phases = {"pod": POD_KEYS, "repo": REPO_KEYS, "session": SESSION_PHASES + (UNTRACKED,)}
     for (machine, _name), model in MESSAGES.items():
-        if machine == "repo":
-            assert REPO.handler("repo", model)
-            continue
-        table = POD if machine == "pod" else SESSION
+        table = {"pod": POD, "repo": REPO}.get(machine, SESSION)
         for phase in phases[machine] if model is not MESSAGES[("pod", "ensure_namespace")] else ("namespace",):
             assert table.handler(phase, model), (machine, phase, model.__name__)
 
 
-def test_the_pod_table_routes_by_operation_not_by_step():
-    """A pod operation's steps (table.PHASES) are its own sub-state: the dispatch phase is the operation."""
-    assert set(POD_STEPS) >= {"creating", "confirming", "deleting", "reading", "terminating"}
-    assert POD.handler("create", CreatePod).__name__ == "_create_again"
-    assert POD.handler("delete", CreatePod).__name__ == "_create_while_deleting"
-    assert POD.handler("create", DeletePod).__name__ == "_delete_after_create"
+@pytest.mark.parametrize("table", [POD, REPO], ids=lambda t: t.machine)
+def test_a_table_keys_on_its_machines_phases_and_names_every_other_key_for_what_it_is(table):
+    keys = {phase for phase, _event, _handler in table.pairs()}
+    assert keys == set(table.table.states) | set(table.kinds)
+    assert not set(table.table.states) & set(table.kinds)
+
+
+def test_the_pod_table_routes_by_the_pods_phase_not_by_its_operation():
+    assert set(POD_PHASES) == {"idle", "creating", "confirming", "deleting", "reading", "terminating"}
+    for phase in ("creating", "confirming"):
+        assert POD.handler(phase, CreatePod).__name__ == "_create_again"
+        assert POD.handler(phase, DeletePod).__name__ == "_delete_after_create"
+    for phase in ("deleting", "reading", "terminating"):
+        assert POD.handler(phase, CreatePod).__name__ == "_create_while_deleting"
+    for operation in ("create", "delete"):
+        with pytest.raises(UnknownEvent):
+            POD.handler(operation, CreatePod)
     assert POD.handler("idle", Budget) is ignore
     assert PodMachine.questions == frozenset({"uid"})
 

@@ -25,10 +25,10 @@ from engine.machines.pod import delete as pod_delete
 from engine.machines.session import machine as session_machine
 from engine.machines.session import model as session_model
 from engine.machines.session import seen as session_seen
-from engine.machines.base import Decision, object_key
+from engine.machines.base import Decision, fire, move, object_key
 from engine.machines.pod.machine import PodMachine
 from engine.machines.pod.records import PodOp, Reply
-from engine.machines.pod.machine import PHASES, refenced, save, view_of
+from engine.machines.pod.machine import PHASES, TABLE, refenced, save, send_read, view_of
 from engine.machines.repo.machine import RepoMachine
 from engine.machines.session.machine import SessionMachine
 from engine.machines.session.machine import save as session_save
@@ -69,7 +69,10 @@ class PlainPodMachine(PodMachine):
             _vanished(ctx, key, e, view.uid)
         elif isinstance(e, PodOp):
             if e.op == "delete":
-                pod_machine.fire(ctx, key, pod_delete.observed(ctx, key, e, pod_machine.Seen(view)))
+                if view.uid == e.target:
+                    save(ctx, key, e.but(uid=view.uid, rv=view.rv, terminating=view.terminating))
+                elif e.target and e.phase == "terminating":
+                    fire(ctx, TABLE, move(key, e, "read", send_read))
             elif e.uid == view.uid and e.rv == view.rv and e.terminating == view.terminating:
                 save(ctx, key, e)
             else:
@@ -82,7 +85,7 @@ def _vanished(ctx: Any, key: str, e: Any, uid: Any) -> None:
     if not isinstance(e, PodOp):
         return
     if e.op == "delete":
-        pod_machine.fire(ctx, key, pod_delete.vanished(ctx, key, e, pod_machine.Vanished(uid)))
+        pod_delete.vanished(ctx, key, e, pod_machine.Vanished(uid))
     elif e.op == "create":
         if uid is None or uid == e.uid:
             save(ctx, key, e.but(uid="", rv="", terminating=False))
@@ -127,12 +130,18 @@ def random_obj(rng: random.Random) -> Any:
     return rng.choice([obj] * 8 + [None, {}, [], "x", 7])
 
 
+OPERATION = {"idle": "", "creating": "create", "confirming": "create", "deleting": "delete", "reading": "delete",
+             "terminating": "delete"}
+
+
 def random_op(rng: random.Random) -> PodOp:
-    fields = {"phase": rng.choice(PHASES), "uid": rng.choice(["", "u1", "u2"]), "rv": rng.choice(["", "1", "2"]),
-              "terminating": rng.random() < 0.3, "op": rng.choice(["", "", "create", "delete"]),
+    """A record the fold can hold: its operation is its phase's (``OPERATION``)."""
+    phase = rng.choice(PHASES + ("idle",))
+    fields = {"phase": phase, "uid": rng.choice(["", "u1", "u2"]), "rv": rng.choice(["", "1", "2"]),
+              "terminating": rng.random() < 0.3, "op": OPERATION[phase],
               "target": rng.choice(["", "u1", "u2"]), "replies": rng.choice([(), (Reply(to="session", key="c/ns/s"),)]),
               "session": "demo", "generation": 1, "deadline": rng.choice([None, 5])}
-    return PodOp(**{k: v for k, v in fields.items() if rng.random() < 0.7})
+    return PodOp(**{k: v for k, v in fields.items() if k in ("phase", "op") or rng.random() < 0.7})
 
 
 def session_pod(rng: random.Random) -> dict[str, Any]:

@@ -1,9 +1,10 @@
-"""Only a machine's dispatcher moves its phase: the rule, read from the pod and repo packages' source.
+"""Only the one dispatcher moves a phase: the rule, read from the pod and repo packages' source.
 
-For each machine: ``TABLE.next`` is called in one function (``fire``), that function only by the
-dispatcher (``dispatch``), the dispatcher (the one caller of ``DISPATCH.handler``) only by the
-machine class, and ``phase=`` is written on a record only where the move is made (the orphan-Secret
-sweep's own entry, ``SweepEntry.phase``, secrets -> pods, is no phase of ``TABLE``). A call is placed
+``Table.next`` is called in one function (``base.moved``, used by ``base.fire``), ``fire`` only by
+``Dispatch.run``, and in each machine package ``DISPATCH.run`` only by the machine class (no handler
+looks up another, none calls ``fire`` or the phase table), and ``phase=`` is written on a record
+nowhere in the package (the orphan-Secret sweep's own entry, ``SweepOp.phase``, secrets -> pods,
+is no phase of ``TABLE``). A call is placed
 by its module, its class ("" for a module function) and its top-level function (a nested function's
 calls count as its enclosing one's). The session machine's rule is tests/unit/test_session_moves.py;
 what the pod and repo moves do is tests/unit/test_pod_moves.py and test_repo_moves.py."""
@@ -19,7 +20,8 @@ MACHINES = Path(__file__).resolve().parents[2] / "engine" / "machines"
 
 
 def calls(package: str) -> Iterator[tuple[str, str, str, ast.Call]]:
-    for path in sorted((MACHINES / package).glob("*.py")):
+    paths = [MACHINES / package] if package.endswith(".py") else sorted((MACHINES / package).glob("*.py"))
+    for path in paths:
         tree = ast.parse(path.read_text(), str(path))
         for top in tree.body:
             fns = [(top.name, f) for f in top.body] if isinstance(top, ast.ClassDef) else [("", top)]
@@ -55,27 +57,32 @@ def phase_writers(package: str) -> set[tuple[str, str]]:
     return {(m, fn) for m, _, fn, c in calls(package) if any(k.arg == "phase" for k in c.keywords)}
 
 
-# machine package -> (module of fire, machine class, the other places that pass ``phase=``)
+# machine package -> (machine class, the places that pass ``phase=`` for a sub-state of their own)
 RULES = {
-    "pod": ("acts", "PodMachine", {("sweep", "_secrets_listed")}),
-    "repo": ("ops", "RepoMachine", set()),
+    "pod": ("PodMachine", {("sweep", "_secrets_listed")}),
+    "repo": ("RepoMachine", set()),
 }
 
 
-@pytest.mark.parametrize("package", sorted(RULES))
-def test_the_table_is_consulted_only_by_fire_and_fire_is_called_only_by_the_dispatcher(package):
-    fire_module = RULES[package][0]
-    assert callers(package, "next", "TABLE") == {(fire_module, "fire")}
-    assert callers(package, "fire") == {("machine", "dispatch")}
+def test_the_phase_table_is_consulted_only_by_moved_and_fire_is_called_only_by_the_table_run():
+    assert callers("base.py", "next", "table") == {("base", "moved")}
+    assert callers("base.py", "moved") == {("base", "fire")}
+    assert callers("base.py", "fire") == {("base", "run"), ("base", "fire")}   # an iterator's moves, in turn
+    assert {(m, c) for m, c, fn, call in calls("base.py") if name(call) == "fire" and fn == "run"} == {("base", "Dispatch")}
 
 
 @pytest.mark.parametrize("package", sorted(RULES))
-def test_the_dispatcher_alone_looks_up_handlers_and_only_the_machine_class_calls_it(package):
-    assert callers(package, "handler", "DISPATCH") == {("machine", "dispatch")}
-    assert class_callers(package, "dispatch") == {("machine", RULES[package][1])}
+def test_no_handler_consults_the_phase_table_or_makes_a_move(package):
+    assert callers(package, "next", "TABLE") == set()
+    assert callers(package, "fire") == set() and callers(package, "moved") == set()
+
+
+@pytest.mark.parametrize("package", sorted(RULES))
+def test_only_the_machine_class_runs_the_table_and_nothing_looks_up_a_handler_by_hand(package):
+    assert callers(package, "handler", "DISPATCH") == set()
+    assert class_callers(package, "run") == {("machine", RULES[package][0])}
 
 
 @pytest.mark.parametrize("package", sorted(RULES))
 def test_no_handler_writes_a_phase_by_hand(package):
-    fire_module, _, others = RULES[package]
-    assert phase_writers(package) == {(fire_module, "fire")} | others
+    assert phase_writers(package) == RULES[package][1]

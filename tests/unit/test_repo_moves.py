@@ -1,19 +1,18 @@
 """Only the repo dispatcher moves a Repo's phase.
 
-A step of an operation (``repo.ops``) that changes a Repo's phase answers ``RepoMove(entry, event,
-then)``; ``repo.machine.dispatch`` (the one caller of ``DISPATCH.handler``) hands it to
-``ops.fire``, the one caller of ``TABLE.next`` and the one writer of ``phase=`` on a record (read
-from the source: tests/unit/test_machine_moves.py). Here, what the moves do, fired on a recording
-context."""
+A step of an operation (``repo.ops``) that changes a Repo's phase answers ``base.Move(key, entry,
+trigger, then)``; ``Dispatch.run`` hands it to ``base.fire``, the one caller of ``Table.next`` and
+the one writer of ``phase=`` on a record (read from the source: tests/unit/test_machine_moves.py).
+Here, what the moves do, fired on a recording context."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import pytest
 
-from engine.machines.base import IllegalTransition
-from engine.machines.repo import machine, ops
-from engine.machines.repo.ops import RepoMove, fire
+from engine.machines.base import Dispatch, IllegalTransition, Move, fire, move
+from engine.machines.repo import ops
+from engine.machines.repo.ops import TABLE
 from engine.machines.repo.records import Op, RepoEntry
 
 
@@ -41,25 +40,28 @@ class Recorder:
         self.done.append(("tell", message))
 
 
+KEY = "local/team/r"
+
+
 def _entry(**fields):
     return RepoEntry(key="local/team/r", cluster="local", namespace="team", name="r", **fields)
 
 
 def test_fire_follows_the_table_and_refuses_what_it_forbids():
     seen = []
-    fire(Recorder(), RepoMove(_entry(), "create", lambda ctx, e: seen.append(e.phase)))
-    fire(Recorder(), RepoMove(_entry(phase="patching"), None, lambda ctx, e: seen.append(e.phase)))
+    fire(Recorder(), TABLE, move(KEY, _entry(), "create", lambda ctx, key, e: seen.append(e.phase)))
+    fire(Recorder(), TABLE, move(KEY, _entry(phase="patching"), None, lambda ctx, key, e: seen.append(e.phase)))
     assert seen == ["creating", "patching"]          # no trigger: the phase stays
     with pytest.raises(IllegalTransition):
-        fire(Recorder(), RepoMove(_entry(), "verify", lambda ctx, e: None))   # idle -> verifying is no row
-    fire(Recorder(), None)
+        fire(Recorder(), TABLE, move(KEY, _entry(), "verify", lambda ctx, key, e: None))   # idle -> verifying is no row
+    fire(Recorder(), TABLE, None)
 
 
 def test_a_step_answers_its_move_and_sends_nothing_itself():
     ctx = Recorder()
-    move = ops.start(ctx, _entry(exists=True, uid="u", rv="1"), Op(kind="unbind"))
-    assert isinstance(move, RepoMove) and move.event == "patch" and ctx.done == []
-    fire(ctx, move)
+    answer = ops.start(ctx, _entry(exists=True, uid="u", rv="1"), Op(kind="unbind"))
+    assert isinstance(answer, Move) and answer.trigger == "patch" and ctx.done == []
+    fire(ctx, TABLE, answer)
     assert ctx.done == [("emit", "PatchObject"), ("put", "patching", "unbind")]
     assert ctx.get("local/team/r").op.effect_id == "1.1"
 
@@ -68,19 +70,19 @@ def test_a_finished_op_starts_the_next_queued_one_in_the_same_fire():
     ctx = Recorder()
     busy = _entry(phase="patching", exists=True, uid="u", rv="1", op=Op(kind="unbind", effect_id="0.1"),
                   queue=(Op(kind="evict", uid="u", rv="1"),))
-    fire(ctx, ops.succeed(ctx, busy))
+    fire(ctx, TABLE, ops.succeed(ctx, busy))
     assert ctx.done == [("put", "idle", None), ("emit", "DeleteObject"), ("put", "deleting", "evict")]
 
 
-def test_a_handler_that_starts_several_operations_has_each_made_before_the_next_starts(monkeypatch):
+def test_a_handler_that_starts_several_operations_has_each_made_before_the_next_starts():
     ctx, seen = Recorder(), []
 
-    def several(ctx, *args):
+    def several(ctx, key, record, ev):
         for name in ("a", "b"):
             seen.append([d for d in ctx.done if d[0] == "emit"])
             yield ops.start(ctx, RepoEntry(key=f"local/team/{name}", cluster="local", namespace="team", name=name,
                                            exists=True), Op(kind="unbind"))
-    monkeypatch.setattr(machine, "DISPATCH", SimpleNamespace(handler=lambda phase, event: several))
-    machine.dispatch(ctx, "config", object)
+    Dispatch("repo", [("config", object, several)], phases=TABLE, kinds=("config",)).run(
+        ctx, "local/team/", "config", object, None, object())
     assert seen == [[], [("emit", "PatchObject")]]
     assert [d for d in ctx.done if d[0] == "emit"] == [("emit", "PatchObject")] * 2

@@ -1,19 +1,18 @@
-"""The pod operation table (``TABLE``), its moves (``PodMove``, ``move``, ``fire``), the acts every pod
-operation shares (``save``, ``send_*``, ``retry_read``, ``settled``) and the reductions of a Pod
+"""The pod machine's phase table (``TABLE``), the acts every pod operation shares (``save``, ``send_*``, ``retry_read``, ``settled``) and the reductions of a Pod
 (``view_of``, ``refenced``). The handler modules (``create``, ``delete``) and the machine
 (``machine.py``) import these; nothing here imports them back.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 from pydantic import TypeAdapter
 
 from engine import backoff
 from engine.labels import GENERATION_LABEL as GENERATION, MANAGED_BY, MANAGER
 from engine.labels import SESSION_LABEL as SESSION
-from engine.machines.base import Ctx, Table, split_key
+from engine.machines.base import Answer, Ctx, Move, Table, move, split_key
 from engine.machines.pod.records import PodOp, PodView, Reply
 from engine.effects.models import CreateObject, DeleteObject, GetObject
 from journal.records import Outcome
@@ -33,31 +32,6 @@ TABLE = Table("pod", PHASES, [
     ("wait", ["idle", "reading"], "terminating"),
     ("settle", BUSY, "idle"),
 ], initial="idle")
-
-
-class PodMove(NamedTuple):
-    """What a handler answers when a pod operation's phase changes: the record as the handler left
-    it, the trigger of ``TABLE`` to fire, the act to perform on the moved record (``send_create``,
-    ``send_read``, ``send_delete``, ``save``, ...; it may answer a ``PodMove`` of its own) and the
-    fields the move changes. No handler moves a phase itself: the dispatcher does (``fire``)."""
-
-    e: PodOp
-    event: str
-    then: Callable[[Ctx, str, PodOp], Any]
-    changes: dict[str, Any]
-
-
-def move(e: PodOp, event: str, then: Callable[[Ctx, str, PodOp], Any], **changes: Any) -> PodMove:
-    return PodMove(e, event, then, changes)
-
-
-def fire(ctx: Ctx, key: str, answer: Any) -> None:
-    """Make what a handler answered: each ``PodMove`` moves its record along ``TABLE`` by its trigger
-    (``IllegalTransition`` if the table forbids it) with its changes, then performs its act, until
-    an act answers no move. The one place a ``PodOp``'s phase is written; called by ``dispatch``."""
-    while isinstance(answer, PodMove):
-        e = answer.e
-        answer = answer.then(ctx, key, e.but(phase=TABLE.next(e.phase, answer.event), **answer.changes))
 
 
 def save(ctx: Ctx, key: str, e: PodOp) -> PodOp:
@@ -87,15 +61,15 @@ def send_read(ctx: Ctx, key: str, e: PodOp) -> PodOp:
     return save(ctx, key, e.but(awaiting=eff.id, missing=False))
 
 
-def send_delete(ctx: Ctx, key: str, e: PodOp) -> PodOp | PodMove:
+def send_delete(ctx: Ctx, key: str, e: PodOp) -> PodOp | Move:
     """DELETE fenced by ``(target, rv)``; without a complete fence, a quorum read instead."""
     if not (e.target and e.uid == e.target and e.rv):
-        return move(e, "read", send_read)
+        return move(key, e, "read", send_read)
     eff = ctx.emit(DeleteObject, key, uid=e.target, rv=e.rv, **_ref(key))
     return save(ctx, key, e.but(awaiting=eff.id))
 
 
-def retry_read(ctx: Ctx, key: str, e: PodOp, rec: Outcome, fail: Any) -> PodMove | None:
+def retry_read(ctx: Ctx, key: str, e: PodOp, rec: Outcome, fail: Any) -> Answer:
     """A quorum read failed transiently (its executor's attempts spent): the same read goes again as
     the next attempt of its own loop when ``backoff.POD_READ`` says (``Ctx.retry``), or ``fail``."""
     e = e.but(attempts=e.attempts + 1)
@@ -106,13 +80,13 @@ def retry_read(ctx: Ctx, key: str, e: PodOp, rec: Outcome, fail: Any) -> PodMove
                                               "failed answers and there is no server time to back off on")
 
 
-def settled(ctx: Ctx, key: str, e: PodOp, then: Callable[[Ctx, str, PodOp], Any], **changes: Any) -> PodMove:
+def settled(ctx: Ctx, key: str, e: PodOp, then: Callable[[Ctx, str, PodOp], Any], **changes: Any) -> Move:
     """``e``'s operation finished (its timers cancelled here): the move to idle that forgets its
     callers (already told), then ``then``."""
     ctx.cancel_timer(key, "budget")
     ctx.cancel_timer(key, "retry")   # a read's retry set by an earlier version (a timer)
     ctx.drop_retries(key)
-    return move(e, "settle", then, op="", replies=(), target="", reason="", manifest=None, awaiting="",
+    return move(key, e, "settle", then, op="", replies=(), target="", reason="", manifest=None, awaiting="",
                 attempts=0, deadline=None, **changes)
 
 

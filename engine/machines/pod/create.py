@@ -18,20 +18,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.machines.base import Ctx
-from engine.machines.pod import delete as pod_delete
-from engine.machines.base import split_key
 from engine.labels import MANAGER
+from engine.machines.base import Answer, Ctx, Move, describe, move, split_key
+from engine.machines.pod import delete as pod_delete
 from engine.machines.pod.records import GENERATION, MANAGED_BY, SESSION, PodOp, PodView, Reply
-from engine.machines.base import describe
 from engine.seams import CreatePod
 from journal.records import Outcome
 from engine.machines.pod.acts import (
-    PodMove, move, name_of, retry_read, send_create, send_read, settled, tell_all, view_of,
+    name_of, retry_read, send_create, send_read, settled, tell_all, view_of,
 )
 
 
-def start(ctx: Ctx, key: str, reply: Reply, msg: CreatePod, budget_ms: int) -> PodMove | None:
+def start(ctx: Ctx, key: str, reply: Reply, msg: CreatePod, budget_ms: int) -> Answer:
     session, generation = msg.session, msg.generation
     manifest, problem = prepared(key, msg.manifest, session, generation)
     if problem:
@@ -40,7 +38,7 @@ def start(ctx: Ctx, key: str, reply: Reply, msg: CreatePod, budget_ms: int) -> P
     e = (ctx.get(key) or PodOp()).but(
         op="create", replies=(reply,), session=session, generation=generation, manifest=manifest,
         attempts=0, budget_ms=budget_ms, deadline=None)
-    return move(e, "create", send_create)
+    return move(key, e, "create", send_create)
 
 
 def prepared(key: str, manifest: dict[str, Any], session: str, generation: int) -> tuple[dict[str, Any], str]:
@@ -55,19 +53,19 @@ def prepared(key: str, manifest: dict[str, Any], session: str, generation: int) 
     return {**manifest, "apiVersion": "v1", "kind": "Pod", "metadata": md}, ""
 
 
-def created(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove:
+def created(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Move:
     """The answer to the create (phase ``creating``)."""
     match rec.result:
         case "ok":
             view = view_of(rec.obj)
             return finish(ctx, key, e, "pod_created", view, uid=view.uid, adopted=False)
         case "already_exists" | "transient":
-            return move(e, "exists", send_read)
+            return move(key, e, "exists", send_read)
         case _:
             return fail(ctx, key, e, f"could not create pod {name_of(key)}: {describe(rec)}")
 
 
-def confirmed(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove | None:
+def confirmed(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Answer:
     """The answer to the quorum read after AlreadyExists or a create in doubt (phase ``confirming``)."""
     match rec.result:
         case "ok":
@@ -76,14 +74,14 @@ def confirmed(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove | None:
             return fail(ctx, key, e, f"pod {name_of(key)} was not created, and its delete was asked for "
                                      "meanwhile: not created again")
         case "not_found":
-            return move(e, "absent", send_create)
+            return move(key, e, "absent", send_create)
         case "transient":
             return retry_read(ctx, key, e, rec, fail)
         case _:
             return fail(ctx, key, e, f"could not read pod {name_of(key)} after its create: {describe(rec)}")
 
 
-def _adopt_or_refuse(ctx: Ctx, key: str, e: PodOp, view: PodView) -> PodMove:
+def _adopt_or_refuse(ctx: Ctx, key: str, e: PodOp, view: PodView) -> Move:
     ours = view.managed and view.session == e.session and view.generation == str(e.generation)
     if ours and not view.terminating:
         return finish(ctx, key, e, "pod_created", view, uid=view.uid, adopted=True)
@@ -97,15 +95,13 @@ def _adopt_or_refuse(ctx: Ctx, key: str, e: PodOp, view: PodView) -> PodMove:
                              "refusing to adopt it", taken=True)
 
 
-def in_doubt(ctx: Ctx, key: str, e: PodOp) -> PodMove | None:
-    """Crash with the create or read in flight: a quorum read decides whether it landed."""
-    if e.phase == "confirming":
-        send_read(ctx, key, e)
-        return None
-    return move(e, "exists", send_read)
+def in_doubt(ctx: Ctx, key: str, e: PodOp) -> Move:
+    """Crash with the create in flight (phase ``creating``): a quorum read decides whether it
+    landed. (A read in doubt, phase ``confirming``, is read again: ``acts.send_read``.)"""
+    return move(key, e, "exists", send_read)
 
 
-def finish(ctx: Ctx, key: str, e: PodOp, message: str, view: PodView | None = None, **args: Any) -> PodMove:
+def finish(ctx: Ctx, key: str, e: PodOp, message: str, view: PodView | None = None, **args: Any) -> Move:
     """Answer every caller, keep the fence, then run a delete that queued behind the create: after
     a refusal (``taken``) that delete means this session's pod, so it deletes only a pod labelled
     for it (``pod.delete``: a quorum read first), never the one that holds the name."""
@@ -125,12 +121,12 @@ def _keep_fence(ctx: Ctx, key: str, done: PodOp) -> None:
 
 def _queued_delete(e: PodOp, guard: str) -> Any:
     """The act after the create settled: the delete asked for meanwhile (``e.then_delete``) starts."""
-    def start_delete(ctx: Ctx, key: str, done: PodOp) -> PodMove:
+    def start_delete(ctx: Ctx, key: str, done: PodOp) -> Move:
         ctx.put(key, done)
         return pod_delete.start(ctx, key, e.then_delete, "requested during create", e.budget_ms, guard)
     return start_delete
 
 
-def fail(ctx: Ctx, key: str, e: PodOp, reason: str, view: PodView | None = None, taken: bool = False) -> PodMove:
+def fail(ctx: Ctx, key: str, e: PodOp, reason: str, view: PodView | None = None, taken: bool = False) -> Move:
     extra = {"taken": True} if taken else {}
     return finish(ctx, key, e, "pod_create_failed", view, reason=reason, **extra)

@@ -22,44 +22,44 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.machines.base import Ctx, describe
+from engine.machines.base import Answer, Ctx, Move, describe, move
 from engine.machines.pod.records import PodOp, PodView, Reply
 from journal.records import Outcome
 from engine.machines.pod.acts import (
-    PodMove, move, name_of, retry_read, save, send_delete, send_read, settled, tell_all, view_of,
+    name_of, retry_read, save, send_delete, send_read, settled, tell_all, view_of,
 )
 
 
 def start(ctx: Ctx, key: str, replies: tuple[Reply, ...], reason: str, budget_ms: int,
-          session: str = "") -> PodMove:
+          session: str = "") -> Move:
     """Begin a delete from idle, deciding on the latest observation of the pod (on a quorum read
     when the delete names a Session: the fence kept from observations holds no labels)."""
     e = (ctx.get(key) or PodOp()).but(op="delete", replies=replies, reason=reason, attempts=0,
                                      budget_ms=budget_ms, deadline=None, target="", session=session,
                                      missing=False)
     if not e.uid or session:
-        return move(e, "read", send_read)
+        return move(key, e, "read", send_read)
     if e.terminating:
-        return move(e, "wait", save, target=e.uid)
-    return move(e, "delete", send_delete, target=e.uid)
+        return move(key, e, "wait", save, target=e.uid)
+    return move(key, e, "delete", send_delete, target=e.uid)
 
 
-def deleted(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove | None:
+def deleted(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Answer:
     """The answer to the fenced DELETE (phase ``deleting``)."""
     match rec.result:
         case "ok" if e.missing:
-            return move(e, "read", send_read)
+            return move(key, e, "read", send_read)
         case "ok":
-            return move(e, "accepted", save, terminating=True)
+            return move(key, e, "accepted", save, terminating=True)
         case "not_found":
             return gone(ctx, key, e)
         case "conflict" | "transient":
-            return move(e, "read", send_read)
+            return move(key, e, "read", send_read)
         case _:
             return fail(ctx, key, e, f"could not delete pod {name_of(key)}: {describe(rec)}")
 
 
-def read(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove | None:
+def read(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Answer:
     """The answer to the quorum read that fences the delete (phase ``reading``)."""
     match rec.result:
         case "ok":
@@ -72,7 +72,7 @@ def read(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> PodMove | None:
             return fail(ctx, key, e, f"could not read pod {name_of(key)} to fence its delete: {describe(rec)}")
 
 
-def decide(ctx: Ctx, key: str, e: PodOp, view: PodView) -> PodMove | None:
+def decide(ctx: Ctx, key: str, e: PodOp, view: PodView) -> Answer:
     """Decide again on a quorum read of the pod."""
     if e.target and view.uid != e.target:
         return gone(ctx, key, e)  # replaced: the pod we meant no longer exists
@@ -84,17 +84,23 @@ def decide(ctx: Ctx, key: str, e: PodOp, view: PodView) -> PodMove | None:
                      "left alone", level="warning")
         return gone(ctx, key, e)
     e = e.but(target=view.uid, uid=view.uid, rv=view.rv, terminating=view.terminating)
-    return move(e, "wait", save) if view.terminating else move(e, "fenced", send_delete)
+    return move(key, e, "wait", save) if view.terminating else move(key, e, "fenced", send_delete)
 
 
-def observed(ctx: Ctx, key: str, e: PodOp, ev: Any) -> PodMove | None:
-    """A watch event (not DELETED; ``ev.view``) during a delete."""
+def observed(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
+    """A watch event (not DELETED; ``ev.view``) while the delete's request is out (phases
+    ``deleting``, ``reading``): only the target's own events move the fence."""
     view = ev.view
     if view.uid == e.target:
         save(ctx, key, e.but(uid=view.uid, rv=view.rv, terminating=view.terminating))
-    elif e.target and e.phase == "terminating":
-        return move(e, "read", send_read)
-    return None
+
+
+def observed_terminating(ctx: Ctx, key: str, e: PodOp, ev: Any) -> Answer:
+    """A watch event while the target terminates (phase ``terminating``): the target's own moves the
+    fence; another uid's (the name taken again, or a lagging watch) is checked by a quorum read."""
+    if ev.view.uid == e.target or not e.target:
+        return observed(ctx, key, e, ev)
+    return move(key, e, "read", send_read)
 
 
 def vanished(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
@@ -104,12 +110,10 @@ def vanished(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
         gone(ctx, key, e)
 
 
-def in_doubt(ctx: Ctx, key: str, e: PodOp) -> PodMove | None:
-    """Crash with the delete or read in flight: re-observe, never re-send."""
-    if e.phase == "reading":
-        send_read(ctx, key, e)
-        return None
-    return move(e, "read", send_read)
+def in_doubt(ctx: Ctx, key: str, e: PodOp) -> Move:
+    """Crash with the delete in flight (phase ``deleting``): re-observe, never re-send. (A read in
+    doubt, phase ``reading``, is read again: ``acts.send_read``.)"""
+    return move(key, e, "read", send_read)
 
 
 def gone(ctx: Ctx, key: str, e: PodOp) -> None:
@@ -119,7 +123,7 @@ def gone(ctx: Ctx, key: str, e: PodOp) -> None:
     ctx.drop(key)
 
 
-def fail(ctx: Ctx, key: str, e: PodOp, reason: str) -> PodMove:
+def fail(ctx: Ctx, key: str, e: PodOp, reason: str) -> Move:
     tell_all(ctx, e.replies, "pod_delete_failed", pod=key, reason=reason)
     return settled(ctx, key, e, _put, session="")
 

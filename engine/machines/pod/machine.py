@@ -1,18 +1,20 @@
 """The pod machine ("pod"): fenced deletes, create-race adoption, namespaces, orphan sweeps.
 
 This is the safety core: a wrong delete of someone's running pod is the worst thing kfold can do.
-``DISPATCH`` below is the machine: each (phase, event) pair names the one handler that decides;
-the handlers live in ``create``, ``delete``, ``namespace``, ``sweep`` (orphan Secrets) and
-``orphans`` (orphan pods), over the records in ``records``.
-The operation table (``TABLE``), its moves (``PodMove``, ``fire``), the acts every pod operation
-shares (``save``, ``send_*``, ``settled``) and the reductions of a Pod (``view_of``, ``refenced``) live in
+``DISPATCH`` below is the machine (``engine.machines.base``: one table shape, one move, one
+``fire``): each (phase, event) pair names the one handler that decides; the handlers live in
+``create``, ``delete``, ``namespace``, ``sweep`` (orphan Secrets) and ``orphans`` (orphan pods),
+over the records in ``records``. The phase table (``TABLE``), the acts every pod operation shares
+(``save``, ``send_*``, ``settled``) and the reductions of a Pod (``view_of``, ``refenced``) live in
 ``acts``, which the handler modules import; this file imports them all and holds the dispatch.
 
-Phases: a pod key's ``PodOp.phase`` (``PHASES``) or ``absent`` (no entry); the namespace
-key ``<cluster>/<namespace>/`` is phase ``namespace``, a sweep's key ``sweep`` or ``orphans``.
+Table keys: a pod key's ``PodOp.phase`` (``PHASES``: ``idle``, ``creating``, ``confirming``,
+``deleting``, ``reading``, ``terminating``) or ``absent`` (no record); the keys that hold no phase
+are named for their entry: ``namespace`` (``<cluster>/<namespace>/``), ``sweep`` and ``orphans``.
 Events: the seam models (``engine.seams``: ``CreatePod``, ``DeletePod``, ``EnsureNamespaceRequest``,
-``SweepSecrets``, ``SweepOrphans``), ``Outcome``, and the reduced events below (``Seen``,
-``Vanished``, ``Missing``, ``InDoubt``, ``Budget``, ``RetryDue``).
+``SweepSecrets``, ``SweepOrphans``), the effect class an outcome answers, and the reduced events
+(``Seen``, ``Vanished``, ``Missing``, ``Budget`` below; ``InDoubt``, ``Stale``, ``RetryDue`` from
+``base``).
 
 Messages (``ctx.tell("pod", key, ...)``), answered with ``ctx.tell(reply_to, reply_key, ...)``:
 - ``create`` {manifest, reply_to, reply_key, session, generation[, budget_s]} at a pod key ->
@@ -41,9 +43,9 @@ The operation table. Phases of one pod name (``PodOp.phase``)::
     idle|reading --wait--> terminating            (the pod is already terminating)
     any but idle --settle--> idle                 (the operation answered its callers)
 
-No handler moves a phase: one that wants a move answers ``PodMove(e, event, then, changes)`` (``move``;
-``settled`` for the move to idle), and the dispatcher (``dispatch``) makes it (``fire``, the one
-caller of ``TABLE.next``): the record moved by the trigger with the changes, then the act ``then``
+No handler moves a phase: one that wants a move answers ``base.Move(key, e, trigger, then,
+changes)`` (``move``; ``settled`` for the move to idle), and ``DISPATCH.run`` makes it
+(``base.fire``): the record moved by the trigger with the changes, then the act ``then``
 (``send_create``, ``send_read``, ``send_delete``, ``save``, ...), whose answer may be a move again
 (``send_delete`` without a complete fence answers the read). ``tests/unit/test_pod_moves.py``.
 
@@ -62,9 +64,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from engine.machines.base import Ctx, Dispatch, InDoubt, Machine, RetryDue, UnknownEvent, ignore, missing_after_relist
+from engine.machines.base import (
+    Answer, Answered, Ctx, Dispatch, InDoubt, Machine, Move, Ordered, RetryDue, Stale, UnknownEvent, ignore,
+    missing_after_relist,
+)
 from engine.machines.pod import create, delete, namespace, orphans, sweep
-from engine.machines.pod.acts import PHASES, TABLE, PodMove, fire, move, name_of, refenced, save, send_read, view_of
+from engine.machines.pod.acts import BUSY, PHASES, TABLE, move, name_of, refenced, save, send_read, view_of
 from engine.machines.pod.records import DEFAULT_BUDGET_S, ORPHANS_NAME, SWEEP_NAME, Entries, PodOp, PodView, Reply, reply_list
 from engine.effects.models import CreateObject, DeleteObject, Effect, EnsureNamespace, GetObject, ListObjects
 from engine.seams import CreatePod, DeletePod, EnsureNamespaceRequest, PodCommand, PodMessage, SweepOrphans, SweepSecrets
@@ -119,18 +124,18 @@ def _unfence(ctx: Ctx, key: str, e: PodOp, ev: Any) -> None:
         save(ctx, key, e.but(uid="", rv="", terminating=False))
 
 
-def _reread(ctx: Ctx, key: str, e: PodOp, ev: Missing) -> PodMove | None:
+def _reread(ctx: Ctx, key: str, e: PodOp, ev: Missing) -> Answer:
     """A delete waiting for the pod to go re-reads it (quorum GET; its 404 answers ``pod_gone``);
     one with a request in flight notes the relist (``missing``), and an answer of that request
     that leaves the pod terminating is followed by the quorum read: the pod may be gone already,
     and no watch started after the relist will tell its DELETED."""
     if not e.awaiting:
-        return move(e, "read", send_read)
+        return move(key, e, "read", send_read)
     save(ctx, key, e.but(missing=True))
     return None
 
 
-def _create(ctx: Ctx, key: str, e: PodOp | None, msg: CreatePod) -> PodMove | None:
+def _create(ctx: Ctx, key: str, e: PodOp | None, msg: CreatePod) -> Answer:
     return create.start(ctx, key, _reply(msg), msg, _budget_ms(msg))
 
 
@@ -150,7 +155,7 @@ def _refuse_create(ctx: Ctx, key: str, e: PodOp, msg: CreatePod, busy: str) -> N
              reason=f"pod {name_of(key)} is {busy}; refusing a second create")
 
 
-def _delete(ctx: Ctx, key: str, e: PodOp | None, msg: DeletePod) -> PodMove:
+def _delete(ctx: Ctx, key: str, e: PodOp | None, msg: DeletePod) -> Move:
     return delete.start(ctx, key, (_reply(msg),), msg.reason, _budget_ms(msg), msg.session)
 
 
@@ -175,10 +180,19 @@ def _budget_ms(msg: CreatePod | DeletePod) -> int:
 
 
 def _op_in_doubt(operation: Any) -> Any:
-    def resolve(ctx: Ctx, key: str, e: PodOp, ev: InDoubt) -> PodMove | None:
+    """A pod operation's effect in doubt: its handler decides with nothing awaited and no deadline
+    (the budget is armed again, whole, by the act that resolves the doubt)."""
+    def resolve(ctx: Ctx, key: str, e: PodOp, ev: InDoubt) -> Answer:
         return operation(ctx, key, e.but(awaiting="", deadline=None))
     resolve.__qualname__ = f"{operation.__module__.rsplit('.', 1)[-1]}.{operation.__name__}"
     return resolve
+
+
+def _op_outcome(handler: Any) -> Any:
+    def answer(ctx: Ctx, key: str, e: PodOp, ev: Answered) -> Answer:
+        return handler(ctx, key, e.but(awaiting=""), ev.rec)
+    answer.__qualname__ = f"{handler.__module__.rsplit('.', 1)[-1]}.{handler.__name__}"
+    return answer
 
 
 def _entry_in_doubt(handler: Any) -> Any:
@@ -189,24 +203,20 @@ def _entry_in_doubt(handler: Any) -> Any:
 
 
 def _entry_outcome(handler: Any) -> Any:
-    def answer(ctx: Ctx, key: str, e: Any, ev: tuple[Outcome, Effect]) -> None:
+    def answer(ctx: Ctx, key: str, e: Any, ev: Answered) -> None:
         handler(ctx, key, *ev)
     answer.__qualname__ = f"{handler.__module__.rsplit('.', 1)[-1]}.{handler.__name__}"
     return answer
 
 
-def _op_outcome(handler: Any) -> Any:
-    def answer(ctx: Ctx, key: str, e: PodOp, ev: tuple[Outcome, Effect]) -> PodMove | None:
-        return handler(ctx, key, e.but(awaiting=""), ev[0])
-    answer.__qualname__ = f"{handler.__module__.rsplit('.', 1)[-1]}.{handler.__name__}"
-    return answer
-
-
-def _over_budget(ctx: Ctx, key: str, e: PodOp, ev: Budget) -> PodMove:
-    reason = (f"{e.op} of pod {name_of(key)} exceeded its budget of {e.budget_ms // 1000} s "
-              f"(still {e.phase}); nothing more is sent for it")
-    ctx.log(key, reason, level="warning")
-    return (create.fail if e.op == "create" else delete.fail)(ctx, key, e.but(awaiting=""), reason)
+def _over_budget(fail: Any) -> Any:
+    def over_budget(ctx: Ctx, key: str, e: PodOp, ev: Budget) -> Move:
+        reason = (f"{e.op} of pod {name_of(key)} exceeded its budget of {e.budget_ms // 1000} s "
+                  f"(still {e.phase}); nothing more is sent for it")
+        ctx.log(key, reason, level="warning")
+        return fail(ctx, key, e.but(awaiting=""), reason)
+    over_budget.__qualname__ = f"{fail.__module__.rsplit('.', 1)[-1]}.over_budget"
+    return over_budget
 
 
 def _read_again(ctx: Ctx, key: str, e: PodOp, ev: RetryDue) -> None:
@@ -218,87 +228,82 @@ def _namespace_retry(ctx: Ctx, key: str, e: Any, ev: Any) -> None:
     namespace.on_deadline(ctx, key)
 
 
-def _sweep_secrets(ctx: Ctx, key: str, e: Any, ev: tuple[Command, SweepSecrets]) -> None:
+def _sweep_secrets(ctx: Ctx, key: str, e: Any, ev: Ordered) -> None:
     sweep.start(ctx, *ev)
 
 
-def _sweep_orphans(ctx: Ctx, key: str, e: Any, ev: tuple[Command, SweepOrphans]) -> None:
-    orphans.start(ctx, ev[1])
+def _sweep_orphans(ctx: Ctx, key: str, e: Any, ev: Ordered) -> None:
+    orphans.start(ctx, ev.cmd)
 
 
-# The pod machine. A pod key's phase is its operation (``PodOp.op``: ``idle`` for none, ``absent``
-# for no entry; the operation's own steps are ``PodOp.phase``, moved by ``TABLE``); the other
-# keys' phase is their entry kind. An answer's event is the class of the effect it answers.
+# The pod machine: (phase or kind, event) -> handler. A pod key's phase is its record's
+# (``PodOp.phase``, moved along ``TABLE``), ``absent`` for no record; the other keys hold no phase
+# and are named for their entry kind (``namespace``, ``sweep``, ``orphans``). An answer's event is
+# the class of the effect it answers; an answer or doubt the pod key does not await is ``Stale``.
+CREATING = ("creating", "confirming")
+DELETING = ("deleting", "reading", "terminating")
+POD_KEYS = ("absent", *PHASES)
+ENTRIES = ("namespace", "sweep", "orphans")
 DISPATCH = Dispatch("pod", [
     # observations of the pod
     ("absent", Seen, _track),
-    (("idle", "create"), Seen, _refence),
-    ("delete", Seen, delete.observed),
+    (("idle", *CREATING), Seen, _refence),
+    (("deleting", "reading"), Seen, delete.observed),
+    ("terminating", Seen, delete.observed_terminating),
     ("absent", Vanished, ignore),
     ("idle", Vanished, _forget),
-    ("create", Vanished, _unfence),
-    ("delete", Vanished, delete.vanished),
+    (CREATING, Vanished, _unfence),
+    (DELETING, Vanished, delete.vanished),
     ("idle", Missing, _forget),
-    ("create", Missing, _unfence),
-    ("delete", Missing, _reread),
+    (CREATING, Missing, _unfence),
+    (DELETING, Missing, _reread),
     # requests
     (("absent", "idle"), CreatePod, _create),
-    ("create", CreatePod, _create_again),
-    ("delete", CreatePod, _create_while_deleting),
+    (CREATING, CreatePod, _create_again),
+    (DELETING, CreatePod, _create_while_deleting),
     (("absent", "idle"), DeletePod, _delete),
-    ("create", DeletePod, _delete_after_create),
-    ("delete", DeletePod, _delete_again),
+    (CREATING, DeletePod, _delete_after_create),
+    (DELETING, DeletePod, _delete_again),
     ("namespace", EnsureNamespaceRequest, _ensure_namespace),
     ("sweep", SweepSecrets, _sweep_secrets),
     ("orphans", SweepOrphans, _sweep_orphans),
-    # answers: a pod operation hears only the outcome it awaits (``PodMachine.on_outcome``)
-    ("create", CreateObject, _op_outcome(create.created)),
-    ("create", GetObject, _op_outcome(create.confirmed)),
-    ("delete", DeleteObject, _op_outcome(delete.deleted)),
-    ("delete", GetObject, _op_outcome(delete.read)),
+    # answers: a pod key hears only the outcome it awaits (the others are ``Stale``)
+    ("creating", CreateObject, _op_outcome(create.created)),
+    ("confirming", GetObject, _op_outcome(create.confirmed)),
+    ("deleting", DeleteObject, _op_outcome(delete.deleted)),
+    ("reading", GetObject, _op_outcome(delete.read)),
+    (POD_KEYS, Stale, ignore),
     ("namespace", EnsureNamespace, _entry_outcome(namespace.on_outcome)),
     ("sweep", ListObjects, _entry_outcome(sweep.on_outcome)),
     ("sweep", DeleteObject, _entry_outcome(sweep.on_outcome)),
     ("orphans", ListObjects, _entry_outcome(orphans.on_outcome)),
     ("orphans", GetObject, _entry_outcome(orphans.on_outcome)),
     ("orphans", DeleteObject, _entry_outcome(orphans.on_outcome)),
-    ("create", InDoubt, _op_in_doubt(create.in_doubt)),
-    ("delete", InDoubt, _op_in_doubt(delete.in_doubt)),
+    ("creating", InDoubt, _op_in_doubt(create.in_doubt)),
+    ("deleting", InDoubt, _op_in_doubt(delete.in_doubt)),
+    (("confirming", "reading"), InDoubt, _op_in_doubt(send_read)),
     ("namespace", InDoubt, _entry_in_doubt(namespace.in_doubt)),
     ("sweep", InDoubt, _entry_in_doubt(sweep.in_doubt)),
     ("orphans", InDoubt, _entry_in_doubt(orphans.in_doubt)),
     # timers
-    (("create", "delete"), Budget, _over_budget),
-    (("create", "delete"), RetryDue, _read_again),
+    (CREATING, Budget, _over_budget(create.fail)),
+    (DELETING, Budget, _over_budget(delete.fail)),
+    (BUSY, RetryDue, _read_again),
     (("absent", "idle"), Budget, ignore),
     (("absent", "idle"), RetryDue, ignore),
     ("namespace", Budget, _namespace_retry),
     ("namespace", RetryDue, _namespace_retry),
     (("sweep", "orphans"), Budget, ignore),
     (("sweep", "orphans"), RetryDue, ignore),
-])
-ENTRIES = ("namespace", "sweep", "orphans")
+], phases=TABLE, kinds=("absent", *ENTRIES))
 _DEADLINES = {"budget": Budget, "retry": RetryDue}
-_KEY_PHASES = {SWEEP_NAME: "sweep", ORPHANS_NAME: "orphans", "": "namespace"}
-
-
-def dispatch(ctx: Ctx, key: str, phase: str, event: type, e: Any, ev: Any) -> None:
-    """The pod machine's dispatcher: the handler ``DISPATCH`` names for ``(phase, event)`` decides on
-    ``ev``; a ``PodMove`` it answers is made here (``fire``), the only place a pod's phase moves."""
-    answer = DISPATCH.handler(phase, event)(ctx, key, e, ev)
-    if answer is not None:
-        fire(ctx, key, answer)
-
-
-def op_phase(e: Any) -> str:
-    """The phase of a pod key's entry: its operation, ``idle`` for none, ``absent`` for no entry."""
-    return (e.op or "idle") if isinstance(e, PodOp) else "absent"
+_KEY_KINDS = {SWEEP_NAME: "sweep", ORPHANS_NAME: "orphans", "": "namespace"}
 
 
 def phase_of(key: str, e: Any) -> str:
-    """The phase of the key an answer, a doubt or a timer is about: the entry kind of a namespace
-    or sweep key, else the pod operation's (``op_phase``)."""
-    return _KEY_PHASES.get(key.rpartition("/")[2]) or op_phase(e)
+    """The table key of ``key``: the entry kind of a namespace or sweep key, else the pod record's
+    phase (``absent`` for none)."""
+    return _KEY_KINDS.get(key.rpartition("/")[2]) or (e.phase if isinstance(e, PodOp) else "absent")
 
 
 class PodMachine(Machine):
@@ -314,46 +319,47 @@ class PodMachine(Machine):
         e = table.get(args[0])
         return e.uid if isinstance(e, PodOp) else ""
 
-    def _run(self, ctx: Ctx, key: str, ev: Any) -> None:
-        e = ctx.get(key)
-        dispatch(ctx, key, op_phase(e), type(ev), e, ev)
-
     def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         key = f"{rec.cluster}/{rec.namespace}/{rec.name}"  # object_key, inlined: runs on every Pod event
         view = view_of(rec.obj, rec.uid, rec.rv)
-        self._run(ctx, key, Vanished(view.uid) if rec.event == "DELETED" else Seen(view))
+        e = ctx.get(key)
+        ev = Vanished(view.uid) if rec.event == "DELETED" else Seen(view)
+        DISPATCH.run(ctx, key, e.phase if isinstance(e, PodOp) else "absent", type(ev), e, ev)
 
     def on_relist(self, ctx: Ctx, rec: Relist) -> None:
-        pods = [k for k, e in ctx.items() if isinstance(e, PodOp)]
+        pods = {k: e for k, e in ctx.items() if isinstance(e, PodOp)}
         for key in missing_after_relist(pods, rec):
-            self._run(ctx, key, Missing())
+            DISPATCH.run(ctx, key, pods[key].phase, Missing, pods[key], Missing())
 
     def on_receive(self, ctx: Ctx, key: str, msg: PodMessage) -> None:
-        if isinstance(msg, EnsureNamespaceRequest):
-            return dispatch(ctx, key, "namespace", EnsureNamespaceRequest, ctx.get(key), msg)
-        self._run(ctx, key, msg)
+        e = ctx.get(key)
+        DISPATCH.run(ctx, key, phase_of(key, e), type(msg), e, msg)
 
     def on_command(self, ctx: Ctx, rec: Command, cmd: PodCommand) -> None:
         where = sweep.key_of(rec, cmd) if isinstance(cmd, SweepSecrets) else orphans.key_of(cmd)
-        dispatch(ctx, where, phase_of(where, None), type(cmd), ctx.get(where), (rec, cmd))
+        DISPATCH.run(ctx, where, phase_of(where, None), type(cmd), ctx.get(where), Ordered(rec, cmd))
 
     def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Effect) -> None:
         key = effect.key
         e = ctx.get(key)
         phase = phase_of(key, e)
-        if phase in ENTRIES or (isinstance(e, PodOp) and e.awaiting == effect.id):
-            dispatch(ctx, key, phase, type(effect), e, (rec, effect))
+        if isinstance(e, PodOp) and e.awaiting == effect.id or phase in ENTRIES:
+            DISPATCH.run(ctx, key, phase, type(effect), e, Answered(rec, effect))
+        else:
+            DISPATCH.run(ctx, key, phase, Stale, e, Stale(rec, effect))
 
     def on_in_doubt(self, ctx: Ctx, effect: Effect) -> None:
         key = effect.key
         e = ctx.get(key)
         phase = phase_of(key, e)
-        if phase in ENTRIES or (isinstance(e, PodOp) and e.awaiting == effect.id):
-            dispatch(ctx, key, phase, InDoubt, e, InDoubt(effect))
+        if isinstance(e, PodOp) and e.awaiting == effect.id or phase in ENTRIES:
+            DISPATCH.run(ctx, key, phase, InDoubt, e, InDoubt(effect))
+        else:
+            DISPATCH.run(ctx, key, phase, Stale, e, Stale(None, effect))
 
     def on_deadline(self, ctx: Ctx, key: str, name: str) -> None:
         event = _DEADLINES.get(name)
         e = ctx.get(key)
         if event is None:
             raise UnknownEvent(self.name, phase_of(key, e), f"deadline {name!r}")
-        dispatch(ctx, key, phase_of(key, e), event, e, event())
+        DISPATCH.run(ctx, key, phase_of(key, e), event, e, event())

@@ -31,21 +31,28 @@ the list-driven commands in ``repo.bindings``, over the records in ``repo.record
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
-from engine.machines.base import Ctx
+from engine.machines.base import (
+    Answer, Answered, Ctx, Dispatch, InDoubt, Machine, Ordered, Reply, Stale, ignore, object_key, split_key,
+)
 from engine.machines.repo import bindings as repo_list
-from engine.machines.base import Dispatch, InDoubt, Machine, Reply, object_key, split_key
+from engine.machines.repo import ops
 from engine.machines.repo.creds import CredentialError, missing_env, resolve
 from engine.repo_names import KIND, RepoUrlError, identity, key_of_identity, rfc3339, without_password
-from engine.effects.models import Effect, GetObject, ListObjects
-from engine.machines.repo.ops import RepoEffect, RepoMove, answer, doubt, fire, ref_fields, start, transient
+from engine.effects.models import ApplySecret, CreateObject, DeleteObject, Effect, GetObject, ListObjects, PatchObject
+from engine.machines.repo.ops import BUSY, TABLE, RepoEffect, doubt, ref_fields, start, transient
 from engine.machines.repo.records import (
     Op, RepoConfig, RepoEntry, RepoRow, absorb, config_key, config_of, entry_of, gone, settle,
 )
 from engine.seams import EnsureRepo, ReleaseRepo, RepoBind, RepoCommand, RepoGc, RepoMessage, RepoReconcileBound
 from journal.records import Command, Observed, Outcome, Relist
+
+
+class Recheck(NamedTuple):
+    """The answer (``rec``; None: in doubt) of the quorum GET sent because a relist lacked the Repo."""
+    rec: Outcome | None
+    effect: GetObject
 
 
 class RepoMachine(Machine):
@@ -57,10 +64,12 @@ class RepoMachine(Machine):
 
     def on_command(self, ctx: Ctx, rec: Command, cmd: RepoCommand) -> None:
         cluster, ns = repo_list.where(rec, cmd)
-        dispatch(ctx, "config", type(cmd), config_key(cluster, ns), (rec, cmd))
+        ckey = config_key(cluster, ns)
+        DISPATCH.run(ctx, ckey, "config", type(cmd), ctx.get(ckey), Ordered(rec, cmd))
 
     def on_receive(self, ctx: Ctx, key: str, msg: RepoMessage) -> None:
-        dispatch(ctx, "repo", type(msg), key, msg)
+        entry = ctx.get(key)
+        DISPATCH.run(ctx, key, phase_of(key, entry), type(msg), entry, msg)
 
     def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         key = object_key(rec.cluster, rec.namespace, rec.name)
@@ -77,48 +86,79 @@ class RepoMachine(Machine):
                 _recheck(ctx, entry)
 
     def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Effect) -> None:
-        dispatch(ctx, phase_of(effect.key), Outcome, rec, effect)
+        key = effect.key
+        entry = ctx.get(key)
+        phase = phase_of(key, entry)
+        event, ev = _reduced(phase, entry, effect, rec)
+        DISPATCH.run(ctx, key, phase, event, entry, ev)
 
     def on_in_doubt(self, ctx: Ctx, effect: Effect) -> None:
-        dispatch(ctx, phase_of(effect.key), InDoubt, effect)
+        key = effect.key
+        entry = ctx.get(key)
+        phase = phase_of(key, entry)
+        event, ev = _reduced(phase, entry, effect, None)
+        DISPATCH.run(ctx, key, phase, event, entry, ev)
 
 
-def dispatch(ctx: Ctx, phase: str, event: type, *args: Any) -> None:
-    """The repo machine's dispatcher: the handler ``DISPATCH`` names for ``(phase, event)`` decides;
-    the move it answers is made here (``ops.fire``), the only place a Repo's phase moves. A handler
-    that starts several operations (a bind, a list's answer) yields each one's move, made before it
-    goes on to the next."""
-    answered = DISPATCH.handler(phase, event)(ctx, *args)
-    for move in answered if isinstance(answered, Iterator) else (answered,):
-        fire(ctx, move)
+def phase_of(key: str, entry: Any) -> str:
+    """The table key of ``key``: ``config`` for a namespace's configuration key
+    (``<cluster>/<namespace>/``), else the Repo's phase (``absent``: no record)."""
+    if key.endswith("/"):
+        return "config"
+    return entry.phase if isinstance(entry, RepoEntry) else "absent"
 
 
-def phase_of(key: str) -> str:
-    """``config`` for a namespace's configuration key (``<cluster>/<namespace>/``), else ``repo``."""
-    return "config" if key.endswith("/") else "repo"
+def _reduced(phase: str, entry: Any, effect: Effect, rec: Outcome | None) -> tuple[type, Any]:
+    """An outcome (``rec``; None: a doubt) reduced to the event the table routes: a configuration
+    key's lists decide by their own ids (``repo.bindings``); a Repo's is the relist's quorum read
+    (``Recheck``), the answer its op awaits (the effect's class; ``InDoubt``), or ``Stale``."""
+    if phase == "config":
+        return (type(effect), Answered(rec, effect)) if rec is not None else (InDoubt, InDoubt(effect))
+    if not isinstance(entry, RepoEntry):
+        return Stale, Stale(rec, effect)
+    if entry.checking == effect.id:
+        return Recheck, Recheck(rec, effect)
+    if entry.op is not None and entry.op.effect_id == effect.id:
+        return (type(effect), Answered(rec, effect)) if rec is not None else (InDoubt, InDoubt(effect))
+    return Stale, Stale(rec, effect)
 
 
-def _answer(ctx: Ctx, rec: Outcome, effect: RepoEffect) -> RepoMove | None:
-    entry = ctx.get(effect.key)
-    if isinstance(entry, RepoEntry) and entry.checking and entry.checking == effect.id:
-        return _rechecked(ctx, entry.but(checking=""), rec)
-    if not isinstance(entry, RepoEntry) or entry.op is None or entry.op.effect_id != effect.id:
-        return ctx.log(effect.key, "outcome for no operation in flight; ignored", level="debug")
-    if rec.result == "ok" and rec.obj and effect.type in ("create", "patch", "get"):
-        settle(ctx, entry, absorb(entry, rec.obj))
-        entry = ctx.get(effect.key)
-    if rec.result == "transient":
-        return transient(ctx, entry, effect, rec)
-    return answer(ctx, entry, rec)
+def _answer(handler: Any) -> Any:
+    """The answer of the request ``entry``'s op awaits: what it shows is absorbed first; a transient
+    one is ``ops.transient``'s (retried or in doubt); otherwise ``handler`` decides."""
+    def answer(ctx: Ctx, key: str, entry: RepoEntry, ev: Answered) -> Answer:
+        rec, effect = ev
+        if rec.result == "ok" and rec.obj and effect.type in ("create", "patch", "get"):
+            settle(ctx, entry, absorb(entry, rec.obj))
+            entry = ctx.get(key)
+        if rec.result == "transient":
+            return transient(ctx, entry, effect, rec)
+        return handler(ctx, entry, rec)
+    answer.__qualname__ = f"ops.{handler.__name__}"
+    return answer
 
 
-def _doubt(ctx: Ctx, effect: RepoEffect) -> RepoMove | None:
-    entry = ctx.get(effect.key)
-    if isinstance(entry, RepoEntry) and entry.checking and entry.checking == effect.id:
-        _recheck(ctx, entry.but(checking=""))
-    elif isinstance(entry, RepoEntry) and entry.op is not None and entry.op.effect_id == effect.id:
-        return doubt(ctx, entry, effect)
-    return None
+def _doubt(ctx: Ctx, key: str, entry: RepoEntry, ev: InDoubt) -> Answer:
+    return doubt(ctx, entry, ev.effect)
+
+
+def _stale(ctx: Ctx, key: str, entry: Any, ev: Stale) -> None:
+    if ev.rec is not None:
+        ctx.log(key, "outcome for no operation in flight; ignored", level="debug")
+
+
+def _rechecked(ctx: Ctx, key: str, entry: RepoEntry, ev: Recheck) -> None:
+    """The quorum read a relist asked for: its 404 forgets the Repo, a Repo read is absorbed, a
+    read in doubt is sent again; anything else keeps what is known (the watch or the next relist
+    decides)."""
+    entry, rec = entry.but(checking=""), ev.rec
+    if rec is None:
+        return _recheck(ctx, entry)
+    if rec.result == "not_found":
+        return settle(ctx, entry, gone(entry))
+    if rec.result == "ok" and rec.obj:
+        return settle(ctx, entry, absorb(entry, rec.obj))
+    ctx.put(entry.key, entry)
 
 
 def _recheck(ctx: Ctx, entry: RepoEntry) -> None:
@@ -129,16 +169,8 @@ def _recheck(ctx: Ctx, entry: RepoEntry) -> None:
     ctx.put(entry.key, entry.but(checking=effect.id))
 
 
-def _rechecked(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> None:
-    if rec.result == "not_found":
-        return settle(ctx, entry, gone(entry))
-    if rec.result == "ok" and rec.obj:
-        return settle(ctx, entry, absorb(entry, rec.obj))
-    ctx.put(entry.key, entry)  # unknown: keep what we know; the watch or the next relist decides
-
-
 # -- commands and messages ---------------------------------------------------------------------
-def bind(ctx: Ctx, ckey: str, ev: tuple[Command, RepoBind]) -> Iterator[RepoMove | None]:
+def bind(ctx: Ctx, ckey: str, cfg: Any, ev: Ordered) -> Answer:
     rec, cmd = ev
     cluster, ns, _ = split_key(ckey)
     try:
@@ -147,6 +179,10 @@ def bind(ctx: Ctx, ckey: str, ev: tuple[Command, RepoBind]) -> Iterator[RepoMove
         return repo_list.refuse(ctx, ckey, rec.name, exc)
     ctx.put(ckey, cfg)
     report_missing_env(ctx, ckey, cfg)
+    return _bind_each(ctx, cluster, ns, cfg, bindings)
+
+
+def _bind_each(ctx: Ctx, cluster: str, ns: str, cfg: RepoConfig, bindings: Any) -> Any:
     for url, ident in bindings:
         key = object_key(cluster, ns, key_of_identity(ident))
         resolved = resolve(url, ident, cfg.credentials, cfg.env_present)
@@ -163,7 +199,7 @@ def report_missing_env(ctx: Ctx, ckey: str, cfg: RepoConfig) -> None:
                 level="warning", missing=[{"match": c.match, "env": c.env} for c in missing])
 
 
-def ensure(ctx: Ctx, key: str, msg: EnsureRepo) -> RepoMove | None:
+def ensure(ctx: Ctx, key: str, entry: Any, msg: EnsureRepo) -> Answer:
     target = Reply(to=msg.reply_to, key=msg.reply_key)
     cluster, ns, name = split_key(key)
     try:
@@ -191,35 +227,45 @@ def _attach_url(url: Any, name: str) -> tuple[str, str]:
     return without_password(url), ident
 
 
-def release(ctx: Ctx, key: str, msg: ReleaseRepo) -> None:
+def release(ctx: Ctx, key: str, entry: Any, msg: ReleaseRepo) -> None:
     target = Reply(to=msg.reply_to, key=msg.reply_key)
     entry = ctx.get(key)
     if isinstance(entry, RepoEntry) and target in entry.subscribers:
         ctx.put(key, entry.but(subscribers=tuple(s for s in entry.subscribers if s != target)))
 
 
-def _list_command(ctx: Ctx, ckey: str, ev: tuple[Command, RepoReconcileBound | RepoGc]) -> None:
+def _list_command(ctx: Ctx, ckey: str, cfg: Any, ev: Ordered) -> None:
     repo_list.command(ctx, *ev)
 
 
-def _list_answer(ctx: Ctx, rec: Outcome, effect: ListObjects) -> Iterator[RepoMove | None]:
-    return repo_list.outcome(ctx, rec, effect, start)
+def _list_answer(ctx: Ctx, ckey: str, cfg: Any, ev: Answered) -> Answer:
+    return repo_list.outcome(ctx, *ev, start)
 
 
-def _list_doubt(ctx: Ctx, effect: ListObjects) -> None:
-    repo_list.in_doubt(ctx, effect)
+def _list_doubt(ctx: Ctx, ckey: str, cfg: Any, ev: InDoubt) -> None:
+    repo_list.in_doubt(ctx, ev.effect)
 
 
-# The repo machine: (phase, event) -> handler. Phase ``config`` is a namespace's configuration key,
-# ``repo`` one Repo's key; the Repo's operation (``records.Op``) is run by ``ops``.
+# The repo machine: (phase or kind, event) -> handler. A Repo key's phase is its record's
+# (``RepoEntry.phase``, moved along ``ops.TABLE``), ``absent`` for no record; a namespace's
+# configuration key holds no phase (``config``). An answer's event is the class of the effect it
+# answers; one the Repo's op does not await is ``Stale``, the relist's quorum read's ``Recheck``.
+REPO_KEYS = ("absent", "idle", *BUSY)
 DISPATCH = Dispatch("repo", [
     ("config", RepoBind, bind),
     ("config", RepoReconcileBound, _list_command),
     ("config", RepoGc, _list_command),
-    ("config", Outcome, _list_answer),
+    ("config", ListObjects, _list_answer),
     ("config", InDoubt, _list_doubt),
-    ("repo", EnsureRepo, ensure),
-    ("repo", ReleaseRepo, release),
-    ("repo", Outcome, _answer),
-    ("repo", InDoubt, _doubt),
-])
+    (REPO_KEYS, EnsureRepo, ensure),
+    (REPO_KEYS, ReleaseRepo, release),
+    ("securing", ApplySecret, _answer(ops.on_secured)),
+    ("creating", CreateObject, _answer(ops.on_created)),
+    ("reading", GetObject, _answer(ops.on_read)),
+    ("patching", PatchObject, _answer(ops.on_patched)),
+    ("deleting", DeleteObject, _answer(ops.on_deleted)),
+    ("verifying", GetObject, _answer(ops.on_verified)),
+    (BUSY, InDoubt, _doubt),
+    (REPO_KEYS, Recheck, _rechecked),
+    (REPO_KEYS, Stale, _stale),
+], phases=TABLE, kinds=("absent", "config"))

@@ -4,17 +4,19 @@ Expected flow: ``start`` runs an ``Op`` when the Repo is idle and queues it othe
 joins the ensure in flight or queued; an evict decided on a busy Repo is dropped, the next gc
 decides again). One request is in flight per Repo: the token Secret first when the statement names
 one (``secure``), then create or merge patch; a quorum read when an ensure must learn what stands
-(or the time on the Repo's cluster, see ``repo``); a delete fenced by uid + resourceVersion for an evict. ``answer`` acts on the outcome by the phase
-it answers; ``succeed`` / ``fail`` tell the waiters, and ``finish`` starts the next queued op.
+(or the time on the Repo's cluster, see ``repo``); a delete fenced by uid + resourceVersion for an
+evict. The ``on_*`` answers act on the outcome of the request the phase sent (the machine's table
+names one per phase); ``succeed`` / ``fail`` tell the waiters, and ``finish`` starts the next
+queued op.
 
 No step moves a phase: a step that sends a request (``go``) or ends the op (``finish``) answers a
-``RepoMove`` (the entry, the trigger of ``TABLE``, the act on the moved entry); the dispatcher
-(``repo.machine.dispatch``) makes it with ``fire``, the one caller of ``TABLE.next``. A finish's act
-starts the next queued op, whose own move ``fire`` makes in turn.
+``base.Move`` (the entry, the trigger of ``TABLE``, the act on the moved entry), which the
+dispatcher makes (``base.fire``). A finish's act starts the next queued op, whose own move is made
+in turn.
 
 Guarantees:
 - Every request moves the entry along ``TABLE`` (``IllegalTransition`` otherwise) and records its
-  effect id on the op; ``RepoMachine`` hands ``answer`` only the outcome of that effect.
+  effect id on the op; ``RepoMachine`` hands an ``on_*`` answer only the outcome of that effect.
 - A request in doubt is repeated when safe to retry, else a quorum read decides what happened;
   a bounded number of times (``engine.backoff.REPO_OP``, counted in ``Op.attempts``), then it fails and
   every waiter is told ``repo_failed``.
@@ -26,10 +28,10 @@ Why the runner and the answers share a module: they call each other (``start`` -
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any
 
 from engine import backoff
-from engine.machines.base import Ctx, describe
+from engine.machines.base import Answer, Ctx, Move, describe, move
 from engine.effects.models import ApplySecret, CreateObject, DeleteObject, GetObject, PatchObject
 from engine.machines.base import Table
 from engine.machines.repo.creds import (
@@ -55,28 +57,8 @@ TABLE = Table("repo", ["idle", *BUSY], [
 ], initial="idle")
 
 
-class RepoMove(NamedTuple):
-    """What a step of an operation answers when the Repo's phase changes: the entry as the step
-    left it, the trigger of ``TABLE`` (None: no trigger, the phase stays: an op that sent nothing
-    finishes where it started) and the act on the moved entry, which may answer the next move."""
-
-    entry: RepoEntry
-    event: str | None
-    then: Callable[[Ctx, RepoEntry], "RepoMove | None"]
-
-
-def fire(ctx: Ctx, move: RepoMove | None) -> None:
-    """Make a step's answer: the entry moved along ``TABLE`` by the trigger (``IllegalTransition``
-    if the table forbids it), then the act, until an act answers no move. The one place a Repo's
-    phase is written; called by the dispatcher (``repo.machine.dispatch``)."""
-    while move is not None:
-        entry = move.entry
-        phase = entry.phase if move.event is None else TABLE.next(entry.phase, move.event)
-        move = move.then(ctx, entry.but(phase=phase))
-
-
 # -- running one operation ---------------------------------------------------------------------
-def start(ctx: Ctx, entry: RepoEntry, op: Op) -> RepoMove | None:
+def start(ctx: Ctx, entry: RepoEntry, op: Op) -> Answer:
     """Run ``op`` now if the Repo is idle; otherwise queue it (an ensure joins one in flight)."""
     if entry.phase != "idle":
         return ctx.put(entry.key, _enqueue(entry, op))
@@ -101,21 +83,21 @@ def _enqueue(entry: RepoEntry, op: Op) -> RepoEntry:
     return entry.but(queue=entry.queue + (op,))
 
 
-def secure_or(ctx: Ctx, entry: RepoEntry, op: Op, then: str) -> RepoMove:
+def secure_or(ctx: Ctx, entry: RepoEntry, op: Op, then: str) -> Move:
     """Apply the token Secret first when the statement names one, then ``then`` (create|patch)."""
     return secure_or_create(ctx, entry, op) if then == "create" else secure_or_patch(entry, op)
 
 
-def secure_or_create(ctx: Ctx, entry: RepoEntry, op: Op) -> RepoMove:
+def secure_or_create(ctx: Ctx, entry: RepoEntry, op: Op) -> Move:
     return _secure(entry, op, "create") or go(entry, op, "create", CreateObject, manifest=manifest(ctx, entry, op),
                                               **ref_fields(entry))
 
 
-def secure_or_patch(entry: RepoEntry, op: Op) -> RepoMove:
+def secure_or_patch(entry: RepoEntry, op: Op) -> Move:
     return _secure(entry, op, "patch") or patch_now(entry, op)
 
 
-def _secure(entry: RepoEntry, op: Op, then: str) -> RepoMove | None:
+def _secure(entry: RepoEntry, op: Op, then: str) -> Answer:
     """The token Secret's apply when the statement names one not applied yet (``then`` after it)."""
     if op.token_env and not op.secured:
         return go(entry, op.but(then=then), "secure", ApplySecret, **secret_fields(entry.namespace, op))
@@ -128,15 +110,15 @@ def manifest(ctx: Ctx, entry: RepoEntry, op: Op) -> dict[str, Any]:
                            ref=op.ref, stamp=op.stamp if op.kind == "ensure" else None, refresh=cfg.refresh)
 
 
-def patch_now(entry: RepoEntry, op: Op) -> RepoMove:
+def patch_now(entry: RepoEntry, op: Op) -> Move:
     """The patch of ``op``'s statement; with nothing to state, the op ends where it is (no move)."""
     patch = statement(op)
     if not patch:
-        return RepoMove(entry, None, _clock_not_moved)
+        return move(entry.key, entry, None, _clock_not_moved)
     return go(entry, op, "patch", PatchObject, patch=patch, **ref_fields(entry))
 
 
-def _clock_not_moved(ctx: Ctx, entry: RepoEntry) -> RepoMove:
+def _clock_not_moved(ctx: Ctx, key: str, entry: RepoEntry) -> Move:
     ctx.log(entry.key, "no server time for this attach: last-attached not moved", level="warning")
     return succeed(ctx, entry)
 
@@ -151,15 +133,15 @@ def statement(op: Op) -> dict[str, Any]:
     return clock_patch(op.stamp) if op.stamp else {}
 
 
-def go(entry: RepoEntry, op: Op, event: str, effect_type: type, **fields: Any) -> RepoMove:
+def go(entry: RepoEntry, op: Op, event: str, effect_type: type, **fields: Any) -> Move:
     """The move ``event``, then ``op``'s request: ``effect_type`` with ``fields``, its id kept on the op."""
-    def send(ctx: Ctx, moved: RepoEntry) -> None:
+    def send(ctx: Ctx, key: str, moved: RepoEntry) -> None:
         effect = ctx.emit(effect_type, moved.key, cluster=moved.cluster, **fields)
         ctx.put(moved.key, moved.but(op=op.but(effect_id=effect.id)))
-    return RepoMove(entry, event, send)
+    return move(entry.key, entry, event, send)
 
 
-def transient(ctx: Ctx, entry: RepoEntry, effect: RepoEffect, rec: Outcome) -> RepoMove | None:
+def transient(ctx: Ctx, entry: RepoEntry, effect: RepoEffect, rec: Outcome) -> Answer:
     """A transient answer, its executor's attempts spent: a safe request goes on as the next attempt
     of its own loop (``Ctx.retry``, ``engine.backoff.REPO_REQUEST``), then fails; an unsafe one is in
     doubt (``doubt``: re-observed)."""
@@ -171,7 +153,7 @@ def transient(ctx: Ctx, entry: RepoEntry, effect: RepoEffect, rec: Outcome) -> R
                             f"attempts: {describe(rec)}")
 
 
-def doubt(ctx: Ctx, entry: RepoEntry, effect: RepoEffect) -> RepoMove:
+def doubt(ctx: Ctx, entry: RepoEntry, effect: RepoEffect) -> Move:
     """The request may or may not have happened: repeat a safe one, re-observe an unsafe one."""
     if backoff.exhausted(backoff.REPO_OP, entry.op.attempts + 1):
         return fail(ctx, entry, f"{effect.type} of {effect.key!r} still in doubt after {backoff.REPO_OP.limit} attempts")
@@ -181,7 +163,7 @@ def doubt(ctx: Ctx, entry: RepoEntry, effect: RepoEffect) -> RepoMove:
     return go(entry, op, "verify", GetObject, **ref_fields(entry))
 
 
-def reissue(entry: RepoEntry, effect: RepoEffect) -> RepoMove:
+def reissue(entry: RepoEntry, effect: RepoEffect) -> Move:
     fields = effect.model_dump(exclude={"id", "machine", "key", "type", "cluster"})   # ``go`` names the cluster
     return go(entry, entry.op.but(attempts=entry.op.attempts + 1), "retry", type(effect), **fields)
 
@@ -191,13 +173,13 @@ def ref_fields(entry: RepoEntry) -> dict[str, Any]:
 
 
 # -- outcomes by phase ---------------------------------------------------------------------------
-def on_secured(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
+def on_secured(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> Move:
     if rec.result != "ok":
         return fail(ctx, entry, f"applying git credential Secret {entry.op.ref!r}: {why(rec)}")
     return secure_or(ctx, entry, entry.op.but(secured=True), entry.op.then)
 
 
-def on_created(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
+def on_created(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> Move:
     op = entry.op
     if rec.result == "ok":
         return succeed(ctx, entry)
@@ -206,7 +188,7 @@ def on_created(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
     return after_exists(entry, op, rec.at)
 
 
-def after_exists(entry: RepoEntry, op: Op, at: int | None) -> RepoMove:
+def after_exists(entry: RepoEntry, op: Op, at: int | None) -> Move:
     """It exists (known, AlreadyExists, or found after a create in doubt): bind restates; ensure
     moves the clock (stamped from the response's server time ``at`` when the attach had none; with
     neither, a quorum read first: its outcome's time is on the Repo's cluster's clock)."""
@@ -219,7 +201,7 @@ def after_exists(entry: RepoEntry, op: Op, at: int | None) -> RepoMove:
     return patch_now(entry, op)
 
 
-def on_read(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
+def on_read(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> Move:
     op = entry.op
     if op.stamp is None and rec.at is not None:   # the read's server time is the Repo's cluster's
         op = op.but(stamp=rfc3339(rec.at))
@@ -239,7 +221,7 @@ def on_read(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
     return secure_or_patch(entry, op.but(restate=True, ref=resolved.ref, token_env=resolved.token_env))
 
 
-def on_patched(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
+def on_patched(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> Move:
     if rec.result == "ok" or (rec.result == "not_found" and entry.op.kind == "unbind"):
         return succeed(ctx, entry)
     if rec.result == "not_found" and not backoff.exhausted(backoff.REPO_OP, entry.op.attempts + 1):
@@ -247,7 +229,7 @@ def on_patched(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
     return fail(ctx, entry, f"patching Repo {entry.name!r}: {why(rec)}")
 
 
-def on_deleted(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
+def on_deleted(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> Move:
     if rec.result in ("ok", "not_found"):
         ctx.log(entry.key, f"evicted Repo {entry.name!r}", evicted=entry.name)
         return succeed(ctx, gone(entry))
@@ -257,7 +239,7 @@ def on_deleted(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
     return fail(ctx, entry, f"evicting Repo {entry.name!r}: {why(rec)}")
 
 
-def on_verified(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
+def on_verified(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> Move:
     """The quorum read after an unsafe request in doubt decides what happened."""
     op = entry.op
     if rec.result not in ("ok", "not_found"):
@@ -269,16 +251,7 @@ def on_verified(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
     return secure_or_create(ctx, entry, op)
 
 
-_ON_OUTCOME = {"securing": on_secured, "creating": on_created, "reading": on_read,
-               "patching": on_patched, "deleting": on_deleted, "verifying": on_verified}
-
-
-def answer(ctx: Ctx, entry: RepoEntry, rec: Outcome) -> RepoMove:
-    """Act on the outcome of the request ``entry`` awaits, by the phase it is in."""
-    return _ON_OUTCOME[entry.phase](ctx, entry, rec)
-
-
-def succeed(ctx: Ctx, entry: RepoEntry) -> RepoMove:
+def succeed(ctx: Ctx, entry: RepoEntry) -> Move:
     op = entry.op
     if op.kind == "ensure":
         url = entry.url or op.url
@@ -291,20 +264,20 @@ def succeed(ctx: Ctx, entry: RepoEntry) -> RepoMove:
     return finish(entry, "")
 
 
-def fail(ctx: Ctx, entry: RepoEntry, reason: str) -> RepoMove:
+def fail(ctx: Ctx, entry: RepoEntry, reason: str) -> Move:
     ctx.log(entry.key, f"repo {entry.op.kind} failed: {reason}", level="error", repo=entry.key)
     for w in entry.op.waiters:
         ctx.tell(w.to, w.key, "repo_failed", repo=entry.key, reason=reason)
     return finish(entry, reason)
 
 
-def finish(entry: RepoEntry, error: str) -> RepoMove:
+def finish(entry: RepoEntry, error: str) -> Move:
     """The move to idle (none from idle: an op that sent nothing), then the next queued op starts."""
-    def next_op(ctx: Ctx, moved: RepoEntry) -> RepoMove | None:
+    def next_op(ctx: Ctx, key: str, moved: RepoEntry) -> Answer:
         idle = moved.but(op=None, queue=entry.queue[1:], last_error=error)
         ctx.put(entry.key, idle)
         return start(ctx, idle, entry.queue[0]) if entry.queue else None
-    return RepoMove(entry, "finish" if entry.phase != "idle" else None, next_op)
+    return move(entry.key, entry, "finish" if entry.phase != "idle" else None, next_op)
 
 
 def why(rec: Outcome) -> str:
