@@ -13,8 +13,9 @@ The dialect every machine (``pod``, ``repo``, ``session``) speaks:
 - **The events**: a seam model (``engine.seams``: a message or a command), a journal record class,
   a machine's own reduced event (``Seen``, ``Vanished``, ...), or the shared ones below:
   ``Answered`` (an outcome; its row's event class is the class of the *effect* it answers),
-  ``Stale`` (an outcome or a doubt about an effect the record no longer awaits), ``InDoubt``,
-  ``RetryDue``, ``Ordered`` (a command; its row's event class is the command's model).
+  ``Stale`` (an outcome or a doubt about an effect the record no longer awaits), ``Reported`` (one
+  of a request no record waits for by design), ``InDoubt``, ``RetryDue``, ``Missing`` (a relist
+  lacks it), ``Ordered`` (a command; its row's event class is the command's model).
 - **The one lookup** ``DISPATCH.run(ctx, key, phase, event_class, record, event)``: the handler the
   table names for ``(phase, event_class)`` is called, and its answer is made (``fire``). A pair no
   row names is ``UnknownEvent`` naming both, never a silent default; what a phase ignores is a
@@ -33,9 +34,8 @@ The dialect every machine (``pod``, ``repo``, ``session``) speaks:
 Handlers never import another machine: they ``ctx.tell(machine_name, key, message, **args)``
 instead, and read another machine only through ``ctx.ask``.
 
-Phase tables are declared as data and checked by the ``transitions`` library: one class-level
-``transitions.Machine(model=None)`` per table (``add_model`` is quadratic), driven with
-``machine.events[name].trigger(scratch)`` on a throwaway object, so decision records stay frozen.
+Phase tables (``Table``, ``IllegalTransition``) live in ``engine.machines.phases``; import them
+from here or there.
 """
 from __future__ import annotations
 
@@ -44,16 +44,11 @@ from types import MappingProxyType
 from typing import Any, Callable, ClassVar, Iterable, NamedTuple, Protocol, Union, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
-from transitions import Machine as _TMachine
-from transitions import MachineError
 
 from engine.effects.models import Effect
+from engine.machines.phases import IllegalTransition, Table
 from engine.seams import Message
 from journal.records import Command, Observed, Outcome, Relist
-
-
-class IllegalTransition(Exception):
-    """An event that the table does not allow from the current state (names both)."""
 
 
 class UnknownEvent(IllegalTransition):
@@ -89,7 +84,7 @@ def move(key: str, record: Any, trigger: str | tuple[str, ...] | None, then: Act
     return Move(key, record, trigger, then, changes or _NO_CHANGES)
 
 
-def moved(table: "Table", m: Move) -> Any:
+def moved(table: Table, m: Move) -> Any:
     """``m``'s record in the phase its trigger(s) lead to, with its changes (pure;
     ``IllegalTransition`` if ``table`` has no row for a trigger)."""
     phase = m.record.phase
@@ -101,7 +96,7 @@ def moved(table: "Table", m: Move) -> Any:
     return m.record.but(phase=phase, **m.changes)
 
 
-def fire(ctx: "Ctx", table: "Table", answer: Any) -> None:
+def fire(ctx: "Ctx", table: Table, answer: Any) -> None:
     """Make what a handler answered: each ``Move``'s record moved along ``table`` (``moved``), then
     its act, until an act answers no move; an iterator's moves each in turn, each made before the
     next is drawn. Anything else (None, a record an act returns to its own callers) ends it. Called
@@ -122,8 +117,8 @@ def fire(ctx: "Ctx", table: "Table", answer: Any) -> None:
 
 
 class Dispatch:
-    """A machine's one dispatch table: ``Dispatch(machine, [(key or keys, event, handler), ...],
-    phases=TABLE, kinds=(...))``, shaped as h11's ``EVENT_TRIGGERED_TRANSITIONS``. ``event`` is a
+    """A machine's one dispatch table: ``Dispatch(machine, [(key or keys, event or events, handler),
+    ...], phases=TABLE, kinds=(...))``, shaped as h11's ``EVENT_TRIGGERED_TRANSITIONS``. ``event`` is a
     class: a seam model (``engine.seams``), a journal record class, an effect class (its answers,
     ``Answered``) or one of the machine's own reduced events.
 
@@ -133,7 +128,7 @@ class Dispatch:
     no row names is ``UnknownEvent`` naming both, never a silent default. What a machine ignores in
     a phase is a row too (``ignore``). ``run`` looks up, calls and makes the answer (``fire``)."""
 
-    def __init__(self, machine: str, rows: Iterable[tuple[Any, type, Any]], phases: "Table | None" = None,
+    def __init__(self, machine: str, rows: Iterable[tuple[Any, Any, Any]], phases: Table | None = None,
                  kinds: Iterable[str] = ()):
         self.machine = machine
         self.rows = tuple(rows)
@@ -141,14 +136,15 @@ class Dispatch:
         self.kinds = tuple(kinds)
         known = set(self.kinds) | set(phases.states if phases is not None else ())
         self._handlers: dict[tuple[str, type], Any] = {}
-        for phases_, event, handler in self.rows:
+        for phases_, events, handler in self.rows:
             for phase in (phases_,) if isinstance(phases_, str) else phases_:
-                if phases is not None and phase not in known:
-                    raise ValueError(f"{machine}: row for event {event.__name__} names {phase!r}, which is "
-                                     f"neither a phase of {phases.name!r} nor a declared kind")
-                if (phase, event) in self._handlers:
-                    raise ValueError(f"{machine}: two rows for event {event.__name__} in phase {phase!r}")
-                self._handlers[(phase, event)] = handler
+                for event in events if isinstance(events, tuple) else (events,):
+                    if phases is not None and phase not in known:
+                        raise ValueError(f"{machine}: row for event {event.__name__} names {phase!r}, which is "
+                                         f"neither a phase of {phases.name!r} nor a declared kind")
+                    if (phase, event) in self._handlers:
+                        raise ValueError(f"{machine}: two rows for event {event.__name__} in phase {phase!r}")
+                    self._handlers[(phase, event)] = handler
 
     def handler(self, phase: str, event: type) -> Any:
         found = self._handlers.get((phase, event))
@@ -181,6 +177,13 @@ class Stale(NamedTuple):
     effect: Effect
 
 
+class Reported(NamedTuple):
+    """An outcome (``rec``) or a doubt (``rec`` None) of a request no record waits for by design (a
+    sweep's deletes: each is sent once and its answer only reported)."""
+    rec: Outcome | None
+    effect: Effect
+
+
 class Ordered(NamedTuple):
     """The command ``cmd`` (a seam model; its row's event class is ``type(cmd)``), in record ``rec``."""
     rec: Command
@@ -190,6 +193,10 @@ class Ordered(NamedTuple):
 class InDoubt(NamedTuple):
     """``effect`` was issued before a crash and has no outcome (an event of every machine)."""
     effect: Effect
+
+
+class Missing(NamedTuple):
+    """A relist lacks an object the machine tracks: a suspect, not proof (``missing_after_relist``)."""
 
 
 class RetryDue(NamedTuple):
@@ -241,55 +248,6 @@ class Reply(Decision):
 
     to: str = Field(validation_alias=AliasChoices("to", "machine"))
     key: str
-
-
-class _Scratch:
-    __slots__ = ("state",)
-
-    def __init__(self, state: str):
-        self.state = state
-
-
-class Table:
-    """A transition table: ``Table(name, states, [(event, source(s), dest), ...], initial)``."""
-
-    def __init__(self, name: str, states: Iterable[str], rows: Iterable[tuple[str, Any, str]], initial: str):
-        self.name = name
-        self.rows = tuple(rows)
-        self.states = tuple(states)
-        self._m = _TMachine(
-            model=None, states=list(self.states), initial=initial, auto_transitions=False,
-            transitions=[{"trigger": e, "source": s, "dest": d} for e, s, d in self.rows],
-        )
-        self._next: dict[tuple[str, str], str | IllegalTransition] = {}
-
-    def next(self, state: str, event: str) -> str:
-        """The state ``event`` leads to from ``state``; ``IllegalTransition`` if the table has no row.
-
-        Each (state, event) pair is run through the ``transitions`` machine once and its answer kept:
-        the table has no conditions or callbacks, so the answer never changes, and a trigger costs
-        more than the rest of a small step."""
-        known = self._next.get((state, event))
-        if known is None:
-            known = self._next[(state, event)] = self._run(state, event)
-        if isinstance(known, IllegalTransition):
-            raise IllegalTransition(*known.args)
-        return known
-
-    def _run(self, state: str, event: str) -> str | IllegalTransition:
-        ev = self._m.events.get(event)
-        if ev is None:
-            return IllegalTransition(f"{self.name}: unknown event {event!r}")
-        scratch = _Scratch(state)
-        try:
-            ev.trigger(scratch)
-        except MachineError:
-            return IllegalTransition(f"{self.name}: event {event!r} is not allowed in state {state!r}")
-        return scratch.state
-
-    def allows(self, state: str, event: str) -> bool:
-        ev = self._m.events.get(event)
-        return ev is not None and state in ev.transitions
 
 
 @runtime_checkable

@@ -59,7 +59,7 @@ def phase_writers(package: str) -> set[tuple[str, str]]:
 
 # machine package -> (machine class, the places that pass ``phase=`` for a sub-state of their own)
 RULES = {
-    "pod": ("PodMachine", {("sweep", "_secrets_listed")}),
+    "pod": ("PodMachine", {("sweep", "secrets_listed")}),
     "repo": ("RepoMachine", set()),
 }
 
@@ -86,3 +86,24 @@ def test_only_the_machine_class_runs_the_table_and_nothing_looks_up_a_handler_by
 @pytest.mark.parametrize("package", sorted(RULES))
 def test_no_handler_writes_a_phase_by_hand(package):
     assert phase_writers(package) == RULES[package][1]
+
+
+SUB_STATES = {"phase", "stage", "step", "state"}
+
+
+def raw_sub_state_tests(package: str) -> list[str]:
+    """``<record>.phase == "..."`` (``!=``, ``in``) and the like: a sub-state chosen by a string."""
+    found = []
+    for path in sorted((MACHINES / package).glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and node.left.attr in SUB_STATES
+                    and getattr(node.left.value, "id", "") != "rec"   # an outcome's step names the request, not a state
+                    and any(isinstance(c, ast.Constant) and isinstance(c.value, str)
+                            or isinstance(c, (ast.Tuple, ast.List, ast.Set)) for c in node.comparators)):
+                found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(RULES))
+def test_no_sub_state_is_chosen_by_a_raw_string_test_outside_the_tables(package):
+    assert raw_sub_state_tests(package) == []

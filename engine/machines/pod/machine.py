@@ -65,12 +65,14 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from engine.machines.base import (
-    Answer, Answered, Ctx, Dispatch, InDoubt, Machine, Move, Ordered, RetryDue, Stale, UnknownEvent, ignore,
-    missing_after_relist,
+    Answer, Answered, Ctx, Dispatch, InDoubt, Machine, Missing, Move, Ordered, Reported, RetryDue, Stale,
+    UnknownEvent, ignore, missing_after_relist,
 )
 from engine.machines.pod import create, delete, namespace, orphans, sweep
 from engine.machines.pod.acts import BUSY, PHASES, TABLE, move, name_of, refenced, save, send_read, view_of
-from engine.machines.pod.records import DEFAULT_BUDGET_S, ORPHANS_NAME, SWEEP_NAME, Entries, PodOp, PodView, Reply, reply_list
+from engine.machines.pod.records import (
+    DEFAULT_BUDGET_S, NO_RECORD, SWEEP_KEYS, Entries, PodOp, PodView, Reply, reply_list,
+)
 from engine.effects.models import CreateObject, DeleteObject, Effect, EnsureNamespace, GetObject, ListObjects
 from engine.seams import CreatePod, DeletePod, EnsureNamespaceRequest, PodCommand, PodMessage, SweepOrphans, SweepSecrets
 from journal.records import Command, Observed, Outcome, Relist
@@ -87,10 +89,6 @@ class Seen(NamedTuple):
 class Vanished(NamedTuple):
     """A DELETED event of the pod ``uid`` (None: proof of absence of any uid)."""
     uid: str | None
-
-
-class Missing(NamedTuple):
-    """A relist lacks the pod: a suspect, not proof (``missing_after_relist``)."""
 
 
 class Budget(NamedTuple):
@@ -167,10 +165,6 @@ def _delete_again(ctx: Ctx, key: str, e: PodOp, msg: DeletePod) -> None:
     save(ctx, key, e.but(replies=reply_list(e.replies, msg.reply_to, msg.reply_key)))
 
 
-def _ensure_namespace(ctx: Ctx, key: str, e: Any, msg: EnsureNamespaceRequest) -> None:
-    namespace.ensure(ctx, key, _reply(msg))
-
-
 def _reply(msg: PodMessage) -> Reply:
     return Reply(to=msg.reply_to, key=msg.reply_key)
 
@@ -195,20 +189,6 @@ def _op_outcome(handler: Any) -> Any:
     return answer
 
 
-def _entry_in_doubt(handler: Any) -> Any:
-    def resolve(ctx: Ctx, key: str, e: Any, ev: InDoubt) -> None:
-        handler(ctx, key, ev.effect)
-    resolve.__qualname__ = f"{handler.__module__.rsplit('.', 1)[-1]}.{handler.__name__}"
-    return resolve
-
-
-def _entry_outcome(handler: Any) -> Any:
-    def answer(ctx: Ctx, key: str, e: Any, ev: Answered) -> None:
-        handler(ctx, key, *ev)
-    answer.__qualname__ = f"{handler.__module__.rsplit('.', 1)[-1]}.{handler.__name__}"
-    return answer
-
-
 def _over_budget(fail: Any) -> Any:
     def over_budget(ctx: Ctx, key: str, e: PodOp, ev: Budget) -> Move:
         reason = (f"{e.op} of pod {name_of(key)} exceeded its budget of {e.budget_ms // 1000} s "
@@ -224,26 +204,20 @@ def _read_again(ctx: Ctx, key: str, e: PodOp, ev: RetryDue) -> None:
         send_read(ctx, key, e)
 
 
-def _namespace_retry(ctx: Ctx, key: str, e: Any, ev: Any) -> None:
-    namespace.on_deadline(ctx, key)
-
-
-def _sweep_secrets(ctx: Ctx, key: str, e: Any, ev: Ordered) -> None:
-    sweep.start(ctx, *ev)
-
-
-def _sweep_orphans(ctx: Ctx, key: str, e: Any, ev: Ordered) -> None:
-    orphans.start(ctx, ev.cmd)
-
-
 # The pod machine: (phase or kind, event) -> handler. A pod key's phase is its record's
 # (``PodOp.phase``, moved along ``TABLE``), ``absent`` for no record; the other keys hold no phase
-# and are named for their entry kind (``namespace``, ``sweep``, ``orphans``). An answer's event is
-# the class of the effect it answers; an answer or doubt the pod key does not await is ``Stale``.
+# and are named for what they hold (``records.NO_RECORD``, ``table_key``): ``namespace`` (nothing
+# ensured) or ``ensuring``; ``sweep`` (no sweep) or ``listing secrets``, ``listing pods``;
+# ``orphans`` (no orphan sweep) or ``sweeping orphans``. An answer's event is the class of the
+# effect it answers; one the record does not await is ``Stale``; a sweep's delete's is ``Reported``.
 CREATING = ("creating", "confirming")
 DELETING = ("deleting", "reading", "terminating")
 POD_KEYS = ("absent", *PHASES)
-ENTRIES = ("namespace", "sweep", "orphans")
+NAMESPACE_KEYS = ("namespace", "ensuring")
+SWEEPING = tuple(SWEEP_KEYS.values())
+SWEEP_KEYS_ALL = ("sweep", *SWEEPING)
+ORPHAN_KEYS = ("orphans", "sweeping orphans")
+OTHER_KEYS = (*NAMESPACE_KEYS, *SWEEP_KEYS_ALL, *ORPHAN_KEYS)
 DISPATCH = Dispatch("pod", [
     # observations of the pod
     ("absent", Seen, _track),
@@ -257,53 +231,68 @@ DISPATCH = Dispatch("pod", [
     ("idle", Missing, _forget),
     (CREATING, Missing, _unfence),
     (DELETING, Missing, _reread),
-    # requests
+    # requests and commands
     (("absent", "idle"), CreatePod, _create),
     (CREATING, CreatePod, _create_again),
     (DELETING, CreatePod, _create_while_deleting),
     (("absent", "idle"), DeletePod, _delete),
     (CREATING, DeletePod, _delete_after_create),
     (DELETING, DeletePod, _delete_again),
-    ("namespace", EnsureNamespaceRequest, _ensure_namespace),
-    ("sweep", SweepSecrets, _sweep_secrets),
-    ("orphans", SweepOrphans, _sweep_orphans),
-    # answers: a pod key hears only the outcome it awaits (the others are ``Stale``)
+    ("namespace", EnsureNamespaceRequest, namespace.ensure),
+    ("ensuring", EnsureNamespaceRequest, namespace.join),
+    ("sweep", SweepSecrets, sweep.start),
+    (SWEEPING, SweepSecrets, sweep.running),
+    ("orphans", SweepOrphans, orphans.start),
+    ("sweeping orphans", SweepOrphans, orphans.running),
+    # answers: a key hears only the outcome its record awaits (the others are ``Stale``)
     ("creating", CreateObject, _op_outcome(create.created)),
     ("confirming", GetObject, _op_outcome(create.confirmed)),
     ("deleting", DeleteObject, _op_outcome(delete.deleted)),
     ("reading", GetObject, _op_outcome(delete.read)),
-    (POD_KEYS, Stale, ignore),
-    ("namespace", EnsureNamespace, _entry_outcome(namespace.on_outcome)),
-    ("sweep", ListObjects, _entry_outcome(sweep.on_outcome)),
-    ("sweep", DeleteObject, _entry_outcome(sweep.on_outcome)),
-    ("orphans", ListObjects, _entry_outcome(orphans.on_outcome)),
-    ("orphans", GetObject, _entry_outcome(orphans.on_outcome)),
-    ("orphans", DeleteObject, _entry_outcome(orphans.on_outcome)),
+    ("ensuring", EnsureNamespace, namespace.on_outcome),
+    ("listing secrets", ListObjects, sweep.secrets_listed),
+    ("listing pods", ListObjects, sweep.pods_listed),
+    ("sweeping orphans", ListObjects, orphans.listed),
+    ("sweeping orphans", GetObject, orphans.session_read),
+    (SWEEP_KEYS_ALL, Reported, sweep.secret_deleted),
+    (ORPHAN_KEYS, Reported, orphans.pod_deleted),
+    ((*POD_KEYS, *OTHER_KEYS), Stale, ignore),
+    # in doubt
     ("creating", InDoubt, _op_in_doubt(create.in_doubt)),
     ("deleting", InDoubt, _op_in_doubt(delete.in_doubt)),
     (("confirming", "reading"), InDoubt, _op_in_doubt(send_read)),
-    ("namespace", InDoubt, _entry_in_doubt(namespace.in_doubt)),
-    ("sweep", InDoubt, _entry_in_doubt(sweep.in_doubt)),
-    ("orphans", InDoubt, _entry_in_doubt(orphans.in_doubt)),
+    ("ensuring", InDoubt, namespace.in_doubt),
+    (SWEEPING, InDoubt, sweep.in_doubt),
+    ("sweeping orphans", InDoubt, orphans.in_doubt),
     # timers
     (CREATING, Budget, _over_budget(create.fail)),
     (DELETING, Budget, _over_budget(delete.fail)),
     (BUSY, RetryDue, _read_again),
-    (("absent", "idle"), Budget, ignore),
-    (("absent", "idle"), RetryDue, ignore),
-    ("namespace", Budget, _namespace_retry),
-    ("namespace", RetryDue, _namespace_retry),
-    (("sweep", "orphans"), Budget, ignore),
-    (("sweep", "orphans"), RetryDue, ignore),
-], phases=TABLE, kinds=("absent", *ENTRIES))
+    ("ensuring", (Budget, RetryDue), namespace.on_deadline),
+    (("absent", "idle", "namespace", *SWEEP_KEYS_ALL, *ORPHAN_KEYS), (Budget, RetryDue), ignore),
+], phases=TABLE, kinds=("absent", *OTHER_KEYS))
 _DEADLINES = {"budget": Budget, "retry": RetryDue}
-_KEY_KINDS = {SWEEP_NAME: "sweep", ORPHANS_NAME: "orphans", "": "namespace"}
+_REPORTED = frozenset((key, DeleteObject) for key in (*SWEEP_KEYS_ALL, *ORPHAN_KEYS))
 
 
-def phase_of(key: str, e: Any) -> str:
-    """The table key of ``key``: the entry kind of a namespace or sweep key, else the pod record's
-    phase (``absent`` for none)."""
-    return _KEY_KINDS.get(key.rpartition("/")[2]) or (e.phase if isinstance(e, PodOp) else "absent")
+def table_key(key: str, e: Any) -> str:
+    """The row key of ``key`` holding ``e``: its record's (a pod's phase, an entry's kind), or, with
+    none, what the key is for (``records.NO_RECORD``; ``absent`` at a pod key)."""
+    return e.table_key if e is not None else NO_RECORD.get(key.rpartition("/")[2], "absent")
+
+
+def reduced(key: str, e: Any, effect: Effect, rec: Outcome | None) -> tuple[str, type, Any]:
+    """An outcome (``rec``; None: a doubt) of ``effect`` as the table routes it: (row key, event
+    class, event). The effect's class (``InDoubt``) when the record at its key awaits it, or when no
+    record waits for it by design (``Reported``: a sweep's deletes); otherwise ``Stale``."""
+    phase = table_key(key, e)
+    if (phase, type(effect)) in _REPORTED:
+        return phase, Reported, Reported(rec, effect)
+    if e is None or not e.awaits(effect.id):
+        return phase, Stale, Stale(rec, effect)
+    if rec is None:
+        return phase, InDoubt, InDoubt(effect)
+    return phase, type(effect), Answered(rec, effect)
 
 
 class PodMachine(Machine):
@@ -324,42 +313,36 @@ class PodMachine(Machine):
         view = view_of(rec.obj, rec.uid, rec.rv)
         e = ctx.get(key)
         ev = Vanished(view.uid) if rec.event == "DELETED" else Seen(view)
-        DISPATCH.run(ctx, key, e.phase if isinstance(e, PodOp) else "absent", type(ev), e, ev)
+        DISPATCH.run(ctx, key, "absent" if e is None else e.phase, type(ev), e, ev)
 
     def on_relist(self, ctx: Ctx, rec: Relist) -> None:
-        pods = {k: e for k, e in ctx.items() if isinstance(e, PodOp)}
-        for key in missing_after_relist(pods, rec):
-            DISPATCH.run(ctx, key, pods[key].phase, Missing, pods[key], Missing())
+        for key in missing_after_relist([k for k, e in ctx.items() if isinstance(e, PodOp)], rec):
+            e = ctx.get(key)
+            DISPATCH.run(ctx, key, e.phase, Missing, e, Missing())
 
     def on_receive(self, ctx: Ctx, key: str, msg: PodMessage) -> None:
         e = ctx.get(key)
-        DISPATCH.run(ctx, key, phase_of(key, e), type(msg), e, msg)
+        DISPATCH.run(ctx, key, table_key(key, e), type(msg), e, msg)
 
     def on_command(self, ctx: Ctx, rec: Command, cmd: PodCommand) -> None:
-        where = sweep.key_of(rec, cmd) if isinstance(cmd, SweepSecrets) else orphans.key_of(cmd)
-        DISPATCH.run(ctx, where, phase_of(where, None), type(cmd), ctx.get(where), Ordered(rec, cmd))
+        key = sweep.key_of(rec, cmd) if isinstance(cmd, SweepSecrets) else orphans.key_of(cmd)
+        e = ctx.get(key)
+        DISPATCH.run(ctx, key, table_key(key, e), type(cmd), e, Ordered(rec, cmd))
 
     def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Effect) -> None:
-        key = effect.key
-        e = ctx.get(key)
-        phase = phase_of(key, e)
-        if isinstance(e, PodOp) and e.awaiting == effect.id or phase in ENTRIES:
-            DISPATCH.run(ctx, key, phase, type(effect), e, Answered(rec, effect))
-        else:
-            DISPATCH.run(ctx, key, phase, Stale, e, Stale(rec, effect))
+        e = ctx.get(effect.key)
+        phase, event, ev = reduced(effect.key, e, effect, rec)
+        DISPATCH.run(ctx, effect.key, phase, event, e, ev)
 
     def on_in_doubt(self, ctx: Ctx, effect: Effect) -> None:
-        key = effect.key
-        e = ctx.get(key)
-        phase = phase_of(key, e)
-        if isinstance(e, PodOp) and e.awaiting == effect.id or phase in ENTRIES:
-            DISPATCH.run(ctx, key, phase, InDoubt, e, InDoubt(effect))
-        else:
-            DISPATCH.run(ctx, key, phase, Stale, e, Stale(None, effect))
+        e = ctx.get(effect.key)
+        phase, event, ev = reduced(effect.key, e, effect, None)
+        DISPATCH.run(ctx, effect.key, phase, event, e, ev)
 
     def on_deadline(self, ctx: Ctx, key: str, name: str) -> None:
         event = _DEADLINES.get(name)
         e = ctx.get(key)
         if event is None:
-            raise UnknownEvent(self.name, phase_of(key, e), f"deadline {name!r}")
-        DISPATCH.run(ctx, key, phase_of(key, e), event, e, event())
+            raise UnknownEvent(self.name, table_key(key, e), f"deadline {name!r}")
+        DISPATCH.run(ctx, key, table_key(key, e), event, e, event())
+

@@ -17,23 +17,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.machines.base import Ctx
-from engine.effects.models import EnsureNamespace
-from engine.machines.base import split_key
-from engine.labels import MANAGED_LABELS
-from engine.machines.pod.records import NamespaceOp, Reply, reply_list
 from engine import backoff
-from engine.machines.base import describe
+from engine.effects.models import EnsureNamespace
+from engine.labels import MANAGED_LABELS
+from engine.machines.base import Answered, Ctx, InDoubt, describe, split_key
+from engine.machines.pod.records import NamespaceOp, Reply, reply_list
+from engine.seams import EnsureNamespaceRequest
 from journal.records import Outcome
 
 
 
-def ensure(ctx: Ctx, key: str, reply: Reply) -> None:
-    e = ctx.get(key)
-    if isinstance(e, NamespaceOp):
-        ctx.put(key, e.but(replies=reply_list(e.replies, reply.to, reply.key)))
-        return
-    _send(ctx, key, NamespaceOp(replies=(reply,)))
+def ensure(ctx: Ctx, key: str, e: None, msg: EnsureNamespaceRequest) -> None:
+    """Nothing is being ensured here: the ensure is sent."""
+    _send(ctx, key, NamespaceOp(replies=(Reply(to=msg.reply_to, key=msg.reply_key),)))
+
+
+def join(ctx: Ctx, key: str, e: NamespaceOp, msg: EnsureNamespaceRequest) -> None:
+    """An ensure is running: the request only adds its reply target."""
+    ctx.put(key, e.but(replies=reply_list(e.replies, msg.reply_to, msg.reply_key)))
 
 
 def _send(ctx: Ctx, key: str, e: NamespaceOp) -> None:
@@ -42,10 +43,9 @@ def _send(ctx: Ctx, key: str, e: NamespaceOp) -> None:
     ctx.put(key, e.but(awaiting=eff.id))
 
 
-def on_outcome(ctx: Ctx, key: str, rec: Outcome, effect: EnsureNamespace) -> None:
-    e = ctx.get(key)
-    if not isinstance(e, NamespaceOp) or e.awaiting != effect.id:
-        return
+def on_outcome(ctx: Ctx, key: str, e: NamespaceOp, ev: Answered) -> None:
+    """The answer of the ensure ``e`` awaits."""
+    rec = ev.rec
     namespace = split_key(key)[1]
     match rec.result:
         case "ok" | "already_exists":
@@ -79,16 +79,15 @@ def _retry(ctx: Ctx, key: str, e: NamespaceOp, rec: Outcome) -> None:
                        f"attempts: {describe(rec)}")
 
 
-def on_deadline(ctx: Ctx, key: str) -> None:
-    e = ctx.get(key)
-    if isinstance(e, NamespaceOp) and not e.awaiting:
+def on_deadline(ctx: Ctx, key: str, e: NamespaceOp, ev: object) -> None:
+    """A retry timer set by an earlier version: the ensure goes again unless one is out."""
+    if not e.awaiting:
         _send(ctx, key, e)
 
 
-def in_doubt(ctx: Ctx, key: str, effect: EnsureNamespace) -> None:
-    e = ctx.get(key)
-    if isinstance(e, NamespaceOp) and e.awaiting == effect.id:
-        _send(ctx, key, e)
+def in_doubt(ctx: Ctx, key: str, e: NamespaceOp, ev: InDoubt) -> None:
+    """The ensure ``e`` awaits is in doubt: it is idempotent, so it is sent again."""
+    _send(ctx, key, e)
 
 
 def _answer(ctx: Ctx, key: str, e: NamespaceOp, message: str, **args: Any) -> None:

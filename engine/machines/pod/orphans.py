@@ -35,9 +35,8 @@ from typing import Any
 
 from engine.effects.models import DeleteObject, GetObject, ListObjects
 from engine.labels import MANAGED_BY, MANAGER, MANAGED_SELECTOR, SESSION_API_VERSION, SESSION_NAMESPACE_LABEL
-from engine.machines.base import Ctx, object_key, split_key
+from engine.machines.base import Answered, Ctx, InDoubt, Ordered, Reported, describe, object_key, split_key
 from engine.machines.pod.records import ORPHANS_NAME, SESSION, OrphanPod, OrphanSweep, PodOp, labels_of
-from engine.machines.base import describe
 from engine.seams import SweepOrphans
 from journal.records import Outcome
 
@@ -48,41 +47,37 @@ def key_of(cmd: SweepOrphans) -> str:
     return object_key(cmd.cluster, cmd.namespace, ORPHANS_NAME)
 
 
-def start(ctx: Ctx, cmd: SweepOrphans) -> None:
+def start(ctx: Ctx, key: str, e: None, ev: Ordered) -> None:
+    """No orphan-pod sweep runs here: the pod list is sent."""
+    cmd = ev.cmd
     cluster, namespace, home = cmd.cluster, cmd.namespace, cmd.home
-    key = key_of(cmd)
-    if ctx.get(key) is not None:
-        ctx.log(key, "orphan-pod sweep skipped: the previous sweep is still running", level="debug")
-        return
     eff = ctx.emit(ListObjects, key, cluster=cluster, api_version="v1", kind="Pod", namespace=namespace,
                    label_selector=MANAGED_SELECTOR)
     ctx.put(key, OrphanSweep(home=home, awaiting=eff.id))
 
 
-def on_outcome(ctx: Ctx, key: str, rec: Outcome, effect: ListObjects | GetObject | DeleteObject) -> None:
-    if effect.type == "delete":
-        if rec.result not in ("ok", "not_found"):
-            ctx.log(key, f"orphan pod {effect.namespace}/{effect.name} was not deleted ({describe(rec)}); the next "
-                         "sweep decides again", level="warning")
-        return
-    e = ctx.get(key)
-    if not isinstance(e, OrphanSweep):
-        return
-    if effect.type == "list" and effect.id == e.awaiting:
-        _listed(ctx, key, e, rec)
-    elif effect.type == "get" and effect.id in e.reads:
-        _session_read(ctx, key, e, rec, effect)
+def running(ctx: Ctx, key: str, e: OrphanSweep, ev: Ordered) -> None:
+    ctx.log(key, "orphan-pod sweep skipped: the previous sweep is still running", level="debug")
 
 
-def in_doubt(ctx: Ctx, key: str, effect: ListObjects | GetObject | DeleteObject) -> None:
-    """A list or read in doubt ends the sweep; a delete in doubt is left to the next sweep (never re-sent)."""
-    e = ctx.get(key)
-    if isinstance(e, OrphanSweep) and effect.id in (e.awaiting, *e.reads):
-        _end(ctx, key, "orphan-pod sweep abandoned: a request was in doubt after a restart; the next sweep "
-                       "decides again", "warning")
+def pod_deleted(ctx: Ctx, key: str, e: OrphanSweep | None, ev: Reported) -> None:
+    """An orphan pod delete's answer, only reported (nothing waits for it; in doubt, ``rec`` None:
+    never re-sent, the next sweep decides again)."""
+    rec, effect = ev
+    if rec is not None and rec.result not in ("ok", "not_found"):
+        ctx.log(key, f"orphan pod {effect.namespace}/{effect.name} was not deleted ({describe(rec)}); the next "
+                     "sweep decides again", level="warning")
 
 
-def _listed(ctx: Ctx, key: str, e: OrphanSweep, rec: Outcome) -> None:
+def in_doubt(ctx: Ctx, key: str, e: OrphanSweep, ev: InDoubt) -> None:
+    """A list or read in doubt ends the sweep."""
+    _end(ctx, key, "orphan-pod sweep abandoned: a request was in doubt after a restart; the next sweep "
+                   "decides again", "warning")
+
+
+def listed(ctx: Ctx, key: str, e: OrphanSweep, ev: Answered) -> None:
+    """The pod list's answer: candidates, and one quorum GET of each one's Session."""
+    rec = ev.rec
     if rec.result != "ok":
         _end(ctx, key, f"orphan-pod sweep skipped: listing pods failed: {describe(rec)}", "warning")
         return
@@ -122,7 +117,9 @@ def _tracked(ctx: Ctx) -> set[str]:
     return ctx.ask("session", "placed") or set()
 
 
-def _session_read(ctx: Ctx, key: str, e: OrphanSweep, rec: Outcome, effect: GetObject) -> None:
+def session_read(ctx: Ctx, key: str, e: OrphanSweep, ev: Answered) -> None:
+    """One candidate Session's quorum read: its 404 releases the Session's pods."""
+    rec, effect = ev
     mine = [p for p in e.pods if (p.session_namespace, p.session) == (effect.namespace, effect.name)]
     rest = e.but(reads=tuple(i for i in e.reads if i != effect.id), pods=tuple(p for p in e.pods if p not in mine))
     if rec.result == "not_found":

@@ -5,7 +5,9 @@ Reduce, then decide: a Pod is reduced to a ``PodView`` (uid, resourceVersion, kf
 terminating) before anything decides; a Secret to a ``SecretRef``. Engine state keeps only what
 records copy from these, never an object.
 
-The pod machine's table holds three kinds of entry, told apart by ``kind``:
+The pod machine's table holds four kinds of entry, told apart by ``kind``, each with its
+``awaits(effect id)`` (the request whose answer decides next) and ``table_key`` (its row key in
+``machine.DISPATCH``):
 - ``PodOp`` at a pod key ``<cluster>/<namespace>/<name>``: the fence and the running operation;
 - ``NamespaceOp`` at ``<cluster>/<namespace>/`` (empty name): a namespace being ensured;
 - ``SweepOp`` at ``<cluster>/<namespace>/#sweep`` ("" namespace = all): an orphan Secret sweep;
@@ -17,7 +19,7 @@ kept only while a create is running, to re-create after a quorum read proves abs
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NamedTuple, Union
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple, Union
 
 from pydantic import Field, TypeAdapter
 
@@ -29,6 +31,10 @@ from engine.labels import SESSION_LABEL as SESSION
 SWEEP_NAME = "#sweep"
 ORPHANS_NAME = "#orphans"
 DEFAULT_BUDGET_S = 600
+# The pod machine's table keys for what holds no pod phase (``machine.DISPATCH``): a key with no
+# record is named for its kind; a record names its own (``table_key``).
+NO_RECORD = {"": "namespace", SWEEP_NAME: "sweep", ORPHANS_NAME: "orphans"}   # by the key's last part; else "absent"
+SWEEP_KEYS = {"secrets": "listing secrets", "pods": "listing pods"}            # by ``SweepOp.phase``
 
 
 class PodView(NamedTuple):
@@ -69,12 +75,24 @@ class PodOp(Decision):
     budget_ms: int = DEFAULT_BUDGET_S * 1000
     deadline: int | None = None
 
+    def awaits(self, effect_id: str) -> bool:
+        return effect_id == self.awaiting
+
+    @property
+    def table_key(self) -> str:
+        return self.phase
+
 
 class NamespaceOp(Decision):
     kind: Literal["namespace"] = "namespace"
     replies: tuple[Reply, ...] = ()
     awaiting: str = ""
     attempts: int = 0
+
+    def awaits(self, effect_id: str) -> bool:
+        return effect_id == self.awaiting
+
+    table_key: ClassVar[str] = "ensuring"
 
 
 class SecretRef(Decision):
@@ -94,6 +112,13 @@ class SweepOp(Decision):
     grace_ms: int = 600_000
     at: int | None = None
     secrets: tuple[SecretRef, ...] = ()
+
+    def awaits(self, effect_id: str) -> bool:
+        return effect_id == self.awaiting
+
+    @property
+    def table_key(self) -> str:
+        return SWEEP_KEYS[self.phase]
 
 
 class OrphanPod(Decision):
@@ -115,6 +140,11 @@ class OrphanSweep(Decision):
     awaiting: str = ""
     reads: tuple[str, ...] = ()
     pods: tuple[OrphanPod, ...] = ()
+
+    def awaits(self, effect_id: str) -> bool:
+        return effect_id == self.awaiting or effect_id in self.reads
+
+    table_key: ClassVar[str] = "sweeping orphans"
 
 
 Entry = Annotated[Union[PodOp, NamespaceOp, SweepOp, OrphanSweep], Field(discriminator="kind")]

@@ -22,16 +22,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.machines.base import Ctx
 from engine.effects.models import DeleteObject, ListObjects
-from engine.machines.base import object_key
-from engine.labels import MANAGED_SELECTOR
+from engine.labels import MANAGED_SELECTOR, SESSION_API_VERSION
+from engine.machines.base import Answered, Ctx, InDoubt, Ordered, Reported, describe, object_key
 from engine.machines.pod.records import SESSION, SWEEP_NAME, SecretRef, SweepOp, labels_of, secret_ref
-from engine.machines.base import describe
 from engine.seams import SweepSecrets
 from journal.records import Command, Outcome
-from engine.labels import SESSION_API_VERSION
-
 
 
 def where(rec: Command, cmd: SweepSecrets) -> tuple[str, str]:
@@ -45,15 +41,17 @@ def key_of(rec: Command, cmd: SweepSecrets) -> str:
     return object_key(*where(rec, cmd), SWEEP_NAME)
 
 
-def start(ctx: Ctx, rec: Command, cmd: SweepSecrets) -> None:
+def start(ctx: Ctx, key: str, e: None, ev: Ordered) -> None:
+    """No sweep runs here: the Secret list is sent."""
+    rec, cmd = ev
     cluster, namespace = where(rec, cmd)
-    key = object_key(cluster, namespace, SWEEP_NAME)
-    if ctx.get(key) is not None:
-        ctx.log(key, "orphan Secret sweep skipped: the previous sweep is still running", cluster=cluster)
-        return
     grace_ms = cmd.grace_seconds * 1000
     eff = _list(ctx, key, cluster, namespace, "Secret")
     ctx.put(key, SweepOp(awaiting=eff.id, grace_ms=grace_ms))
+
+
+def running(ctx: Ctx, key: str, e: SweepOp, ev: Ordered) -> None:
+    ctx.log(key, "orphan Secret sweep skipped: the previous sweep is still running", cluster=where(*ev)[0])
 
 
 def _list(ctx: Ctx, key: str, cluster: str, namespace: str, kind: str) -> Any:
@@ -61,22 +59,19 @@ def _list(ctx: Ctx, key: str, cluster: str, namespace: str, kind: str) -> Any:
                     namespace=namespace, label_selector=MANAGED_SELECTOR)
 
 
-def on_outcome(ctx: Ctx, key: str, rec: Outcome, effect: ListObjects | DeleteObject) -> None:
-    if effect.type == "delete":
-        _secret_deleted(ctx, key, rec, effect)
-        return
-    e = ctx.get(key)
-    if not isinstance(e, SweepOp) or e.awaiting != effect.id:
-        return
-    if rec.result != "ok":
-        _end(ctx, key, f"orphan Secret sweep skipped: listing {effect.kind}s failed: {describe(rec)}", "warning")
-    elif e.phase == "secrets":
-        _secrets_listed(ctx, key, e, rec, effect)
-    else:
-        _pods_listed(ctx, key, e, rec)
+def _failed(ctx: Ctx, key: str, rec: Outcome, effect: ListObjects) -> bool:
+    """A failed list ends the sweep (True); a listed one is the caller's to decide on (False)."""
+    if rec.result == "ok":
+        return False
+    _end(ctx, key, f"orphan Secret sweep skipped: listing {effect.kind}s failed: {describe(rec)}", "warning")
+    return True
 
 
-def _secrets_listed(ctx: Ctx, key: str, e: SweepOp, rec: Outcome, effect: ListObjects) -> None:
+def secrets_listed(ctx: Ctx, key: str, e: SweepOp, ev: Answered) -> None:
+    """The Secret list's answer (sweep phase ``secrets``)."""
+    rec, effect = ev
+    if _failed(ctx, key, rec, effect):
+        return
     _tell_sessions(ctx, effect.cluster, rec.items or ())
     if rec.at is None:
         _end(ctx, key, "orphan Secret sweep skipped: the Secret list response carried no valid Date "
@@ -111,7 +106,11 @@ def _older_than_grace(s: SecretRef, now: int, grace_ms: int) -> bool:
     return bool(s.session) and s.created_ms is not None and now - s.created_ms > grace_ms
 
 
-def _pods_listed(ctx: Ctx, key: str, e: SweepOp, rec: Outcome) -> None:
+def pods_listed(ctx: Ctx, key: str, e: SweepOp, ev: Answered) -> None:
+    """The Pod list's answer (sweep phase ``pods``): a candidate whose session has no pod goes."""
+    rec = ev.rec
+    if _failed(ctx, key, rec, ev.effect):
+        return
     live = {(_namespace_of(p), labels_of(p).get(SESSION, "")) for p in rec.items or ()}
     orphans = [s for s in e.secrets if (s.namespace, s.session) not in live]
     cluster = key.split("/", 1)[0]
@@ -126,21 +125,21 @@ def _namespace_of(obj: dict[str, Any]) -> str:
     return (obj.get("metadata") or {}).get("namespace", "")
 
 
-def _secret_deleted(ctx: Ctx, key: str, rec: Outcome, effect: DeleteObject) -> None:
-    if rec.result not in ("ok", "not_found"):
+def secret_deleted(ctx: Ctx, key: str, e: SweepOp | None, ev: Reported) -> None:
+    """A Secret delete's answer (``rec``; None: in doubt), only reported: nothing waits for it."""
+    rec, effect = ev
+    if rec is None:
+        ctx.log(key, f"orphan Secret delete {effect.namespace}/{effect.name} in doubt; "
+                     "the next sweep decides again", level="warning")
+    elif rec.result not in ("ok", "not_found"):
         ctx.log(key, f"orphan Secret {effect.namespace}/{effect.name} was not deleted: {describe(rec)}",
                 level="warning")
 
 
-def in_doubt(ctx: Ctx, key: str, effect: ListObjects | DeleteObject) -> None:
-    """A list in doubt ends the sweep; a Secret delete in doubt is left to the next sweep."""
-    if effect.type == "delete":
-        ctx.log(key, f"orphan Secret delete {effect.namespace}/{effect.name} in doubt; "
-                     "the next sweep decides again", level="warning")
-        return
-    e = ctx.get(key)
-    if isinstance(e, SweepOp) and e.awaiting == effect.id:
-        _end(ctx, key, "orphan Secret sweep abandoned: a list was in doubt after a restart", "warning")
+def in_doubt(ctx: Ctx, key: str, e: SweepOp, ev: InDoubt) -> None:
+    """A list in doubt ends the sweep (a Secret delete in doubt is left to the next sweep:
+    ``secret_deleted``)."""
+    _end(ctx, key, "orphan Secret sweep abandoned: a list was in doubt after a restart", "warning")
 
 
 def _end(ctx: Ctx, key: str, message: str, level: str, **fields: Any) -> None:

@@ -34,7 +34,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from engine.machines.base import (
-    Answer, Answered, Ctx, Dispatch, InDoubt, Machine, Ordered, Reply, Stale, ignore, object_key, split_key,
+    Answer, Answered, Ctx, Dispatch, InDoubt, Machine, Missing, Ordered, Reply, Stale, ignore, object_key,
+    split_key,
 )
 from engine.machines.repo import bindings as repo_list
 from engine.machines.repo import ops
@@ -47,6 +48,15 @@ from engine.machines.repo.records import (
 )
 from engine.seams import EnsureRepo, ReleaseRepo, RepoBind, RepoCommand, RepoGc, RepoMessage, RepoReconcileBound
 from journal.records import Command, Observed, Outcome, Relist
+
+
+class RepoSeen(NamedTuple):
+    """An ADDED or MODIFIED event of the Repo (its object, reduced by ``records.absorb``)."""
+    obj: dict[str, Any]
+
+
+class RepoGone(NamedTuple):
+    """A DELETED event of the Repo."""
 
 
 class Recheck(NamedTuple):
@@ -73,17 +83,18 @@ class RepoMachine(Machine):
 
     def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         key = object_key(rec.cluster, rec.namespace, rec.name)
-        entry = entry_of(ctx, key)
-        settle(ctx, entry, gone(entry) if rec.event == "DELETED" else absorb(entry, rec.obj))
+        entry = ctx.get(key)
+        ev = RepoGone() if rec.event == "DELETED" else RepoSeen(rec.obj)
+        DISPATCH.run(ctx, key, phase_of(key, entry), type(ev), entry, ev)
 
     def on_relist(self, ctx: Ctx, rec: Relist) -> None:
-        """A Repo the list lacks is re-read (quorum GET); only that read's 404 forgets it
-        (``missing_after_relist`` says why a list alone is no proof)."""
+        """A Repo the list lacks is a suspect (``Missing``): ``missing_after_relist`` says why a list
+        alone is no proof."""
         present = {object_key(rec.cluster, k.namespace, k.name) for k in rec.keys}
         prefix = f"{rec.cluster}/{rec.scope + '/' if rec.scope else ''}"
         for key, entry in list(ctx.items()):
             if isinstance(entry, RepoEntry) and entry.exists and key.startswith(prefix) and key not in present:
-                _recheck(ctx, entry)
+                DISPATCH.run(ctx, key, entry.phase, Missing, entry, Missing())
 
     def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Effect) -> None:
         key = effect.key
@@ -123,12 +134,13 @@ def _reduced(phase: str, entry: Any, effect: Effect, rec: Outcome | None) -> tup
     return Stale, Stale(rec, effect)
 
 
-def _answer(handler: Any) -> Any:
-    """The answer of the request ``entry``'s op awaits: what it shows is absorbed first; a transient
-    one is ``ops.transient``'s (retried or in doubt); otherwise ``handler`` decides."""
+def _answer(handler: Any, shows_the_repo: bool = True) -> Any:
+    """The answer of the request ``entry``'s op awaits: the Repo it shows (a create's, patch's or
+    read's, ``shows_the_repo``) is absorbed first; a transient one is ``ops.transient``'s (retried
+    or in doubt); otherwise ``handler`` decides."""
     def answer(ctx: Ctx, key: str, entry: RepoEntry, ev: Answered) -> Answer:
         rec, effect = ev
-        if rec.result == "ok" and rec.obj and effect.type in ("create", "patch", "get"):
+        if shows_the_repo and rec.result == "ok" and rec.obj:
             settle(ctx, entry, absorb(entry, rec.obj))
             entry = ctx.get(key)
         if rec.result == "transient":
@@ -140,6 +152,22 @@ def _answer(handler: Any) -> Any:
 
 def _doubt(ctx: Ctx, key: str, entry: RepoEntry, ev: InDoubt) -> Answer:
     return doubt(ctx, entry, ev.effect)
+
+
+def _seen(ctx: Ctx, key: str, entry: RepoEntry | None, ev: RepoSeen) -> None:
+    entry = entry_of(ctx, key)
+    settle(ctx, entry, absorb(entry, ev.obj))
+
+
+def _vanished(ctx: Ctx, key: str, entry: RepoEntry | None, ev: RepoGone) -> None:
+    entry = entry_of(ctx, key)
+    settle(ctx, entry, gone(entry))
+
+
+def _missing(ctx: Ctx, key: str, entry: RepoEntry, ev: Missing) -> None:
+    """An idle Repo a relist lacked is re-read (quorum GET; only its 404 forgets it); an operation in
+    flight decides by its own outcome (a row of its own)."""
+    _recheck(ctx, entry)
 
 
 def _stale(ctx: Ctx, key: str, entry: Any, ev: Stale) -> None:
@@ -257,13 +285,17 @@ DISPATCH = Dispatch("repo", [
     ("config", RepoGc, _list_command),
     ("config", ListObjects, _list_answer),
     ("config", InDoubt, _list_doubt),
+    (REPO_KEYS, RepoSeen, _seen),
+    (REPO_KEYS, RepoGone, _vanished),
+    ("idle", Missing, _missing),
+    (BUSY, Missing, ignore),
     (REPO_KEYS, EnsureRepo, ensure),
     (REPO_KEYS, ReleaseRepo, release),
-    ("securing", ApplySecret, _answer(ops.on_secured)),
+    ("securing", ApplySecret, _answer(ops.on_secured, shows_the_repo=False)),
     ("creating", CreateObject, _answer(ops.on_created)),
     ("reading", GetObject, _answer(ops.on_read)),
     ("patching", PatchObject, _answer(ops.on_patched)),
-    ("deleting", DeleteObject, _answer(ops.on_deleted)),
+    ("deleting", DeleteObject, _answer(ops.on_deleted, shows_the_repo=False)),
     ("verifying", GetObject, _answer(ops.on_verified)),
     (BUSY, InDoubt, _doubt),
     (REPO_KEYS, Recheck, _rechecked),

@@ -53,15 +53,21 @@ TABLE = Table("repo", ["idle", *BUSY], [
     ("delete", "idle", "deleting"),
     ("verify", ["creating", "deleting"], "verifying"),
     *[("retry", s, s) for s in BUSY],
-    ("finish", BUSY, "idle"),
+    ("finish", ["idle", *BUSY], "idle"),   # from idle: an op that sent nothing ends where it started
 ], initial="idle")
 
 
 # -- running one operation ---------------------------------------------------------------------
 def start(ctx: Ctx, entry: RepoEntry, op: Op) -> Answer:
     """Run ``op`` now if the Repo is idle; otherwise queue it (an ensure joins one in flight)."""
-    if entry.phase != "idle":
-        return ctx.put(entry.key, _enqueue(entry, op))
+    return _START[entry.phase](ctx, entry, op)
+
+
+def _queue(ctx: Ctx, entry: RepoEntry, op: Op) -> None:
+    ctx.put(entry.key, _enqueue(entry, op))
+
+
+def _run(ctx: Ctx, entry: RepoEntry, op: Op) -> Answer:
     if op.kind == "ensure" and (entry.exists or op.stamp is None):
         return after_exists(entry, op, None)
     if op.kind in ("bind", "ensure"):
@@ -69,6 +75,9 @@ def start(ctx: Ctx, entry: RepoEntry, op: Op) -> Answer:
     if op.kind == "unbind":
         return go(entry, op, "patch", PatchObject, patch=unbind_patch(), **ref_fields(entry))
     return go(entry, op, "delete", DeleteObject, uid=op.uid, rv=op.rv, **ref_fields(entry))
+
+
+_START = {"idle": _run, **dict.fromkeys(BUSY, _queue)}
 
 
 def _enqueue(entry: RepoEntry, op: Op) -> RepoEntry:
@@ -272,12 +281,12 @@ def fail(ctx: Ctx, entry: RepoEntry, reason: str) -> Move:
 
 
 def finish(entry: RepoEntry, error: str) -> Move:
-    """The move to idle (none from idle: an op that sent nothing), then the next queued op starts."""
+    """The move to idle (from idle too: an op that sent nothing), then the next queued op starts."""
     def next_op(ctx: Ctx, key: str, moved: RepoEntry) -> Answer:
         idle = moved.but(op=None, queue=entry.queue[1:], last_error=error)
         ctx.put(entry.key, idle)
         return start(ctx, idle, entry.queue[0]) if entry.queue else None
-    return move(entry.key, entry, "finish" if entry.phase != "idle" else None, next_op)
+    return move(entry.key, entry, "finish", next_op)
 
 
 def why(rec: Outcome) -> str:
