@@ -15,6 +15,8 @@ an export of either (``journal.jsonl``: it carries the snapshot its records cont
 - ``latest_snapshot`` is the newest state snapshot at or before a seq.
 - ``history_start`` is where the kept history begins: 1, after the records retention cut, or an
   export's first record.
+- ``is_sqlite`` tells the two apart by content; any other binary file (compressed, an archive, an
+  executable) is ``NotAJournal`` saying what it is, never parsed as JSON lines.
 - ``export`` writes a file's records from ``history_start`` as a sealed export with that snapshot.
 """
 from __future__ import annotations
@@ -22,14 +24,58 @@ from __future__ import annotations
 import asyncio
 from typing import IO, Any, Iterable, Iterator
 
+from journal.chain import JournalError
 from journal.records import Record
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+class NotAJournal(JournalError):
+    """A file that is neither a SQLite journal nor text (so not a JSONL export either)."""
+
+
+# What a binary file that is neither journal nor export is, by its first bytes, and what to do.
+_NOT_A_JOURNAL = (
+    (b"\x1f\x8b", "gzip-compressed data; decompress it first (gunzip -k FILE)"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed data; decompress it first (zstd -d FILE)"),
+    (b"\xfd7zXZ\x00", "xz-compressed data; decompress it first (xz -dk FILE)"),
+    (b"BZh", "bzip2-compressed data; decompress it first (bunzip2 -k FILE)"),
+    (b"PK\x03\x04", "a zip archive; unpack the journal from it first (unzip FILE)"),
+    (b"\x37\x7f\x06\x82", "a SQLite write-ahead log (the -wal file beside a journal); open the journal file itself"),
+    (b"\x37\x7f\x06\x83", "a SQLite write-ahead log (the -wal file beside a journal); open the journal file itself"),
+    (b"\x7fELF", "an executable (ELF)"),
+)
+_SNIFF = 4096
+
+
 def is_sqlite(path: str) -> bool:
+    """True for a SQLite file, False for text (a JSONL export, or text that is not one: its first
+    bad line is reported when read). Any other binary file raises ``NotAJournal`` saying what it
+    is (compressed, an archive, ...) rather than letting its bytes be parsed as JSON lines."""
     with open(path, "rb") as fh:
-        return fh.read(16) == SQLITE_MAGIC
+        head = fh.read(_SNIFF)
+    if head.startswith(SQLITE_MAGIC):
+        return True
+    what = binary_kind(head)
+    if what:
+        raise NotAJournal(f"not a kfold journal: it is {what}; kfold reads a SQLite journal or its JSONL "
+                          f"export (kfold export JOURNAL -o FILE)")
+    return False
+
+
+def binary_kind(head: bytes) -> str:
+    """What the first bytes of a file say it is when it is not text ("" for text)."""
+    import codecs
+    for magic, what in _NOT_A_JOURNAL:
+        if head.startswith(magic):
+            return what
+    if head[257:262] == b"ustar":
+        return "a tar archive; unpack the journal from it first (tar -xf FILE)"
+    try:   # a multi-byte character cut at the end of the sniffed bytes is still text
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return "binary data, neither SQLite nor text"
+    return "binary data, neither SQLite nor text" if b"\x00" in head else ""
 
 
 class _Opened:
@@ -41,8 +87,12 @@ class _Opened:
         self.journal = SqliteJournal(path, readonly=True)
         try:
             self.run(self.journal.open())
-        except BaseException:
+        except BaseException as exc:
             self.loop.close()
+            import sqlite3
+            if isinstance(exc, sqlite3.DatabaseError):   # a SQLite header over bytes SQLite cannot read
+                raise NotAJournal(f"a SQLite file SQLite cannot read ({exc}): damaged or cut short; "
+                                  f"restore it from a backup or its export") from None
             raise
 
     def run(self, work: Any) -> Any:

@@ -1,7 +1,8 @@
 """``kfold ui JOURNAL [--listen 127.0.0.1:PORT] [--index FILE] [--until SEQ]``: a read-only page
 over a journal (SQLite or JSONL export); see ``kfold.offline.ui.server`` for what it serves.
 
-The page is served at once; the journal is refolded into an index (``kfold.offline.ui.index``) meanwhile,
+The journal is opened and its first record read before anything is served (a file kfold cannot
+read is refused, exit 2, before a URL is printed). The page is served at once; the journal is refolded into an index (``kfold.offline.ui.index``) meanwhile,
 and the page shows that progress (so does a terminal) until it is done. Without
 ``--index`` it lives in a temporary directory removed on exit; with ``--index FILE`` it is kept and
 reused next time if the journal file is unchanged (same path, size and modification time; delete
@@ -33,13 +34,14 @@ checksum chain."""
 
 def register(sub) -> None:
     import argparse
+    from kfold.cli.args import seq_number
     p = sub.add_parser("ui", help="browse a journal in a local, read-only web page",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("journal", help="journal file (SQLite) or its JSONL export")
     p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                    help=f"address to serve on (default {DEFAULT_LISTEN}; port 0 picks a free one)")
     p.add_argument("--index", default=None, metavar="FILE", help="keep the index in FILE and reuse it next time")
-    p.add_argument("--until", type=int, default=None, metavar="SEQ", help="index records up to SEQ only")
+    p.add_argument("--until", type=seq_number, default=None, metavar="SEQ", help="index records up to SEQ only")
     p.set_defaults(func=run)
 
 
@@ -49,6 +51,10 @@ def run(args) -> int:
     except ValueError as exc:
         print(f"kfold ui: --listen {args.listen!r}: {exc}", file=sys.stderr)
         return 2
+    try:
+        _readable(args.journal, args.until)
+    except Exception as exc:  # noqa: BLE001 - classified like a failure while indexing
+        return _failure(args, exc)
     with tempfile.TemporaryDirectory(prefix="kfold-ui-") as tmp:
         index = Path(args.index) if args.index else Path(tmp) / "index.sqlite"
         try:
@@ -57,6 +63,17 @@ def run(args) -> int:
             print(f"kfold ui: {args.journal}: {exc}", file=sys.stderr)
             return 2
         return _serve(args, serving, index, host, port)
+
+
+def _readable(journal: str, until: int | None) -> None:
+    """Open the journal as the index will and read its first record, so a file that is not a
+    journal is refused before any URL is printed (a bad record further on is still reported
+    while indexing: the page and the terminal say so and the server stops)."""
+    from contextlib import closing
+    from kfold.offline.sources import iter_records, start_point
+    _, first, _ = start_point(journal, until)
+    with closing(iter_records(journal, until, first)) as records:
+        next(records, None)
 
 
 def _serving(args, index: Path):
