@@ -24,12 +24,13 @@ before it were written)."""
 
 def register(sub) -> None:
     import argparse
+    from kfold.cli.args import seq_number
     p = sub.add_parser("export", help="write a journal as JSONL (for bug reports; kfold replay reads it)",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("journal", help="journal file (SQLite) or a JSONL export")
     p.add_argument("-o", "--output", default="-", metavar="FILE", help="output file (default: stdout)")
-    p.add_argument("--until", type=int, default=None, metavar="SEQ", help="stop after this sequence number")
-    p.add_argument("--since", type=int, default=None, metavar="SEQ",
+    p.add_argument("--until", type=seq_number, default=None, metavar="SEQ", help="stop after this sequence number")
+    p.add_argument("--since", type=seq_number, default=None, metavar="SEQ",
                    help="begin at the newest snapshot before SEQ (SQLite journals): record SEQ and every one after "
                         "it are in the export, which carries that snapshot")
     p.add_argument("--unsealed", action="store_true",

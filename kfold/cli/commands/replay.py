@@ -41,13 +41,14 @@ the effect the journal never issued, on stderr); 2 bad arguments or unreadable i
 
 def register(sub) -> None:
     import argparse
+    from kfold.cli.args import seq_number
     p = sub.add_parser("replay", help="refold a journal (SQLite or JSONL) with the current code", epilog=EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Refold a journal with the current code; list the objects it tracks and their state.")
     p.add_argument("journal", help="journal file (SQLite) or its JSONL export")
     p.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table",
                    help="the objects as an aligned table (default), a wider one, or the whole result as json/yaml")
-    p.add_argument("--until", type=int, default=None, metavar="SEQ", help="stop after this sequence number")
+    p.add_argument("--until", type=seq_number, default=None, metavar="SEQ", help="stop after this sequence number")
     p.add_argument("--check", action="store_true",
                    help="compare recomputed effects with the journaled ones; stop at the first divergence")
     p.add_argument("--up-to-corruption", action="store_true",

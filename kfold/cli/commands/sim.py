@@ -21,31 +21,21 @@ exit codes: 0 every invariant held; 1 an invariant failed (seed, step and journa
 
 def register(sub) -> None:
     import argparse
+    from kfold.cli.args import count
     from kfold.sim.world import FAULTS
     p = sub.add_parser("sim", help="run a seeded simulation of kfold against a simulated apiserver with faults",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="A seeded, deterministic whole-system simulation that checks kfold's invariants.")
-    p.add_argument("--seed", type=_count, default=0, help="the first seed (default 0)")
-    p.add_argument("--steps", type=_count, default=200, help="steps with faults and users, before the run settles")
-    p.add_argument("--sessions", type=_count, default=3, help="Sessions the simulated users create (default 3)")
+    p.add_argument("--seed", type=count, default=0, help="the first seed (default 0)")
+    p.add_argument("--steps", type=count, default=200, help="steps with faults and users, before the run settles")
+    p.add_argument("--sessions", type=count, default=3, help="Sessions the simulated users create (default 3)")
     p.add_argument("--faults", type=parse_faults, default=FAULTS,
                    help=f"comma-separated subset of: {', '.join(FAULTS)}; 'all' (default) or 'none'")
-    p.add_argument("--seeds", type=_count, default=1, help="run this many consecutive seeds from --seed")
+    p.add_argument("--seeds", type=count, default=1, help="run this many consecutive seeds from --seed")
     p.add_argument("--out", default="sim-out", help="directory for the journal of a failing run")
     p.add_argument("--no-shrink", action="store_true", help="do not search a shorter failing run")
     p.add_argument("--journal", action="store_true", help="write the journal even when the run passes")
     p.set_defaults(func=run)
-
-
-def _count(text: str) -> int:
-    import argparse
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return value
 
 
 def parse_faults(text: str) -> tuple[str, ...]:

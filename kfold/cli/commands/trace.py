@@ -33,12 +33,13 @@ ambiguous KEY (its candidates are listed) or an unreadable journal; 3 a broken c
 
 def register(sub) -> None:
     import argparse
+    from kfold.cli.args import seq_number
     p = sub.add_parser("trace", help="show how the decisions about one object evolved in a journal",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Every record that concerned one object, in words: its changes, effects, outcomes, timers.")
     p.add_argument("journal", help="journal file (SQLite) or its JSONL export")
     p.add_argument("key", help="the object: <cluster>/<namespace>/<name>, <namespace>/<name> or <name> (unique)")
-    p.add_argument("--until", type=int, default=None, metavar="SEQ", help="stop after this sequence number")
+    p.add_argument("--until", type=seq_number, default=None, metavar="SEQ", help="stop after this sequence number")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text",
                    help="text (default), or json: one object per record (seq, at, record, details), JSON Lines")
     p.set_defaults(func=run)
