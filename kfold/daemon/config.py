@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping
+from types import UnionType
+from typing import Annotated, Any, Literal, Mapping, Union, get_args, get_origin
 
 import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
 from engine.machines.session.spec import RESOURCE_NAME, quantity
@@ -295,11 +296,18 @@ class RegistryConfig(_Model):
         return v
 
 
+def _namespace(v: str) -> str:
+    if not _DNS_LABEL.match(v):
+        raise ValueError(f"{v!r} is not a namespace name (a DNS label: lower-case letters, digits and '-'); "
+                         f"e.g. 'team-a'")
+    return v
+
+
 class Config(_Model):
     cluster: ClusterConfig = ClusterConfig()
     registry: RegistryConfig = RegistryConfig()
-    tenants: dict[str, str] = Field(default_factory=dict)   # Session namespace -> tenant (org)
-    namespaces: tuple[str, ...] = Field(min_length=1)
+    tenants: dict[str, str] = Field(default_factory=dict)   # Session namespace -> tenant
+    namespaces: tuple[Annotated[str, AfterValidator(_namespace)], ...] = Field(min_length=1)
     base_domain: str | None = None   # None: cluster-internal endpoints only (a Service, no Ingress)
     journal: JournalConfig = JournalConfig()
     deadlines: Deadlines = Deadlines()
@@ -312,14 +320,6 @@ class Config(_Model):
     leader: LeaderConfig = LeaderConfig()
     sessions: SessionsConfig = SessionsConfig()
     events: EventsConfig = EventsConfig()
-
-    @field_validator("namespaces")
-    @classmethod
-    def _namespaces(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for i, ns in enumerate(v):
-            if not _DNS_LABEL.match(ns):
-                raise ValueError(f"namespaces[{i}] {ns!r} is not a namespace name (DNS label)")
-        return v
 
     @field_validator("tenants")
     @classmethod
@@ -347,8 +347,11 @@ class ConfigError(Exception):
     """A config file kfold cannot run with; the message is meant for the operator as is."""
 
 
-def read_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Config:
-    """Read, parse and validate; ``overrides`` are dotted paths (``journal.path``) from the CLI."""
+def read_config(path: str | Path, overrides: Mapping[str, Any] | None = None,
+                flags: Mapping[str, str] | None = None) -> Config:
+    """Read, parse and validate; ``overrides`` are dotted paths (``journal.path``) from the CLI,
+    ``flags`` the flag that set each (``{"namespaces": "-n/--namespace"}``): a bad value given
+    by a flag is blamed on that flag, not on the file."""
     where = f"kfold: config {path}"
     try:
         text = Path(path).read_text()
@@ -364,25 +367,99 @@ def read_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: the top level must be a mapping of fields (see kfold/data/config.example.yaml)")
-    return parse_config(_apply(raw, overrides or {}), where)
+    given = {k: (flags or {}).get(k, f"the flag that sets {k}") for k, v in (overrides or {}).items() if v is not None}
+    return parse_config(_apply(raw, overrides or {}), where, given)
 
 
-def parse_config(raw: dict[str, Any], where: str = "kfold: config") -> Config:
+def parse_config(raw: dict[str, Any], where: str = "kfold: config", flags: Mapping[str, str] | None = None) -> Config:
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError("\n".join(f"{where}: {_explain(e)}" for e in exc.errors())) from None
+        errors = exc.errors()
+        failed = {e["loc"][:-1] for e in errors if isinstance(e["loc"][-1], int)}   # fields with a bad item
+        errors = [e for e in errors if not (e["type"] == "too_short" and e["loc"] in failed)]  # counted after it
+        raise ConfigError("\n".join(_blame(e, where, flags or {}) for e in errors)) from None
 
 
-def _explain(err: dict[str, Any]) -> str:
-    field = _field(err["loc"])
-    kind, msg = err["type"], err["msg"]
+def _blame(err: Any, where: str, flags: Mapping[str, str]) -> str:
+    """``where: field F: what is wrong; the fix``, or ``kfold: FLAG: ...`` for a value a flag set."""
+    dotted = ".".join(str(p) for p in err["loc"] if not isinstance(p, int))
+    flag = next((f for path, f in flags.items() if dotted == path or dotted.startswith(path + ".")), None)
+    if flag is not None:
+        return f"kfold: {flag}: {_what(err, flag=True)}"
+    return f"{where}: field {_field(err['loc'])}: {_what(err)}"
+
+
+# pydantic's error types, in kfold's words: what the field must be (ctx fills the braces)
+_MUST = {
+    "tuple_type": "must be a list (e.g. [a, b], or one '- item' per line)",
+    "list_type": "must be a list (e.g. [a, b], or one '- item' per line)",
+    "dict_type": "must be a mapping ('key: value' lines)",
+    "model_type": "must be a mapping of its fields (see docs/config.md)",
+    "model_attributes_type": "must be a mapping of its fields (see docs/config.md)",
+    "int_type": "must be a whole number", "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number", "float_parsing": "must be a number",
+    "bool_type": "must be true or false", "bool_parsing": "must be true or false",
+    "string_type": "must be text (quote it if YAML reads it as something else: \"...\")",
+    "greater_than_equal": "must be {ge} or more", "greater_than": "must be more than {gt}",
+    "less_than_equal": "must be {le} or less", "less_than": "must be less than {lt}",
+    "literal_error": "must be one of {expected}",
+    "too_short": "needs at least {min_length} item(s)", "too_long": "takes at most {max_length} item(s)",
+}
+
+
+def _what(err: Any, flag: bool = False) -> str:
+    kind, ctx = err["type"], err.get("ctx") or {}
     if kind == "missing":
-        return f"field {field}: required; add it (see docs/config.md)"
+        return "required; add it (see docs/config.md)"
     if kind == "extra_forbidden":
-        return f"field {field}: unknown field; check the spelling against docs/config.md"
-    msg = msg.removeprefix("Value error, ")
-    return f"field {field}: {msg} (got {err.get('input')!r})" if kind != "value_error" else f"field {field}: {msg}"
+        return "unknown field; " + _suggest(err["loc"])
+    if kind in ("value_error", "assertion_error"):
+        return str(ctx.get("error", err["msg"])).removeprefix("Value error, ")
+    must = _MUST.get(kind)
+    text = must.format(**{k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in ctx.items()}) \
+        if must else err["msg"]
+    return f"{text} (got {err.get('input')!r})" if not flag else f"{text}, not {err.get('input')!r}"
+
+
+def _suggest(loc: tuple[Any, ...]) -> str:
+    """``did you mean 'path'?`` for a misspelt field (difflib), else the fields allowed there."""
+    import difflib
+    names = _fields_at(loc[:-1])
+    if not names:
+        return "check the spelling against docs/config.md"
+    close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {_field((*loc[:-1], close[0]))}?"
+    return f"the fields here are {', '.join(names)} (docs/config.md)"
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the model that ``loc`` (a path into the raw config) points at."""
+    node: Any = Config
+    for part in loc:
+        node = _unwrapped(node)
+        if _is_model(node):
+            field = node.model_fields.get(part) if isinstance(part, str) else None
+            node = field.annotation if field is not None else None
+        elif get_origin(node) in (tuple, list, dict):   # an item or a mapping's value
+            node = get_args(node)[-1 if get_origin(node) is dict else 0]
+        else:
+            return []
+    node = _unwrapped(node)
+    return sorted(node.model_fields) if _is_model(node) else []
+
+
+def _unwrapped(node: Any) -> Any:
+    """``X`` of ``X | None`` and of ``Annotated[X, ...]``."""
+    while get_origin(node) in (Union, UnionType, Annotated):
+        node = next(a for a in get_args(node) if a is not type(None))
+    return node
+
+
+def _is_model(node: Any) -> bool:
+    return isinstance(node, type) and issubclass(node, BaseModel)
 
 
 def _field(loc: tuple[Any, ...]) -> str:

@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
     from kfold.daemon import logs
     from kfold.daemon.config import ConfigError, read_config
     try:
-        cfg = read_config(args.config, _overrides(args))
+        cfg = read_config(args.config, _overrides(args), FLAGS)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -74,6 +74,12 @@ def main(args: argparse.Namespace) -> int:
         return 2
     _exit_now(code)
     return code
+
+
+# the flag that overrides each config field (a bad value it gives is blamed on the flag)
+FLAGS = {"cluster.kubeconfig": "--kubeconfig", "cluster.context": "--context", "journal.path": "--journal",
+         "cluster.allow_exec": "--allow-exec", "namespaces": "-n/--namespace", "log.level": "--log-level",
+         "log.format": "--log-format"}
 
 
 def _overrides(args: argparse.Namespace) -> dict:
