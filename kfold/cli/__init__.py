@@ -19,8 +19,9 @@ EPILOG = """examples:
 exit codes (every command):
   0  done
   1  the command ran and found a problem: a replay divergence, a failed sim invariant, nothing
-     matched (trace), a source or registry that could not be read (repos, cluster)
-  2  bad arguments or input kfold cannot use (one line on stderr names it and the fix)
+     matched (trace), an apiserver that did not answer or refused (repos, cluster), no such cluster
+  2  bad arguments or input kfold cannot use, the same for every command: a journal it cannot read,
+     a config, kubeconfig, context or exec plugin it refuses (one line on stderr names it and the fix)
   3  a journal's broken checksum chain (replay, export, trace, ui)
 
 docs/cli.md describes every command."""

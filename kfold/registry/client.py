@@ -37,6 +37,8 @@ nor are the observers' lists and watches (they go through the pool manager, not 
 from __future__ import annotations
 
 import copy
+import logging
+import re
 import threading
 import time
 from collections import Counter
@@ -46,6 +48,7 @@ from urllib.parse import parse_qs, urlsplit
 import urllib3
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.config import kube_config as _kube_config
 from kubernetes.config.kube_config import KubeConfigLoader
 
 from kfold.registry import bounds, kubeconfig_files
@@ -66,13 +69,78 @@ def configuration_for(selected: Selected, base_path: str = "") -> Configuration:
     kubeconfig_files.check_readable(cluster_name, cluster, user_name, user, base_path)
     kubeconfig_files.inline_token(user_name, user, base_path)
     try:
-        loader = KubeConfigLoader(config_dict=document, active_context=selected.context,
-                                  config_base_path=base_path)
+        loader = _Loader(config_dict=document, active_context=selected.context, config_base_path=base_path)
         loader.load_and_set(cfg)
+        loader.first_load = False
+    except KubeconfigRefused:
+        raise
     except (ConfigException, OSError, ValueError) as e:
         raise KubeconfigRefused([f"it cannot be loaded ({type(e).__name__}: {e})"]) from None
     kubeconfig_files.check_tls(cfg, cluster_name, cluster, user_name, user)
     return tuned(cfg)
+
+
+class _PluginLog:
+    """Stands in for ``logging`` in the client library's kubeconfig loader, which only logs a
+    failed exec credential plugin (``logging.error``: the plugin's whole stderr on the root
+    logger) and goes on without credentials. On a thread inside ``_Loader``'s plugin call the
+    message is kept for the loader to raise as one line; elsewhere it goes to the
+    ``kubernetes.config`` logger as a single record."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+
+    def error(self, msg: Any, *args: Any) -> None:
+        text = str(msg) % args if args else str(msg)
+        kept = getattr(self.local, "kept", None)
+        if kept is not None:
+            kept.append(text)
+        else:
+            logging.getLogger("kubernetes.config").error("%s", _one_line(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(logging, name)
+
+
+_PLUGIN_LOG = _PluginLog()
+_KLOG = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\] ")
+_kube_config.logging = _PLUGIN_LOG   # see _PluginLog
+
+
+class _Loader(KubeConfigLoader):
+    """The library's loader, except that an exec credential plugin that fails when the client is
+    made is an error (``KubeconfigRefused``, one line: the plugin, its exit and the first line it
+    printed) rather than a client without credentials. A later refresh (the token expired) that
+    fails logs one line and keeps the previous token, as the library does."""
+
+    first_load = True
+
+    def _load_from_exec_plugin(self) -> Any:
+        if "exec" not in self._user:
+            return None
+        _PLUGIN_LOG.local.kept = kept = []
+        try:
+            loaded = super()._load_from_exec_plugin()
+        finally:
+            _PLUGIN_LOG.local.kept = None
+        if loaded or not self.first_load:
+            for text in kept:
+                logging.getLogger("kubernetes.config").error("%s", _one_line(text))
+            return loaded
+        command = self._user["exec"].safe_get("command") or "?"
+        why = _one_line(kept[0] if kept else "it gave no token or client certificate")
+        user = self._current_context["context"].safe_get("user") or "?"
+        raise KubeconfigRefused([f"user {user!r}: its exec credential plugin {command} failed: {why}; run it yourself to see why "
+                                 "(log in again, or install it), or use a kubeconfig with a token"])
+
+
+def _one_line(text: str, limit: int = 320) -> str:
+    """A message's first line, cut to ``limit`` characters (a plugin may print pages)."""
+    line = " ".join(text.strip().splitlines()[0].split()) if text.strip() else ""
+    line = _KLOG.sub("", line.removeprefix("exec: "))   # a Go plugin's log header: F1207 15:14:24.509 32446 cred.go:145]
+    if "No such file or directory" in line:
+        return "not found on PATH"
+    return line if len(line) <= limit else line[:limit] + "…"
 
 
 def tuned(cfg: Configuration, pool_size: int = DEFAULT_BURST) -> Configuration:

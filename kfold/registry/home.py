@@ -55,13 +55,13 @@ def _from_kubeconfig(path: str, context: str | None, allow_exec: bool, allow_fil
     except OSError as e:
         raise HomeUnavailable(f"cannot read home kubeconfig {path}: {e.strerror}; pass --kubeconfig PATH "
                               "(or cluster.kubeconfig) naming a readable file") from None
+    base = str(Path(path).expanduser().resolve().parent)
     try:
         selected = select(Kubeconfig(text), context, allow_exec=allow_exec, allow_files=allow_files)
+        cfg = configuration_for(selected, base_path=base)   # runs an allowed exec plugin: its failure too
     except KubeconfigRefused as e:   # the same refusal, saying which file and what to pass
         e.args = (f"home kubeconfig {path}: refused: {'; '.join(e.problems)}{_contexts(text, e)}",)
         raise e from None
-    base = str(Path(path).expanduser().resolve().parent)
-    cfg = configuration_for(selected, base_path=base)
     return cfg, HomeSource("kubeconfig", cfg.host, selected.namespace, selected.context, path)
 
 

@@ -51,11 +51,11 @@ def test_a_namespace_bound_is_given_by_repeating_the_flag(kfold, kubeconfig_file
     assert row["namespaces"] == ["team-a", "team-b"] and row["inventory"] is None
 
 
-def test_refusals_exit_1_with_the_reason(kfold, kubeconfig_file):
+def test_bad_input_exits_2_and_an_unknown_cluster_1_with_the_reason(kfold, kubeconfig_file):
     code, _, err = kfold("register", "Bad", "--tenant", "acme", "--kubeconfig", kubeconfig_file)
-    assert code == 1 and "uppercase letters are not allowed" in err
+    assert code == 2 and "uppercase letters are not allowed" in err
     code, _, err = kfold("deregister", "ghost", "--tenant", "acme")
-    assert code == 1 and "no cluster named ghost is registered for this org" in err
+    assert code == 1 and "no cluster named ghost is registered for this tenant" in err
 
 
 def test_deregister_removes_the_cluster(kfold, kubeconfig_file, tmp_path):
@@ -69,7 +69,7 @@ def test_deregister_removes_the_cluster(kfold, kubeconfig_file, tmp_path):
 def test_another_tenants_cluster_is_not_found_from_the_cli(kfold, kubeconfig_file):
     kfold("register", "gpu-east", "--tenant", "beta", "--kubeconfig", kubeconfig_file)
     code, _, err = kfold("deregister", "gpu-east", "--tenant", "acme")
-    assert code == 1 and "no cluster named gpu-east is registered for this org" in err
+    assert code == 1 and "no cluster named gpu-east is registered for this tenant" in err
     assert json.loads(kfold("list", "--tenant", "acme", "-o", "json")[1]) == []
 
 

@@ -35,14 +35,15 @@ EXAMPLES = {
   kfold cluster register edge --tenant acme --kubeconfig edge.yaml -n sandboxes --default
   kfold cluster register gke-prod --tenant acme --context gke_proj_zone_prod --allow-exec
 
-exit codes: 0 registered; 1 refused (the probe failed, the kubeconfig asks for what was not allowed:
-stderr says what); 2 bad arguments.""",
+exit codes: 0 registered; 1 the probe failed (the cluster did not answer with this credential); 2 bad
+arguments or input kfold refuses (a name that is not a DNS label, a kubeconfig that asks for what was
+not allowed, a file it cannot read: stderr says what).""",
     "list": """examples:
   kfold cluster list
   kfold cluster list --tenant acme -o wide
   kfold cluster list -o json
 
-exit codes: 0 listed; 1 the registry could not be read; 2 bad arguments.""",
+exit codes: 0 listed; 1 the registry does not parse; 2 bad arguments or a directory kfold cannot read.""",
     "deregister": """examples:
   kfold cluster deregister edge --tenant acme
 
@@ -124,8 +125,9 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
         try:
             return handler(args)
         except (RegistryError, OSError) as e:
+            from kfold.cli.exits import exit_code
             print(f"kfold cluster: {e}", file=sys.stderr)
-            return 1
+            return exit_code(e)
     return run
 
 
@@ -142,7 +144,7 @@ def _add_register(sub) -> None:
     p = sub.add_parser("register", help="register a cluster for a tenant (probes it first)",
                        epilog=EXAMPLES["register"], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", help="the cluster's name within the tenant (a DNS label)")
-    p.add_argument("--tenant", required=True, help="the tenant (organisation) the cluster belongs to")
+    p.add_argument("--tenant", required=True, help="the tenant the cluster belongs to")
     p.add_argument("--kubeconfig", help="kubeconfig file holding the credential (default: $KUBECONFIG's first "
                                         "existing file, else ~/.kube/config)")
     p.add_argument("--context", metavar="NAME", help="the kubeconfig context to register (default: its current-context)")

@@ -7,7 +7,9 @@ so the listing is what kfold believed at the journal's last record. From a kubec
 are listed from the apiserver now: the kubeconfig is ``--kubeconfig``, else ``$KUBECONFIG``'s first
 existing file, else ``~/.kube/config``; the namespace is ``-n``, else the context's, else ``default``
 (kubectl's order).
-Exit codes: 0 listed, 1 could not read the source (message on stderr), 2 usage.
+Exit codes: 0 listed; 1 the apiserver did not answer or refused the list; 2 bad arguments or input kfold
+cannot use (a journal it cannot read, a kubeconfig or context it refuses: as ``kfold run``); 3 a
+journal's broken checksum chain. One line on stderr says which and why.
 """
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ EXAMPLES = """examples:
   kfold repos --context gke_proj_zone_prod -n team-a --allow-exec   # a GKE/EKS/AKS login plugin
   kfold repos --journal /var/lib/kfold/journal.db -o json
 
-exit codes: 0 listed; 1 the source could not be read (stderr says why); 2 bad arguments."""
+exit codes: 0 listed; 1 the apiserver did not answer or refused the list; 2 bad arguments, or a
+journal, kubeconfig or context kfold cannot use (as kfold run); 3 a journal's broken checksum chain."""
 
 
 def register(sub: Any) -> None:
@@ -64,7 +67,8 @@ def run(args: Any) -> int:
     except Exception as exc:  # the source, not the listing, failed: say which and why
         from kfold.offline.sources import input_error
         print(f"kfold repos: {source or 'kubeconfig'}: {input_error(exc)}", file=sys.stderr)
-        return 1
+        from kfold.cli.exits import exit_code
+        return exit_code(exc)
     print(render(rows, args.output))
     return 0
 
@@ -100,6 +104,7 @@ def rows_from_cluster(kubeconfig: str, namespace: str | None, context: str | Non
     import urllib3
     from kubernetes import client
     from engine.effects.io.kube_errors import transport_reason
+    from kfold.cli.exits import Unanswered
     from kfold.registry import MemoryCredentials, RegistrationIndex, Registry
     with tempfile.TemporaryDirectory() as unused:
         registry = Registry(RegistrationIndex(unused), MemoryCredentials())
@@ -109,14 +114,10 @@ def rows_from_cluster(kubeconfig: str, namespace: str | None, context: str | Non
             try:
                 return _list(api, namespace or getattr(source, "namespace", None) or "default")
             except (urllib3.exceptions.HTTPError, OSError) as exc:   # no answer at all: say where and why
-                raise ApiserverUnreachable(f"cannot reach the apiserver at {source.endpoint} ({source.describe()}): "
+                raise Unanswered(f"cannot reach the apiserver at {source.endpoint} ({source.describe()}): "
                                   f"{transport_reason(exc)}") from None
         finally:
             registry.close()
-
-
-class ApiserverUnreachable(Exception):
-    """The apiserver gave no answer (refused, reset, DNS, TLS, timeout)."""
 
 
 def _list(api: Any, namespace: str) -> list[dict[str, Any]]:
