@@ -3,7 +3,7 @@
 Contract (shared with the session machine and the executor):
 - The home cluster is known by ``cluster.name`` (tenant ""). A registered cluster is known inside
   kfold by its handle ``"<name>@<tenant>"``: in observed records, object keys and effects. Cluster
-  names are per tenant, so the handle is what makes two orgs' "edge" two different clusters.
+  names are per tenant, so the handle is what makes two tenants' "edge" two different clusters.
 - Every client comes from the registry: ``client_for(handle, tenant)`` maps a handle to
   ``registry.reach(tenant, name)`` and the home name to the home client. A handle whose
   registration is gone is refused by the registry before any request is sent.

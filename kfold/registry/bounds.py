@@ -162,14 +162,14 @@ def check_wire(method: str, target: str) -> None:
 
 def _outside(record: Registration, namespace: str) -> OutOfBounds:
     return OutOfBounds(
-        f"namespace {namespace!r} is outside what this org's registration of cluster "
+        f"namespace {namespace!r} is outside what this tenant's registration of cluster "
         f"{record.name!r} may address (bound: {', '.join(record.namespaces)})"
     )
 
 
 def _cluster_scoped(record: Registration, what: str) -> OutOfBounds:
     return OutOfBounds(
-        f"cluster {record.name!r} is registered to this org with a namespace bound, so "
+        f"cluster {record.name!r} is registered to this tenant with a namespace bound, so "
         f"cluster-scoped operations are not available ({what})"
     )
 

@@ -35,7 +35,7 @@ class NotRegistered(RegistryError, LookupError):
 
     def __init__(self, name: object) -> None:
         self.name = str(name)
-        super().__init__(f"no cluster named {printable(name)} is registered for this org")
+        super().__init__(f"no cluster named {printable(name)} is registered for this tenant")
 
 
 class InvalidName(RegistryError, ValueError):

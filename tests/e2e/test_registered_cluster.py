@@ -3,7 +3,7 @@
 The control plane is registered a second time, as cluster "edge" of tenant "acme", bounded to one
 namespace, through ``kfold cluster register`` (the probe lists pods in the bound with the
 credential). ``kfold run`` maps Session namespaces to tenants: acme's Session naming "edge" gets its
-pod in the bound namespace through the registry's client; another org's Session naming "edge" is
+pod in the bound namespace through the registry's client; another tenant's Session naming "edge" is
 refused exactly like a cluster that does not exist."""
 from __future__ import annotations
 
@@ -55,9 +55,9 @@ def test_a_tenants_session_runs_on_its_registered_cluster_and_another_org_cannot
     assert [p.metadata.name for p in pods] == ["demo-g1"]
     assert core.list_namespaced_pod(acme_ns).items == []
 
-    refused = wait_for(lambda: (s := status(co, other_ns)).get("phase") == "Failed" and s, 30, what="other org refused")
+    refused = wait_for(lambda: (s := status(co, other_ns)).get("phase") == "Failed" and s, 30, what="the other tenant refused")
     messages = " ".join(c.get("message", "") for c in refused.get("conditions", []))
-    assert "no cluster named 'edge' is registered for this org" in messages
+    assert "no cluster named 'edge' is registered for this tenant" in messages
     assert core.list_namespaced_pod(other_ns).items == []
 
     co.patch_namespaced_custom_object(*GVP, acme_ns, "sessions", "demo", {"spec": {"stopped": True}})
@@ -93,7 +93,7 @@ def test_a_cluster_registered_while_kfold_runs_is_used_without_a_restart(
     co.create_namespaced_custom_object(*GVP, acme_ns, "sessions", early)
     refused = wait_for(lambda: (s := co.get_namespaced_custom_object(*GVP, acme_ns, "sessions", "early")
                                 .get("status", {})).get("phase") == "Failed" and s, 30, what="refused before registering")
-    assert "no cluster named 'edge' is registered for this org" in " ".join(
+    assert "no cluster named 'edge' is registered for this tenant" in " ".join(
         c.get("message", "") for c in refused.get("conditions", []))
 
     register(registry_dir, cp, "acme", "edge", bound)

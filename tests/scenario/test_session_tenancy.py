@@ -157,7 +157,7 @@ def _refusal(namespace: str, registered: tuple[dict[str, Any], ...], cluster: st
     return w
 
 
-NOT_FOUND = "no cluster named 'edge' is registered for this org"
+NOT_FOUND = "no cluster named 'edge' is registered for this tenant"
 
 
 def test_another_tenants_cluster_is_refused_exactly_like_one_nobody_registered():
@@ -172,7 +172,7 @@ def test_another_tenants_cluster_is_refused_exactly_like_one_nobody_registered()
 
     nowhere = _refusal("sb-other", (EDGE,), "nowhere")
     text = nowhere.condition("SpecValid")["message"]
-    assert text == "spec.cluster: no cluster named 'nowhere' is registered for this org"
+    assert text == "spec.cluster: no cluster named 'nowhere' is registered for this tenant"
     assert text.replace("nowhere", "edge") == cond["message"]
     other_names = [e for e in theirs.s.effects if "acme" in str(e.model_dump())]
     assert not other_names, "nothing about the owning tenant leaks"
@@ -293,7 +293,7 @@ def test_placement_refusals():
     for namespace, wanted in (("sb-other", "edge"), ("unmapped", "edge"), ("sb-acme", "nope"), ("sb-acme", 7)):
         with pytest.raises(PlacementRefused) as no:
             place(CFG, "local", namespace, wanted)
-        assert no.value.reason == f"no cluster named {wanted!r} is registered for this org"
+        assert no.value.reason == f"no cluster named {wanted!r} is registered for this tenant"
 
 
 def _finalized(w: TWorld, spec: dict[str, Any]) -> TWorld:

@@ -50,7 +50,9 @@ def test_the_top_level_help_lists_the_exit_codes(capsys):
 
 BAD = [
     [], ["nope"], ["run"], ["run", "--config", "c.yaml", "--log-level", "loud"],
-    ["replay"], ["replay", "j", "-o", "xml"], ["replay", "j", "--until", "x"],
+    ["replay"], ["replay", "j", "-o", "xml"], ["replay", "j", "--until", "x"], ["replay", "j", "--until", "-5"],
+    ["replay", "j", "--until", "0"], ["trace", "j", "k", "--until", "-1"], ["export", "j", "--since", "-2"],
+    ["export", "j", "--until", "0"], ["ui", "j", "--until", "-5"],
     ["trace", "j"], ["export"], ["ui"], ["diagrams", "--format", "png"], ["manifests", "--replicas", "x"],
     ["repos", "-o", "xml"], ["repos", "--journal", "j", "-n", "ns"],
     ["cluster"], ["cluster", "list", "-o", "xml"], ["cluster", "register", "x"],
@@ -67,6 +69,30 @@ def test_bad_arguments_exit_2(argv, capsys):
     err = capsys.readouterr().err
     assert code == 2, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["replay", "trace", "export", "ui"])
+def test_a_negative_until_is_refused_before_the_journal_is_opened(command, capsys):
+    argv = [command, str(GOLDEN), *(["k"] if command == "trace" else []), "--until", "-5"]
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2
+    assert err.splitlines()[-1] == (f"kfold {command}: error: argument --until: -5 is not a sequence number: "
+                                    "records are numbered from 1; pass 1 or more")
+
+
+def test_one_word_for_a_tenant_everywhere_a_user_reads_it():
+    """Flags say --tenant; so do messages, help and docs (never "org")."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    word = re.compile(r"(?<![./])\b(org|orgs|organi[sz]ations?)\b(?![./])")
+    files = [p for d in ("kfold", "engine", "docs") for p in (root / d).rglob("*") if p.suffix in (".py", ".md")]
+    files.append(root / "README.md")
+    found = [f"{p.relative_to(root)}:{n}: {line.strip()}" for p in files
+             for n, line in enumerate(p.read_text().splitlines(), 1) if word.search(line.replace("github.com/org", ""))]
+    assert not found, found
 
 
 def test_sim_unknown_fault_names_the_known_ones(capsys):

@@ -18,7 +18,7 @@ def test_a_named_namespace_inside_the_bound_resolves_to_itself():
 
 
 def test_a_named_namespace_outside_the_bound_is_refused_not_narrowed():
-    with pytest.raises(OutOfBounds, match="namespace 'other' is outside what this org's registration of cluster 'shared' may address"):
+    with pytest.raises(OutOfBounds, match="namespace 'other' is outside what this tenant's registration of cluster 'shared' may address"):
         resolve(BOUNDED, "other")
 
 

@@ -38,7 +38,7 @@ def refusal(call):
 
 
 def test_the_refusal_reads_no_cluster_named_x_is_registered_for_this_org(registry):
-    assert refusal(lambda: registry.reach("acme", "nope"))[1] == "no cluster named nope is registered for this org"
+    assert refusal(lambda: registry.reach("acme", "nope"))[1] == "no cluster named nope is registered for this tenant"
 
 
 @pytest.mark.parametrize("operation", ["reach", "get", "deregister", "resolve_namespace"])
@@ -64,7 +64,7 @@ def test_a_sessions_tenant_comes_from_its_namespace_and_cannot_reach_another_ten
     tenant = registry.tenant_for_namespace("team-acme")
     assert tenant == "acme"
     assert refusal(lambda: registry.reach(tenant, "gpu-east"))[1] == (
-        "no cluster named gpu-east is registered for this org")
+        "no cluster named gpu-east is registered for this tenant")
 
 
 def test_an_unmapped_namespace_has_no_tenant_and_reaches_no_registered_cluster(registry):

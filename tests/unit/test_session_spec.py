@@ -72,5 +72,5 @@ def test_a_malformed_pod_reduces_without_raising():
 def test_an_unknown_cluster_is_refused_without_revealing_which_clusters_exist():
     err = check({"image": "ws", "cluster": "mars"}, clusters=("local", "secret-edge"))
     assert isinstance(err, SpecError)
-    assert "no cluster named 'mars' is registered for this org" in str(err)
+    assert "no cluster named 'mars' is registered for this tenant" in str(err)
     assert "secret-edge" not in str(err) and "local" not in str(err)

@@ -234,8 +234,8 @@ def _cluster(raw: Any, home: str, clusters: tuple[str, ...]) -> str:
     if raw in (None, ""):
         return home
     _need(isinstance(raw, str) and (raw == home or raw in clusters), "spec.cluster",
-          # Never list the known names: another org's cluster must answer exactly like a missing one.
-          f"no cluster named {raw!r} is registered for this org")
+          # Never list the known names: another tenant's cluster must answer exactly like a missing one.
+          f"no cluster named {raw!r} is registered for this tenant")
     return raw
 
 

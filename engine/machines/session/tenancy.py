@@ -42,8 +42,8 @@ class PlacementRefused(Exception):
 
 
 def not_found(wanted: Any) -> str:
-    # Never list or hint at known names: another org's cluster answers exactly like a missing one.
-    return f"no cluster named {wanted!r} is registered for this org"
+    # Never list or hint at known names: another tenant's cluster answers exactly like a missing one.
+    return f"no cluster named {wanted!r} is registered for this tenant"
 
 
 def tenant_of(cfg: SessionConfig, namespace: str) -> str | None:
