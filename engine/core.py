@@ -62,6 +62,11 @@ class Timer:
     name: str
     cluster: str = ""
 
+    @property
+    def clock(self) -> str:
+        """The cluster whose clock judges it: its own, else the first part of an object key."""
+        return self.cluster or _key_cluster(self.key)
+
 
 @dataclass(frozen=True, slots=True)
 class Pending:
@@ -114,16 +119,11 @@ class State:
     def due_timers(self, now: "int | Callable[[str], int | None]") -> list[Timer]:
         """Timers whose due time has passed; ``now`` is one reading, or a reading per cluster."""
         clock = now if callable(now) else (lambda _c: now)
-        due = [t for t in self.timers.values() if (n := clock(timer_cluster(t))) is not None and t.due <= n]
+        due = [t for t in self.timers.values() if (n := clock(t.clock)) is not None and t.due <= n]
         return sorted(due, key=lambda t: (t.due, t.id))
 
     def next_due(self) -> int | None:
         return min((t.due for t in self.timers.values()), default=None)
-
-
-def timer_cluster(t: Timer) -> str:
-    """The cluster whose clock judges ``t``: its own, else the first part of an object key."""
-    return t.cluster or _key_cluster(t.key)
 
 
 def _key_cluster(key: str) -> str:
@@ -219,10 +219,10 @@ class StepContext:
     # -- timers ---------------------------------------------------------------------------
     def set_timer(self, key: str, name: str, due: int, cluster: str = "") -> None:
         """Arm ``name`` on ``key`` for server time ``due`` on ``cluster``'s clock (default: the
-        cluster of the object key, see ``timer_cluster``)."""
+        cluster of the object key, see ``Timer.clock``)."""
         tid = f"{self._machine}:{key}:{name}"
         timer = Timer(tid, due, self._machine, key, name)
-        self._timer_set(tid, timer if cluster in ("", timer_cluster(timer)) else replace(timer, cluster=cluster))
+        self._timer_set(tid, timer if cluster in ("", timer.clock) else replace(timer, cluster=cluster))
 
     def now_on(self, cluster: str) -> int | None:
         """``now`` as a time on ``cluster``'s clock: the record's time if that clock stamped it (or
@@ -242,7 +242,7 @@ class StepContext:
             return p.effect.cluster if p is not None else _key_cluster(record.key)
         if isinstance(record, Deadline):
             t = self._timers.get(record.timer)
-            return timer_cluster(t) if t is not None else ""
+            return t.clock if t is not None else ""
         if isinstance(record, Command) and record.name == "effect.in_doubt":   # the daemon stamps it on its effect's
             p = self._pending.get(record.args.get("effect_id", ""))
             return p.effect.cluster if p is not None else ""

@@ -125,10 +125,9 @@ def of_type(effects: Any, type_: str) -> list[Any]:
 
 def timers_rebuilt(timers: Any) -> dict[str, list[tuple[int, str, Any]]]:
     """What ``engine.effects.timers._TimerIndex.get`` must hold for ``timers``: built from scratch."""
-    from engine.core import timer_cluster
     by: dict[str, list[tuple[int, str, Any]]] = {}
     for t in timers.values():
-        by.setdefault(timer_cluster(t), []).append((t.due, t.id, t))
+        by.setdefault(t.clock, []).append((t.due, t.id, t))
     return {c: sorted(rows, key=lambda r: (r[0], r[1])) for c, rows in by.items()}
 
 

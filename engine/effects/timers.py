@@ -38,7 +38,6 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from typing import Any, Callable, Iterable, Optional, Union
 
-from engine.core import timer_cluster
 from engine.effects.models import effect_to_dict
 from journal.records import Deadline, EffectIssued
 
@@ -209,7 +208,7 @@ class _TimerIndex:
         if old is new:
             return
         if old is not None:
-            cluster = timer_cluster(old)
+            cluster = old.clock
             rows = self._by_cluster[cluster]
             del rows[bisect_left(rows, (old.due, tid), key=_due_id)]
             if not rows:
@@ -217,7 +216,7 @@ class _TimerIndex:
             del self._seen[tid]
         if new is not None:
             self._seen[tid] = new
-            insort(self._by_cluster.setdefault(timer_cluster(new), []), (new.due, tid, new), key=_due_id)
+            insort(self._by_cluster.setdefault(new.clock, []), (new.due, tid, new), key=_due_id)
 
 
 def _due_id(row: tuple[int, str, Any]) -> tuple[int, str]:

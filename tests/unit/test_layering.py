@@ -37,13 +37,27 @@ def test_the_scan_covers_the_machines():
     assert not any(n.startswith("engine/effects/io/") for n in names)
 
 
-def test_the_layers_contract_names_every_pure_module():
-    """The pure engine is one layer of the layers contract, its modules listed by name: a module
-    of engine/ (outside engine/effects/io/) that the list misses would go unchecked."""
+def pure_layers() -> list[set[str]]:
+    """The layers contract's layers below the effects' I/O and above the journal: the pure engine,
+    top to bottom, each layer's modules by name."""
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / ".importlinter")
     layers = [line.strip() for line in cfg["importlinter:contract:layers"]["layers"].strip().splitlines()]
-    pure = {m.strip() for m in next(layer for layer in layers if "engine.core" in layer).split(":")}
+    pure = layers[layers.index("engine.effects.io") + 1:layers.index("journal")]
+    return [{m.strip() for m in layer.replace("|", ":").split(":")} for layer in pure]
+
+
+def test_the_pure_engine_is_ordered_snapshots_over_the_fold_over_the_machines_over_effects():
+    layers = pure_layers()
+    order = {m: i for i, layer in enumerate(layers) for m in layer}
+    assert order["engine.snapshot"] < order["engine.core"] < order["engine.machines"] < order["engine.effects.timers"]
+    assert order["engine.machines"] < order["engine.seams"] < order["engine.effects.models"]
+
+
+def test_the_layers_contract_names_every_pure_module():
+    """The pure engine is a stack of layers of the layers contract, its modules listed by name: a
+    module of engine/ (outside engine/effects/io/) that the lists miss would go unchecked."""
+    pure = set().union(*pure_layers())
     for path in PURE:
         parts = path.relative_to(ROOT).with_suffix("").parts
         if path.name == "__init__.py":
@@ -82,19 +96,31 @@ def test_import_contracts_hold():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_import_contracts_catch_a_forbidden_import(tmp_path):
-    """The same config fails on a copy of the tree where a machine imports a socket (proves the check bites)."""
+PLANTED = {
+    "a machine imports a socket": ("engine/machines/pod/__init__.py", "import socket", "engine.machines.pod -> socket"),
+    "what may be issued reads the fold": ("engine/effects/timers.py", "import engine.core",
+                                          "engine.effects.timers -> engine.core"),
+    "a circle between two pod modules": ("engine/machines/pod/records.py", "import engine.machines.pod.acts",
+                                         "No cycles are allowed in engine.machines.pod"),
+    "a circle between base and a machine": ("engine/machines/base.py", "import engine.machines.repo.records",
+                                            "No cycles are allowed in engine.machines"),
+}
+
+
+@pytest.mark.parametrize("planted", sorted(PLANTED))
+def test_import_contracts_catch_a_forbidden_import(tmp_path, planted):
+    """The same config fails on a copy of the tree with one import planted (proves each check bites)."""
+    path, line, expected = PLANTED[planted]
     for top in ("engine", "journal", "kfold"):
         shutil.copytree(ROOT / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__", "static", "data"))
-    pod = tmp_path / "engine" / "machines" / "pod"
-    planted = pod / "__init__.py" if pod.is_dir() else pod.with_suffix(".py")
-    planted.write_text(planted.read_text() + "\nimport socket\n")
+    target = tmp_path / path
+    target.write_text(target.read_text() + f"\n{line}\n")
     cfg = (ROOT / ".importlinter").read_text()
     (tmp_path / ".importlinter").write_text(cfg)
     proc = subprocess.run(_lint_imports() + [str(tmp_path / ".importlinter")], cwd=tmp_path,
                           capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin:/usr/local/bin"})
     assert proc.returncode != 0
-    assert "engine.machines.pod -> socket" in proc.stdout
+    assert expected in proc.stdout, proc.stdout
 
 
 def test_no_module_repeats_its_package_or_stands_in_a_prefix_family():

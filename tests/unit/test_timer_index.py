@@ -6,7 +6,7 @@ import random
 
 from immutables import Map
 
-from engine.core import Timer, timer_cluster
+from engine.core import Timer
 from engine.effects.timers import _TimerIndex
 
 
