@@ -14,13 +14,17 @@
 #   kwok            sigs.k8s.io/kwok/cmd/kwok (plain `go install`, its go.mod has no replaces);
 #                   fakes the kubelet for nodes annotated kwok.x-k8s.io/node=fake
 #                   (Ready nodes; pods -> Running/Ready with a podIP).
-# Each binary is skipped when bin/.<name>.version holds the same pin. Rerunnable/idempotent.
+# Each binary is skipped when bin/.<name>.version holds the same pin. Rerunnable/idempotent; each
+# of etcd, kwok and k8s is built under its lock in $CACHE/locks (scripts/buildlib.sh), so two
+# builds at once into one cache wait for each other instead of building together.
+# scripts/build.sh runs the three side by side (and beside the venv), one line each.
 # Cold build on 2 cores is long (kube-apiserver dominates): run it in the background.
 # Usage: build_controlplane.sh [etcd] [kwok] [k8s]   (default: all)
 # Env: KFOLD_CACHE (cache root), BUILD_P (go build -p, default 2), FORCE=1 (rebuild),
 #      KFOLD_K8S_BINS (subset of the k8s binaries to build).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/syspath.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/buildlib.sh"
 
 # ---- pins (probe with: go mod download -json MODULE@VERSION) ----
 ETCD_VERSION=v3.6.16      # go.etcd.io/etcd/server/v3
@@ -40,20 +44,10 @@ log() { echo "[build_controlplane] $(date +%T) $*" >&2; }
 # up_to_date NAME VERSION -> 0 if bin/NAME exists and its stamp matches
 up_to_date() { [[ -z "${FORCE:-}" && -x "$BIN/$1" && "$(cat "$BIN/.$1.version" 2>/dev/null)" == "$2" ]]; }
 stamp() { echo "$2" > "$BIN/.$1.version"; }
-# need_go: Go is needed only when something is rebuilt; find it off PATH in its usual homes too.
-need_go() {
-  command -v go >/dev/null && return
-  local d
-  for d in /usr/local/go/bin /usr/lib/go/bin "$HOME/go/bin" "$HOME/.local/go/bin"; do
-    [[ -x $d/go ]] && { export PATH="$d:$PATH"; return; }
-  done
-  log "ERROR: Go is needed to build the control plane (nothing is cached in $BIN yet) and no 'go' was found; install Go >= 1.26 (the official release into /usr/local/go, or a distribution package that new) and rerun"
-  exit 1
-}
-
 build_etcd() {
-  up_to_date etcd "$ETCD_VERSION" && { log "etcd $ETCD_VERSION cached"; return; }
-  need_go
+  lock_cache etcd
+  up_to_date etcd "$ETCD_VERSION" && { log "etcd $ETCD_VERSION cached"; unlock_cache; return; }
+  need_go etcd
   local d=$SRC/etcd t0=$SECONDS
   mkdir -p "$d"
   cat > "$d/main.go" <<'EOF'
@@ -85,14 +79,16 @@ EOF
   (cd "$d" && go mod tidy && go build -p "$P" -trimpath -o "$BIN/etcd" .)
   stamp etcd "$ETCD_VERSION"
   log "etcd $ETCD_VERSION built in $((SECONDS - t0))s"
+  unlock_cache
 }
 
 build_k8s() {
   local b all=1
+  lock_cache k8s
   for b in $K8S_BINS; do up_to_date "$b" "$K8S_VERSION" || all=0; done
-  [[ $all == 1 ]] && { log "$K8S_BINS $K8S_VERSION cached"; return; }
-  need_go
-  local d=$SRC/k8s t0=$SECONDS minor patch modfile staging ctor m
+  [[ $all == 1 ]] && { log "$K8S_BINS $K8S_VERSION cached"; unlock_cache; return; }
+  need_go "$K8S_BINS"
+  local d=$SRC/k8s t0=$SECONDS t_all=$SECONDS minor patch modfile staging ctor m
   minor=$(cut -d. -f2 <<<"${K8S_VERSION#v}"); patch=$(cut -d. -f3 <<<"$K8S_VERSION")
   # Staging modules = those k8s.io/kubernetes requires at v0.0.0 (upstream replaces them
   # with ./staging/...); pin each to the matching published v0.<minor>.<patch>.
@@ -163,23 +159,33 @@ EOF
     ld+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ld+=" -X $pkg.gitCommit=goproxy-$K8S_VERSION -X $pkg.gitTreeState=clean -X $pkg.buildDate=${date:-unknown}"
   done
+  local built=()
   for b in $K8S_BINS; do
     up_to_date "$b" "$K8S_VERSION" && continue
-    t0=$SECONDS
+    built+=("$b"); t0=$SECONDS
     (cd "$d" && go build -p "$P" -trimpath -ldflags "-s -w$ld" -o "$BIN/$b" "./cmd/$b")
     stamp "$b" "$K8S_VERSION"
     log "$b $K8S_VERSION built in $((SECONDS - t0))s"
   done
+  log "${built[*]} $K8S_VERSION built in $((SECONDS - t_all))s"
+  unlock_cache
 }
 
 build_kwok() {
-  up_to_date kwok "$KWOK_VERSION" && { log "kwok $KWOK_VERSION cached"; return; }
-  need_go
+  lock_cache kwok
+  up_to_date kwok "$KWOK_VERSION" && { log "kwok $KWOK_VERSION cached"; unlock_cache; return; }
+  need_go kwok
   local t0=$SECONDS
   GOFLAGS= GOBIN=$BIN go install -p "$P" -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   stamp kwok "$KWOK_VERSION"
   log "kwok $KWOK_VERSION built in $((SECONDS - t0))s"
+  unlock_cache
 }
 
-for what in ${*:-etcd kwok k8s}; do "build_$what"; done
+for what in ${*:-etcd kwok k8s}; do
+  case $what in
+    etcd|kwok|k8s) "build_$what" ;;
+    *) log "ERROR: unknown part '$what'; the parts are etcd, kwok and k8s"; exit 2 ;;
+  esac
+done
 log "done: $(ls "$BIN" | tr '\n' ' ')"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # build_promtool.sh - build promtool (checks and unit-tests deploy/prometheus rules) from the
 # prometheus Go module into ${KFOLD_CACHE:-$HOME/.cache/kfold}/bin/promtool.
-# Skipped when bin/.promtool.version holds the same pin (FORCE=1 rebuilds). A cold build compiles much of
+# Skipped when bin/.promtool.version holds the same pin (FORCE=1 rebuilds); built under the
+# cache's promtool lock (scripts/buildlib.sh). A cold build compiles much of
 # client-go and the cloud SDKs of service discovery: 52 min at -p 1 on 2 loaded cores; run it in the
 # background. Env: KFOLD_CACHE, BUILD_P (go build -p, default 2).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/syspath.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/buildlib.sh"
 
 # github.com/prometheus/prometheus v0.316.0 is Prometheus 3.16.0 (probe: go mod download -json MODULE@VERSION)
 PROMETHEUS_VERSION=v0.316.0
@@ -15,13 +17,11 @@ BIN=$CACHE/bin
 mkdir -p "$BIN"
 log() { echo "[build_promtool] $(date +%T) $*" >&2; }
 
+lock_cache promtool   # held until this script exits
 if [[ -z "${FORCE:-}" && -x "$BIN/promtool" && "$(cat "$BIN/.promtool.version" 2>/dev/null)" == "$PROMETHEUS_VERSION" ]]; then
   log "promtool $PROMETHEUS_VERSION cached"; exit 0
 fi
-if ! command -v go >/dev/null; then
-  for d in /usr/local/go/bin /usr/lib/go/bin "$HOME/go/bin"; do [[ -x $d/go ]] && { PATH="$d:$PATH"; break; }; done
-fi
-command -v go >/dev/null || { log "ERROR: promtool is built from Go sources and no 'go' was found; install Go >= 1.26 and rerun"; exit 1; }
+need_go promtool
 t0=$SECONDS
 GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS= GOBIN=$BIN \
   go install -p "${BUILD_P:-2}" -trimpath -ldflags "-s -w" \

@@ -144,7 +144,7 @@ EOF
 spawn() {
   local name=$1; shift
   running "$name" && return
-  [[ -x $1 ]] || die "$1 not built; run scripts/build_controlplane.sh"
+  [[ -x $1 ]] || die "$1 not built; run bash scripts/build.sh controlplane"
   echo "--- [controlplane] $(date '+%F %T') starting $name" >> "$CP/logs/$name.log"
   setsid nohup "$@" >> "$CP/logs/$name.log" 2>&1 < /dev/null &
   local pid=$!

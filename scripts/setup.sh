@@ -1,27 +1,26 @@
 #!/usr/bin/env bash
 # Install kfold and its test tools into the project's own virtual environment (.venv in the
-# checkout, or $KFOLD_VENV), and build (or reuse) the local control plane.
+# checkout, or $KFOLD_VENV), with the Debian packages the venv and the tests need. Nothing else:
+# the control plane and promtool are built by the command that needs them (scripts/build.sh, run
+# by scripts/demo.sh and scripts/test.sh).
 #
 # Nothing is installed into the system interpreter (PEP 668 refuses that on Debian, Ubuntu and
 # Fedora, and it would mix kfold's pins with the distribution's packages). The venv is built with
 # $KFOLD_PYTHON when set (CI sets /usr/bin/python3, Debian's own, the oldest supported), else the
 # first python3 >= 3.11 found on PATH; versions come from constraints.txt, so a fresh machine
 # installs what the tests last passed with. Rerunnable: an up-to-date venv is kept (a stamp of
-# pyproject.toml + constraints.txt), pip reuses its cache, and the control plane build is skipped
-# when the cached binaries under ${KFOLD_CACHE:-~/.cache/kfold} match the pinned versions.
-# KFOLD_SKIP_CONTROLPLANE=1 skips the control plane build (Python only); promtool (scripts/build_promtool.sh)
-# is built once unless KFOLD_SKIP_PROMTOOL=1.
+# pyproject.toml + constraints.txt) and pip reuses its cache. Its last line says which.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/venv.sh
-export KFOLD_CACHE="${KFOLD_CACHE:-$HOME/.cache/kfold}"
-mkdir -p "$KFOLD_CACHE"
 
 apt_install() {
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: needs Debian packages: $*; run: sudo apt-get install -y $*" >&2; exit 1
   fi
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; } \
+  # Another apt-get (a second setup at once) holds dpkg's lock: wait for it rather than fail.
+  { apt-get -o DPkg::Lock::Timeout=300 update -qq \
+      && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq "$@" >/dev/null; } \
     || { echo "setup: apt-get install $* failed" >&2; exit 1; }
 }
 
@@ -88,6 +87,7 @@ fi
 
 
 want_stamp=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
+made=kept
 if [ ! -x "$KFOLD_PY" ] || [ "$(cat "$KFOLD_VENV/.kfold-stamp" 2>/dev/null)" != "$want_stamp" ] \
    || ! "$KFOLD_PY" -c "import kfold" >/dev/null 2>&1; then
   if [ ! -x "$KFOLD_PY" ]; then
@@ -102,17 +102,12 @@ if [ ! -x "$KFOLD_PY" ] || [ "$(cat "$KFOLD_VENV/.kfold-stamp" 2>/dev/null)" != 
   fi
   "$KFOLD_PY" -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
   echo "$want_stamp" > "$KFOLD_VENV/.kfold-stamp"
+  made=ready
 fi
 "$KFOLD_PY" -c "import kfold, engine, journal, kubernetes, transitions, aiosqlite, freezegun, immutables" \
   || { echo "setup: kfold's Python dependencies did not install into $KFOLD_VENV" >&2; exit 1; }
-
-if [ "${KFOLD_SKIP_CONTROLPLANE:-}" != 1 ]; then
-  bash scripts/build_controlplane.sh
-fi
-
-# promtool checks and unit-tests deploy/prometheus (tests/unit/test_alert_rules.py); built once from
-# the prometheus Go module into $KFOLD_CACHE/bin, reused while its pin holds.
-# KFOLD_SKIP_PROMTOOL=1 skips it (those tests then skip, naming this script).
-if [ "${KFOLD_SKIP_PROMTOOL:-}" != 1 ]; then
-  bash scripts/build_promtool.sh
+if [ "$made" = kept ]; then
+  echo "setup: $KFOLD_VENV kept (up to date)" >&2
+else
+  echo "setup: $KFOLD_VENV ready ($("$KFOLD_PY" -c 'import sys; print("Python", sys.version.split()[0])'), constraints.txt's pins)" >&2
 fi

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, scenario (time-frozen), contract, and e2e against a real
-# kube-apiserver + etcd started here. Extra arguments go to pytest.
+# kube-apiserver + etcd started here. First builds what the tests use (the venv, the control plane
+# with kubectl, promtool; cached, side by side: scripts/build.sh). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/build.sh venv controlplane promtool
 . scripts/venv.sh
 bash scripts/controlplane.sh start --fresh   # an empty etcd: nothing an earlier run left
 trap 'bash scripts/controlplane.sh stop || true' EXIT

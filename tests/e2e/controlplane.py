@@ -1,6 +1,6 @@
 """Helpers for kfold's end-to-end tests: a real local Kubernetes control plane.
 
-Wraps scripts/build_controlplane.sh (builds etcd, kube-apiserver, kube-scheduler,
+Wraps scripts/build.sh controlplane (builds etcd, kube-apiserver, kube-scheduler,
 kube-controller-manager, kubectl and kwok from Go modules into $KFOLD_CACHE/bin, cached by version
 stamp) and scripts/controlplane.sh (runs them on 127.0.0.1). Stdlib only; the
 `kubernetes` client is imported lazily by kube_client().
@@ -46,7 +46,7 @@ def ensure_controlplane(build: bool | None = None) -> dict:
     if build is None:
         build = not os.environ.get("KFOLD_E2E_NO_BUILD")
     if build:
-        subprocess.run([str(SCRIPTS / "build_controlplane.sh")], check=True)
+        subprocess.run(["bash", str(SCRIPTS / "build.sh"), "controlplane"], check=True)
     out = subprocess.run(
         [str(SCRIPTS / "controlplane.sh"), "start"],
         check=True, stdout=subprocess.PIPE, text=True,

@@ -2,16 +2,20 @@
 
 `scripts/setup.sh` must build the project's own venv with the system interpreter (never pip into
 it: PEP 668 refuses that on Debian), install the pinned versions from constraints.txt, and leave
-`kfold --help` working through the venv. The control plane step runs too; it is a stamp check when
-the binaries are cached (as they are whenever the e2e suite runs). In the same environment (as
-root) `scripts/build_image.sh` must build the image, whose tools (chroot) live in /usr/sbin, and
-one of the image's tests must pass with the clone's own venv.
+`kfold --help` working through the venv, and make nothing else: no control plane, no promtool, not
+even the build cache's directory (the commands that need those build them: scripts/build.sh). In
+the same environment (as root) `scripts/build_image.sh` must build the image, whose tools (chroot)
+live in /usr/sbin, and one of the image's tests must pass with the clone's own venv. Two builds
+into one cache at once build each part once: the second waits for the first's lock, then finds
+the part cached.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -30,8 +34,8 @@ def _pins() -> dict[str, str]:
 
 
 MINIMAL_ENV = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
-if "KFOLD_CACHE" in os.environ:
-    MINIMAL_ENV["KFOLD_CACHE"] = os.environ["KFOLD_CACHE"]
+# Where the binaries are (the e2e suite's control plane runs from them).
+BIN = Path(os.environ.get("KFOLD_CACHE", Path.home() / ".cache" / "kfold")) / "bin"
 
 
 @pytest.fixture(scope="module")
@@ -49,17 +53,22 @@ def fresh_clone(tmp_path_factory):
     sys_site = subprocess.run([SYSTEM_PY, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               capture_output=True, text=True, check=True).stdout.strip()
     before = sorted(os.listdir(sys_site)) if os.path.isdir(sys_site) else []
-    out = subprocess.run(["bash", "scripts/setup.sh"], cwd=clone, env=MINIMAL_ENV, capture_output=True, text=True)
-    yield clone, out, sys_site, before
+    # A build cache of its own, which setup must leave alone (the image build, later, uses it).
+    env = {**MINIMAL_ENV, "KFOLD_CACHE": str(clone.parent / "cache")}
+    out = subprocess.run(["bash", "scripts/setup.sh"], cwd=clone, env=env, capture_output=True, text=True)
+    yield clone, out, sys_site, before, env
     shutil.rmtree(clone, ignore_errors=True)
 
 
 @pytest.mark.timeout(900)
 def test_setup_from_fresh_clone_with_system_python(fresh_clone):
-    clone, out, sys_site, before = fresh_clone
-    env = MINIMAL_ENV
+    clone, out, sys_site, before, env = fresh_clone
     assert out.returncode == 0, out.stdout + out.stderr
     assert "creating" in out.stderr and "/usr/bin/python3" in out.stderr, out.stderr
+    assert out.stderr.splitlines()[-1].startswith(f"setup: {clone / '.venv'} ready (Python 3."), out.stderr
+    # The venv only: nothing built, nothing cached.
+    assert not Path(env["KFOLD_CACHE"]).exists(), sorted(p.name for p in Path(env["KFOLD_CACHE"]).rglob("*"))[:20]
+    assert "build_" not in out.stderr and "go: " not in out.stderr, out.stderr
 
     venv_py = clone / ".venv" / "bin" / "python"
     base = subprocess.run([str(venv_py), "-c", "import sys; print(sys.base_prefix)"],
@@ -87,12 +96,13 @@ def test_setup_from_fresh_clone_with_system_python(fresh_clone):
     # A second run keeps the venv (the stamp matches) and is quick.
     again = subprocess.run(["bash", "scripts/setup.sh"], cwd=clone, env=env, capture_output=True, text=True)
     assert again.returncode == 0 and "creating" not in again.stderr, again.stderr
+    assert again.stderr.strip() == f"setup: {clone / '.venv'} kept (up to date)", again.stderr
 
 
 @pytest.mark.timeout(900)
 @pytest.mark.skipif(os.geteuid() != 0, reason="the image build and chroot need root")
 def test_image_build_and_an_image_test_from_the_fresh_clone(fresh_clone):
-    clone, out, _, _ = fresh_clone
+    clone, out, _, _, _ = fresh_clone
     assert out.returncode == 0, out.stdout + out.stderr
     built = subprocess.run(["bash", "scripts/build_image.sh"], cwd=clone, env=MINIMAL_ENV, capture_output=True,
                            text=True, timeout=840)
@@ -122,3 +132,44 @@ def test_setup_refuses_an_old_python_with_one_clear_line(tmp_path):
     lines = [l for l in out.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and "needs Python >= 3.11" in lines[0] and "python3 3.9" in lines[0], out.stderr
     assert not (tmp_path / "venv").exists()
+
+
+def _stamp_of(name: str) -> str:
+    return (BIN / f".{name}.version").read_text()
+
+
+@pytest.mark.timeout(300)
+def test_two_builds_at_once_build_a_part_once(tmp_path):
+    """While one build holds etcd's lock in the cache, a second (scripts/build.sh) and a third
+    (build_controlplane.sh itself) wait; when the first has put etcd in the cache and lets go, both
+    find it cached and build nothing (no Go module can be fetched here: a build would fail)."""
+    if not (BIN / "etcd").is_file():
+        pytest.fail(f"etcd is not built in {BIN} (bash scripts/build.sh etcd builds it)")
+    cache = tmp_path / "cache"
+    (cache / "locks").mkdir(parents=True)
+    env = {**os.environ, "KFOLD_CACHE": str(cache), "HOME": str(tmp_path), "GOPROXY": "off"}
+    with open(cache / "locks" / "etcd.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)    # the first build, still running
+        logs = [tmp_path / "via-build.log", tmp_path / "direct.log"]
+        procs = [subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+                 for cmd, log in ((["bash", "scripts/build.sh", "etcd"], logs[0]),
+                                  (["bash", "scripts/build_controlplane.sh", "etcd"], logs[1]))]
+        deadline = time.monotonic() + 60
+        while "waiting for another build of etcd" not in logs[1].read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(2)
+        assert [p.poll() for p in procs] == [None, None], [log.read_text() for log in logs]
+        assert "waiting for another build of etcd" in logs[1].read_text()
+        # The first build ends: etcd is in the cache with its stamp.
+        (cache / "bin").mkdir(exist_ok=True)
+        (cache / "bin" / "etcd").symlink_to(BIN / "etcd")
+        (cache / "bin" / ".etcd.version").write_text(_stamp_of("etcd"))
+        time.sleep(1)
+    rcs = [p.wait(timeout=60) for p in procs]
+    out = [log.read_text() for log in logs]
+    assert rcs == [0, 0], out
+    version = _stamp_of("etcd").strip()
+    progress = [line for line in out[0].splitlines() if line.startswith("build: etcd ")]
+    assert len(progress) == 1 and f"etcd {version} cached; waited " in progress[0], out[0]
+    assert f"etcd {version} cached" in out[1] and "built in" not in out[1], out[1]
+    assert sorted(p.name for p in (cache / "bin").iterdir()) == [".etcd.version", "etcd"]
