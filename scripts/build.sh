@@ -8,12 +8,13 @@
 #   controlplane  etcd kwok k8s
 #   promtool      Prometheus' rule checker (scripts/build_promtool.sh)
 # scripts/demo.sh asks for what the demo runs, scripts/test.sh for what the tests use. A cached
-# part is a stamp check. Up to KFOLD_BUILD_JOBS parts (default 2, one per core of a small machine:
-# pip's downloads and Go's module fetches wait on the network while the other compiles) run at
-# once, the longest first; each Go build runs under its lock in the shared cache, so two builds
-# at once never build the same part together. Each part's output goes to a log of its own, shown
-# (its tail) when the part fails; the other parts are then stopped. KFOLD_SKIP_CONTROLPLANE=1 and
-# KFOLD_SKIP_PROMTOOL=1 leave those parts out (their tests then fail or skip, naming the build).
+# part is a stamp check. The venv is made beside the Go builds, of which up to KFOLD_BUILD_JOBS
+# (default 2, one per core of a small machine: one's module fetches and link wait while the other
+# compiles) run at once, the longest first; each Go build runs under its lock in the shared
+# cache, so two builds at once never build the same part together. Each part's output goes to a
+# log of its own, shown (its tail) when the part fails; the other parts are then stopped.
+# KFOLD_SKIP_CONTROLPLANE=1 and KFOLD_SKIP_PROMTOOL=1 leave those parts out (their tests then fail
+# or skip, naming the build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/syspath.sh
@@ -21,32 +22,33 @@ export KFOLD_CACHE="${KFOLD_CACHE:-$HOME/.cache/kfold}"
 JOBS=${KFOLD_BUILD_JOBS:-2}
 [[ $JOBS =~ ^[1-9][0-9]*$ ]] || { echo "build: KFOLD_BUILD_JOBS=$JOBS is not a positive number; unset it or set e.g. 2" >&2; exit 2; }
 
-# The command that makes a part. The order here is the start order: the longest build first.
-command_of() {
-  case $1 in
-    k8s|etcd|kwok) echo "bash scripts/build_controlplane.sh $1" ;;
-    promtool) echo "bash scripts/build_promtool.sh" ;;
-    venv) echo "bash scripts/setup.sh" ;;
-  esac
-}
-ORDER=(k8s venv promtool kwok etcd)
+# Each part and the command that makes it, in start order: the longest Go build first. The venv
+# (pip, mostly waiting on downloads and disk) starts at once, beside the Go builds, and takes no
+# slot of theirs; a bad interpreter is then reported in seconds, not after the compiles.
+declare -A COMMAND=(
+  [venv]="bash scripts/setup.sh"
+  [promtool]="bash scripts/build_promtool.sh"
+  [k8s]="bash scripts/build_controlplane.sh k8s"
+  [kwok]="bash scripts/build_controlplane.sh kwok"
+  [etcd]="bash scripts/build_controlplane.sh etcd"
+)
+ORDER=(venv promtool k8s kwok etcd)
+declare -A SKIP=([etcd]=KFOLD_SKIP_CONTROLPLANE [kwok]=KFOLD_SKIP_CONTROLPLANE [k8s]=KFOLD_SKIP_CONTROLPLANE
+                 [promtool]=KFOLD_SKIP_PROMTOOL)
 
 want=()
 for part in "$@"; do
-  case $part in
-    controlplane) want+=(etcd kwok k8s) ;;
-    venv|etcd|kwok|k8s|promtool) want+=("$part") ;;
-    *) echo "build: unknown part '$part'; the parts are venv, etcd, kwok, k8s, controlplane, promtool" >&2; exit 2 ;;
-  esac
+  if [[ $part == controlplane ]]; then want+=(etcd kwok k8s)
+  elif [[ -n ${COMMAND[$part]:-} ]]; then want+=("$part")
+  else echo "build: unknown part '$part'; the parts are ${ORDER[*]} and controlplane (etcd kwok k8s)" >&2; exit 2
+  fi
 done
-[[ ${#want[@]} -gt 0 ]] || { echo "usage: $0 venv|etcd|kwok|k8s|controlplane|promtool..." >&2; exit 2; }
+[[ ${#want[@]} -gt 0 ]] || { echo "usage: $0 PART... (${ORDER[*]}, controlplane)" >&2; exit 2; }
 queue=()
 for part in "${ORDER[@]}"; do
   [[ " ${want[*]} " == *" $part "* ]] || continue
-  case $part in
-    etcd|kwok|k8s) [[ ${KFOLD_SKIP_CONTROLPLANE:-} == 1 ]] && { echo "build: $part skipped (KFOLD_SKIP_CONTROLPLANE=1)" >&2; continue; } ;;
-    promtool) [[ ${KFOLD_SKIP_PROMTOOL:-} == 1 ]] && { echo "build: $part skipped (KFOLD_SKIP_PROMTOOL=1)" >&2; continue; } ;;
-  esac
+  skip=${SKIP[$part]:-}
+  if [[ -n $skip && ${!skip:-} == 1 ]]; then echo "build: $part skipped ($skip=1)" >&2; continue; fi
   queue+=("$part")
 done
 [[ ${#queue[@]} -gt 0 ]] || exit 0
@@ -74,17 +76,20 @@ summary() {
   [[ -z $waited ]] || printf '; %s' "$waited"
 }
 
-echo "build: making ${queue[*]} ($JOBS at a time; logs in $logs)" >&2
+echo "build: making ${queue[*]} (Go builds $JOBS at a time; logs in $logs)" >&2
 failed=""
+go_running=0
 while [[ ${#queue[@]} -gt 0 || ${#part_of[@]} -gt 0 ]]; do
-  while [[ -z $failed && ${#queue[@]} -gt 0 && ${#part_of[@]} -lt $JOBS ]]; do
+  while [[ -z $failed && ${#queue[@]} -gt 0 && ( ${queue[0]} == venv || $go_running -lt $JOBS ) ]]; do
     part=${queue[0]}; queue=("${queue[@]:1}")
-    $(command_of "$part") > "$logs/$part.log" 2>&1 < /dev/null &
+    ${COMMAND[$part]} > "$logs/$part.log" 2>&1 < /dev/null &
     part_of[$!]=$part; t0_of[$part]=$SECONDS
+    [[ $part == venv ]] || go_running=$((go_running + 1))
   done
   [[ ${#part_of[@]} -gt 0 ]] || break
   rc=0; wait -n -p done_pid || rc=$?
   part=${part_of[$done_pid]}; unset "part_of[$done_pid]"
+  [[ $part == venv ]] || go_running=$((go_running - 1))
   took=$((SECONDS - t0_of[$part]))
   if [[ $rc -eq 0 ]]; then
     printf 'build: %-9s %s (%ds)\n' "$part" "$(summary "$logs/$part.log")" "$took" >&2

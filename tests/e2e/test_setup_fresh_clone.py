@@ -173,3 +173,40 @@ def test_two_builds_at_once_build_a_part_once(tmp_path):
     assert len(progress) == 1 and f"etcd {version} cached; waited " in progress[0], out[0]
     assert f"etcd {version} cached" in out[1] and "built in" not in out[1], out[1]
     assert sorted(p.name for p in (cache / "bin").iterdir()) == [".etcd.version", "etcd"]
+
+
+@pytest.mark.timeout(120)
+def test_a_failing_part_is_reported_at_once_and_stops_the_others(tmp_path):
+    """The venv fails in its first second (no such interpreter) while etcd's build waits on its
+    lock: build.sh names the failed part, shows its one-line reason, stops etcd's build and exits 1."""
+    cache = tmp_path / "cache"
+    (cache / "locks").mkdir(parents=True)
+    env = {**os.environ, "KFOLD_CACHE": str(cache), "HOME": str(tmp_path), "GOPROXY": "off",
+           "KFOLD_PYTHON": str(tmp_path / "no-python"), "KFOLD_VENV": str(tmp_path / "venv")}
+    with open(cache / "locks" / "etcd.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        t0 = time.monotonic()
+        out = subprocess.run(["bash", "scripts/build.sh", "etcd", "venv"], cwd=REPO, env=env, capture_output=True,
+                             text=True, timeout=60)
+        took = time.monotonic() - t0
+        left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and str(cache) in _environ_of(p)]
+    assert out.returncode == 1, out.stderr
+    assert took < 30, f"build.sh took {took:.0f}s to report a failed venv"
+    assert "build: venv      FAILED after" in out.stderr, out.stderr
+    assert f"KFOLD_PYTHON={tmp_path / 'no-python'} is not a working Python interpreter" in out.stderr, out.stderr
+    assert "build: failed: venv" in out.stderr.splitlines()[-1], out.stderr
+    assert left == [], "etcd's build is still running after build.sh exited"
+
+
+def _environ_of(proc: Path) -> str:
+    try:
+        return (proc / "environ").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_build_refuses_an_unknown_part_with_one_line():
+    out = subprocess.run(["bash", "scripts/build.sh", "venv", "kubelet"], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "build: unknown part 'kubelet'; the parts are venv promtool k8s kwok etcd and controlplane (etcd kwok k8s)"]
