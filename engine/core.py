@@ -27,16 +27,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
-from immutables import Map
+from immutables import Map, MapMutation
 
 from engine import backoff
-from engine.seams import check_command, check_message
+from engine.seams import MESSAGES, Message, SeamError, addressed, check_command, check_message
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Record, Relist
 
 if TYPE_CHECKING:
-    from engine.machines.base import Machine
+    from engine.effects.models import Effect
+    from engine.machines.base import Decision, Machine, Reading
+    E = TypeVar("E", bound=Effect)
 
 EMPTY: Map = Map()
 MAX_MESSAGES_PER_RECORD = 10_000
@@ -187,7 +189,7 @@ class StepContext:
         return State(seq, at, tables, timers, pending, self._quarantine, retrying)
 
     # -- state of the current machine ---------------------------------------------------------
-    def get(self, key: str, machine: str | None = None) -> Any:
+    def get(self, key: str, machine: str | None = None) -> "Decision | None":
         return self._tables.get(machine or self._machine, EMPTY).get(key)
 
     def put(self, key: str, decision: Any) -> None:
@@ -198,7 +200,7 @@ class StepContext:
         if key in self._tables.get(m, EMPTY):
             del self._writable(m)[key]
 
-    def _writable(self, m: str) -> Any:
+    def _writable(self, m: str) -> MapMutation:
         """Machine ``m``'s table as a mutation, opened on its first write (in this step or batch)."""
         if m not in self._mut:
             self._tables[m] = self._tables.get(m, EMPTY).mutate()
@@ -257,7 +259,7 @@ class StepContext:
         t = self._timers.get(f"{self._machine}:{key}:{name}")
         return t.due if t else None
 
-    def _timers_w(self) -> Any:
+    def _timers_w(self) -> MapMutation:
         """The timers as a mutation, opened on the first write."""
         if not self._tmut:
             self._timers, self._tmut = self._timers.mutate(), True
@@ -274,7 +276,7 @@ class StepContext:
             self._ttouched.add(tid)
 
     # -- pending effects ----------------------------------------------------------------------
-    def _pending_w(self) -> Any:
+    def _pending_w(self) -> MapMutation:
         """The pending effects as a mutation, opened on the first write."""
         if not self._pmut:
             self._pending, self._pmut = self._pending.mutate(), True
@@ -292,7 +294,7 @@ class StepContext:
         if eid in self._retrying:
             del self._retrying_w()[eid]
 
-    def _retrying_w(self) -> Any:
+    def _retrying_w(self) -> MapMutation:
         if not self._rmut:
             self._retrying, self._rmut = self._retrying.mutate(), True
         return self._retrying
@@ -303,7 +305,7 @@ class StepContext:
         return self._pending.values()
 
     # -- effects and messages -------------------------------------------------------------
-    def emit(self, effect_type: type, key: str, **fields: Any) -> Any:
+    def emit(self, effect_type: "type[E]", key: str, **fields: Any) -> "E":
         """Emit an effect (pending until its outcome). An effect on a registered cluster, known by
         its handle ``"<name>@<tenant>"``, carries that tenant unless the machine set one."""
         cluster = fields.get("cluster")
@@ -320,14 +322,29 @@ class StepContext:
         from engine.effects.models import Log
         self.emit(Log, key, level=level, message=message, fields=fields)
 
-    def tell(self, machine: str, key: str, message: str, **args: Any) -> None:
-        """Deliver ``message`` to another machine within this same fold step, after this handler.
-        A typed machine's message is validated here, once, into its model (``engine.seams``), and
-        the model is what its ``on_receive`` gets: a message the receiver cannot read is refused here,
-        on the record that made it."""
-        self._queue.append((machine, key, message, check_message(machine, message, args) if machine in self._typed else args))
+    def tell(self, key: str, message: "Message | str", *untyped: str, to: str = "", **args: Any) -> None:
+        """Deliver ``message``, a seam model (``engine.seams.MESSAGES``: it names its machine and
+        the message), at ``key`` within this same fold step, after this handler; ``to`` (a
+        ``Reply``'s) is the machine that asked, which a typed machine must read it as. The model
+        was validated where it was built, once, and is what a typed machine's ``on_receive`` gets;
+        an untyped one gets its fields as given.
 
-    def ask(self, machine: str, question: str, *args: Any) -> Any:
+        The untyped spelling ``tell(machine, key, name, **args)`` is validated here into the same
+        model (``check_message``) until its last sender (the session machine's) is typed."""
+        if untyped:
+            machine, key, name = key, message, untyped[0]   # type: ignore[assignment]
+            self._queue.append((machine, key, name, check_message(machine, name, args) if machine in self._typed else args))
+            return
+        machine, name = addressed(message)   # type: ignore[arg-type]
+        machine = to or machine
+        if machine not in self._typed:
+            self._queue.append((machine, key, name, message.model_dump(exclude_unset=True)))  # type: ignore[union-attr]
+        elif MESSAGES.get((machine, name)) is type(message):
+            self._queue.append((machine, key, name, message))
+        else:
+            raise SeamError(f"message {name!r} ({type(message).__name__}) is not one machine {machine!r} reads")
+
+    def ask(self, machine: str, question: str, *args: Any) -> "Reading":
         """``machine``'s answer to ``question`` (``Machine.questions``), read from its table as it
         stands in this step; None when no such machine folds here (a fold of some machines only).
         Refused for a question the machine does not declare."""
@@ -388,7 +405,7 @@ class _TableReader:
     def __init__(self, ctx: StepContext, machine: str):
         self._ctx, self._machine = ctx, machine
 
-    def get(self, key: str) -> Any:
+    def get(self, key: str) -> "Decision | None":
         return self._ctx.get(key, self._machine)
 
     def items(self) -> Iterable[tuple[str, Any]]:

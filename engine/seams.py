@@ -2,8 +2,8 @@
 
 A command is what the configuration, the CLI or the daemon asks of the fold (``Command.name`` ->
 ``COMMANDS[name]`` validates ``Command.args``); a message is what one machine tells another within
-a fold step (``ctx.tell(machine, key, message, **args)`` -> ``MESSAGES[(machine, message)]``,
-requests and their replies alike). Both sides name one model, so a field one side sends is a
+a fold step (``ctx.tell(key, DeletePod(...))``: the model names its machine and message,
+``MESSAGES[(machine, message)]``, requests and their replies alike). Both sides name one model, so a field one side sends is a
 field the other side reads: a renamed or misspelt field is an error where it enters, not a
 silently ignored key.
 
@@ -266,6 +266,18 @@ MESSAGES: dict[tuple[str, str], type[_Seam]] = {
     ("session", "repo_status"): RepoStatusReply,
     ("session", "secret_listed"): SecretListed,
 }
+
+
+ADDRESSES: dict[type[_Seam], tuple[str, str]] = {model: where for where, model in MESSAGES.items()}
+assert len(ADDRESSES) == len(MESSAGES), "a message model is addressed to one machine under one name"
+
+
+def addressed(msg: _Seam) -> tuple[str, str]:
+    """The machine and the message name ``msg`` is sent as (``MESSAGES``)."""
+    where = ADDRESSES.get(type(msg))
+    if where is None:
+        raise SeamError(f"{type(msg).__name__} is not a message; known: {', '.join(sorted(m.__name__ for m in ADDRESSES))}")
+    return where
 
 
 # The models each machine's seam handlers receive (``Machine.on_command``'s ``cmd``, ``on_receive``'s

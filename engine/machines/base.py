@@ -31,8 +31,9 @@ The dialect every machine (``pod``, ``repo``, ``session``) speaks:
   with the changes, then the act ``then(ctx, key, moved)`` (None: ``ctx.put(key, moved)``), whose
   own answer is made in turn. The one place any record's ``phase`` is written.
 
-Handlers never import another machine: they ``ctx.tell(machine_name, key, message, **args)``
-instead, and read another machine only through ``ctx.ask``.
+Handlers never import another machine: they ``ctx.tell(key, DeletePod(...))`` instead (a seam
+model, ``engine.seams``: it names the machine and the message), and read another machine only
+through ``ctx.ask``.
 
 Phase tables (``Table``, ``IllegalTransition``) live in ``engine.machines.phases``; import them
 from here or there.
@@ -41,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, Callable, ClassVar, Iterable, NamedTuple, Protocol, Union, runtime_checkable
+from typing import Any, Callable, ClassVar, Iterable, NamedTuple, Protocol, TypeVar, Union, runtime_checkable
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
@@ -76,6 +77,7 @@ class Move(NamedTuple):
 
 
 Answer = Union[Move, Iterator[Any], None]
+Handler = Callable[["Ctx", str, Any, Any], Answer]   # handler(ctx, key, record, event)
 
 
 def move(key: str, record: Any, trigger: str | tuple[str, ...] | None, then: Act | None = None,
@@ -84,7 +86,7 @@ def move(key: str, record: Any, trigger: str | tuple[str, ...] | None, then: Act
     return Move(key, record, trigger, then, changes or _NO_CHANGES)
 
 
-def moved(table: Table, m: Move) -> Any:
+def moved(table: Table, m: Move) -> Decision:
     """``m``'s record in the phase its trigger(s) lead to, with its changes (pure;
     ``IllegalTransition`` if ``table`` has no row for a trigger)."""
     phase = m.record.phase
@@ -146,7 +148,7 @@ class Dispatch:
                         raise ValueError(f"{machine}: two rows for event {event.__name__} in phase {phase!r}")
                     self._handlers[(phase, event)] = handler
 
-    def handler(self, phase: str, event: type) -> Any:
+    def handler(self, phase: str, event: type) -> Handler:
         found = self._handlers.get((phase, event))
         if found is None:
             raise UnknownEvent(self.machine, phase, event.__name__)
@@ -231,7 +233,12 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def remember(memo: dict[Any, Any], key: Any, value: Any, limit: int) -> Any:
+V = TypeVar("V")
+E = TypeVar("E", bound=Effect)
+Reading = Union[str, set[str], None]   # what ``Ctx.ask`` answers (``Machine.answer``)
+
+
+def remember(memo: dict[Any, V], key: Any, value: V, limit: int) -> V:
     """Keep ``value`` under ``key`` in ``memo``, dropping its oldest entry once it holds ``limit``;
     returns ``value``. For the fold's bounded memos (``session.flow.spec_of``,
     ``session.flow._wanted_endpoints``)."""
@@ -242,7 +249,7 @@ def remember(memo: dict[Any, Any], key: Any, value: Any, limit: int) -> Any:
 
 
 class Reply(Decision):
-    """Where a machine sends its answer: ``ctx.tell(to, key, ...)`` (the pod machine's callers,
+    """Where a machine sends its answer: ``ctx.tell(key, reply, to=to)`` (the pod machine's callers,
     the repo machine's waiters and subscribers). Snapshots written when the repo machine spelt
     ``to`` as ``machine`` still load."""
 
@@ -259,9 +266,9 @@ class Ctx(Protocol):
     record: Any
     now: int | None
 
-    def get(self, key: str, machine: str | None = None) -> Any: ...
+    def get(self, key: str, machine: str | None = None) -> Decision | None: ...
 
-    def put(self, key: str, decision: Any) -> None: ...
+    def put(self, key: str, decision: Decision) -> None: ...
 
     def drop(self, key: str) -> None: ...
 
@@ -275,11 +282,14 @@ class Ctx(Protocol):
 
     def timer_due(self, key: str, name: str) -> int | None: ...
 
-    def emit(self, effect_type: type, key: str, **fields: Any) -> Any: ...
+    def emit(self, effect_type: type[E], key: str, **fields: Any) -> E: ...
 
     def log(self, key: str, message: str, level: str = "info", **fields: Any) -> None: ...
 
-    def tell(self, machine: str, key: str, message: str, **args: Any) -> None: ...
+    def tell(self, key: str, message: Message, to: str = "") -> None:
+        """``message`` (a seam model: it names its machine) delivered at ``key`` after this handler;
+        ``to``, a ``Reply``'s machine, must be the model's."""
+        ...
 
     def pending_for(self, key: str) -> list[Any]: ...
 
@@ -294,7 +304,7 @@ class Ctx(Protocol):
         dropped, never sent."""
         ...
 
-    def ask(self, machine: str, question: str, *args: Any) -> Any:
+    def ask(self, machine: str, question: str, *args: Any) -> Reading:
         """The one read across machines: ``machine``'s answer to a question it declares
         (``Machine.questions``), from this step's working copy, read only; None when that machine
         is not in the fold."""
@@ -304,7 +314,7 @@ class Ctx(Protocol):
 class TableView(Protocol):
     """One machine's table as ``Machine.answer`` reads it (read only)."""
 
-    def get(self, key: str) -> Any: ...
+    def get(self, key: str) -> Decision | None: ...
 
     def items(self) -> Iterable[tuple[str, Any]]: ...
 
@@ -338,7 +348,7 @@ class Machine:
         a machine that owns it may report that where a user looks (a status). Its decision must
         stay as it is; raising here only drops the report."""
 
-    def answer(self, question: str, table: "TableView", *args: Any) -> Any:
+    def answer(self, question: str, table: "TableView", *args: Any) -> Reading:
         """The answer to ``Ctx.ask(self.name, question, *args)`` from this machine's ``table``."""
         raise UnknownEvent(self.name, "any", f"question {question!r}")
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from engine.seams import addressed
 from engine.machines.base import IllegalTransition, Move, fire, move
 from engine.machines.pod.acts import TABLE, save, send_read
 from engine.machines.pod import create, delete
@@ -47,8 +48,8 @@ class Recorder:
     def drop_retries(self, key, match=None):
         self.done.append(("drop retries", key))
 
-    def tell(self, to, key, message, **args):
-        self.done.append(("tell", message))
+    def tell(self, key, message, to=""):
+        self.done.append(("tell", addressed(message)[1]))
 
 
 KEY = "local/ns/p"

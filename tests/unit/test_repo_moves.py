@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from engine.seams import addressed
 from engine.machines.base import Dispatch, IllegalTransition, Move, fire, move
 from engine.machines.repo import ops
 from engine.machines.repo.ops import TABLE
@@ -36,8 +37,8 @@ class Recorder:
     def log(self, key, text, **fields):
         self.done.append(("log", text))
 
-    def tell(self, to, key, message, **args):
-        self.done.append(("tell", message))
+    def tell(self, key, message, to=""):
+        self.done.append(("tell", addressed(message)[1]))
 
 
 KEY = "local/team/r"

@@ -15,6 +15,7 @@ from engine.labels import SESSION_LABEL as SESSION
 from engine.machines.base import Answer, Ctx, Move, Table, move, split_key
 from engine.machines.pod.records import PodOp, PodView, Reply
 from engine.effects.models import CreateObject, DeleteObject, GetObject
+from engine.seams import Message
 from journal.records import Outcome
 
 
@@ -90,9 +91,9 @@ def settled(ctx: Ctx, key: str, e: PodOp, then: Callable[[Ctx, str, PodOp], Any]
                 attempts=0, deadline=None, **changes)
 
 
-def tell_all(ctx: Ctx, replies: tuple[Reply, ...], message: str, **args: Any) -> None:
+def tell_all(ctx: Ctx, replies: tuple[Reply, ...], message: Message) -> None:
     for r in replies:
-        ctx.tell(r.to, r.key, message, **args)
+        ctx.tell(r.key, message, to=r.to)
 
 
 def name_of(key: str) -> str:

@@ -19,10 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from engine.labels import MANAGER
-from engine.machines.base import Answer, Ctx, Move, describe, move, split_key
+from engine.machines.base import Act, Answer, Ctx, Move, describe, move, split_key
 from engine.machines.pod import delete as pod_delete
 from engine.machines.pod.records import GENERATION, MANAGED_BY, SESSION, PodOp, PodView, Reply
-from engine.seams import CreatePod
+from engine.seams import CreatePod, PodCreated, PodCreateFailed
 from journal.records import Outcome
 from engine.machines.pod.acts import (
     name_of, retry_read, send_create, send_read, settled, tell_all, view_of,
@@ -33,7 +33,7 @@ def start(ctx: Ctx, key: str, reply: Reply, msg: CreatePod, budget_ms: int) -> A
     session, generation = msg.session, msg.generation
     manifest, problem = prepared(key, msg.manifest, session, generation)
     if problem:
-        ctx.tell(reply.to, reply.key, "pod_create_failed", pod=key, reason=problem)
+        ctx.tell(reply.key, PodCreateFailed(pod=key, reason=problem), to=reply.to)
         return None
     e = (ctx.get(key) or PodOp()).but(
         op="create", replies=(reply,), session=session, generation=generation, manifest=manifest,
@@ -58,7 +58,7 @@ def created(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Move:
     match rec.result:
         case "ok":
             view = view_of(rec.obj)
-            return finish(ctx, key, e, "pod_created", view, uid=view.uid, adopted=False)
+            return finish(ctx, key, e, PodCreated(pod=key, uid=view.uid, adopted=False), view)
         case "already_exists" | "transient":
             return move(key, e, "exists", send_read)
         case _:
@@ -84,7 +84,7 @@ def confirmed(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Answer:
 def _adopt_or_refuse(ctx: Ctx, key: str, e: PodOp, view: PodView) -> Move:
     ours = view.managed and view.session == e.session and view.generation == str(e.generation)
     if ours and not view.terminating:
-        return finish(ctx, key, e, "pod_created", view, uid=view.uid, adopted=True)
+        return finish(ctx, key, e, PodCreated(pod=key, uid=view.uid, adopted=True), view)
     if ours:
         return fail(ctx, key, e, f"pod {name_of(key)} exists for session {e.session} generation "
                                  f"{e.generation} but is terminating; it cannot be adopted", view)
@@ -101,13 +101,14 @@ def in_doubt(ctx: Ctx, key: str, e: PodOp) -> Move:
     return move(key, e, "exists", send_read)
 
 
-def finish(ctx: Ctx, key: str, e: PodOp, message: str, view: PodView | None = None, **args: Any) -> Move:
+def finish(ctx: Ctx, key: str, e: PodOp, reply: PodCreated | PodCreateFailed, view: PodView | None = None) -> Move:
     """Answer every caller, keep the fence, then run a delete that queued behind the create: after
     a refusal (``taken``) that delete means this session's pod, so it deletes only a pod labelled
     for it (``pod.delete``: a quorum read first), never the one that holds the name."""
-    tell_all(ctx, e.replies, message, pod=key, **args)
+    tell_all(ctx, e.replies, reply)
     fence = {"uid": view.uid, "rv": view.rv, "terminating": view.terminating} if view else {}
-    then = _queued_delete(e, e.session if args.get("taken") else "") if e.then_delete else _keep_fence
+    taken = isinstance(reply, PodCreateFailed) and reply.taken
+    then = _queued_delete(e, e.session if taken else "") if e.then_delete else _keep_fence
     return settled(ctx, key, e, then, session="", generation=0, then_delete=(), **fence)
 
 
@@ -119,7 +120,7 @@ def _keep_fence(ctx: Ctx, key: str, done: PodOp) -> None:
         ctx.drop(key)
 
 
-def _queued_delete(e: PodOp, guard: str) -> Any:
+def _queued_delete(e: PodOp, guard: str) -> Act:
     """The act after the create settled: the delete asked for meanwhile (``e.then_delete``) starts."""
     def start_delete(ctx: Ctx, key: str, done: PodOp) -> Move:
         ctx.put(key, done)
@@ -128,5 +129,5 @@ def _queued_delete(e: PodOp, guard: str) -> Any:
 
 
 def fail(ctx: Ctx, key: str, e: PodOp, reason: str, view: PodView | None = None, taken: bool = False) -> Move:
-    extra = {"taken": True} if taken else {}
-    return finish(ctx, key, e, "pod_create_failed", view, reason=reason, **extra)
+    failed = PodCreateFailed(pod=key, reason=reason, taken=True) if taken else PodCreateFailed(pod=key, reason=reason)
+    return finish(ctx, key, e, failed, view)

@@ -24,6 +24,7 @@ from typing import Any
 
 from engine.machines.base import Answer, Ctx, Move, describe, move
 from engine.machines.pod.records import PodOp, PodView, Reply
+from engine.seams import PodDeleteFailed, PodGone
 from journal.records import Outcome
 from engine.machines.pod.acts import (
     name_of, retry_read, save, send_delete, send_read, settled, tell_all, view_of,
@@ -117,14 +118,14 @@ def in_doubt(ctx: Ctx, key: str, e: PodOp) -> Move:
 
 
 def gone(ctx: Ctx, key: str, e: PodOp) -> None:
-    tell_all(ctx, e.replies, "pod_gone", pod=key)
+    tell_all(ctx, e.replies, PodGone(pod=key))
     ctx.cancel_timer(key, "budget")
     ctx.cancel_timer(key, "retry")
     ctx.drop(key)
 
 
 def fail(ctx: Ctx, key: str, e: PodOp, reason: str) -> Move:
-    tell_all(ctx, e.replies, "pod_delete_failed", pod=key, reason=reason)
+    tell_all(ctx, e.replies, PodDeleteFailed(pod=key, reason=reason))
     return settled(ctx, key, e, _put, session="")
 
 

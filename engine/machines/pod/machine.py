@@ -16,13 +16,13 @@ Events: the seam models (``engine.seams``: ``CreatePod``, ``DeletePod``, ``Ensur
 (``Seen``, ``Vanished``, ``Missing``, ``Budget`` below; ``InDoubt``, ``Stale``, ``RetryDue`` from
 ``base``).
 
-Messages (``ctx.tell("pod", key, ...)``), answered with ``ctx.tell(reply_to, reply_key, ...)``:
-- ``create`` {manifest, reply_to, reply_key, session, generation[, budget_s]} at a pod key ->
-  ``pod_created`` {pod, uid, adopted} | ``pod_create_failed`` {pod, reason}
-- ``delete`` {reply_to, reply_key, reason[, budget_s]} at a pod key ->
-  ``pod_gone`` {pod} | ``pod_delete_failed`` {pod, reason}
-- ``ensure_namespace`` {reply_to, reply_key} at ``<cluster>/<namespace>/`` ->
-  ``namespace_ready`` {namespace} | ``namespace_failed`` {namespace, reason}
+Messages (``ctx.tell(key, <model>)``, ``engine.seams``), answered with ``ctx.tell(reply_key, <reply>, to=reply_to)``:
+- ``CreatePod`` {manifest, reply_to, reply_key, session, generation[, budget_s]} at a pod key ->
+  ``PodCreated`` {pod, uid, adopted} | ``PodCreateFailed`` {pod, reason[, taken]}
+- ``DeletePod`` {reply_to, reply_key, reason[, budget_s, session]} at a pod key ->
+  ``PodGone`` {pod} | ``PodDeleteFailed`` {pod, reason}
+- ``EnsureNamespaceRequest`` {reply_to, reply_key} at ``<cluster>/<namespace>/`` ->
+  ``NamespaceReady`` {namespace} | ``NamespaceFailed`` {namespace, reason}
 Commands ``pod.sweep_secrets`` {cluster, namespace ("" = all), grace_seconds (default 600)} and
 ``pod.sweep_orphans`` {cluster, namespace, home}.
 
@@ -65,8 +65,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from engine.machines.base import (
-    Answer, Answered, Ctx, Dispatch, InDoubt, Machine, Missing, Move, Ordered, Reported, RetryDue, Stale,
-    UnknownEvent, ignore, missing_after_relist,
+    Answer, Answered, Ctx, Dispatch, Handler, InDoubt, Machine, Missing, Move, Ordered, Reported, RetryDue, Stale,
+    TableView, UnknownEvent, ignore, missing_after_relist,
 )
 from engine.machines.pod import create, delete, namespace, orphans, sweep
 from engine.machines.pod.acts import BUSY, PHASES, TABLE, move, name_of, refenced, save, send_read, view_of
@@ -74,7 +74,9 @@ from engine.machines.pod.records import (
     DEFAULT_BUDGET_S, NO_RECORD, SWEEP_KEYS, Entries, PodOp, PodView, Reply, reply_list,
 )
 from engine.effects.models import CreateObject, DeleteObject, Effect, EnsureNamespace, GetObject, ListObjects
-from engine.seams import CreatePod, DeletePod, EnsureNamespaceRequest, PodCommand, PodMessage, SweepOrphans, SweepSecrets
+from engine.seams import (
+    CreatePod, DeletePod, EnsureNamespaceRequest, PodCommand, PodCreateFailed, PodMessage, SweepOrphans, SweepSecrets,
+)
 from journal.records import Command, Observed, Outcome, Relist
 
 __all__ = ["PodMachine", "TABLE", "PHASES", "DISPATCH"]
@@ -149,8 +151,8 @@ def _create_while_deleting(ctx: Ctx, key: str, e: PodOp, msg: CreatePod) -> None
 
 
 def _refuse_create(ctx: Ctx, key: str, e: PodOp, msg: CreatePod, busy: str) -> None:
-    ctx.tell(msg.reply_to, msg.reply_key, "pod_create_failed", pod=key,
-             reason=f"pod {name_of(key)} is {busy}; refusing a second create")
+    ctx.tell(msg.reply_key, PodCreateFailed(pod=key, reason=f"pod {name_of(key)} is {busy}; refusing a second create"),
+             to=msg.reply_to)
 
 
 def _delete(ctx: Ctx, key: str, e: PodOp | None, msg: DeletePod) -> Move:
@@ -173,7 +175,7 @@ def _budget_ms(msg: CreatePod | DeletePod) -> int:
     return (msg.budget_s if msg.budget_s is not None else DEFAULT_BUDGET_S) * 1000
 
 
-def _op_in_doubt(operation: Any) -> Any:
+def _op_in_doubt(operation: Any) -> Handler:
     """A pod operation's effect in doubt: its handler decides with nothing awaited and no deadline
     (the budget is armed again, whole, by the act that resolves the doubt)."""
     def resolve(ctx: Ctx, key: str, e: PodOp, ev: InDoubt) -> Answer:
@@ -182,14 +184,14 @@ def _op_in_doubt(operation: Any) -> Any:
     return resolve
 
 
-def _op_outcome(handler: Any) -> Any:
+def _op_outcome(handler: Any) -> Handler:
     def answer(ctx: Ctx, key: str, e: PodOp, ev: Answered) -> Answer:
         return handler(ctx, key, e.but(awaiting=""), ev.rec)
     answer.__qualname__ = f"{handler.__module__.rsplit('.', 1)[-1]}.{handler.__name__}"
     return answer
 
 
-def _over_budget(fail: Any) -> Any:
+def _over_budget(fail: Any) -> Handler:
     def over_budget(ctx: Ctx, key: str, e: PodOp, ev: Budget) -> Move:
         reason = (f"{e.op} of pod {name_of(key)} exceeded its budget of {e.budget_ms // 1000} s "
                   f"(still {e.phase}); nothing more is sent for it")
@@ -281,18 +283,18 @@ def table_key(key: str, e: Any) -> str:
     return e.table_key if e is not None else NO_RECORD.get(key.rpartition("/")[2], "absent")
 
 
-def reduced(key: str, e: Any, effect: Effect, rec: Outcome | None) -> tuple[str, type, Any]:
-    """An outcome (``rec``; None: a doubt) of ``effect`` as the table routes it: (row key, event
+def reduced(key: str, e: Any, effect: Effect, outcome: Outcome | None) -> tuple[str, type, Any]:
+    """An outcome (``outcome``; None: a doubt) of ``effect`` as the table routes it: (row key, event
     class, event). The effect's class (``InDoubt``) when the record at its key awaits it, or when no
     record waits for it by design (``Reported``: a sweep's deletes); otherwise ``Stale``."""
     phase = table_key(key, e)
     if (phase, type(effect)) in _REPORTED:
-        return phase, Reported, Reported(rec, effect)
+        return phase, Reported, Reported(outcome, effect)
     if e is None or not e.awaits(effect.id):
-        return phase, Stale, Stale(rec, effect)
-    if rec is None:
+        return phase, Stale, Stale(outcome, effect)
+    if outcome is None:
         return phase, InDoubt, InDoubt(effect)
-    return phase, type(effect), Answered(rec, effect)
+    return phase, type(effect), Answered(outcome, effect)
 
 
 class PodMachine(Machine):
@@ -303,7 +305,7 @@ class PodMachine(Machine):
     typed_messages = True
     questions = frozenset({"uid"})
 
-    def answer(self, question: str, table: Any, *args: Any) -> Any:
+    def answer(self, question: str, table: TableView, *args: Any) -> str:
         """``uid`` (pod key): the uid of the pod kfold has seen at that key, "" for none."""
         e = table.get(args[0])
         return e.uid if isinstance(e, PodOp) else ""

@@ -22,7 +22,7 @@ from engine.effects.models import EnsureNamespace
 from engine.labels import MANAGED_LABELS
 from engine.machines.base import Answered, Ctx, InDoubt, describe, split_key
 from engine.machines.pod.records import NamespaceOp, Reply, reply_list
-from engine.seams import EnsureNamespaceRequest
+from engine.seams import EnsureNamespaceRequest, NamespaceFailed, NamespaceReady
 from journal.records import Outcome
 
 
@@ -49,17 +49,17 @@ def on_outcome(ctx: Ctx, key: str, e: NamespaceOp, ev: Answered) -> None:
     namespace = split_key(key)[1]
     match rec.result:
         case "ok" | "already_exists":
-            _answer(ctx, key, e, "namespace_ready", namespace=namespace)
+            _answer(ctx, key, e, NamespaceReady(namespace=namespace))
         case "transient":
             _retry(ctx, key, e, rec)
         case _ if rec.step == "check":  # the GET failed: kfold does not know whether it exists
-            _answer(ctx, key, e, "namespace_failed", namespace=namespace,
-                    reason=f"could not check whether namespace {namespace} exists: {describe(rec)}")
+            _answer(ctx, key, e, NamespaceFailed(
+                namespace=namespace, reason=f"could not check whether namespace {namespace} exists: {describe(rec)}"))
         case "forbidden":
-            _answer(ctx, key, e, "namespace_failed", namespace=namespace, reason=forbidden_reason(namespace))
+            _answer(ctx, key, e, NamespaceFailed(namespace=namespace, reason=forbidden_reason(namespace)))
         case _:
-            _answer(ctx, key, e, "namespace_failed", namespace=namespace,
-                    reason=f"could not ensure namespace {namespace}: {describe(rec)}")
+            _answer(ctx, key, e, NamespaceFailed(namespace=namespace,
+                                                 reason=f"could not ensure namespace {namespace}: {describe(rec)}"))
 
 
 def forbidden_reason(namespace: str) -> str:
@@ -74,9 +74,10 @@ def _retry(ctx: Ctx, key: str, e: NamespaceOp, rec: Outcome) -> None:
     if ctx.retry(backoff.NAMESPACE):
         ctx.put(key, e.but(awaiting=rec.effect_id))
     else:
-        _answer(ctx, key, e.but(awaiting=""), "namespace_failed", namespace=split_key(key)[1],
-                reason=f"could not ensure namespace {split_key(key)[1]} after {backoff.NAMESPACE.limit} "
-                       f"attempts: {describe(rec)}")
+        namespace = split_key(key)[1]
+        _answer(ctx, key, e.but(awaiting=""), NamespaceFailed(
+            namespace=namespace, reason=f"could not ensure namespace {namespace} after {backoff.NAMESPACE.limit} "
+                                        f"attempts: {describe(rec)}"))
 
 
 def on_deadline(ctx: Ctx, key: str, e: NamespaceOp, ev: object) -> None:
@@ -90,9 +91,9 @@ def in_doubt(ctx: Ctx, key: str, e: NamespaceOp, ev: InDoubt) -> None:
     _send(ctx, key, e)
 
 
-def _answer(ctx: Ctx, key: str, e: NamespaceOp, message: str, **args: Any) -> None:
+def _answer(ctx: Ctx, key: str, e: NamespaceOp, reply: NamespaceReady | NamespaceFailed) -> None:
     for r in e.replies:
-        ctx.tell(r.to, r.key, message, **args)
+        ctx.tell(r.key, reply, to=r.to)
     ctx.cancel_timer(key, "retry")   # set by an earlier version (a timer)
     ctx.drop_retries(key)
     ctx.drop(key)

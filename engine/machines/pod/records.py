@@ -155,7 +155,7 @@ class Entries:
     """Snapshot loader for the pod machine's table (``Machine.decision`` protocol)."""
 
     @staticmethod
-    def model_validate(data: Any) -> Any:
+    def model_validate(data: Any) -> PodOp | NamespaceOp | SweepOp | OrphanSweep:
         return _ENTRY.validate_python(data)
 
 

@@ -26,7 +26,7 @@ from engine.effects.models import DeleteObject, ListObjects
 from engine.labels import MANAGED_SELECTOR, SESSION_API_VERSION
 from engine.machines.base import Answered, Ctx, InDoubt, Ordered, Reported, describe, object_key
 from engine.machines.pod.records import SESSION, SWEEP_NAME, SecretRef, SweepOp, labels_of, secret_ref
-from engine.seams import SweepSecrets
+from engine.seams import SecretListed, SweepSecrets
 from journal.records import Command, Outcome
 
 
@@ -54,7 +54,7 @@ def running(ctx: Ctx, key: str, e: SweepOp, ev: Ordered) -> None:
     ctx.log(key, "orphan Secret sweep skipped: the previous sweep is still running", cluster=where(*ev)[0])
 
 
-def _list(ctx: Ctx, key: str, cluster: str, namespace: str, kind: str) -> Any:
+def _list(ctx: Ctx, key: str, cluster: str, namespace: str, kind: str) -> ListObjects:
     return ctx.emit(ListObjects, key, cluster=cluster, api_version="v1", kind=kind,
                     namespace=namespace, label_selector=MANAGED_SELECTOR)
 
@@ -98,8 +98,7 @@ def _tell_sessions(ctx: Ctx, cluster: str, items: Any) -> None:
         refs = (obj.get("metadata") or {}).get("ownerReferences") or []
         sessions = tuple(str(r.get("uid") or "") for r in refs if isinstance(r, dict)
                          and r.get("kind") == "Session" and r.get("apiVersion") == SESSION_API_VERSION)
-        ctx.tell("session", owner, "secret_listed", namespace=s.namespace, name=s.name, uid=s.uid, rv=rv,
-                 session_owners=sessions)
+        ctx.tell(owner, SecretListed(namespace=s.namespace, name=s.name, uid=s.uid, rv=rv, session_owners=sessions))
 
 
 def _older_than_grace(s: SecretRef, now: int, grace_ms: int) -> bool:

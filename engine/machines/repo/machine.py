@@ -31,11 +31,12 @@ the list-driven commands in ``repo.bindings``, over the records in ``repo.record
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from engine.machines.base import (
-    Answer, Answered, Ctx, Dispatch, InDoubt, Machine, Missing, Ordered, Reply, Stale, ignore, object_key,
-    split_key,
+    Answer, Answered, Ctx, Dispatch, Handler, InDoubt, Machine, Missing, Ordered, Reply, Stale, ignore,
+    object_key, split_key,
 )
 from engine.machines.repo import bindings as repo_list
 from engine.machines.repo import ops
@@ -46,7 +47,9 @@ from engine.machines.repo.ops import BUSY, TABLE, RepoEffect, doubt, ref_fields,
 from engine.machines.repo.records import (
     Op, RepoConfig, RepoEntry, RepoRow, absorb, config_key, config_of, entry_of, gone, settle,
 )
-from engine.seams import EnsureRepo, ReleaseRepo, RepoBind, RepoCommand, RepoGc, RepoMessage, RepoReconcileBound
+from engine.seams import (
+    EnsureRepo, ReleaseRepo, RepoBind, RepoCommand, RepoFailed, RepoGc, RepoMessage, RepoReconcileBound,
+)
 from journal.records import Command, Observed, Outcome, Relist
 
 
@@ -119,22 +122,22 @@ def phase_of(key: str, entry: Any) -> str:
     return entry.phase if isinstance(entry, RepoEntry) else "absent"
 
 
-def _reduced(phase: str, entry: Any, effect: Effect, rec: Outcome | None) -> tuple[type, Any]:
-    """An outcome (``rec``; None: a doubt) reduced to the event the table routes: a configuration
+def _reduced(phase: str, entry: Any, effect: Effect, outcome: Outcome | None) -> tuple[type, Any]:
+    """An outcome (``outcome``; None: a doubt) reduced to the event the table routes: a configuration
     key's lists decide by their own ids (``repo.bindings``); a Repo's is the relist's quorum read
     (``Recheck``), the answer its op awaits (the effect's class; ``InDoubt``), or ``Stale``."""
     if phase == "config":
-        return (type(effect), Answered(rec, effect)) if rec is not None else (InDoubt, InDoubt(effect))
+        return (type(effect), Answered(outcome, effect)) if outcome is not None else (InDoubt, InDoubt(effect))
     if not isinstance(entry, RepoEntry):
-        return Stale, Stale(rec, effect)
+        return Stale, Stale(outcome, effect)
     if entry.checking == effect.id:
-        return Recheck, Recheck(rec, effect)
+        return Recheck, Recheck(outcome, effect)
     if entry.op is not None and entry.op.effect_id == effect.id:
-        return (type(effect), Answered(rec, effect)) if rec is not None else (InDoubt, InDoubt(effect))
-    return Stale, Stale(rec, effect)
+        return (type(effect), Answered(outcome, effect)) if outcome is not None else (InDoubt, InDoubt(effect))
+    return Stale, Stale(outcome, effect)
 
 
-def _answer(handler: Any, shows_the_repo: bool = True) -> Any:
+def _answer(handler: Any, shows_the_repo: bool = True) -> Handler:
     """The answer of the request ``entry``'s op awaits: the Repo it shows (a create's, patch's or
     read's, ``shows_the_repo``) is absorbed first; a transient one is ``ops.transient``'s (retried
     or in doubt); otherwise ``handler`` decides."""
@@ -210,7 +213,7 @@ def bind(ctx: Ctx, ckey: str, cfg: Any, ev: Ordered) -> Answer:
     return _bind_each(ctx, cluster, ns, cfg, bindings)
 
 
-def _bind_each(ctx: Ctx, cluster: str, ns: str, cfg: RepoConfig, bindings: Any) -> Any:
+def _bind_each(ctx: Ctx, cluster: str, ns: str, cfg: RepoConfig, bindings: Any) -> Iterator[Answer]:
     for url, ident in bindings:
         key = object_key(cluster, ns, key_of_identity(ident))
         resolved = resolve(url, ident, cfg.credentials, cfg.env_present)
@@ -233,11 +236,11 @@ def ensure(ctx: Ctx, key: str, entry: Any, msg: EnsureRepo) -> Answer:
     try:
         url, ident = _attach_url(msg.url, name)
     except RepoUrlError as exc:
-        return ctx.tell(target.to, target.key, "repo_failed", repo=key, reason=str(exc))
+        return ctx.tell(target.key, RepoFailed(repo=key, reason=str(exc)), to=target.to)
     entry = entry_of(ctx, key)
     if entry.identity and entry.identity != ident:
-        return ctx.tell(target.to, target.key, "repo_failed", repo=key, reason=(
-            f"cache key {name!r} already names repository {entry.identity!r}, not {ident!r}"))
+        return ctx.tell(target.key, RepoFailed(repo=key, reason=(
+            f"cache key {name!r} already names repository {entry.identity!r}, not {ident!r}")), to=target.to)
     cfg = config_of(ctx, cluster, ns)
     resolved = resolve(url, ident, cfg.credentials, cfg.env_present)
     now = ctx.now_on(cluster)   # the target's clock only: registered clusters' clocks may be hours apart

@@ -39,6 +39,7 @@ from engine.machines.repo.creds import (
 )
 from engine.repo_names import API_VERSION, KIND, rfc3339
 from engine.machines.repo.records import Op, RepoEntry, config_of, gone, status_nodes
+from engine.seams import RepoEnsured, RepoFailed, RepoStatusReply
 from journal.records import Outcome
 
 # What is sent at a Repo's key (``go``; ``machine._recheck``), so what its outcomes and doubts answer.
@@ -265,9 +266,9 @@ def succeed(ctx: Ctx, entry: RepoEntry) -> Move:
     if op.kind == "ensure":
         url = entry.url or op.url
         for w in op.waiters:
-            ctx.tell(w.to, w.key, "repo_ensured", repo=entry.key, url=url)
+            ctx.tell(w.key, RepoEnsured(repo=entry.key, url=url), to=w.to)
             if entry.nodes:
-                ctx.tell(w.to, w.key, "repo_status", repo=entry.key, nodes=status_nodes(entry.nodes))
+                ctx.tell(w.key, RepoStatusReply(repo=entry.key, nodes=status_nodes(entry.nodes)), to=w.to)
         subs = entry.subscribers + tuple(w for w in op.waiters if w not in entry.subscribers)
         entry = entry.but(subscribers=subs)
     return finish(entry, "")
@@ -276,7 +277,7 @@ def succeed(ctx: Ctx, entry: RepoEntry) -> Move:
 def fail(ctx: Ctx, entry: RepoEntry, reason: str) -> Move:
     ctx.log(entry.key, f"repo {entry.op.kind} failed: {reason}", level="error", repo=entry.key)
     for w in entry.op.waiters:
-        ctx.tell(w.to, w.key, "repo_failed", repo=entry.key, reason=reason)
+        ctx.tell(w.key, RepoFailed(repo=entry.key, reason=reason), to=w.to)
     return finish(entry, reason)
 
 

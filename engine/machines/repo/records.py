@@ -24,6 +24,7 @@ from pydantic import Field, TypeAdapter
 from engine.machines.base import Ctx
 from engine.machines.base import Decision, Reply, object_key, split_key
 from engine.machines.repo.creds import CredEntry
+from engine.seams import RepoStatusReply
 from engine.repo_names import ANNOTATION_IDENTITY, ANNOTATION_LAST_ATTACHED, LABEL_BOUND, repo_status_rows
 
 DEFAULT_REFRESH = "5m"
@@ -145,7 +146,7 @@ def settle(ctx: Ctx, before: RepoEntry, after: RepoEntry) -> None:
     ctx.put(after.key, after)
     if after.nodes != before.nodes:
         for s in after.subscribers:
-            ctx.tell(s.to, s.key, "repo_status", repo=after.key, nodes=status_nodes(after.nodes))
+            ctx.tell(s.key, RepoStatusReply(repo=after.key, nodes=status_nodes(after.nodes)), to=s.to)
 
 
 def status_nodes(nodes: tuple[dict[str, Any], ...]) -> dict[str, dict[str, Any]]:
