@@ -15,7 +15,7 @@
 #                   fakes the kubelet for nodes annotated kwok.x-k8s.io/node=fake
 #                   (Ready nodes; pods -> Running/Ready with a podIP).
 # Each binary is skipped when bin/.<name>.version holds the same pin. Rerunnable/idempotent; each
-# of etcd, kwok and k8s is built under its lock in $CACHE/locks (scripts/buildlib.sh), so two
+# of etcd, kwok and k8s is built under its lock in $BIN (scripts/buildlib.sh), so two
 # builds at once into one cache wait for each other instead of building together.
 # scripts/build.sh runs the three side by side (and beside the venv), one line each.
 # Cold build on 2 cores is long (kube-apiserver dominates): run it in the background.

@@ -1,18 +1,18 @@
-# Sourced by kfold's Go build scripts (build_controlplane.sh, build_promtool.sh, build_node.sh).
-# The caller sets CACHE (the shared cache root) and defines log().
+# Sourced by kfold's Go build scripts (build_controlplane.sh, build_promtool.sh).
+# The caller sets CACHE (the cache root) and BIN (where the binaries go) and defines log().
 #
-# lock_cache NAME: hold $CACHE/locks/NAME.lock (flock) until unlock_cache or the script's exit, so
-#   two builds at once (two setups, two checkouts sharing ~/.cache/kfold) never build NAME into
-#   the cache together: the second waits, then finds NAME cached. A build checks its stamp only
-#   after taking the lock.
+# lock_cache NAME: hold $BIN/.NAME.lock (flock) until unlock_cache or the script's exit, so two
+#   builds at once (two setups, two checkouts sharing ~/.cache/kfold, or caches sharing one bin/
+#   through a symlink) never build NAME into it together: the second waits, then finds NAME
+#   cached. A build checks its stamp only after taking the lock.
 # need_go: Go is needed only when something is rebuilt; found off PATH in its usual homes too.
 
 lock_cache() {
-  mkdir -p "$CACHE/locks"
-  exec {KFOLD_LOCK_FD}>"$CACHE/locks/$1.lock"
+  mkdir -p "$BIN"
+  exec {KFOLD_LOCK_FD}>"$BIN/.$1.lock"
   if ! flock -n "$KFOLD_LOCK_FD"; then
     local t0=$SECONDS
-    log "waiting for another build of $1 into $CACHE to finish"
+    log "waiting for another build of $1 into $BIN to finish"
     flock "$KFOLD_LOCK_FD"
     log "waited $((SECONDS - t0))s for another build of $1"
   fi

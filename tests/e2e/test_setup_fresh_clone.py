@@ -146,9 +146,9 @@ def test_two_builds_at_once_build_a_part_once(tmp_path):
     if not (BIN / "etcd").is_file():
         pytest.fail(f"etcd is not built in {BIN} (bash scripts/build.sh etcd builds it)")
     cache = tmp_path / "cache"
-    (cache / "locks").mkdir(parents=True)
+    (cache / "bin").mkdir(parents=True)
     env = {**os.environ, "KFOLD_CACHE": str(cache), "HOME": str(tmp_path), "GOPROXY": "off"}
-    with open(cache / "locks" / "etcd.lock", "w") as lock:
+    with open(cache / "bin" / ".etcd.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)    # the first build, still running
         logs = [tmp_path / "via-build.log", tmp_path / "direct.log"]
         procs = [subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
@@ -161,7 +161,6 @@ def test_two_builds_at_once_build_a_part_once(tmp_path):
         assert [p.poll() for p in procs] == [None, None], [log.read_text() for log in logs]
         assert "waiting for another build of etcd" in logs[1].read_text()
         # The first build ends: etcd is in the cache with its stamp.
-        (cache / "bin").mkdir(exist_ok=True)
         (cache / "bin" / "etcd").symlink_to(BIN / "etcd")
         (cache / "bin" / ".etcd.version").write_text(_stamp_of("etcd"))
         time.sleep(1)
@@ -172,7 +171,7 @@ def test_two_builds_at_once_build_a_part_once(tmp_path):
     progress = [line for line in out[0].splitlines() if line.startswith("build: etcd ")]
     assert len(progress) == 1 and f"etcd {version} cached; waited " in progress[0], out[0]
     assert f"etcd {version} cached" in out[1] and "built in" not in out[1], out[1]
-    assert sorted(p.name for p in (cache / "bin").iterdir()) == [".etcd.version", "etcd"]
+    assert sorted(p.name for p in (cache / "bin").iterdir()) == [".etcd.lock", ".etcd.version", "etcd"]
 
 
 @pytest.mark.timeout(120)
@@ -180,10 +179,10 @@ def test_a_failing_part_is_reported_at_once_and_stops_the_others(tmp_path):
     """The venv fails in its first second (no such interpreter) while etcd's build waits on its
     lock: build.sh names the failed part, shows its one-line reason, stops etcd's build and exits 1."""
     cache = tmp_path / "cache"
-    (cache / "locks").mkdir(parents=True)
+    (cache / "bin").mkdir(parents=True)
     env = {**os.environ, "KFOLD_CACHE": str(cache), "HOME": str(tmp_path), "GOPROXY": "off",
            "KFOLD_PYTHON": str(tmp_path / "no-python"), "KFOLD_VENV": str(tmp_path / "venv")}
-    with open(cache / "locks" / "etcd.lock", "w") as lock:
+    with open(cache / "bin" / ".etcd.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         t0 = time.monotonic()
         out = subprocess.run(["bash", "scripts/build.sh", "etcd", "venv"], cwd=REPO, env=env, capture_output=True,
