@@ -34,6 +34,8 @@ def _pins() -> dict[str, str]:
 
 
 MINIMAL_ENV = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
+# The image build reuses the cache the suite runs with (its base layer is keyed there).
+IMAGE_ENV = {**MINIMAL_ENV, **({"KFOLD_CACHE": os.environ["KFOLD_CACHE"]} if "KFOLD_CACHE" in os.environ else {})}
 # Where the binaries are (the e2e suite's control plane runs from them).
 BIN = Path(os.environ.get("KFOLD_CACHE", Path.home() / ".cache" / "kfold")) / "bin"
 
@@ -104,13 +106,13 @@ def test_setup_from_fresh_clone_with_system_python(fresh_clone):
 def test_image_build_and_an_image_test_from_the_fresh_clone(fresh_clone):
     clone, out, _, _, _ = fresh_clone
     assert out.returncode == 0, out.stdout + out.stderr
-    built = subprocess.run(["bash", "scripts/build_image.sh"], cwd=clone, env=MINIMAL_ENV, capture_output=True,
+    built = subprocess.run(["bash", "scripts/build_image.sh"], cwd=clone, env=IMAGE_ENV, capture_output=True,
                            text=True, timeout=840)
     assert built.returncode == 0, built.stderr[-3000:]
     assert built.stdout.strip().splitlines()[-1].endswith(".oci.tar"), built.stdout
     ran = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "tests/e2e/test_image.py::test_kfold_version_and_a_golden_replay_inside_the_image"],
-                         cwd=clone, env=MINIMAL_ENV, capture_output=True, text=True, timeout=600)
+                         cwd=clone, env=IMAGE_ENV, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0 and "1 passed" in ran.stdout, ran.stdout[-3000:] + ran.stderr[-2000:]
 
 
