@@ -1,8 +1,8 @@
 """Projections: the part of an observed object that the fold reads, stored beside its record.
 
 A Pod event's payload holds the whole object (~2.5 KB on a real cluster); the machines read about
-a dozen fields of it (``engine.machines.pod.machine.view_of``, ``session.machine.pod_view``,
-``session.machine.pod_owner``/``release_stale``). The journal stores, next to such a row's
+a dozen fields of it (``engine.machines.pod.machine.view_of``, ``session.views.pod_view``,
+``session.pods.pod_owner``/``release_stale``). The journal stores, next to such a row's
 payload, its object pruned to ``POD``'s paths (~0.5 KB), and ``kfold replay`` folds the record
 made of the payload's other fields and that object, instead of decoding the whole object
 (``Journal.read_batches(projected=True)``, ``parse_rows``). Only Pod observations are projected;

@@ -10,7 +10,7 @@ from engine import snapshot
 from engine.core import Machines
 from engine.machines.base import Machine
 from engine.machines.repo.machine import RepoMachine
-from engine.machines.session.flow import AHEAD_GRACE_MS
+from engine.machines.session.ahead import AHEAD_GRACE_MS
 from tests.harness import LIVE, T0, of_type
 from tests.scenario.test_repo_ensure import APP, ATTACH, attached
 from tests.scenario.test_repo_world import CLUSTER, NS as REPO_NS, RepoWorld
@@ -305,7 +305,7 @@ def test_a_repo_create_in_doubt_found_absent_by_the_quorum_read_is_created():
 
 def _settling_read() -> tuple[World, Any]:
     """A suspended Session's record sees another replica's pod of generation 2; after the grace its
-    quorum read of the Session (``session.flow``, pods ahead) is in flight."""
+    quorum read of the Session (``session.ahead``) is in flight."""
     w = World().to_ready()
     w.submit({**SPEC, "suspended": True}, 10)
     w.answer("delete", "Pod", when=10)

@@ -1,19 +1,19 @@
 """A podless Session's record that sees a pod of a newer generation than it knows waits for its
-Session to catch up before releasing it (``session.flow``, pods ahead; soak seed 77898), and never leaks it."""
+Session to catch up before releasing it (``session.ahead``; soak seed 77898), and never leaks it."""
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
 
-from engine.machines.session import flow as session_flow
+from engine.machines.session import ahead as session_ahead
 from engine.machines.session.model import FINALIZER
 from tests.scenario.test_session_support import KEY, SPEC, World, at, pod_obj, session_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
 SUSPENDED = {**SPEC, "suspended": True}
-GRACE_S = session_flow.AHEAD_GRACE_MS / 1000
+GRACE_S = session_ahead.AHEAD_GRACE_MS / 1000
 
 
 def _suspended_at_generation_1() -> World:

@@ -99,7 +99,7 @@ def test_a_service_replace_that_conflicts_is_read_and_replaced_again():
 
 
 def test_regression_a_service_replace_that_always_conflicts_stops_at_the_try_bound():
-    """Found by mutation testing (session.flow.endpoint_outcome survived a conflict not counted):
+    """Found by mutation testing (session.endpoints.endpoint_outcome survived a conflict not counted):
     a replace answered Conflict was read and replaced again for ever, the try bound never checked.
     Rule: retries of one manifest are bounded (engine.backoff.ENDPOINT, 4 tries); the last error is kept for status."""
     w = _service_replacing()

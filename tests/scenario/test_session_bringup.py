@@ -8,7 +8,7 @@ from engine.machines import all_machines
 from engine.machines.base import Machine
 from engine.repo_names import cache_key
 from engine.machines.session.model import FINALIZER
-from engine.machines.session.machine import READ_GRACE_MS
+from engine.machines.session.deadlines import READ_GRACE_MS
 from tests.conftest import run_in_all_worlds
 from tests.scenario.test_session_support import KEY, SPEC, World, at, pod_obj, session_obj
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine import snapshot
-from engine.machines.session import machine as session_machine_mod
+from engine.machines.session import pods as session_pods_mod
 from engine.machines.session.model import FINALIZER, SessionConfig
 from engine.seams import SessionConfigure
 from engine.machines.session.tenancy import PlacementRefused, Placement, configure, place
@@ -235,7 +235,7 @@ def test_a_pod_of_no_tracked_session_is_dropped_before_it_is_reduced(monkeypatch
     def boom(obj: Any) -> Any:
         raise AssertionError("reduced a pod that is no session's")
 
-    monkeypatch.setattr(session_machine_mod, "pod_view", boom)
+    monkeypatch.setattr(session_pods_mod, "pod_view", boom)
     stranger = _in(pod_obj(1, name="someone-else"), "sb-acme")
     w.s.observe(stranger, at(2), cluster="edge@acme")
     w.s.observe(w.pod(1), at(2), cluster="local")

@@ -239,7 +239,7 @@ def test_a_stale_suspended_record_does_not_release_a_newer_generations_pod():
     (made by daemon a for the resume) before its Session watch delivered the resume, and
     ``session.machine.release_stale`` (a podless Session releases any pod under its labels, seed 240)
     released it; a's Ready Session failed PodGone. A pod of a generation newer than the record
-    knows now waits for the record to catch up (``session.flow``, pods ahead): the resume, seen next, begins
+    knows now waits for the record to catch up (``session.ahead``): the resume, seen next, begins
     generation 2, whose create adopts the pod."""
     from kfold.sim.world import Options, simulate
     r = simulate(Options(seed=77898, steps=400, sessions=4))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from engine.machines.session import machine as so
+from engine.machines.session import views as so
 
 
 def _d(v: Any) -> dict:

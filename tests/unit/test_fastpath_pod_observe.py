@@ -22,7 +22,7 @@ from engine.core import Machines
 from engine.effects.models import effect_to_dict
 from engine.machines.pod import machine as pod_machine
 from engine.machines.pod import delete as pod_delete
-from engine.machines.session import machine as session_machine
+from engine.machines.session import pods as session_pods
 from engine.machines.session import model as session_model
 from engine.machines.session import seen as session_seen
 from engine.machines.base import Decision, fire, move, object_key
@@ -96,10 +96,10 @@ def _vanished(ctx: Any, key: str, e: Any, uid: Any) -> None:
 class PlainSessionMachine(SessionMachine):
     def on_observed(self, ctx: Any, rec: Observed) -> None:
         if rec.kind == "Pod":
-            owner = session_machine.pod_owner(ctx, rec)
+            owner = session_pods.pod_owner(ctx, rec)
             if owner is None or rec.event == "DELETED":   # kept for a record that may adopt it (session.seen)
                 session_seen.pod(ctx, rec)
-            return None if owner is None else session_machine.pod_observed(ctx, owner, rec, session_save)
+            return None if owner is None else session_pods.pod_observed(ctx, owner, rec, session_save)
         return super().on_observed(ctx, rec)
 
 
@@ -269,7 +269,7 @@ def test_a_pod_event_folds_as_the_plain_session_machine_folds_it(seed):
         fast = outcome(step, FAST, tables, rec)
         assert fast == outcome(step, PLAIN, tables, rec), (tables, rec)
         exits += session_model.none_tracked(_Reader(tables["session"]))
-        owned += session_machine.pod_owner(_Reader(tables["session"]), rec) is not None
+        owned += session_pods.pod_owner(_Reader(tables["session"]), rec) is not None
     assert 0 < exits < 150 and owned > 5  # the early exit, the full lookup and a session's pod all seen
 
 

@@ -104,7 +104,7 @@ async def test_a_bad_command_is_refused_before_it_is_journaled_with_the_field_na
 
 
 def test_a_quarantined_session_says_so_in_its_status_and_its_decision_stays(monkeypatch):
-    from engine.machines.session import machine as session_machine
+    from engine.machines.session import observed as session_observed
     from tests.harness import LIVE
     from tests.scenario.test_session_support import SPEC, World, at, session_obj
 
@@ -115,7 +115,7 @@ def test_a_quarantined_session_says_so_in_its_status_and_its_decision_stays(monk
     def boom(obj):
         raise KeyError("metadata.uid")
 
-    monkeypatch.setattr(session_machine, "session_view", boom)
+    monkeypatch.setattr(session_observed, "session_view", boom)
     effects = w.s.observe(session_obj(SPEC, rv="9"), at(1))
     assert [e.type for e in effects] == ["log", "patch", "post_event"]
     assert effects[2].reason == "Quarantined" and effects[2].event_type == "Warning" and "KeyError" in effects[2].note

@@ -21,7 +21,7 @@ import pytest
 
 from engine import fold_many, initial_state, snapshot
 from engine.effects.models import effect_to_dict
-from engine.machines.session import machine as session_machine
+from engine.machines.session import pods as session_pods
 from journal import projection
 from journal.chain import parse_payloads
 from journal.projection import POD, Each, prune
@@ -164,7 +164,7 @@ def test_a_generated_pod_event_folds_the_same_from_its_projection(seed):
         READS_OUTSIDE.clear()
         assert outcome(step, FAST, tables, projected(rec)) == outcome(step, FAST, tables, rec), (tables, rec)
         assert READS_OUTSIDE == [], (READS_OUTSIDE, rec)
-        owned += session_machine.pod_owner(_Reader(tables["session"]), rec) is not None
+        owned += session_pods.pod_owner(_Reader(tables["session"]), rec) is not None
     assert owned > 2  # the session machine's full reduction of a pod was exercised
 
 

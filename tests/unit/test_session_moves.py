@@ -1,7 +1,7 @@
 """Only the session dispatcher moves a Session's phase.
 
-A step of the session decision (``session.flow``) or a handler (``session.machine``) that changes the
-phase returns ``Moved`` (its decision and the triggers of ``model.TABLE``); ``flow.act`` (the
+A step of the session decision (``session.decide``) or a handler (``session.machine``) that changes the
+phase returns ``Moved`` (its decision and the triggers of ``model.TABLE``); ``decide.act`` (the
 decision's dispatcher) and ``machine.save`` (a handler's answer) are the only places that fire one.
 The structural half reads the source; the behavioural half drives ``act`` with steps of its own."""
 from __future__ import annotations
@@ -11,13 +11,13 @@ import ast
 import pytest
 
 from engine.machines.base import IllegalTransition
-from engine.machines.session import flow, model
+from engine.machines.session import decide as decide_mod, model
 from engine.machines.session.model import Moved, SessionDecision, fire, moved
 from tests.unit.test_machine_moves import callers, calls, name
 
 # (module, function) -> what it may do with the phase
-FIRES = {("flow", "act"), ("machine", "save")}
-BUILDS = {("machine", "from_status")}   # a record rebuilt from the status the cluster holds, not a move
+FIRES = {("decide", "act"), ("machine", "save")}
+BUILDS = {("observed", "from_status")}   # a record rebuilt from the status the cluster holds, not a move
 
 
 def test_the_table_is_consulted_only_by_fire_and_fire_is_called_only_by_the_dispatcher():
@@ -51,7 +51,7 @@ def test_fire_follows_the_table_in_order_and_refuses_what_it_forbids():
 
 
 def _act_with(monkeypatch, steps):
-    """Run ``flow.act`` over a scripted ``_decide``: each call answers the next entry of ``steps``
+    """Run ``decide.act`` over a scripted ``_decide``: each call answers the next entry of ``steps``
     (a trigger tuple, or None for "no move"); returns the final decision and the phases decided in."""
     seen = []
     script = iter(steps)
@@ -60,9 +60,9 @@ def _act_with(monkeypatch, steps):
         seen.append(d.phase)
         triggers = next(script)
         return d if triggers is None else Moved(d, triggers)
-    monkeypatch.setattr(flow, "_decide", decide)
+    monkeypatch.setattr(decide_mod, "_decide", decide)
     d = SessionDecision(name="s", namespace="ns", home="local")
-    return flow.act(None, "local/ns/s", d, "run", None, model.SessionConfig()), seen
+    return decide_mod.act(None, "local/ns/s", d, "run", None, model.SessionConfig()), seen
 
 
 def test_act_decides_again_after_a_trigger_that_continues(monkeypatch):
@@ -84,4 +84,4 @@ def test_act_refuses_a_step_whose_moves_never_end(monkeypatch):
 
 
 def test_every_trigger_that_continues_is_a_row_of_the_table():
-    assert flow.CONTINUES <= {event for event, _, _ in model.TABLE.rows}
+    assert decide_mod.CONTINUES <= {event for event, _, _ in model.TABLE.rows}

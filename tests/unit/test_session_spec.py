@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.machines.session.machine import pod_view, provisioning_message
+from engine.machines.session.views import pod_view, provisioning_message
 from engine.machines.session.spec import Port, Spec, SpecError, route_ports, shape, validate
 
 GOOD = {"image": "ws:1", "apps": [{"name": "web", "ports": [{"port": 8080, "protocol": "tcp"}]}]}

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from immutables import Map
 
 from engine.core import State, StepContext
-from engine.machines.session import machine, model
+from engine.machines.session import machine, model, observed
 from engine.machines.session.machine import SessionMachine
 from engine.machines.session.model import INDEX_KEY, SessionDecision
 
@@ -57,7 +57,7 @@ def test_the_index_names_every_slot_a_session_is_placed_on_and_only_those(ops):
     for key, place in ops:
         held = dict(getattr(ctx.get(INDEX_KEY), "slots", {}))
         if place is None:
-            machine.session_gone(ctx, key)
+            observed.session_gone(ctx, key)
         else:
             machine.save(ctx, key, _record(key, place))
         slots = getattr(ctx.get(INDEX_KEY), "slots", {})
@@ -80,6 +80,6 @@ def test_a_slot_whose_holder_is_deleted_passes_to_the_session_still_placed_there
     machine.save(ctx, "west/team/demo", _record("west/team/demo", ("east", "")))
     machine.save(ctx, "local/team/demo", _record("local/team/demo", ("east", "")))
     assert model.lookup(ctx, "east", "team", "demo") == "west/team/demo", "first come"
-    machine.session_gone(ctx, "west/team/demo")
+    observed.session_gone(ctx, "west/team/demo")
     assert model.lookup(ctx, "east", "team", "demo") == "local/team/demo"
     assert SessionMachine().answer("placed", _table(ctx)) == {"east/team/demo"}

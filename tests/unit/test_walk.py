@@ -28,7 +28,7 @@ def test_a_walk_enters_some_file(walk, name):
 
 def test_the_walks_enter_only_the_fold_and_the_machine_concerned(walk):
     configure = walk("configure")
-    assert "engine/core.py" in configure and "engine/machines/session/flow.py" in configure
+    assert "engine/core.py" in configure and "engine/machines/session/decide.py" in configure
     assert not [f for f in configure if f.startswith(("engine/machines/pod/", "engine/machines/repo/"))]
     pod = walk("pod")
     assert "engine/machines/pod/machine.py" in pod

@@ -23,6 +23,7 @@ from engine.machines.session.spec import App, Port, Spec
 from engine.labels import GENERATION_LABEL, MANAGED_LABELS, SESSION_LABEL  # noqa: F401 - re-exported
 from engine.labels import SESSION_NAMESPACE_LABEL
 WORKSPACE = "workspace"
+API_VERSION = "kfold.dev/v1alpha1"   # the Session custom resource's group/version
 
 
 def pod_name(session: str, generation: int) -> str:

@@ -109,7 +109,7 @@ class PodFacts(Decision):
     provisioning: str = ""     # the last provisioning message reported
     reading: bool = False      # a quorum GET of the pod is in flight (after a relist missed it, or an adopt)
     checked: str = ""          # a bring-up deadline ("start"/"ready") that passed and for which the pod
-                               # was read since (``session.on_deadline``: the failure waits for that read)
+                               # was read since (``session.deadlines``: the failure waits for that read)
 
 
 class RepoFacts(Decision):
@@ -175,7 +175,7 @@ class SessionDecision(Decision):
     repos_step: steps.AskStep = ""
     abandoned: tuple[str, ...] = ()        # pod keys whose create was in flight when let go
     releasing: tuple[str, ...] = ()        # pod keys asked to be deleted, not yet gone
-    ahead: dict[str, int] = Field(default_factory=dict)  # pod key -> generation: newer than the record knows (session.flow, pods ahead)
+    ahead: dict[str, int] = Field(default_factory=dict)  # pod key -> generation: newer than the record knows (session.ahead)
     ahead_read: str = ""                   # the id of the quorum GET of the Session that settles them
     runs: tuple[Run, ...] = ()
     service: Upsert = Upsert()
@@ -184,12 +184,12 @@ class SessionDecision(Decision):
     teardown_sent: bool = False
     failure: Failure | None = None
     blocked: str = ""                      # why a teardown cannot finish
-    blocked_pod: str = ""                  # the pod key whose failed delete blocks it (retried: session.machine)
+    blocked_pod: str = ""                  # the pod key whose failed delete blocks it (retried: session.replies)
     start_ms: int = DEFAULT_START_MS
     ready_ms: int = DEFAULT_READY_MS
     status_written: str = ""
     status_rv: str = ""                    # the resourceVersion the last status write returned
-    status_echoed: bool = False            # that write has been observed since (see session.absorb)
+    status_echoed: bool = False            # that write has been observed since (see session.observed.absorb)
     reported_phase: str = ""               # status.phase on the Session as last observed
     reported_generation: int = 0           # status.generation on the Session as last observed
     since: dict[str, tuple[str, str]] = Field(default_factory=dict)  # condition type -> (status, lastTransitionTime) last written
@@ -207,7 +207,7 @@ class SessionDecision(Decision):
 class Moved(NamedTuple):
     """What a step returns when the Session's phase changes: its decision, with the phase it was
     decided in, and the triggers of ``TABLE`` to fire, in order. A step never moves the phase
-    itself: the session dispatcher fires them (``session.flow.act``, and ``session.machine.save``
+    itself: the session dispatcher fires them (``session.decide.act``, and ``session.machine.save``
     for a handler's answer)."""
 
     decision: "SessionDecision"
@@ -381,3 +381,15 @@ def same_json(a: Any, b: Any) -> bool:
     if isinstance(a, list):
         return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
     return a == b
+
+
+# -- reading the table ------------------------------------------------------------------------------
+
+def sessions(ctx: Ctx) -> list[tuple[str, SessionDecision]]:
+    return [(k, d) for k, d in ctx.items() if isinstance(d, SessionDecision)]
+
+
+def config(ctx: Ctx) -> SessionConfig | None:
+    """The configuration in force (``session.configure``), or None before the first one."""
+    cfg = ctx.get(CONFIG_KEY)
+    return cfg if isinstance(cfg, SessionConfig) else None

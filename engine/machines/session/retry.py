@@ -27,11 +27,12 @@ from typing import Any, Callable
 
 from engine.effects.models import Effect, GetObject, RecordEvent
 from engine import backoff
-from engine.machines.session import finalizer, flow, steps
+from engine.machines.session import finalizer, steps
 from engine.machines.base import Ctx
 from engine.machines.base import describe
 from engine.machines.session.model import Moved, SessionDecision
-from engine.machines.session.status import API_VERSION
+from engine.machines.session.manifests import API_VERSION
+from engine.machines.session.release import fail
 from journal.records import Outcome
 
 REREAD = "reread"
@@ -103,8 +104,8 @@ def _create_later(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, which: s
         return d
     if when == backoff.AT_ONCE:
         return d.but(**{step: steps.object_after(getattr(d, step), "again")})
-    return flow.fail(ctx, key, d.but(**{step: steps.object_after(getattr(d, step), "again")}), failed,
-                     f"cannot create {what} after {tries} attempts and there is no server time to back off on: "
+    return fail(ctx, key, d.but(**{step: steps.object_after(getattr(d, step), "again")}), failed,
+                f"cannot create {what} after {tries} attempts and there is no server time to back off on: "
                      f"{describe(rec)}")
 
 

@@ -7,7 +7,7 @@ Guarantees (each generation's bring-up, before its pod is created):
 - With env references: created; an existing one that is this Session's (``session.owned.owned``) is
   adopted when it says what the spec implies, else replaced with exactly that (a PUT carrying the
   uid and resourceVersion read: it never lands on another object); someone else's fails the
-  Session ``NameTaken`` (``session._secret_read``).
+  Session ``NameTaken`` (``session.answers._secret_read``).
 - Without env references: one this record made or adopted is deleted (fenced by uid; read first
   when the uid is unknown, and deleted only when it is this Session's): the Secret never outlives
   the env that made it.

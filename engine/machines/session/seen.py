@@ -1,6 +1,6 @@
 """What the cluster's lists show of the objects kfold made for a Session, before its record knows them.
 
-Why: a record rebuilt from a Session's status (``session.machine.from_status``: a fresh or lost
+Why: a record rebuilt from a Session's status (``session.observed.from_status``: a fresh or lost
 journal, or a record another replica overtook) knows nothing of the pod, Service and Ingress an
 earlier life made for it. Deciding before the first lists have been folded, it created each one
 again, was told AlreadyExists, read it and replaced it with the same content: 18,000 writes and
@@ -29,7 +29,7 @@ Guarantees:
   before ``listed`` existed replays deciding exactly as it did.
 
 Caveat: a list that never comes (the observer refused, say) holds a resumed record for at most
-``LIST_WAIT_MS`` on its target's clock (``session.flow``, timer ``lists``); it then decides as
+``LIST_WAIT_MS`` on its target's clock (``session.timers``, timer ``lists``); it then decides as
 before this module existed.
 """
 from __future__ import annotations

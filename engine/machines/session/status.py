@@ -14,7 +14,7 @@ Guarantees:
   deleted is not written (it is about to go; nobody reads a Stopping or Stopped on it) unless its
   teardown is blocked (the condition says why its deletion waits). A stop that keeps the Session
   writes Stopping and Stopped.
-- Convergence (``session._overwritten``): once kfold's last write has been seen on the watch, a
+- Convergence (``session.observed._overwritten``): once kfold's last write has been seen on the watch, a
   later observation showing another phase or generation is another writer's, and the status is
   written again. Status writes are merge patches without a resourceVersion precondition, so a
   write that was on the wire when its replica froze (SIGSTOP, a GC pause) can land after another
@@ -51,13 +51,13 @@ from typing import Any
 from engine.machines.session.model import canonical_json
 from engine.machines.base import Ctx
 from engine.effects.models import PatchObject, PostEvent
-from engine.machines.session.manifests import host, pod_name
-from engine.machines.session import finalizer, flow
+from engine.machines.session.manifests import API_VERSION, host, pod_name
+from engine.machines.session import finalizer
+from engine.machines.session.endpoints import endpoints_settled
 from engine.machines.session.model import RepoFacts, SessionConfig, SessionDecision
 from engine.machines.session.spec import Spec, SpecError
 from engine.rfc3339 import to_seconds_text
 
-API_VERSION = "kfold.dev/v1alpha1"
 
 
 def compute(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> dict[str, Any]:
@@ -103,7 +103,7 @@ def _cond(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
 def _conditions(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> list[dict[str, Any]]:
     if isinstance(spec, SpecError):
         return [_cond("SpecValid", False, "InvalidSpec", spec.message), _ready(d)]
-    if d.phase == "Ready" and not flow.endpoints_settled(d, spec, cfg):
+    if d.phase == "Ready" and not endpoints_settled(d, spec, cfg):
         # the ports changed while serving: Ready again once the Service and Ingress route them
         ready = _cond("Ready", False, "Routing", f"routing the declared ports to pod {d.pod.name}")
     else:
@@ -151,7 +151,7 @@ def _ready(d: SessionDecision) -> dict[str, Any]:
 
 def repo_signals(d: SessionDecision) -> list[str]:
     """Failed probes and fetches on the pod's node: ``<url>: <attempted> failed on node N: <error>``
-    (a failed Clone fails the session instead: ``session.flow``)."""
+    (a failed Clone fails the session instead: ``session.reduce``)."""
     out = []
     for r in d.repos:
         st = _on_node(r, d.pod.node)
@@ -307,7 +307,7 @@ def regresses(d: SessionDecision) -> bool:
     generation (e.g. Ready -> Pending while a fresh journal re-adopts what is running): held back
     until the decision catches up. Within one generation the table never moves a phase backwards,
     so this only ever holds while kfold re-learns a cluster it lost its journal for, and never past
-    the bring-up deadlines: one that passes fails the Session (``session._judge_later``), and Failed
+    the bring-up deadlines: one that passes fails the Session (``session.deadlines._judge_later``), and Failed
     is written."""
     mine, seen = _BRING_UP_RANK.get(d.phase), _BRING_UP_RANK.get(d.reported_phase)
     return (mine is not None and seen is not None and d.reported_generation == d.generation
