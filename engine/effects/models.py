@@ -19,6 +19,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+# A decoded JSON value (a response body, a merge patch).
+Json = Union[dict[str, "Json"], list["Json"], str, int, float, bool, None]
+
 
 class _Effect(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")

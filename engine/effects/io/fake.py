@@ -28,6 +28,7 @@ from typing import Any
 
 from engine.effects.io.resources import ParsedPath, parse_path
 from engine.effects.io.transport import Response, Request, TransportError
+from engine.effects.models import Json
 
 T2030 = 1_893_456_000_000  # 2030-01-01T00:00:00Z
 
@@ -73,7 +74,7 @@ def json_patch(target: dict, ops: list) -> dict:
     return out
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
+def merge_patch(target: Json, patch: Json) -> Json:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)

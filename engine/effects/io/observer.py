@@ -61,6 +61,7 @@ import random
 import time
 from typing import Any, Awaitable, Callable
 
+from urllib3 import BaseHTTPResponse
 from urllib3.exceptions import ReadTimeoutError
 
 from engine.effects.io.clock import ServerClock
@@ -452,7 +453,7 @@ class Observer:
                           f"{obj.get('message', '')}".strip())
 
     # -- helpers ----------------------------------------------------------------------------
-    def _get(self, query: list[tuple[str, Any]]) -> Any:
+    def _get(self, query: list[tuple[str, Any]]) -> BaseHTTPResponse:
         """Blocking GET in a worker thread: feeds the clock from any answer, raises on non-2xx."""
         self._sent_at = self._monotonic()
         resp = open_get(self._api, self.path, query, self.timeouts)

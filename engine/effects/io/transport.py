@@ -22,11 +22,15 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 import orjson
 
 from engine.effects.io.os_thread import name_this_thread
+from engine.effects.models import Json
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
 
 
 class TransportError(Exception):
@@ -68,7 +72,7 @@ class Transport(Protocol):
     async def close(self) -> None: ...
 
 
-def decode_body(raw: bytes | None) -> Any:
+def decode_body(raw: bytes | None) -> Json:
     """JSON body or ``None`` (an HTML error page from a proxy decodes to ``None``)."""
     if not raw:
         return None
@@ -98,7 +102,7 @@ class KubeTransport:
     async def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def _client(self, req: Request) -> Any:
+    def _client(self, req: Request) -> "ApiClient":
         try:
             return self._client_for(req.cluster, req.tenant)
         except Exception as exc:  # registry errors: not found, out of bounds, bad kubeconfig

@@ -34,6 +34,7 @@ import urllib3
 from engine.effects.io.clock import parse_http_date
 from engine.effects.k8s_names import DNS1123_LABEL, check
 from engine.effects.io.os_thread import name_this_thread
+from engine.effects.models import Json
 
 READ_CHUNK = 65536
 QUEUE_BATCHES = 64
@@ -61,7 +62,7 @@ class HttpStatusError(Exception):
 
 
 def open_get(api_client: Any, path: str, query: list[tuple[str, Any]],
-             timeout: tuple[float, float]) -> Any:
+             timeout: tuple[float, float]) -> urllib3.BaseHTTPResponse:
     """Send a GET (blocking) and return the unread urllib3 response, whatever its status.
 
     The URL and headers (auth included) come from ``ApiClient.param_serialize``; the request goes
@@ -94,7 +95,7 @@ def raise_for_status(resp: Any) -> None:
     raise HttpStatusError(resp.status, reason, message, retry_after_seconds(resp.headers))
 
 
-def read_json(resp: Any) -> Any:
+def read_json(resp: urllib3.BaseHTTPResponse) -> Json:
     """The whole body of a 2xx response as JSON (blocking); closes the response."""
     try:
         return orjson.loads(resp.data)
@@ -123,7 +124,7 @@ def close_quietly(resp: Any) -> None:
             pass
 
 
-def _json_or_empty(body: bytes) -> Any:
+def _json_or_empty(body: bytes) -> Json:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:

@@ -70,7 +70,7 @@ def confirmed(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Answer:
     match rec.result:
         case "ok":
             return _adopt_or_refuse(ctx, key, e, view_of(rec.obj))
-        case "not_found" if e.then_delete:   # nobody wants it any more (found by kfold sim, soak seed 30337)
+        case "not_found" if e.then_delete:   # its delete was asked for meanwhile: never made just to be deleted
             return fail(ctx, key, e, f"pod {name_of(key)} was not created, and its delete was asked for "
                                      "meanwhile: not created again")
         case "not_found":

@@ -1,11 +1,10 @@
 """Orphan-pod sweep (command ``pod.sweep_orphans``), at key ``<cluster>/<namespace>/#orphans``.
 
 Why: a pod that runs away from its Session (another cluster, or another namespace) cannot be
-owner-referenced to it, so the apiserver's garbage collector never takes it. A create in flight
-when the journal is lost, answered after the Session was deleted, leaves such a pod behind (found
-by ``kfold sim``, seeds 71590, 72011, 72638: a pod, its Service and Ingress on cluster ``east``).
-Its Service and Ingress are owner-referenced to the pod (same cluster and namespace), so they go
-with it; its Secret is the orphan Secret sweep's (``pod.sweep``: no pod, no Secret).
+owner-referenced to it, so the apiserver's garbage collector never takes it; a create in flight
+when the journal is lost, answered after the Session was deleted, leaves such a pod behind. Its
+Service and Ingress are owner-referenced to the pod (same cluster and namespace), so they go with
+it; its Secret is the orphan Secret sweep's (``pod.sweep``: no pod, no Secret).
 
 Expected flow: quorum list of Pods labelled managed-by kfold in ``namespace`` of ``cluster`` ->
 candidates: pods with a ``kfold.dev/session`` label, not terminating, whose Session the fold does
