@@ -12,8 +12,9 @@ from tests import table_rows
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def _table_rows():
+    """Open while the scenario package runs (the tables' handlers are wrapped), closed after it."""
     with table_rows.recording() as seen:
         yield seen
 
