@@ -75,4 +75,4 @@ def test_kfold_repos_reports_an_unreadable_journal_on_stderr(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"rec": "nonsense"}\n')
     code, _, err = _run(["repos", "--journal", str(bad)], capsys)
-    assert code == 1 and "bad.jsonl" in err and "nonsense" in err
+    assert code == 2 and "bad.jsonl" in err and "nonsense" in err   # unusable input, as replay and run
