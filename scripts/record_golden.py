@@ -19,8 +19,8 @@ fails there). Scenarios:
 - ``pod_deleted``: a Ready Session's pod deleted by someone else -> Failed PodGone ("disappeared after
   serving", seed 002) -> deleted.
 - ``name_taken``: a Service kfold did not make holds the Session's name -> Failed NameTaken, the
-  Service untouched; beside it a Session whose spec only kfold refuses (a cpu limit that is no
-  quantity) -> Failed InvalidSpec; both deleted.
+  Service untouched; beside it a Session whose spec only kfold refuses (a cluster nobody
+  registered: admission cannot know kfold's clusters) -> Failed InvalidSpec; both deleted.
 - ``clone_failed``: a Session with a repository; the node's cache agent reports its clone failed on
   the pod's node -> Failed CloneFailed; deleted.
 - ``lost_journal``: a Ready Session, kfold killed (SIGKILL) and its journal deleted; a new kfold on a
@@ -243,7 +243,7 @@ def name_taken(run: Run) -> None:
         "spec": {"selector": foreign, "ports": [{"port": 80, "targetPort": 8080}]}})
     before = run.core.read_namespaced_service(NAME, run.ns).metadata.resource_version
     run.create_session()
-    run.create_session("bad", resources={"limits": {"cpu": "lots"}})
+    run.create_session("bad", cluster="mars")
     wait_for(lambda: run.phase() == "Failed", "demo Failed", 90)
     wait_for(lambda: run.phase("bad") == "Failed", "bad Failed", 90)
     say(f"demo: {run.ready_reason()}; bad: {run.ready_reason('bad')}")

@@ -70,14 +70,17 @@ BAD = [
     ("app without a name", lambda s: s["apps"][0].pop("name"), ["spec.apps[0].name", "Required value"]),
     ("unknown io", lambda s: s["apps"][0].__setitem__("io", "telnet"),
      ["spec.apps[0].io", 'supported values: "tty", "pipe", "streams", "none"']),
-    ("duplicate app names", lambda s: s["apps"][1].__setitem__("name", "web"), ["app names must be unique"]),
+    ("duplicate app names", lambda s: s["apps"][1].__setitem__("name", "web"),
+     ["spec.apps: Invalid value", "app name 'web' is declared more than once"]),
     ("one port declared by two apps", lambda s: s["apps"][1]["ports"].append({"port": 8080}),
-     ["each port and protocol may be declared once, by one app"]),
+     ["spec.apps: Invalid value", 'apps ["web", "api"] declare the same port and protocol']),
     ("one port twice in one app", lambda s: s["apps"][1]["ports"].append({"port": 9090, "protocol": "TCP"}),
-     ["each port and protocol may be declared once, by one app"]),
+     ["spec.apps[1].ports: Invalid value", "TCP port 9090 is declared more than once in this app"]),
     ("env without a secretRef", lambda s: s["env"][0].pop("secretRef"), ["spec.env[0].secretRef", "Required value"]),
     ("a literal env value", lambda s: s["env"][0].__setitem__("value", "hunter2"),
-     [".spec.env[0].value: field not declared in schema"]),
+     ["spec.env[0].value: Forbidden", "secretRef {name, key}"]),
+    ("a cpu limit that is no quantity", lambda s: s["resources"]["limits"].__setitem__("cpu", "lots"),
+     ["spec.resources.limits[cpu]", "'lots' is not a Kubernetes quantity"]),
     ("repository without a url", lambda s: s["repositories"].append({}), ["spec.repositories[1].url", "Required value"]),
     ("seed ConfigMap not a name", lambda s: s["workspace"].__setitem__("seedConfigMap", "Not/A/Name"),
      ["spec.workspace.seedConfigMap", "should match"]),
@@ -96,7 +99,8 @@ def test_a_bad_session_is_refused_at_admission_with_the_field_named(kubectl, crd
 
 def test_a_name_too_long_for_kfolds_pod_names_is_refused(kubectl, crds, namespace):
     r = kubectl("apply", "--server-side", "-f", "-", stdin=session(namespace, GOOD, name="s" * 51))
-    assert r.returncode != 0 and "metadata.name: at most 50 characters" in r.stderr, r.stderr
+    assert r.returncode != 0 and "metadata.name: Invalid value" in r.stderr, r.stderr
+    assert "at most 50 characters, not 51" in r.stderr, r.stderr
 
 
 def test_good_sessions_are_accepted_with_defaults_and_read_back(kubectl, crds, namespace):

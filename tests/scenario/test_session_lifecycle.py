@@ -186,7 +186,7 @@ def test_the_pod_failing_after_ready_fails_the_session_unless_a_stop_was_request
 
 @pytest.mark.parametrize("spec, field", [
     ({"apps": []}, "spec.image"),
-    ({**SPEC, "apps": [{"name": "web"}, {"name": "web"}]}, "spec.apps[1].name"),
+    ({**SPEC, "apps": [{"name": "web"}, {"name": "web"}]}, "spec.apps"),
     ({**SPEC, "apps": [{"name": "web", "ports": [{"port": 70000}]}]}, "spec.apps[0].ports[0].port"),
     ({**SPEC, "cluster": "mars"}, "spec.cluster"),
 ], ids=["no-image", "duplicate-app", "bad-port", "unknown-cluster"])

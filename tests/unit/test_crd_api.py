@@ -6,6 +6,10 @@ from kfold.daemon.manifests import crds
 def undescribed(schema, path):
     out = [] if schema.get("description") else [path]
     for name, sub in (schema.get("properties") or {}).items():
+        if f"{path}.{name}".count(".") == 1 and name == "metadata":
+            # the apiserver's ObjectMeta: a CRD may only restrict name (no description allowed)
+            out += undescribed(sub["properties"]["name"], f"{path}.metadata.name")
+            continue
         out += undescribed(sub, f"{path}.{name}")
     if isinstance(schema.get("items"), dict):
         out += [p for p in undescribed(schema["items"], f"{path}[]") if p != f"{path}[]"]

@@ -55,19 +55,26 @@ def test_conflict_message_names_the_other_objects_labels():
         assert "(labels: managed-by=-, session=-)" in conflict("Service", "ns", "s1", bare, "s1")
 
 
-@pytest.mark.parametrize("item", [{"url": ""}, {}, {"url": 3}])
-def test_a_repository_without_a_url_is_refused_as_required(item):
+@pytest.mark.parametrize("item, message", [
+    ({}, "spec.repositories[0].url: required"),
+    ({"url": ""}, "spec.repositories[0].url: '' is not a clone url of at most 2048 characters"),
+    ({"url": 3}, "spec.repositories[0].url: 3 is not a string"),
+])
+def test_a_repository_without_a_url_is_refused_naming_the_field(item, message):
     out = validate({"image": "busybox", "repositories": [item]}, "c1", ("c1",), "s1")
     assert isinstance(out, SpecError)
-    assert out.message == "spec.repositories[0].url: required"
+    assert out.message == message
 
 
-@pytest.mark.parametrize("env", [[{"name": "TOKEN", "value": "literal"}], [{"name": "TOKEN", "secretRef": {"name": "creds"}}],
-                                 [{"secretRef": {"name": "creds", "key": "token"}}]])
-def test_an_env_entry_that_is_no_secret_reference_is_refused_saying_literals_are_not_accepted(env):
+@pytest.mark.parametrize("env, field, words", [
+    ([{"name": "TOKEN", "value": "literal"}], "spec.env[0].value", "use secretRef"),
+    ([{"name": "TOKEN", "secretRef": {"name": "creds"}}], "spec.env[0].secretRef.key", "required"),
+    ([{"secretRef": {"name": "creds", "key": "token"}}], "spec.env[0].name", "required"),
+])
+def test_an_env_entry_that_is_no_secret_reference_is_refused_saying_what_to_use(env, field, words):
     out = validate({"image": "busybox", "env": env}, "c1", ("c1",), "s1")
-    assert isinstance(out, SpecError)
-    assert out.message == "spec.env[0]: needs a name and secretRef {name, key}; literal values are not accepted"
+    assert isinstance(out, SpecError) and out.field == field
+    assert words in out.message.replace("name that Secret's key in secretRef", "use secretRef")
 
 
 def test_an_operation_in_doubt_is_decided_again_on_its_own_key_with_nothing_awaited_and_no_deadline():
@@ -89,5 +96,5 @@ def test_a_session_name_too_long_for_its_pod_names_is_refused_naming_metadata_na
     """``<session>-g<N>`` and the Service/Ingress/Secret suffixes must fit a 63-character name."""
     out = validate({"image": "busybox"}, "c1", ("c1",), "s" * 51)
     assert isinstance(out, SpecError)
-    assert out.message == "metadata.name: at most 50 characters (pods are named <session>-g<N>)"
+    assert out.message == "metadata.name: at most 50 characters, not 51 (kfold names the pods <session>-g<N>)"
     assert isinstance(validate({"image": "busybox"}, "c1", ("c1",), "s" * 50), Spec)

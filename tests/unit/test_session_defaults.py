@@ -97,7 +97,7 @@ def test_a_session_asking_nothing_gets_the_ceilings_as_its_limits_on_every_conta
 
 def test_a_bad_quantity_in_the_spec_is_a_spec_error_naming_the_field():
     spec = _spec({"image": "i:1", "resources": {"limits": {"cpu": "lots"}}})
-    assert isinstance(spec, SpecError) and spec.field == "spec.resources.limits.cpu"
+    assert isinstance(spec, SpecError) and spec.field == "spec.resources.limits[cpu]"
 
 
 @pytest.mark.parametrize("image", [None, "", "own:2"])

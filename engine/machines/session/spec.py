@@ -3,6 +3,9 @@
 Guarantees:
 - ``validate`` is pure and total: any JSON-ish input gives either a ``Spec`` or a ``SpecError``
   naming the field path (``spec.apps[1].name``) and the reason. It never raises on bad input.
+- It checks the CRD's own rules first, from the one declaration the CRD is generated from
+  (``session.schema``: the field path and reason admission gives), then kfold's: the default image,
+  the cluster, the clone urls' form (docs/session-api.md "What kfold checks").
 - A ``Spec`` holds no secret values: env entries are references (Secret name + key) only.
 - ``route_ports`` never drops a port silently: each declared port is either routed or rejected
   with a reason naming the app that already holds it.
@@ -19,7 +22,7 @@ Guarantees:
 - ``image``: ``spec.image``, else (absent, null, blank) the configured default image (seed 002:
   ``spec.image || config.defaultImage``); with neither, a ``spec.image`` error naming both fixes.
 - ``limits``/``requests``: ``spec.resources`` clamped to the configured ceilings
-  (``session.spec.clamp``); a value that is not a Kubernetes quantity is a spec error.
+  (``session.spec.clamp``); a value that is not a Kubernetes quantity is a spec error (``session.schema``).
 - ``spec.cluster`` is trimmed of surrounding whitespace before it is looked up; blank = home.
 
 Caveats:
@@ -29,8 +32,8 @@ Container resources: what a Session asks, clamped to the operator's ceilings (se
 ``clampLimits(config.appLimits, ...)``).
 
 Guarantees:
-- ``quantity(text)`` is the exact value of a Kubernetes resource quantity (``500m``, ``2``,
-  ``1.5Gi``, ``1e3``) as a ``Fraction``, or None when ``text`` is not one.
+- ``quantity(text)`` (``engine.quantity``) is the exact value of a Kubernetes resource quantity
+  (``500m``, ``2``, ``1.5Gi``, ``1e3``) as a ``Fraction``, or None when ``text`` is not one.
 - ``clamp(ceilings, limits, requests)`` -> (limits, requests), each sorted ``(resource, value)``:
   - a resource with a ceiling gets the smaller of the asked limit and the ceiling as its limit,
     and the ceiling itself when the Session asks no limit for it (the seed's
@@ -43,20 +46,14 @@ Pure: no I/O. Values are assumed to parse (``quantity`` is checked by the caller
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from typing import Any, Callable
 
 from engine.machines.session.model import canonical_json
+from engine.machines.session.schema import check_name, check_spec
+from engine.quantity import RESOURCE_NAME, quantity  # noqa: F401 - re-exported (kfold.daemon.config)
 from engine.repo_names import RepoUrlError, cache_key
 from engine.machines.session.tenancy import PlacementRefused
-
-IO_MODES = ("tty", "pipe", "streams", "none")
-PROTOCOLS = ("TCP", "UDP")
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-MAX_APP_NAME = 59          # container ``app-<name>`` must fit a 63-character DNS label
-MAX_SESSION_NAME = 50      # room for ``-g<N>`` and Service/Ingress/Secret suffixes
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,27 +128,29 @@ def validate(raw: Any, home: str, clusters: tuple[str, ...], name: str = "",
 
 def _spec(raw: Any, home: str, clusters: tuple[str, ...], name: str, place: Callable[[Any], Any] | None,
           default_image: str, ceilings: Pairs) -> Spec:
-    _need(isinstance(raw, dict), "spec", "must be an object")
-    _need(len(name) <= MAX_SESSION_NAME, "metadata.name",
-          f"at most {MAX_SESSION_NAME} characters (pods are named <session>-g<N>)")
+    declared = check_name(name) or check_spec(raw)   # the CRD's rules (session.schema), as admission has them
+    if declared is not None:
+        raise _Bad(declared.field, declared.reason)
     image = _image(raw.get("image"), default_image)
-    apps, env, repos = _apps(raw.get("apps", [])), _env(raw.get("env", [])), _repos(raw.get("repositories", []))
+    apps = tuple(_app(a) for a in raw.get("apps") or ())
+    env = tuple(EnvRef(e["name"], e["secretRef"]["name"], e["secretRef"]["key"]) for e in raw.get("env") or ())
+    repos = _repos(raw.get("repositories") or [])
     where = _placed(raw.get("cluster"), place) if place is not None else None
     cluster = where.handle if where is not None else _cluster(raw.get("cluster"), home, clusters)
-    resources = _resources(raw.get("resources", {}))
-    limits, requests = clamp(ceilings, resources.get("limits", ()), resources.get("requests", ()))
+    resources = raw.get("resources") or {}
+    limits, requests = clamp(ceilings, _pairs(resources.get("limits")), _pairs(resources.get("requests")))
     spec = Spec(
         image=image, apps=apps, env=env, repositories=repos, cluster=cluster,
-        limits=limits, suspended=_flag(raw, "suspended"), stopped=_flag(raw, "stopped"),
+        limits=limits, suspended=bool(raw.get("suspended")), stopped=bool(raw.get("stopped")),
         tenant=where.tenant if where else "", namespace=where.namespace if where else "",
-        bounded=where.bounded if where else False, requests=requests, seed=_seed(raw.get("workspace", {})))
+        bounded=where.bounded if where else False, requests=requests,
+        seed=(raw.get("workspace") or {}).get("seedConfigMap") or "")
     routed, rejected = route_ports(apps)
     return replace(spec, routed=routed, rejected=rejected, digest=shape(spec))
 
 
-def _image(raw: Any, default_image: str) -> str:
+def _image(raw: str | None, default_image: str) -> str:
     """The spec's image; absent, null or blank: the configured default image."""
-    _need(raw is None or isinstance(raw, str), "spec.image", "must be a string")
     image = (raw or "").strip() or default_image
     _need(image != "", "spec.image", "required: the image to run; set spec.image, or configure a default "
           "image for every Session (sessions.default_image in kfold's config)")
@@ -170,62 +169,20 @@ def _need(ok: bool, field: str, reason: str) -> None:
         raise _Bad(field, reason)
 
 
-def _list(raw: Any, field: str) -> list[Any]:
-    _need(isinstance(raw, list), field, "must be a list")
-    return raw
+def _app(raw: dict[str, Any]) -> App:
+    ports = tuple(Port(p["port"], p.get("protocol") or "TCP") for p in raw.get("ports") or ())
+    return App(name=raw["name"], ports=ports, io=raw.get("io") or "none")
 
 
-def _apps(raw: Any) -> tuple[App, ...]:
-    apps, seen = [], set()
-    for i, item in enumerate(_list(raw, "spec.apps")):
-        app = _app(item, f"spec.apps[{i}]")
-        _need(app.name not in seen, f"spec.apps[{i}].name", f"duplicate app name {app.name!r}")
-        seen.add(app.name)
-        apps.append(app)
-    return tuple(apps)
-
-
-def _app(raw: Any, where: str) -> App:
-    _need(isinstance(raw, dict), where, "must be an object")
-    name = raw.get("name")
-    _need(isinstance(name, str) and bool(_LABEL.match(name)) and len(name) <= MAX_APP_NAME, f"{where}.name",
-          f"{name!r} is not a DNS label of at most {MAX_APP_NAME} characters")
-    io = raw.get("io", "none")
-    _need(io in IO_MODES, f"{where}.io", f"{io!r} is not one of {', '.join(IO_MODES)}")
-    ports = tuple(_port(p, f"{where}.ports[{j}]") for j, p in enumerate(_list(raw.get("ports", []), f"{where}.ports")))
-    return App(name=name, ports=ports, io=io)
-
-
-def _port(raw: Any, where: str) -> Port:
-    value = raw.get("port") if isinstance(raw, dict) else raw
-    ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
-    _need(ok, f"{where}.port", f"{value!r} is not a port number between 1 and 65535")
-    protocol = str(raw.get("protocol", "TCP")).upper() if isinstance(raw, dict) else "TCP"
-    _need(protocol in PROTOCOLS, f"{where}.protocol", f"{protocol!r} is not one of {', '.join(PROTOCOLS)}")
-    return Port(value, protocol)
-
-
-def _env(raw: Any) -> tuple[EnvRef, ...]:
-    out = []
-    for i, item in enumerate(_list(raw, "spec.env")):
-        ref = item.get("secretRef") if isinstance(item, dict) else None
-        ok = isinstance(ref, dict) and all(isinstance(ref.get(k), str) and ref.get(k) for k in ("name", "key"))
-        _need(ok and isinstance(item.get("name"), str) and item["name"] != "", f"spec.env[{i}]",
-              "needs a name and secretRef {name, key}; literal values are not accepted")
-        out.append(EnvRef(item["name"], ref["name"], ref["key"]))
-    return tuple(out)
-
-
-def _repos(raw: Any) -> tuple[str, ...]:
+def _repos(raw: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The clone urls, each parsed as the Repo resource parses it (kfold's rule, not the CRD's)."""
     urls = []
-    for i, item in enumerate(_list(raw, "spec.repositories")):
-        url = item.get("url") if isinstance(item, dict) else None
-        _need(isinstance(url, str) and url != "", f"spec.repositories[{i}].url", "required")
+    for i, item in enumerate(raw):
         try:
-            cache_key(url)
+            cache_key(item["url"])
         except RepoUrlError as exc:
             raise _Bad(f"spec.repositories[{i}].url", exc.reason) from None
-        urls.append(url)
+        urls.append(item["url"])
     return tuple(dict.fromkeys(urls))
 
 
@@ -239,36 +196,9 @@ def _cluster(raw: Any, home: str, clusters: tuple[str, ...]) -> str:
     return raw
 
 
-def _resources(raw: Any) -> dict[str, Pairs]:
-    """``spec.resources.limits`` and ``.requests``: resource name -> a Kubernetes quantity."""
-    _need(isinstance(raw, dict), "spec.resources", "must be an object")
-    out = {}
-    for part in ("limits", "requests"):
-        given = raw.get(part, {})
-        _need(isinstance(given, dict), f"spec.resources.{part}", "must be an object")
-        for k, v in given.items():
-            _need(bool(RESOURCE_NAME.match(str(k))), f"spec.resources.{part}", f"{k!r} is not a resource name")
-            _need(quantity(v) is not None and quantity(v) >= 0, f"spec.resources.{part}.{k}",  # type: ignore[operator]
-                  f"{v!r} is not a Kubernetes quantity; e.g. '500m', '2' or '1Gi'")
-        out[part] = tuple(sorted((str(k), str(v).strip()) for k, v in given.items()))
-    return out
-
-
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-
-
-def _seed(raw: Any) -> str:
-    _need(isinstance(raw, dict), "spec.workspace", "must be an object")
-    seed = raw.get("seedConfigMap", "")
-    _need(isinstance(seed, str) and (seed == "" or bool(_SUBDOMAIN.match(seed))), "spec.workspace.seedConfigMap",
-          f"{seed!r} is not a ConfigMap name (lower-case DNS subdomain)")
-    return seed
-
-
-def _flag(raw: dict[str, Any], name: str) -> bool:
-    value = raw.get(name, False)
-    _need(isinstance(value, bool), f"spec.{name}", "must be true or false")
-    return value
+def _pairs(raw: dict[str, Any] | None) -> Pairs:
+    """``spec.resources.limits`` or ``.requests`` (names and quantities checked by session.schema)."""
+    return tuple(sorted((str(k), str(v).strip()) for k, v in (raw or {}).items()))
 
 
 # -- what the spec means ------------------------------------------------------------------------
@@ -310,29 +240,6 @@ def shape(spec: Spec) -> str:
 
 
 Pairs = tuple[tuple[str, str], ...]
-
-_QUANTITY = re.compile(r"^([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$")
-_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-# A resource name: ``cpu``, ``memory``, ``ephemeral-storage``, ``nvidia.com/gpu``, ``hugepages-2Mi``.
-RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-
-
-def quantity(text: object) -> Fraction | None:
-    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
-        return None
-    m = _QUANTITY.match(str(text).strip())
-    if m is None:
-        return None
-    sign, number, suffix = m.group(1), Fraction(m.group(2)), m.group(3) or ""
-    if suffix in _BINARY:
-        value = number * (2 ** _BINARY[suffix])
-    elif suffix in _DECIMAL:
-        value = number * Fraction(10) ** _DECIMAL[suffix]
-    else:
-        value = number * Fraction(10) ** int(suffix[1:])
-    return -value if sign == "-" else value
-
 
 def ceilings(limits: dict[str, str]) -> Pairs:
     """``session.configure``'s ``limits`` as sorted pairs; a value that is no positive quantity
