@@ -22,6 +22,7 @@ REFUSED = [
     ("long-name", WS, "s" * 51, "metadata.name", ["not 51"]),
     ("not-an-object", ["ws"], "demo", "spec", ["an object"]),
     ("bad-app-name", {**WS, "apps": [{"name": "Web"}]}, "demo", "spec.apps[0].name", ["'Web'", "DNS label"]),
+    ("app-name-with-newline", {**WS, "apps": [{"name": "web\n"}]}, "demo", "spec.apps[0].name", ["'web\\n'"]),
     ("app-without-name", {**WS, "apps": [{"io": "tty"}]}, "demo", "spec.apps[0].name", ["required"]),
     ("duplicate-app", {**WS, "apps": [{"name": "a"}, {"name": "a"}]}, "demo", "spec.apps", ["'a'", "more than once"]),
     ("too-many-apps", {**WS, "apps": [{"name": f"a{i}"} for i in range(17)]}, "demo", "spec.apps", ["16", "17"]),
