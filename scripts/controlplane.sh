@@ -39,6 +39,16 @@
 #            prints it. With the watch cache off, a later watch from any older
 #            resourceVersion gets HTTP 200 + {"type":"ERROR","object":{Status code 410,
 #            reason Expired}} (the python client raises ApiException(status=410)).
+# Real node (KFOLD_REAL_NODE=1, root): this instance serves one real node instead of kwok's fake
+# ones (scripts/node.sh: containerd, kubelet, kube-proxy in a network namespace of their own, joined
+# by a veth). `start` first creates that namespace and veth, then binds and advertises the apiserver
+# on the veth's host side (KFOLD_CP_ADDRESS, 10.250.0.1: the address pods and the kubelet reach),
+# turns on what an in-cluster client needs (ServiceAccount admission, so pods get a token; the lease
+# endpoint reconciler, so the `kubernetes` Service 10.96.0.1 has that endpoint; a kubelet client
+# certificate, so `kubectl logs`/`attach` reach the kubelet), starts neither kwok nor its nodes (no
+# fake node a real pod could land on), and last starts the node and waits for it to be Ready.
+# `stop` stops the node first (no shim, mount, namespace or route is left). The apiserver's serving
+# certificate names 127.0.0.1, 10.250.0.1 and 10.96.0.1 in either mode.
 # Ports override: KFOLD_ETCD_PORT, KFOLD_ETCD_PEER_PORT, KFOLD_APISERVER_PORT,
 # KFOLD_SCHEDULER_PORT, KFOLD_KCM_PORT, KFOLD_KWOK_PORT. KFOLD_WATCH_CACHE=true turns the
 # apiserver watch cache back on: old-RV watches are then served from memory and compaction
@@ -72,8 +82,12 @@ WATCH_CACHE=${KFOLD_WATCH_CACHE:-false}
 read -r -a APISERVER_ARGS <<< "${KFOLD_APISERVER_ARGS:-}"
 read -r -a ETCD_ARGS <<< "${KFOLD_ETCD_ARGS:-}"
 NODES=(kfold-node-1 kfold-node-2)
+REAL_NODE=${KFOLD_REAL_NODE:-0}
+NODE_HOST_IP=10.250.0.1    # scripts/node.sh: the veth's host side
+ADDRESS=127.0.0.1
+[[ $REAL_NODE == 1 ]] && ADDRESS=$NODE_HOST_IP
 ETCD=http://127.0.0.1:$ETCD_PORT
-API=https://127.0.0.1:$API_PORT
+API=https://$ADDRESS:$API_PORT
 KUBECONFIG_FILE=$CP/kubeconfig
 PKI=$CP/pki
 
@@ -95,25 +109,34 @@ running() {
 }
 
 gen_certs() {
+  # A CA made before the node's address and kubelet client existed: add what is missing.
+  if [[ -f $PKI/admin.crt ]] && { ! openssl x509 -in "$PKI/apiserver.crt" -noout -text | grep -q "IP Address:$NODE_HOST_IP" \
+       || [[ ! -f $PKI/apiserver-kubelet-client.crt ]]; }; then
+    log "adding the node's address and the kubelet client certificate to $PKI"
+    rm -f "$PKI/admin.crt"
+    mv "$PKI/ca.crt" "$PKI/ca.keep.crt"; mv "$PKI/ca.key" "$PKI/ca.keep.key"
+  fi
   [[ -f $PKI/admin.crt ]] && return
   log "generating certificates in $PKI"
   mkdir -p "$PKI"
   (
     cd "$PKI"
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
-      -subj "/CN=kfold-ca" 2>/dev/null
+    if [[ -f ca.keep.crt ]]; then mv ca.keep.crt ca.crt; mv ca.keep.key ca.key
+    else openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
+      -subj "/CN=kfold-ca" 2>/dev/null; fi
     cert() { # name subject [extfile]
       openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
       openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
         -out "$1.crt" ${3:+-extfile "$3"} 2>/dev/null
       rm -f "$1.csr"
     }
-    printf '%s\n' "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
+    printf '%s\n' "subjectAltName=IP:127.0.0.1,IP:$NODE_HOST_IP,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
       "extendedKeyUsage=serverAuth" "keyUsage=digitalSignature,keyEncipherment" > apiserver.ext
     printf '%s\n' "extendedKeyUsage=clientAuth" "keyUsage=digitalSignature,keyEncipherment" > client.ext
     cert apiserver "/CN=kube-apiserver" apiserver.ext
     cert admin "/O=system:masters/CN=kfold-admin" client.ext
-    openssl genrsa -out sa.key 2048 2>/dev/null
+    cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" client.ext
+    [[ -f sa.key ]] || openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
   )
 }
@@ -209,16 +232,23 @@ cmd_start() {
     --initial-cluster "kfold=http://127.0.0.1:$ETCD_PEER_PORT" \
     --listen-metrics-urls "" --log-level warn ${ETCD_ARGS[@]+"${ETCD_ARGS[@]}"}
   wait_for etcd etcd 30 curl -sf "$ETCD/health"
+  local mode_args=(--disable-admission-plugins=ServiceAccount --endpoint-reconciler-type=none)
+  if [[ $REAL_NODE == 1 ]]; then
+    bash "$HERE/node.sh" net-up
+    mode_args=(--endpoint-reconciler-type=lease
+      --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt"
+      --kubelet-client-key="$PKI/apiserver-kubelet-client.key"
+      --kubelet-certificate-authority="$PKI/ca.crt" --kubelet-preferred-address-types=InternalIP)
+  fi
   spawn kube-apiserver "$BIN/kube-apiserver" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
+    --bind-address="$ADDRESS" --advertise-address="$ADDRESS" --secure-port="$API_PORT" \
     --etcd-servers="$ETCD" --watch-cache="$WATCH_CACHE" \
     --client-ca-file="$PKI/ca.crt" \
     --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 --authorization-mode=Node,RBAC \
-    --disable-admission-plugins=ServiceAccount --allow-privileged=true --profiling=false \
-    --endpoint-reconciler-type=none ${APISERVER_ARGS[@]+"${APISERVER_ARGS[@]}"}
+    --allow-privileged=true --profiling=false "${mode_args[@]}" ${APISERVER_ARGS[@]+"${APISERVER_ARGS[@]}"}
   wait_for kube-apiserver "apiserver /readyz" 120 kcurl -f "$API/readyz"
   spawn kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$KUBECONFIG_FILE" \
     --authentication-kubeconfig="$KUBECONFIG_FILE" --authorization-kubeconfig="$KUBECONFIG_FILE" \
@@ -230,6 +260,12 @@ cmd_start() {
       --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
       --use-service-account-credentials=false \
       --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key"
+  fi
+  if [[ $REAL_NODE == 1 ]]; then
+    bash "$HERE/node.sh" start
+    log "control plane and node ready in $((SECONDS - t0))s ($API)"
+    cmd_env
+    return
   fi
   spawn kwok "$BIN/kwok" --kubeconfig="$KUBECONFIG_FILE" -c "$HERE/controlplane/kwok-stages.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
@@ -249,6 +285,7 @@ cmd_start() {
 cmd_stop() {
   # SIGTERM everything but etcd at once, wait (<=10s, then SIGKILL), then etcd the same way.
   local group name pid pids
+  if [[ -e /run/netns/kfold-node || -d $CACHE/node/run ]]; then bash "$HERE/node.sh" stop; fi
   for group in "kwok kube-controller-manager kube-scheduler kube-apiserver" etcd; do
     pids=()
     for name in $group; do
@@ -266,10 +303,13 @@ cmd_stop() {
 
 cmd_status() {
   local name rc=0
-  for name in etcd kube-apiserver kube-scheduler kube-controller-manager kwok; do
+  local comps=(etcd kube-apiserver kube-scheduler kube-controller-manager kwok)
+  [[ $REAL_NODE == 1 ]] && comps=("${comps[@]:0:4}")
+  for name in "${comps[@]}"; do
     if running "$name"; then echo "$name: running (pid $(cat "$CP/run/$name.pid"))"
     else echo "$name: stopped"; [[ $name == kube-controller-manager ]] || rc=1; fi
   done
+  if [[ $REAL_NODE == 1 ]]; then bash "$HERE/node.sh" status || rc=1; fi
   return $rc
 }
 

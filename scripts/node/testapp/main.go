@@ -1,0 +1,61 @@
+// kfold's test app for the real node: one image that runs as a Session's workspace or as any of
+// its apps by the identity kfold gives each container (docs/session-api.md "Container identity"):
+//
+//	KFOLD_CONTAINER  "workspace" or "app-<name>"
+//	KFOLD_APP        the app's name (apps only)
+//	KFOLD_APP_PORTS  the app's declared ports, "8080/TCP,9000/UDP" (apps only)
+//
+// An app serves HTTP on each declared TCP port (GET / answers "<container> <port>\n") and logs
+// "kfold-testapp: <container> listening on <port>" once per port; the workspace logs one line and
+// waits. TESTAPP_EXIT=<code> makes the container log a line and exit with that code instead.
+package main
+
+import (
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("kfold-testapp: ")
+	who := os.Getenv("KFOLD_CONTAINER")
+	if who == "" {
+		log.Print("KFOLD_CONTAINER is not set: this image runs as a kfold Session's container")
+		os.Exit(2)
+	}
+	if code := os.Getenv("TESTAPP_EXIT"); code != "" {
+		n, err := strconv.Atoi(code)
+		if err != nil {
+			log.Printf("TESTAPP_EXIT=%q is not an integer", code)
+			os.Exit(2)
+		}
+		log.Printf("%s exiting with %d", who, n)
+		os.Exit(n)
+	}
+	for _, p := range strings.Split(os.Getenv("KFOLD_APP_PORTS"), ",") {
+		port, proto, _ := strings.Cut(p, "/")
+		if port == "" || proto != "TCP" {
+			continue
+		}
+		mux := http.NewServeMux()
+		answer := fmt.Sprintf("%s %s\n", who, port)
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, answer) })
+		go func(port string) {
+			log.Fatal(http.ListenAndServe(":"+port, mux))
+		}(port)
+		log.Printf("%s listening on %s", who, port)
+	}
+	if !strings.HasPrefix(who, "app-") {
+		log.Printf("%s ready", who)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	log.Printf("%s stopping", who)
+}
