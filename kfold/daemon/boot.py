@@ -41,7 +41,7 @@ from kfold.daemon.config import Config
 from kfold.daemon.loop import Daemon
 from kfold.daemon.clusters import client_for, open_registry, registrations
 from kfold.daemon.follow import Follower
-from kfold.daemon.http import HttpServer, Metrics, routes_for
+from kfold.daemon.http import Metrics, routes_for, servers
 from kfold.daemon.leader import Elector, Fence, FencedTransport, identity
 from kfold.daemon.shards import ShardedExecutor, ShardedTransport, ShardSet
 from kfold.daemon.sweeps import SweepSchedule
@@ -383,17 +383,39 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
         daemon.spawn(sweep_after_fresh_journal(daemon, observers, orphan_sweep_args(cfg, follower.remote),
                                                secrets=secret_sweep_args(cfg, follower.remote)),
                      "orphan-sweep-at-boot")
-    http = HttpServer(*cfg.http.host_port, routes_for(daemon, observers, metrics, elector))
-    await http.start()
-    log.info("kfold running", extra={"listen": f"{http.host}:{http.port}", "seq": daemon.state.seq,
+    auth, cert = metrics_guard(cfg, registry)
+    listeners = servers(cfg, routes_for(daemon, observers, metrics, elector), auth, cert)
+    for server in listeners:
+        await server.start()
+    log.info("kfold running", extra={"listen": f"{listeners[0].host}:{listeners[0].port}",
+                                     "metrics": _metrics_where(cfg, listeners), "seq": daemon.state.seq,
                                      "server": getattr(registry.home_source, "endpoint", ""),
                                      "via": _home_where(registry),
                                      "home_limits": str(registry.home_limits)})
     code = await _wait_for_stop(daemon)
-    await http.close()
+    for server in listeners:
+        await server.close()
+    if auth is not None:
+        await auth.transport.close()
     await stop_in_order(daemon, elector, election)
     registry.close()
     return code
+
+
+def metrics_guard(cfg: Config, registry: Any) -> tuple[Any, Any]:
+    """(``DelegatedAuth``, ``ServingCert``) for a secure ``metrics.listen``, else (None, None): the
+    reviews go to the home cluster with kfold's own credentials, on two threads of their own (a
+    scrape never queues behind effects)."""
+    if cfg.metrics.listen is None or not cfg.metrics.secure:
+        return None, None
+    from kfold.daemon.secure import DelegatedAuth, ServingCert
+    transport = KubeTransport(client_for(registry, cfg.cluster.name), max_threads=2, timeout=(2.0, 10.0))
+    return DelegatedAuth(transport, cfg.cluster.name), ServingCert(cfg.metrics.cert_dir)
+
+
+def _metrics_where(cfg: Config, listeners: list[Any]) -> str:
+    scheme = "https" if cfg.metrics.listen is not None and cfg.metrics.secure else "http"
+    return f"{scheme}://{listeners[-1].host}:{listeners[-1].port}/metrics"
 
 
 async def stop_in_order(daemon: Any, elector: Any, election: asyncio.Task | None) -> None:

@@ -17,8 +17,8 @@ from types import UnionType
 from typing import Annotated, Any, Literal, Mapping, Union, get_args, get_origin
 
 import yaml
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from engine.machines.session.spec import RESOURCE_NAME, quantity
 
@@ -162,21 +162,44 @@ class LogConfig(_Model):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 
-class HttpConfig(_Model):
-    listen: str = "0.0.0.0:8080"
+def _check_listen(v: str | None) -> str | None:
+    m = _LISTEN.match(v) if v is not None else True
+    if not m or (v is not None and not 0 < int(m.group(2)) < 65536):
+        raise ValueError(f"{v!r} is not HOST:PORT; e.g. '0.0.0.0:8080' or '127.0.0.1:9090'")
+    return v
 
-    @field_validator("listen")
-    @classmethod
-    def _listen(cls, v: str) -> str:
-        m = _LISTEN.match(v)
-        if not m or not 0 < int(m.group(2)) < 65536:
-            raise ValueError(f"{v!r} is not HOST:PORT; e.g. '0.0.0.0:8080' or '127.0.0.1:9090'")
-        return v
+
+def host_port(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT``, ``:PORT``) as a bind address; an empty host is every IPv4 one."""
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class HttpConfig(_Model):
+    """The probes, plain HTTP: ``/healthz``, ``/readyz`` (and ``/metrics`` when ``metrics.listen``
+    is null). ``kfold run --listen`` overrides ``listen``."""
+    listen: Annotated[str, AfterValidator(_check_listen)] = "0.0.0.0:8080"
 
     @property
     def host_port(self) -> tuple[str, int]:
-        host, _, port = self.listen.rpartition(":")
-        return host.strip("[]") or "0.0.0.0", int(port)
+        return host_port(self.listen)
+
+
+class MetricsConfig(_Model):
+    """Where ``/metrics`` is served (kfold.daemon.secure). ``listen`` null: beside the probes on
+    ``http.listen``, plain HTTP, no authentication (a local run). Set (``--metrics-listen``): a
+    port of its own, and with ``secure`` (the default) over HTTPS, readable only by a caller the
+    apiserver authenticates (TokenReview) and allows to ``get`` the non-resource URL ``/metrics``
+    (SubjectAccessReview), as controller-runtime's ``filters.WithAuthenticationAndAuthorization``.
+    ``cert_dir``: ``tls.crt`` and ``tls.key`` there (a mounted Secret, re-read when they change);
+    null, or a directory with neither file: a self-signed certificate made at start."""
+    listen: Annotated[str | None, AfterValidator(_check_listen)] = None
+    secure: bool = True
+    cert_dir: str | None = None
+
+    @property
+    def host_port(self) -> tuple[str, int] | None:
+        return host_port(self.listen) if self.listen is not None else None
 
 
 class ExecutorConfig(_Model):
@@ -316,6 +339,7 @@ class Config(_Model):
     repos: ReposConfig = ReposConfig()
     log: LogConfig = LogConfig()
     http: HttpConfig = HttpConfig()
+    metrics: MetricsConfig = MetricsConfig()
     executor: ExecutorConfig = ExecutorConfig()
     leader: LeaderConfig = LeaderConfig()
     sessions: SessionsConfig = SessionsConfig()
@@ -329,6 +353,15 @@ class Config(_Model):
                 raise ValueError(f"key {ns!r} is not a namespace name (DNS label)")
             if not _DNS_LABEL.match(tenant):
                 raise ValueError(f"tenants[{ns}] {tenant!r} is not a tenant name (DNS label)")
+        return v
+
+    @field_validator("metrics")
+    @classmethod
+    def _own_port(cls, v: MetricsConfig, info: ValidationInfo) -> MetricsConfig:
+        probes = info.data.get("http")   # validated before (declared above); absent if it failed
+        if v.listen is not None and probes is not None and v.host_port[1] == probes.host_port[1]:
+            raise ValueError(f"metrics.listen {v.listen!r} uses http.listen's port ({probes.listen!r}); give /metrics "
+                             "a port of its own (e.g. 0.0.0.0:8443), or null to serve it beside the probes")
         return v
 
     @field_validator("base_domain")

@@ -14,27 +14,53 @@ Guarantees:
   ``kfold_leader_transitions_total`` and ``kfold_leader_fenced_requests_total`` (``leader_metrics``).
 - ``/metrics``: the families of ``kfold.daemon.metrics`` (docs/metrics.md lists them), rendered by
   prometheus_client from the daemon's own registry.
+- ``servers``: the probes on ``http.listen``, plain HTTP; ``/metrics`` beside them when
+  ``metrics.listen`` is null, else alone on that port, over HTTPS behind ``kfold.daemon.secure``'s
+  TokenReview + SubjectAccessReview unless ``metrics.secure`` is false.
+- A server that cannot bind raises ``BindError`` naming its config field.
 """
 from __future__ import annotations
 
 import asyncio
+import http
+import ssl
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 from kfold.daemon.metrics import CONTENT_TYPE, Histogram, Metrics, Scrape, families_text, leader_families
 
-__all__ = ["HttpServer", "Histogram", "Metrics", "routes_for", "leader_text", "leader_metrics"]
+__all__ = ["BindError", "HttpServer", "Histogram", "Metrics", "routes_for", "servers", "leader_text", "leader_metrics"]
+
+Guard = Callable[[str, str, Mapping[str, str]], Awaitable["tuple[int, str] | None"]]
+MAX_HEADERS = 100
+
+
+class BindError(OSError):
+    """A listen address that could not be bound; ``field`` is its config field (``http.listen``)."""
+
+    def __init__(self, field: str, exc: OSError):
+        super().__init__(exc.errno, exc.strerror or str(exc))
+        self.field = field
 
 
 class HttpServer:
-    """``routes``: path -> callable returning (status, content_type, body)."""
+    """``routes``: path -> callable returning (status, content_type, body). ``tls``: a callable
+    returning the context each connection's handshake uses (``kfold.daemon.secure.ServingCert``);
+    ``guard``: awaited before any route, with the method, path and headers (lower-cased names);
+    (status, body) refuses the request."""
 
-    def __init__(self, host: str, port: int, routes: dict[str, Callable[[], tuple[int, str, str]]]):
+    def __init__(self, host: str, port: int, routes: dict[str, Callable[[], tuple[int, str, str]]],
+                 tls: Callable[[], ssl.SSLContext] | None = None, guard: Guard | None = None,
+                 field: str = "http.listen"):
         self.host, self.port, self.routes = host, port, routes
+        self.tls, self.guard, self.field = tls, guard, field
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        try:
+            self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        except OSError as exc:
+            raise BindError(self.field, exc) from None
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
@@ -45,24 +71,59 @@ class HttpServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             async with asyncio.timeout(5):  # not wait_for: it can swallow a cancel on 3.11
+                if self.tls is not None:
+                    await writer.start_tls(self.tls())
                 line = (await reader.readline()).decode("latin-1").split()
-                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                    pass
-            status, ctype, body = self._route(line)
+                headers: dict[str, str] = {}
+                while (raw := await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    name, sep, value = raw.decode("latin-1").partition(":")
+                    if sep and len(headers) < MAX_HEADERS:
+                        headers[name.strip().lower()] = value.strip()
+                status, ctype, body = await self._answer(line, headers)
             data = body.encode()
-            writer.write(f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}\r\nContent-Type: {ctype}\r\n"
+            extra = 'WWW-Authenticate: Bearer realm="kfold"\r\n' if status == 401 else ""
+            writer.write(f"HTTP/1.1 {status} {_phrase(status)}\r\nContent-Type: {ctype}\r\n{extra}"
                          f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
             await writer.drain()
-        except (TimeoutError, ConnectionError):
+        except (TimeoutError, ConnectionError, ssl.SSLError, ValueError):   # ValueError: a line over 64 KiB
             pass
         finally:
             writer.close()
+
+    async def _answer(self, line: list[str], headers: Mapping[str, str]) -> tuple[int, str, str]:
+        path = line[1].split("?")[0] if len(line) >= 2 else ""
+        if self.guard is not None and path in self.routes and line[0] == "GET":   # a known route only
+            refused = await self.guard(line[0], path, headers)
+            if refused is not None:
+                return refused[0], "text/plain", refused[1]
+        return self._route(line)
 
     def _route(self, line: list[str]) -> tuple[int, str, str]:
         if len(line) < 2 or line[0] != "GET":
             return 405, "text/plain", "only GET\n"
         handler = self.routes.get(line[1].split("?")[0])
         return handler() if handler else (404, "text/plain", "not found\n")
+
+
+def _phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+def servers(cfg: Any, routes: dict[str, Callable[[], tuple[int, str, str]]], auth: Any = None,
+            cert: Any = None) -> list[HttpServer]:
+    """The probes' server, and ``/metrics``'s own when ``metrics.listen`` is set (module contract).
+    ``auth`` (``DelegatedAuth``) and ``cert`` (``ServingCert``) are used with ``metrics.secure``."""
+    page = {"/metrics": routes["/metrics"]}
+    probes = {p: f for p, f in routes.items() if p != "/metrics"}
+    if cfg.metrics.listen is None:
+        return [HttpServer(*cfg.http.host_port, {**probes, **page})]
+    secure = cfg.metrics.secure
+    return [HttpServer(*cfg.http.host_port, probes),
+            HttpServer(*cfg.metrics.host_port, page, tls=cert.current if secure else None,
+                       guard=auth.check if secure else None, field="metrics.listen")]
 
 
 def routes_for(daemon: Any, observers: list[Any], metrics: Metrics, leader: Any = None

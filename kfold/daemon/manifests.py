@@ -4,13 +4,17 @@ Guarantees:
 - Namespace, ServiceAccount, least-privilege RBAC, the CRDs (``kfold/data/crds/*.yaml``), a
   ConfigMap with the config, a PVC, a Deployment running ``kfold run --config
   /etc/kfold/config.yaml`` with ``/healthz`` liveness and ``/readyz`` readiness probes, and a
-  ``kfold-metrics`` Service on the http port; the session editor/viewer ClusterRoles that
-  aggregate into the built-in ``edit``/``admin`` and ``view`` roles.
+  ``kfold-metrics`` Service on the metrics port (``https`` with a secure ``metrics.listen``, else
+  ``http``); the session editor/viewer ClusterRoles that aggregate into the built-in
+  ``edit``/``admin`` and ``view`` roles.
 - ``parts`` selects (default all, in this order): ``crds``, ``namespaces`` (kfold's and the watched
   ones) and ``app`` (everything else). Deleting ``app`` uninstalls kfold and keeps the CRDs, the
   namespaces and every Session in them (deleting a CRD or a namespace deletes its Sessions).
 - RBAC lists exactly what kfold's requests need (``RBAC``: each rule with why, docs/install.md
-  prints the table): no wildcards, no ``deletecollection``/``escalate``, nothing cluster-wide;
+  prints the table): no wildcards, no ``deletecollection``/``escalate``; cluster-wide only the
+  ``create`` of TokenReviews and SubjectAccessReviews a secure ``metrics.listen`` needs
+  (``METRICS_AUTH_RULES``, ClusterRole ``kfold-metrics-auth``), plus the unbound ClusterRole
+  ``kfold-metrics-reader`` (``get`` on ``/metrics``) for the scraper's ServiceAccount;
   registered clusters are reached with their own credentials, never this ServiceAccount.
 - The install's own objects carry the recommended ``app.kubernetes.io/*`` labels with
   ``managed-by: kfold-manifests`` (``INSTALL_MANAGER``), never kfold's ownership label
@@ -25,10 +29,12 @@ Guarantees:
 - The Deployment fits the image ``scripts/build_image.sh`` builds (``DEFAULT_IMAGE``): uid/gid
   65532 (the image's ``nonroot`` user), a read-only root filesystem with the claim mounted on the
   config's journal directory and an emptyDir on ``/tmp`` (the only places kfold writes), probes on
-  the config's ``http.listen`` port, requests/limits from measured figures (``RESOURCES``).
+  the config's ``http.listen`` port, requests/limits from measured figures (``RESOURCES``); with
+  a secure ``metrics.listen`` and a ``metrics.cert_dir``, the Secret ``kfold-metrics-tls``
+  mounted there if it exists (``optional``: without it kfold makes a self-signed certificate).
 - ``InstallError`` (one line naming the fix) for an invalid namespace, image reference, a
-  loopback ``http.listen`` (the kubelet's probes could not reach it) or ``replicas`` > 1 without
-  leader election.
+  loopback ``http.listen`` or ``metrics.listen`` (the kubelet's probes, the metrics Service could
+  not reach it) or ``replicas`` > 1 without leader election.
 """
 from __future__ import annotations
 
@@ -92,6 +98,16 @@ RULES: list[dict[str, Any]] = [rule for rule, _ in RBAC]
 LEASE_RULES = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "create", "update", "delete"]}]
 LEASE_WHY = ("leader election (kfold.daemon.leader: get/create/update the Lease) and shards (kfold.daemon.shards: "
              "list/delete the replicas' member Leases), in kfold's own namespace only")
+# A secure metrics.listen (kfold.daemon.secure): who asks for /metrics is checked by the apiserver
+METRICS_AUTH: list[tuple[dict[str, Any], str]] = [
+    ({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+     "a secure metrics.listen (kfold.daemon.secure): who a scrape's bearer token is. A cluster-scoped kind: a ClusterRole"),
+    ({"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+     "a secure metrics.listen: whether that user may get /metrics. A cluster-scoped kind: a ClusterRole"),
+]
+METRICS_AUTH_RULES = [rule for rule, _ in METRICS_AUTH]
+METRICS_READER_RULES = [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+METRICS_TLS_SECRET = "kfold-metrics-tls"   # optional: mounted at metrics.cert_dir when it exists
 REGISTRY_WHY = "registry.credentials: secrets: read the registered clusters' kubeconfig Secrets (kfold cluster register writes them)"
 # Tenants: the built-in edit/admin and view roles gain these (ClusterRole aggregation).
 EDITOR_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
@@ -164,25 +180,65 @@ def tenant_roles() -> list[dict[str, Any]]:
     ]
 
 
+def metrics_rbac(ns: str) -> list[dict[str, Any]]:
+    """A secure ``metrics.listen``: ``kfold-metrics-auth`` bound to kfold's ServiceAccount (the
+    binding is named per install namespace, so two installs never take it from each other), and
+    ``kfold-metrics-reader``, bound to nobody: ``kubectl create clusterrolebinding`` gives it to
+    the scraper (docs/operations.md "Metrics and alerts")."""
+    def cluster_role(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": _meta(name, component="rbac"), "rules": rules}
+    binding = _binding("ClusterRole", "kfold-metrics-auth", None, ns)
+    binding["metadata"]["name"] = f"kfold-metrics-auth-{ns}"
+    return [cluster_role("kfold-metrics-auth", METRICS_AUTH_RULES), binding,
+            cluster_role("kfold-metrics-reader", METRICS_READER_RULES)]
+
+
 def _template(spec: dict[str, Any], checksum: str) -> dict[str, Any]:
     return {"metadata": {"labels": {**LABELS, "app.kubernetes.io/component": "controller"},
                          "annotations": {CONFIG_CHECKSUM: checksum}}, "spec": spec}
 
 
-def deployment(ns: str, image: str, port: int, journal_dir: str = "/var/lib/kfold", checksum: str = "") -> dict[str, Any]:
+class Listen:
+    """The ports the config opens: ``http`` (probes), ``metrics`` (None: /metrics beside the probes),
+    ``secure`` and the certificate directory of a secure one."""
+
+    def __init__(self, cfg: dict[str, Any]):
+        self.http = _port((cfg.get("http") or {}).get("listen", "0.0.0.0:8080"))
+        m = cfg.get("metrics") or {}
+        self.metrics = _port(m["listen"]) if m.get("listen") else None
+        self.secure = self.metrics is not None and m.get("secure", True) is not False
+        self.cert_dir = m.get("cert_dir") if self.secure else None
+
+    def container_ports(self) -> list[dict[str, Any]]:
+        return [{"name": "http", "containerPort": self.http}] + (
+            [{"name": "metrics", "containerPort": self.metrics}] if self.metrics is not None else [])
+
+    def service_port(self) -> dict[str, Any]:
+        if self.metrics is None:
+            return {"name": "http", "port": self.http, "targetPort": "http"}
+        return {"name": "https" if self.secure else "metrics", "port": self.metrics, "targetPort": "metrics"}
+
+
+def _port(listen: Any) -> int:
+    return int(str(listen).rpartition(":")[2])
+
+
+def deployment(ns: str, image: str, listen: Listen, journal_dir: str = "/var/lib/kfold",
+               checksum: str = "") -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta("kfold", ns),
             "spec": {"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": dict(SELECTOR)},
-                     "template": _template(_pod_spec(image, port, journal_dir), checksum)}}
+                     "template": _template(_pod_spec(image, listen, journal_dir), checksum)}}
 
 
-def statefulset(ns: str, image: str, port: int, replicas: int, journal_dir: str = "/var/lib/kfold",
+def statefulset(ns: str, image: str, listen: Listen, replicas: int, journal_dir: str = "/var/lib/kfold",
                 checksum: str = "") -> list[dict[str, Any]]:
     """``replicas`` daemons, each with its own journal claim (``journal-kfold-<i>``), one of them
     leading (``leader.enabled``); started in parallel so the standbys are warm at once. The
     headless Service is the StatefulSet's governing service (stable pod names = Lease holders);
     the PodDisruptionBudget lets a drain take one at a time; anti-affinity and a zone spread keep
     the standbys off the leader's node and zone where the cluster allows (preferred, never blocking)."""
-    spec = _pod_spec(image, port, journal_dir)
+    spec = _pod_spec(image, listen, journal_dir)
     spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "journal"]
     spec["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
@@ -193,7 +249,8 @@ def statefulset(ns: str, image: str, port: int, replicas: int, journal_dir: str 
     claim = {"metadata": {"name": "journal"},
              "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
     return [{"apiVersion": "v1", "kind": "Service", "metadata": _meta("kfold", ns),
-             "spec": {"clusterIP": "None", "selector": dict(SELECTOR), "ports": [{"name": "http", "port": port}]}},
+             "spec": {"clusterIP": "None", "selector": dict(SELECTOR),
+                      "ports": [{"name": p["name"], "port": p["containerPort"]} for p in listen.container_ports()]}},
             {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": _meta("kfold", ns),
              "spec": {"replicas": replicas, "serviceName": "kfold", "podManagementPolicy": "Parallel",
                       "selector": {"matchLabels": dict(SELECTOR)}, "template": _template(spec, checksum),
@@ -202,12 +259,12 @@ def statefulset(ns: str, image: str, port: int, replicas: int, journal_dir: str 
              "spec": {"maxUnavailable": 1, "selector": {"matchLabels": dict(SELECTOR)}}}]
 
 
-def _pod_spec(image: str, port: int, journal_dir: str) -> dict[str, Any]:
-    probe = lambda path, delay: {"httpGet": {"path": path, "port": port}, "initialDelaySeconds": delay, "periodSeconds": 10}  # noqa: E731
+def _pod_spec(image: str, listen: Listen, journal_dir: str) -> dict[str, Any]:
+    probe = lambda path, delay: {"httpGet": {"path": path, "port": listen.http}, "initialDelaySeconds": delay, "periodSeconds": 10}  # noqa: E731
     container = {
         "name": "kfold", "image": image, "args": ["run", "--config", "/etc/kfold/config.yaml"],
         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],  # the Lease holder
-        "ports": [{"name": "http", "containerPort": port}],
+        "ports": listen.container_ports(),
         "resources": {k: dict(v) for k, v in RESOURCES.items()},
         "livenessProbe": probe("/healthz", 10), "readinessProbe": probe("/readyz", 5),
         "volumeMounts": [{"name": "config", "mountPath": "/etc/kfold", "readOnly": True},
@@ -221,6 +278,9 @@ def _pod_spec(image: str, port: int, journal_dir: str) -> dict[str, Any]:
             "volumes": [{"name": "config", "configMap": {"name": "kfold-config"}},
                         {"name": "journal", "persistentVolumeClaim": {"claimName": "kfold-journal"}},
                         {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]}
+    if listen.cert_dir:
+        container["volumeMounts"].append({"name": "metrics-tls", "mountPath": listen.cert_dir, "readOnly": True})
+        spec["volumes"].append({"name": "metrics-tls", "secret": {"secretName": METRICS_TLS_SECRET, "optional": True}})
     return spec
 
 
@@ -231,15 +291,19 @@ def check_install(namespace: str, image: str, cfg: dict[str, Any]) -> None:
                            "digits and '-', at most 63 characters)")
     if len(image) > 4096 or not _IMAGE.match(image):
         raise InstallError(f"--image {image!r} is not an image reference; e.g. registry.example/kfold:{__version__}")
-    listen = str((cfg.get("http") or {}).get("listen", "0.0.0.0:8080"))
+    for field, listen in (("http.listen", (cfg.get("http") or {}).get("listen", "0.0.0.0:8080")),
+                          ("metrics.listen", (cfg.get("metrics") or {}).get("listen"))):
+        if listen is not None and _loopback(str(listen)):
+            raise InstallError(f"{field} {listen!r} listens on loopback only: the kubelet's probes and the metrics "
+                               f"Service cannot reach it; use 0.0.0.0:PORT (or [::]:PORT) in the config")
+
+
+def _loopback(listen: str) -> bool:
     host = listen.rpartition(":")[0].strip("[]")
     try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
-        loopback = False
-    if loopback:
-        raise InstallError(f"http.listen {listen!r} listens on loopback only: the kubelet's probes and the metrics "
-                           "Service cannot reach it; use 0.0.0.0:PORT (or [::]:PORT) in the config")
+        return False
 
 
 def install(namespace: str = "kfold", image: str = DEFAULT_IMAGE, config_text: str | None = None,
@@ -259,20 +323,21 @@ def install(namespace: str = "kfold", image: str = DEFAULT_IMAGE, config_text: s
                  for n in dict.fromkeys([namespace] + watched)]
     if "app" not in parts:
         return docs
-    port = int(str((cfg.get("http") or {}).get("listen", "0.0.0.0:8080")).rpartition(":")[2])
+    listen = Listen(cfg)
     journal_dir = posixpath.dirname(str((cfg.get("journal") or {}).get("path") or "/var/lib/kfold/journal.db"))
     checksum = hashlib.sha256(text.encode()).hexdigest()
     docs += [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta("kfold", namespace)}]
     docs += rbac(namespace, watched) + registry_rbac(namespace, cfg) + tenant_roles()
+    docs += metrics_rbac(namespace) if listen.secure else []
     docs += [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta("kfold-config", namespace),
               "data": {"config.yaml": _Block(text if text.endswith("\n") else text + "\n")}}]
     docs += [{"apiVersion": "v1", "kind": "Service", "metadata": _meta("kfold-metrics", namespace, "metrics"),
-              "spec": {"selector": dict(SELECTOR), "ports": [{"name": "http", "port": port, "targetPort": "http"}]}}]
+              "spec": {"selector": dict(SELECTOR), "ports": [listen.service_port()]}}]
     if replicas > 1:
-        return docs + statefulset(namespace, image, port, replicas, journal_dir, checksum)
+        return docs + statefulset(namespace, image, listen, replicas, journal_dir, checksum)
     docs += [{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": _meta("kfold-journal", namespace),
               "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}},
-             deployment(namespace, image, port, journal_dir, checksum)]
+             deployment(namespace, image, listen, journal_dir, checksum)]
     return docs
 
 
@@ -293,15 +358,42 @@ def rbac_table() -> str:
     rows += [(LEASE_RULES[0], LEASE_WHY, "kfold's namespace")]
     rows += [({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}, REGISTRY_WHY,
               "kfold's namespace, only with registry.credentials: secrets")]
+    rows += [(r, why, "cluster (ClusterRole kfold-metrics-auth), only with a secure metrics.listen")
+             for r, why in METRICS_AUTH]
+    rows += [(METRICS_READER_RULES[0], "for the scraper, not kfold: bind it to Prometheus' ServiceAccount "
+              "(docs/operations.md)", "cluster (ClusterRole kfold-metrics-reader, bound to nobody)")]
     out = ["| API group | resources | verbs | where | why |", "|---|---|---|---|---|"]
     for rule, why, where in rows:
-        out.append(f"| `{rule['apiGroups'][0] or 'core'}` | {', '.join(rule['resources'])} | "
-                   f"{', '.join(rule['verbs'])} | {where} | {why} |")
+        group = f"`{rule['apiGroups'][0] or 'core'}`" if "apiGroups" in rule else "(non-resource URL)"
+        what = ", ".join(rule.get("resources") or [f"`{u}`" for u in rule["nonResourceURLs"]])
+        out.append(f"| {group} | {what} | {', '.join(rule['verbs'])} | {where} | {why} |")
     return "\n".join(out) + "\n"
 
 
-def render(docs: list[dict[str, Any]]) -> str:
-    return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False)
+SA_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def service_monitor(namespace: str = "kfold") -> dict[str, Any]:
+    """The Prometheus Operator's scrape of ``kfold-metrics`` (port ``https``), as kubebuilder's
+    scaffold scrapes a controller's secure metrics: HTTPS, Prometheus' own ServiceAccount token as
+    the bearer (that ServiceAccount needs ``kfold-metrics-reader``), the certificate not verified
+    (kfold's is self-signed unless ``kfold-metrics-tls`` is mounted; then set ``tlsConfig.ca``)."""
+    md = _meta("kfold", namespace, "metrics")
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": md,
+            "spec": {"selector": {"matchLabels": {**SELECTOR, "app.kubernetes.io/component": "metrics"}},
+                     "endpoints": [{"port": "https", "scheme": "https", "path": "/metrics", "bearerTokenFile": SA_TOKEN,
+                                    "tlsConfig": {"insecureSkipVerify": True}}]}}
+
+
+def prometheus_rule(rule_file: dict[str, Any]) -> dict[str, Any]:
+    """The rule file's groups, unchanged, as a PrometheusRule (no namespace: applied to the monitoring one)."""
+    md = _meta("kfold", component="alerting")
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule", "metadata": md,
+            "spec": {"groups": rule_file["groups"]}}
+
+
+def render(docs: list[dict[str, Any]], width: int = 80) -> str:
+    return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, width=width)
 
 
 KUSTOMIZATION_HEAD = "# Generated by `kfold manifests --kustomize` (kfold {version}); regenerate, do not edit.\n"

@@ -82,6 +82,29 @@ def test_a_port_in_use_is_one_line_and_exit_2_without_a_hang(tmp_path):
     assert time.monotonic() - started < 15
 
 
+@pytest.mark.parametrize("flag, field", [("--listen", "http.listen"), ("--metrics-listen", "metrics.listen")])
+def test_a_port_in_use_given_by_a_flag_names_the_flag_and_the_field(tmp_path, flag, field):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = _run("--config", str(_config(tmp_path)), flag, f"127.0.0.1:{port}")
+    line = _refused(proc, f"{field} 127.0.0.1:{port} is already in use", flag)
+    assert line.startswith("kfold run: ")
+
+
+def test_a_listen_flag_that_is_not_host_port_is_a_config_error(tmp_path):
+    _refused(_run("--config", str(_config(tmp_path)), "--listen", "eighty"), "field http.listen", "HOST:PORT")
+
+
+def test_a_half_mounted_metrics_certificate_is_refused(tmp_path):
+    certs = tmp_path / "tls"
+    certs.mkdir()
+    (certs / "tls.crt").write_text("")
+    cfg = _config(tmp_path, metrics={"listen": f"127.0.0.1:{_free_port()}", "cert_dir": str(certs)})
+    _refused(_run("--config", str(cfg)), f"metrics.cert_dir {certs}: tls.key is missing", "mount both")
+
+
 def test_a_journal_path_that_is_a_directory(tmp_path):
     (tmp_path / "jdir").mkdir()
     _refused(_run("--config", str(_config(tmp_path)), "--journal", str(tmp_path / "jdir")),

@@ -10,8 +10,8 @@
      run the way the pod would run it: the image ``scripts/build_image.sh`` built (tests/e2e/
      test_image.py's runtime: read-only root, uid 65532, in-cluster config) when the machine can
      (root and a built image), else ``kfold run`` as a process; either way with the installed
-     ConfigMap's config (read back from the apiserver; only ``http.listen``, a free loopback port,
-     and, for the process, the journal path differ) and a token of the installed ServiceAccount,
+     ConfigMap's config (read back from the apiserver; only ``http.listen`` and ``metrics.listen``,
+     free loopback ports, and, for the process, the journal path differ) and a token of the installed ServiceAccount,
      so the install's RBAC is what authorizes every request (no 403 in the log).
    - ``kubectl wait --for=condition=Ready session/demo``;
    - upgrade: a newer rendering (a changed config) re-applied rolls the pod template (the config
@@ -108,7 +108,7 @@ class Runner:
         self.journal = tmp / "journal"
         self.journal.mkdir()
         os.chown(self.journal, NONROOT, NONROOT) if os.geteuid() == 0 else None
-        self.port = free_port()
+        self.port, self.metrics_port = free_port(), free_port()
         self.proc: subprocess.Popen | None = None
         self.log = tmp / "kfold.log"
         self.image = self._image()
@@ -130,6 +130,8 @@ class Runner:
         cm = client.CoreV1Api(self.admin).read_namespaced_config_map("kfold-config", self.home)
         cfg = yaml.safe_load(cm.data["config.yaml"])
         cfg.setdefault("http", {})["listen"] = f"127.0.0.1:{self.port}"
+        if (cfg.get("metrics") or {}).get("listen"):   # its own port too: never a fixed one on a shared machine
+            cfg["metrics"]["listen"] = f"127.0.0.1:{self.metrics_port}"
         cfg.setdefault("log", {})["format"] = "plain"
         return cfg
 

@@ -14,22 +14,38 @@ def kinds(docs):
 
 def test_the_install_has_everything_a_cluster_operator_needs():
     docs = install("kfold", "img:1")
-    assert kinds(docs) == ["ClusterRole", "ConfigMap", "CustomResourceDefinition", "Deployment", "Namespace",
-                           "PersistentVolumeClaim", "Role", "RoleBinding", "Service", "ServiceAccount"]
+    assert kinds(docs) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "CustomResourceDefinition", "Deployment",
+                           "Namespace", "PersistentVolumeClaim", "Role", "RoleBinding", "Service", "ServiceAccount"]
     assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition") == \
         ["repos.kfold.dev", "sessions.kfold.dev"]
 
 
-def test_kfolds_rbac_has_no_wildcards_and_nothing_cluster_wide():
+def test_kfolds_rbac_has_no_wildcards_and_cluster_wide_only_the_metrics_reviews():
     docs = install("kfold", "img:1")
     for d in docs:
-        for rule in d.get("rules", []) if d["kind"] == "Role" else []:
-            assert "*" not in rule["resources"] and "*" not in rule.get("apiGroups", [])
+        kfolds = d["kind"] == "Role" or d["metadata"]["name"].startswith("kfold-metrics-")   # not the tenants'
+        for rule in d.get("rules", []) if kfolds else []:
+            assert "*" not in rule.get("resources", []) and "*" not in rule.get("apiGroups", [])
             assert not FORBIDDEN_VERBS & set(rule["verbs"]), rule
-    # the only ClusterRoles are the tenants' aggregated ones; kfold's ServiceAccount is bound to none
+    # kfold's ServiceAccount is bound cluster-wide to one role: creating the two reviews /metrics needs
+    (binding,) = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    assert binding["metadata"]["name"] == "kfold-metrics-auth-kfold" and binding["roleRef"]["name"] == "kfold-metrics-auth"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kfold", "namespace": "kfold"}]
+    roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
+    assert sorted(roles) == ["kfold-metrics-auth", "kfold-metrics-reader", "kfold-session-editor", "kfold-session-viewer"]
+    assert roles["kfold-metrics-auth"] == [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]
+    assert roles["kfold-metrics-reader"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+
+def test_metrics_beside_the_probes_need_nothing_cluster_wide():
+    docs = install("kfold", "img:1", yaml.safe_dump({"namespaces": ["sb"]}))
     assert not [d for d in docs if d["kind"] == "ClusterRoleBinding"]
     assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole") == \
         ["kfold-session-editor", "kfold-session-viewer"]
+    plain = yaml.safe_dump({"namespaces": ["sb"], "metrics": {"listen": "0.0.0.0:9090", "secure": False}})
+    assert not [d for d in install("kfold", "img:1", plain) if d["kind"] == "ClusterRoleBinding"]
 
 
 def test_the_daemon_runs_once_with_probes_and_its_journal_on_a_claim():
@@ -54,7 +70,7 @@ def test_secret_credentials_add_only_a_get_on_secrets_in_kfolds_namespace():
 def test_leader_election_may_use_leases_in_kfolds_namespace_only():
     docs = install("kfold", "img:1")
     lease_rules = [(d["metadata"].get("namespace"), r) for d in docs for r in d.get("rules", [])
-                   if "leases" in r["resources"]]
+                   if "leases" in r.get("resources", [])]
     assert lease_rules == [("kfold", {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                                       "verbs": ["get", "list", "create", "update", "delete"]})]
     (binding,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "kfold-leader"]
@@ -86,7 +102,7 @@ def test_tenant_roles_aggregate_into_the_built_in_edit_admin_and_view():
                               if k.startswith("rbac.authorization.k8s.io/aggregate-to-") and v == "true")
     assert agg("kfold-session-editor") == ["admin", "edit"] and agg("kfold-session-viewer") == ["view"]
     for role in roles.values():  # tenants never write what kfold alone writes
-        assert all("sessions/status" not in r["resources"] for r in role["rules"])
+        assert all("sessions/status" not in r.get("resources", []) for r in role["rules"])
     viewer_verbs = {v for r in roles["kfold-session-viewer"]["rules"] for v in r["verbs"]}
     assert viewer_verbs == {"get", "list", "watch"}
 
@@ -117,10 +133,31 @@ def test_the_config_is_a_readable_block_and_its_checksum_rolls_the_pod():
 def test_a_metrics_service_and_measured_resources():
     docs = install("kfold", "img:1")
     (svc,) = [d for d in docs if d["kind"] == "Service"]
-    assert svc["metadata"]["name"] == "kfold-metrics" and svc["spec"]["ports"][0]["targetPort"] == "http"
+    assert svc["metadata"]["name"] == "kfold-metrics"
+    assert svc["spec"]["ports"] == [{"name": "https", "port": 8443, "targetPort": "metrics"}]
     (dep,) = [d for d in docs if d["kind"] == "Deployment"]
-    res = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert c["ports"] == [{"name": "http", "containerPort": 8080}, {"name": "metrics", "containerPort": 8443}]
+    assert c["livenessProbe"]["httpGet"]["port"] == c["readinessProbe"]["httpGet"]["port"] == 8080
+    res = c["resources"]
     assert set(res) == {"requests", "limits"} and set(res["requests"]) == set(res["limits"]) == {"cpu", "memory"}
+
+
+def test_the_metrics_certificate_is_an_optional_secret_mounted_at_cert_dir():
+    (dep,) = [d for d in install("kfold", "img:1") if d["kind"] == "Deployment"]
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert {"name": "metrics-tls", "mountPath": "/etc/kfold-metrics-tls", "readOnly": True} in c["volumeMounts"]
+    assert {"name": "metrics-tls", "secret": {"secretName": "kfold-metrics-tls", "optional": True}} in pod["volumes"]
+    no_dir = yaml.safe_dump({"namespaces": ["sb"], "metrics": {"listen": "0.0.0.0:8443"}})
+    (dep,) = [d for d in install("kfold", "img:1", no_dir) if d["kind"] == "Deployment"]
+    assert "metrics-tls" not in {v["name"] for v in dep["spec"]["template"]["spec"]["volumes"]}
+
+
+def test_without_a_metrics_port_the_service_is_the_probes_port():
+    docs = install("kfold", "img:1", yaml.safe_dump({"namespaces": ["sb"]}))
+    (svc,) = [d for d in docs if d["kind"] == "Service"]
+    assert svc["spec"]["ports"] == [{"name": "http", "port": 8080, "targetPort": "http"}]
 
 
 def test_replicas_get_a_disruption_budget_anti_affinity_and_a_zone_spread():
@@ -147,14 +184,16 @@ def test_parts_split_the_install_so_an_uninstall_keeps_crds_and_namespaces():
 @pytest.mark.parametrize("args, words", [
     (["--namespace", "Kfold_1"], "--namespace 'Kfold_1' is not a namespace name"),
     (["--image", "Not An Image"], "--image 'Not An Image' is not an image reference"),
-    (["--config", "LOOPBACK"], "listens on loopback only"),
+    (["--config", "LOOPBACK"], "http.listen '127.0.0.1:8080' listens on loopback only"),
+    (["--config", "METRICS_LOOPBACK"], "metrics.listen '127.0.0.1:8443' listens on loopback only"),
 ])
 def test_kfold_manifests_refuses_what_would_never_run_in_one_line_exit_2(tmp_path, args, words):
     import subprocess
     import sys
     cfg = tmp_path / "c.yaml"
     cfg.write_text('namespaces: [sb]\nhttp: {listen: "127.0.0.1:8080"}\n')
-    args = [str(cfg) if a == "LOOPBACK" else a for a in args]
+    (tmp_path / "m.yaml").write_text('namespaces: [sb]\nmetrics: {listen: "127.0.0.1:8443"}\n')
+    args = [str(cfg) if a == "LOOPBACK" else str(tmp_path / "m.yaml") if a == "METRICS_LOOPBACK" else a for a in args]
     r = subprocess.run([sys.executable, "-m", "kfold", "manifests", *args], capture_output=True, text=True)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and words in r.stderr and r.stderr.startswith("kfold manifests: "), r.stderr

@@ -26,8 +26,8 @@ def test_the_default_image_is_the_built_one_and_runs_as_its_nonroot_user():
 def test_only_the_journal_directory_and_tmp_are_writable_mounts():
     (c,) = _pod()["containers"]
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
-    assert set(mounts) == {"/etc/kfold", "/var/lib/kfold", "/tmp"}
-    assert mounts["/etc/kfold"]["readOnly"] is True
+    assert set(mounts) == {"/etc/kfold", "/etc/kfold-metrics-tls", "/var/lib/kfold", "/tmp"}
+    assert mounts["/etc/kfold"]["readOnly"] is True and mounts["/etc/kfold-metrics-tls"]["readOnly"] is True
     cfg = yaml.safe_load((DATA / "config.example.yaml").read_text())
     cfg["journal"]["path"] = "/data/kfold/j.db"
     (c,) = _pod(yaml.safe_dump(cfg))["containers"]

@@ -1,7 +1,9 @@
 """kfold's RBAC is derived from the requests kfold sends, not from its own rule table: seeded
 whole-system simulations (``kfold.sim``: the real machines, executor and leader election against
 an apiserver model) record every request kfold makes; each one on the home cluster must be granted
-by the rules ``kfold manifests`` ships, and none may need anything cluster-wide. The watches
+by the rules ``kfold manifests`` ships, and none may need anything cluster-wide. The reviews a
+secure ``/metrics`` sends (``kfold.daemon.secure``) are granted by ``METRICS_AUTH_RULES``, the only
+cluster-wide rules, and need nothing else. The watches
 (``Observer``, not in the model) are the observed kinds' list/watch. The same rules authorize every
 e2e test that runs ``kfold run`` with the ServiceAccount on the real apiserver (no 403 in their
 logs: tests/e2e/test_install.py, tests/e2e/test_without_repos.py)."""
@@ -14,7 +16,7 @@ import logging
 import pytest
 
 from engine.effects.io.resources import RESOURCES, parse_path
-from kfold.daemon.manifests import LEASE_RULES, RULES
+from kfold.daemon.manifests import LEASE_RULES, METRICS_AUTH_RULES, RULES
 from kfold.sim.apiserver import SimApiServer
 from kfold.sim.world import Options, Simulation
 
@@ -87,3 +89,21 @@ def test_nothing_granted_that_kfold_never_asks_for_in_a_way_the_rbac_table_does_
     for verb in ("create", "update", "delete"):
         assert not granted(RULES, "kfold.dev", "sessions", verb)
     assert not granted(RULES, "kfold.dev", "repos/status", "patch") and not granted(RULES, "", "configmaps", "get")
+
+
+def test_the_metrics_reviews_are_granted_by_the_metrics_auth_rules_alone():
+    from engine.effects.io.transport import Response
+    from kfold.daemon.secure import DelegatedAuth
+    sent = []
+
+    class Recording:
+        async def call(self, req):
+            sent.append((req.method, req.path))
+            review = req.path.rsplit("/", 1)[1]
+            return Response(201, {}, {"status": {"authenticated": True, "user": {"username": "u"}}
+                                      if review == "tokenreviews" else {"allowed": True}})
+    assert asyncio.run(DelegatedAuth(Recording(), "").check("GET", "/metrics", {"authorization": "Bearer t"})) is None
+    asked = {(path.split("/")[2], path.rsplit("/", 1)[1], VERBS[method]) for method, path in sent}
+    assert asked == {("authentication.k8s.io", "tokenreviews", "create"),
+                     ("authorization.k8s.io", "subjectaccessreviews", "create")}
+    assert all(granted(METRICS_AUTH_RULES, *k) for k in asked) and not any(granted(RULES + LEASE_RULES, *k) for k in asked)

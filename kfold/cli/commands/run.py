@@ -1,7 +1,8 @@
-"""``kfold run --config PATH [--kubeconfig] [--context] [-n NS] [--allow-exec] [--journal] [--log-level]``: the daemon.
+"""``kfold run --config PATH [--kubeconfig] [--context] [-n NS] [--allow-exec] [--journal] [--listen]
+[--metrics-listen] [--log-level]``: the daemon.
 
 Contract: every bad input or unusable environment found before the daemon runs (config file,
-kubeconfig and context, journal path, HTTP port) is one line on stderr naming the thing and the
+kubeconfig and context, journal path, the probe and metrics ports, the metrics certificate) is one line on stderr naming the thing and the
 fix, exit 2, no traceback; an unexpected failure prints its traceback and exits 1 at once (worker
 threads never hold the process). See docs/cli.md.
 """
@@ -16,6 +17,7 @@ import sys
 EXAMPLES = """examples:
   kfold run --config /etc/kfold/config.yaml
   kfold run --config dev.yaml --kubeconfig ~/.kube/config --context kind-dev -n team-a --journal ./journal.db
+  kfold run --config dev.yaml --listen 127.0.0.1:8080 --metrics-listen 127.0.0.1:8443
   KUBECONFIG=~/.kube/gke.yaml kfold run --config dev.yaml --allow-exec --log-level debug
 
 exit codes: 0 stopped by SIGTERM/SIGINT; 1 the daemon stopped on an error (logged); 2 bad input or an
@@ -37,6 +39,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="let the kubeconfig run its exec credential plugin (GKE/EKS/AKS login); it runs with "
                         "kfold's privileges, see docs/cli.md (overrides cluster.allow_exec)")
     p.add_argument("--journal", metavar="FILE", help="journal file (overrides journal.path)")
+    p.add_argument("--listen", metavar="HOST:PORT",
+                   help="where /healthz and /readyz are served, plain HTTP (overrides http.listen; e.g. 127.0.0.1:8080)")
+    p.add_argument("--metrics-listen", metavar="HOST:PORT",
+                   help="where /metrics is served on a port of its own, HTTPS with the apiserver's authentication "
+                        "and authorization unless metrics.secure is false (overrides metrics.listen)")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), help="overrides log.level")
     p.add_argument("--log-format", choices=("plain", "json"), help="overrides log.format")
     p.set_defaults(func=main)
@@ -86,7 +93,7 @@ def _overrides(args: argparse.Namespace) -> dict:
     namespaces = [n.strip() for ns in args.namespace or () for n in ns.split(",") if n.strip()] or None
     return {"cluster.kubeconfig": args.kubeconfig, "cluster.context": args.context, "journal.path": args.journal,
             "cluster.allow_exec": args.allow_exec, "namespaces": namespaces, "log.level": args.log_level,
-            "log.format": args.log_format}
+            "log.format": args.log_format, "http.listen": args.listen, "metrics.listen": args.metrics_listen}
 
 
 def _preflight(cfg) -> tuple[str | None, tuple[str, str] | None]:
@@ -100,7 +107,10 @@ def _preflight(cfg) -> tuple[str | None, tuple[str, str] | None]:
             via = kubeconfig_from_env()
         except HomeUnavailable as exc:
             return str(exc), None
-    return _journal_problem(cfg.journal.path) or _listen_problem(cfg.http.listen), via
+    problem = (_journal_problem(cfg.journal.path) or _listen_problem(cfg.http.listen, LISTEN)
+               or (_listen_problem(cfg.metrics.listen, METRICS) if cfg.metrics.listen is not None else None)
+               or (cert_problem(cfg.metrics.cert_dir) if cfg.metrics.listen and cfg.metrics.secure else None))
+    return problem, via
 
 
 def _journal_problem(path: str) -> str | None:
@@ -127,29 +137,42 @@ def _journal_problem(path: str) -> str | None:
     return None
 
 
-def _listen_problem(listen: str) -> str | None:
-    """Why ``http.listen`` cannot be bound (tried with the options asyncio's server uses)."""
+LISTEN, METRICS = ("http.listen", "--listen"), ("metrics.listen", "--metrics-listen")   # (field, flag)
+
+
+def _listen_problem(listen: str, where: tuple[str, str]) -> str | None:
+    """Why ``listen`` cannot be bound (tried with the options asyncio's server uses)."""
     import socket
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]") or "0.0.0.0"
+    from kfold.daemon.config import host_port
+    host, port = host_port(listen)
     try:
-        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        return f"http.listen {listen}: cannot resolve {host} ({exc.strerror}); use an address such as 0.0.0.0:8080"
+        return f"{where[0]} {listen}: cannot resolve {host} ({exc.strerror}); use an address such as 0.0.0.0:{port}"
     for family, kind, proto, _name, addr in infos[:1]:
         with socket.socket(family, kind, proto) as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind(addr)
             except OSError as exc:
-                return _bind_message(listen, exc)
+                return _bind_message(listen, exc, where)
     return None
 
 
-def _bind_message(listen: str, exc: OSError) -> str:
+def _bind_message(listen: str, exc: OSError, where: tuple[str, str]) -> str:
     what = "is already in use (another kfold, or another program)" if exc.errno == errno.EADDRINUSE \
         else f"cannot be bound ({exc.strerror or exc})"
-    return f"http.listen {listen} {what}; stop it, or pick a free port in the config's http.listen"
+    return f"{where[0]} {listen} {what}; stop it, or pick a free port with {where[1]} or the config's {where[0]}"
+
+
+def cert_problem(cert_dir: str | None) -> str | None:
+    """Why the metrics certificate in ``cert_dir`` cannot be served (kfold.daemon.secure)."""
+    from kfold.daemon.secure import CertError, check_cert_dir
+    try:
+        check_cert_dir(cert_dir)
+    except CertError as exc:
+        return str(exc)
+    return None
 
 
 def _refusal(exc: Exception, cfg) -> str | None:
@@ -158,6 +181,7 @@ def _refusal(exc: Exception, cfg) -> str | None:
     from journal.store import JournalCorrupt, JournalError
     from engine.seams import SeamError
     from kfold.registry import RegistryError
+    from kfold.daemon.http import BindError
     journal_path = cfg.journal.path
     if isinstance(exc, JournalCorrupt):
         return (f"journal {journal_path}: {exc}. kfold neither folds past it nor appends to it. "
@@ -172,8 +196,9 @@ def _refusal(exc: Exception, cfg) -> str | None:
         return str(exc)
     if isinstance(exc, SeamError):  # a boot command the fold could not take: nothing was journaled
         return f"{exc}; nothing was journaled; check the configuration field it comes from"
-    if isinstance(exc, OSError) and exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):  # http.listen, raced
-        return _bind_message(cfg.http.listen, exc)
+    if isinstance(exc, BindError):  # a listen address, taken between the preflight and the start
+        where = METRICS if exc.field == METRICS[0] else LISTEN
+        return _bind_message(cfg.metrics.listen if where is METRICS else cfg.http.listen, exc, where)
     return None
 
 
