@@ -1,6 +1,7 @@
 """The alert rules, checked and unit-tested by Prometheus' own promtool (built by
 scripts/build_promtool.sh from the prometheus Go module; setup and CI build it), and the
-PrometheusRule for the Operator carries exactly the same groups as the plain rule file."""
+PrometheusRule for the Operator carries exactly the same groups as the plain rule file. Every
+alert's runbook_url is a section of docs/operations.md that exists, named after the alert."""
 from __future__ import annotations
 
 import os
@@ -11,8 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.unit.test_docs_links import _anchors
+
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy/prometheus"
+RUNBOOKS = "https://kfold.dev/docs/operations.md#"
+
+
+def alerts() -> list[dict]:
+    return [r for g in yaml.safe_load((RULES / "kfold-rules.yaml").read_text())["groups"] for r in g["rules"]]
 
 
 def promtool() -> str:
@@ -30,14 +38,14 @@ def run(*args: str) -> str:
 
 
 def test_promtool_checks_the_rule_file():
-    assert "SUCCESS: 7 rules found" in run("check", "rules", "kfold-rules.yaml")
+    assert f"SUCCESS: {len(alerts())} rules found" in run("check", "rules", "kfold-rules.yaml")
 
 
 def test_promtool_unit_tests_every_alert():
     tests = yaml.safe_load((RULES / "kfold-rules.test.yaml").read_text())["tests"]
-    alerts = {r["alert"] for g in yaml.safe_load((RULES / "kfold-rules.yaml").read_text())["groups"] for r in g["rules"]}
+    names = {r["alert"] for r in alerts()}
     tested = {t["alertname"] for case in tests for t in case["alert_rule_test"] if t["exp_alerts"]}
-    assert tested == alerts, f"every alert has a case where it fires: {sorted(alerts - tested)}"
+    assert tested == names, f"every alert has a case where it fires: {sorted(names - tested)}"
     assert "SUCCESS" in run("test", "rules", "kfold-rules.test.yaml")
 
 
@@ -46,3 +54,12 @@ def test_the_prometheusrule_holds_the_same_groups_as_the_rule_file():
     plain = yaml.safe_load((RULES / "kfold-rules.yaml").read_text())
     assert crd["apiVersion"] == "monitoring.coreos.com/v1" and crd["kind"] == "PrometheusRule"
     assert crd["spec"] == plain
+
+
+def test_every_alert_links_its_runbook_a_section_of_operations_md_named_after_it():
+    sections = _anchors(ROOT / "docs" / "operations.md")
+    for rule in alerts():
+        url = rule["annotations"].get("runbook_url", "")
+        assert url == RUNBOOKS + rule["alert"].lower(), f"{rule['alert']}: runbook_url {url!r}"
+        assert rule["alert"].lower() in sections, f"docs/operations.md has no section ### {rule['alert']}"
+
