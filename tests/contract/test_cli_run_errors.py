@@ -93,8 +93,10 @@ def test_a_port_in_use_given_by_a_flag_names_the_flag_and_the_field(tmp_path, fl
     assert line.startswith("kfold run: ")
 
 
-def test_a_listen_flag_that_is_not_host_port_is_a_config_error(tmp_path):
-    _refused(_run("--config", str(_config(tmp_path)), "--listen", "eighty"), "field http.listen", "HOST:PORT")
+@pytest.mark.parametrize("flag", ["--listen", "--metrics-listen"])
+def test_a_listen_flag_that_is_not_host_port_is_blamed_on_the_flag(tmp_path, flag):
+    line = _refused(_run("--config", str(_config(tmp_path)), flag, "eighty"), f"kfold: {flag}: ", "HOST:PORT", "eighty")
+    assert "config.yaml" not in line
 
 
 def test_a_half_mounted_metrics_certificate_is_refused(tmp_path):

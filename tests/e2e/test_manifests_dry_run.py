@@ -67,13 +67,13 @@ def test_every_document_of_kfold_manifests_passes_a_server_side_dry_run(admin, c
             except client.ApiException:
                 pass
     assert {k[0] for k in seen} == {"Namespace", "ServiceAccount", "CustomResourceDefinition", "ClusterRole",
-                                    "Role", "RoleBinding", "ConfigMap", "Service",
+                                    "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Service",
                                     "PersistentVolumeClaim", "Deployment"}
     (dep,) = [v for k, v in seen.items() if k[0] == "Deployment"]
     pod = dep["spec"]["template"]["spec"]
     assert pod["containers"][0]["image"] == DEFAULT_IMAGE
     assert pod["securityContext"]["runAsUser"] == NONROOT and pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"]
-    assert {v["name"] for v in pod["volumes"]} == {"config", "journal", "tmp"}
+    assert {v["name"] for v in pod["volumes"]} == {"config", "journal", "tmp", "metrics-tls"}
 
 
 def test_replicas_render_a_statefulset_the_apiserver_accepts(admin, crds, tmp_path):

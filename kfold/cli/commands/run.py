@@ -86,7 +86,7 @@ def main(args: argparse.Namespace) -> int:
 # the flag that overrides each config field (a bad value it gives is blamed on the flag)
 FLAGS = {"cluster.kubeconfig": "--kubeconfig", "cluster.context": "--context", "journal.path": "--journal",
          "cluster.allow_exec": "--allow-exec", "namespaces": "-n/--namespace", "log.level": "--log-level",
-         "log.format": "--log-format"}
+         "log.format": "--log-format", "http.listen": "--listen", "metrics.listen": "--metrics-listen"}
 
 
 def _overrides(args: argparse.Namespace) -> dict:
