@@ -234,7 +234,7 @@ cmd_start() {
   wait_for etcd etcd 30 curl -sf "$ETCD/health"
   local mode_args=(--disable-admission-plugins=ServiceAccount --endpoint-reconciler-type=none)
   if [[ $REAL_NODE == 1 ]]; then
-    bash "$HERE/node.sh" net-up
+    KFOLD_CP_DIR=$CP bash "$HERE/node.sh" net-up
     mode_args=(--endpoint-reconciler-type=lease
       --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt"
       --kubelet-client-key="$PKI/apiserver-kubelet-client.key"
@@ -262,7 +262,7 @@ cmd_start() {
       --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key"
   fi
   if [[ $REAL_NODE == 1 ]]; then
-    bash "$HERE/node.sh" start
+    KFOLD_CP_DIR=$CP bash "$HERE/node.sh" start
     log "control plane and node ready in $((SECONDS - t0))s ($API)"
     cmd_env
     return
@@ -285,7 +285,7 @@ cmd_start() {
 cmd_stop() {
   # SIGTERM everything but etcd at once, wait (<=10s, then SIGKILL), then etcd the same way.
   local group name pid pids
-  if [[ -e /run/netns/kfold-node || -d $CACHE/node/run ]]; then bash "$HERE/node.sh" stop; fi
+  if [[ -e /run/netns/kfold-node || -d $CACHE/node/run ]]; then KFOLD_CP_DIR=$CP bash "$HERE/node.sh" stop; fi
   for group in "kwok kube-controller-manager kube-scheduler kube-apiserver" etcd; do
     pids=()
     for name in $group; do
@@ -309,7 +309,7 @@ cmd_status() {
     if running "$name"; then echo "$name: running (pid $(cat "$CP/run/$name.pid"))"
     else echo "$name: stopped"; [[ $name == kube-controller-manager ]] || rc=1; fi
   done
-  if [[ $REAL_NODE == 1 ]]; then bash "$HERE/node.sh" status || rc=1; fi
+  if [[ $REAL_NODE == 1 ]]; then KFOLD_CP_DIR=$CP bash "$HERE/node.sh" status || rc=1; fi
   return $rc
 }
 

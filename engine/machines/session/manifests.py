@@ -10,6 +10,10 @@ Guarantees:
   generation re-points them through the endpoints upsert. The pod is owner-referenced to its
   Session when it runs in the Session's namespace on the Session's cluster.
 - The Service selects the pod by session AND generation, never a terminating predecessor.
+- Every container knows what it is (docs/session-api.md "Container identity"): its env ends with
+  ``KFOLD_CONTAINER`` (``workspace`` or ``app-<name>``) and, in an app, ``KFOLD_APP`` (its name) and
+  ``KFOLD_APP_PORTS`` (its declared ports when the pod was made, ``8080/TCP,9000/UDP``), after the
+  spec's env, so a Secret reference of the same name cannot hide them.
 - Every container (workspace and apps) gets the same ``resources``: the spec's limits and requests
   clamped to the configured ceilings (``session.spec``). App containers with ``io`` tty, pipe
   or streams have ``stdin`` (tty also ``tty``), so ``kubectl attach -i[t]`` reaches them.
@@ -114,13 +118,14 @@ def _resources(spec: Spec) -> dict[str, Any]:
 
 
 def _workspace(spec: Spec) -> dict[str, Any]:
-    return {"name": WORKSPACE, "image": spec.image, "env": _env(spec), "resources": _resources(spec),
+    return {"name": WORKSPACE, "image": spec.image, "env": _env(spec) + _identity(WORKSPACE),
+            "resources": _resources(spec),
             "volumeMounts": [{"name": WORKSPACE, "mountPath": "/workspace"}]}
 
 
 def _app(app: App, spec: Spec) -> dict[str, Any]:
     interactive = app.io in ("tty", "pipe", "streams")
-    out = {"name": f"app-{app.name}", "image": spec.image, "env": _env(spec),
+    out = {"name": f"app-{app.name}", "image": spec.image, "env": _env(spec) + _identity(f"app-{app.name}", app),
            "ports": [{"containerPort": p.port, "protocol": p.protocol} for p in app.ports],
            "stdin": interactive, "tty": app.io == "tty",
            "volumeMounts": [{"name": WORKSPACE, "mountPath": "/workspace"}]}
@@ -132,6 +137,15 @@ def _app(app: App, spec: Spec) -> dict[str, Any]:
 
 def _env(spec: Spec) -> list[dict[str, Any]]:
     return [{"name": e.name, "valueFrom": {"secretKeyRef": {"name": e.secret, "key": e.key}}} for e in spec.env]
+
+
+def _identity(container: str, app: App | None = None) -> list[dict[str, Any]]:
+    """The container's identity in its env (plain values: names and port numbers, never a secret)."""
+    out = [{"name": "KFOLD_CONTAINER", "value": container}]
+    if app is not None:
+        out += [{"name": "KFOLD_APP", "value": app.name},
+                {"name": "KFOLD_APP_PORTS", "value": ",".join(f"{p.port}/{p.protocol}" for p in app.ports)}]
+    return out
 
 
 def secret(session: str, namespace: str, spec: Spec) -> dict[str, Any]:
