@@ -3,18 +3,25 @@
 Guarantee: ``load(dump(s)) == s`` for every state the fold can produce, and ``dump`` is
 deterministic (keys sorted), so two replays that agree produce byte-identical snapshots — which is
 also how tests compare states.
+
+Versions (``engine.migrations``): ``dump`` writes ``FORMAT``; ``load`` reads every format from
+``OLDEST`` on, migrating an older one in memory, and raises ``SnapshotFormatError`` for a newer one
+(a newer kfold wrote it) or one it cannot migrate. A snapshot that names a format it reads but does
+not validate as it (a shape changed without its migration) raises pydantic's error.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 from immutables import Map
 
 from engine.core import Machines, Pending, Quarantined, State, Timer, default_machines
 from engine.effects.models import effect_from_dict, effect_to_dict
+from engine.migrations import FORMAT, OLDEST, SnapshotFormatError, upgrade
 
-FORMAT = 1
+__all__ = ["FORMAT", "OLDEST", "SnapshotFormatError", "dump", "load", "load_stored", "to_data"]
 
 
 def to_data(state: State) -> dict[str, Any]:
@@ -38,9 +45,10 @@ def dump(state: State) -> bytes:
 
 def load(data: bytes, machines: Machines | None = None) -> State:
     reg = machines or default_machines()
-    raw = orjson.loads(data)
-    if raw.get("format") != FORMAT:
-        raise ValueError(f"snapshot format {raw.get('format')!r} is not {FORMAT}; replay from the start")
+    try:
+        raw = upgrade(orjson.loads(data))
+    except orjson.JSONDecodeError as exc:
+        raise SnapshotFormatError(None, f"not a kfold snapshot ({exc})") from None
     tables = Map({
         m: Map({k: reg.by_name[m].decision.model_validate(d) for k, d in t.items()})
         for m, t in raw["tables"].items()
@@ -60,3 +68,28 @@ def _pending_data(p: Pending) -> list[Any]:
 def _pending(v: list[Any]) -> Pending:
     effect, issued, *retry = v
     return Pending(effect_from_dict(effect), issued, *retry)
+
+
+def load_stored(seq: int, data: bytes, where: str, reader: str, machines: Machines | None = None) -> State:
+    """``load`` of the snapshot stored at ``seq`` in ``where`` (a journal or an export; "": the
+    caller names it), read by
+    kfold ``reader``: a snapshot it cannot read raises ``SnapshotFormatError`` with one line naming
+    both versions and what to do. The caller refuses to go on (it writes nothing)."""
+    at = f"{where}: " if where else ""
+    try:
+        return load(data, machines)
+    except SnapshotFormatError as exc:
+        if exc.newer:
+            raise SnapshotFormatError(exc.found, (
+                f"{at}the snapshot at seq {seq} has format {exc.found}, written by a newer kfold; this kfold "
+                f"({reader}) reads snapshot formats {OLDEST} to {FORMAT}: run a kfold that reads format {exc.found} "
+                f"(docs/journal.md, Upgrades); nothing was written"), newer=True) from None
+        raise SnapshotFormatError(exc.found, f"{at}the snapshot at seq {seq}: {exc}; nothing was written") from None
+    except ValidationError as exc:
+        first = exc.errors()[0] if exc.errors() else {}
+        loc = ".".join(str(p) for p in first.get("loc", ()))
+        raise SnapshotFormatError(FORMAT, (
+            f"{at}the snapshot at seq {seq} (format {FORMAT}) does not load with this kfold ({reader}): "
+            f"{exc.error_count()} error(s), the first {first.get('msg', '')} at {loc or '(root)'}: a decision "
+            f"record's shape changed without a snapshot migration (engine.migrations); nothing was written: "
+            f"run the kfold that wrote it")) from None

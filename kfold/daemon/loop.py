@@ -71,6 +71,7 @@ from engine.effects.models import effect_to_dict
 from engine.effects.timers import PendingIndex, Ticker, ready_to_issue, seq_key
 from engine.seams import SeamError, check_command
 from journal.records import Command, Deadline, EffectIssued, Observed, Outcome, Relist
+from journal.chain import JournalError, kfold_version
 from journal.retention import SnapshotPolicy
 from kfold.daemon import gc_policy
 from kfold.daemon.shards import held_effects
@@ -78,6 +79,16 @@ from kfold.daemon.shards import held_effects
 _PLAIN = (Observed, Relist, Deadline)  # records that touch no pending effect (see Daemon._fold)
 log = logging.getLogger("kfold.daemon")
 MAX_BATCH = 512
+
+
+def _stored_state(journal: Any, snap: tuple[int, bytes], machines: Machines) -> State:
+    """The state of the snapshot recovery starts from; ``JournalError`` (kfold refuses to start,
+    having written nothing) for one this kfold cannot read: a newer format, a missing migration."""
+    where = str(getattr(journal, "path", "the journal"))
+    try:
+        return snapshot.load_stored(snap[0], snap[1], where, kfold_version(), machines)
+    except snapshot.SnapshotFormatError as exc:
+        raise JournalError(str(exc)) from None
 
 
 class Daemon:
@@ -168,7 +179,7 @@ class Daemon:
     async def _load(self) -> None:
         snap = await self.journal.latest_snapshot()
         if snap is not None:
-            self.state = snapshot.load(snap[1], self.machines)
+            self.state = _stored_state(self.journal, snap, self.machines)
             self._snap_seq = self.state.seq
         run: list[Any] = []
         async for rec in self.journal.read(self.state.seq + 1):

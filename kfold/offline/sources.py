@@ -153,22 +153,54 @@ def history_start(path: str) -> int:
 
 
 def start_point(path: str, until: int | None = None) -> tuple[Any, int, str]:
-    """``(state or None, first seq to fold, a line saying where it starts or "")``; see the module doc."""
-    from engine import snapshot
-    from journal.chain import JournalError
+    """``(state or None, first seq to fold, a line saying where it starts or "")``; see the module doc.
+    ``SnapshotUnreadable`` when the journal's newest snapshot is of a format newer than this kfold
+    reads: a newer kfold decided the records before it, which this code would refold as its own."""
     first = history_start(path)
+    _refuse_newer(path)
     if first == 1:
         return None, 1, ""
     snap = latest_snapshot(path, first - 1)
     _check_start(first, snap, until)
-    try:
-        state = snapshot.load(snap[1])
-    except Exception as exc:  # a snapshot this kfold cannot read (or an edited one): no fold is possible
-        raise JournalError(f"the snapshot at seq {first - 1}, where history begins, does not load: "
-                           f"{type(exc).__name__}: {exc}") from None
+    state = stored_state(path, snap)
     why = "were cut by retention" if is_sqlite(path) else "are not in this export"
     return state, first, (f"history begins at seq {first}: records 1..{first - 1} {why}; "
                           f"started from the snapshot at seq {first - 1}")
+
+
+class SnapshotUnreadable(JournalError):
+    """A snapshot this kfold cannot read; ``newer``: a newer kfold wrote it."""
+
+    def __init__(self, message: str, newer: bool = False):
+        super().__init__(message)
+        self.newer = newer
+
+
+def _refuse_newer(path: str) -> None:
+    from engine import migrations
+    snap = latest_snapshot(path)
+    if snap is None:
+        return
+    import orjson
+    try:
+        found = orjson.loads(snap[1]).get("format")
+    except Exception:
+        return   # unreadable: said where it is loaded
+    if type(found) is int and found > migrations.FORMAT:
+        stored_state(path, snap)   # raises, naming the versions
+
+
+def stored_state(path: str, snap: tuple[int, bytes]) -> Any:
+    """The state of the snapshot ``snap`` of ``path``; ``SnapshotUnreadable`` (exit 2) naming the
+    versions for one this kfold cannot read (``engine.snapshot.load_stored``), or one edited past reading."""
+    from engine import snapshot
+    from journal.chain import kfold_version
+    try:
+        return snapshot.load_stored(snap[0], snap[1], "", kfold_version())   # the command names the file
+    except snapshot.SnapshotFormatError as exc:
+        raise SnapshotUnreadable(str(exc), exc.newer) from None
+    except Exception as exc:  # an edited snapshot: no fold is possible
+        raise SnapshotUnreadable(f"the snapshot at seq {snap[0]} does not load: {type(exc).__name__}: {exc}") from None
 
 
 def iter_records(path: str, until: int | None = None, from_seq: int = 1, projected: bool = False) -> Iterator[Record]:

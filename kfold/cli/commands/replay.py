@@ -126,15 +126,16 @@ def _history_start(args) -> tuple:
 
 def _starting_point(args) -> tuple:
     """(state to start from or None, a line saying where replay started)."""
-    from engine import snapshot
-    from kfold.offline.sources import latest_snapshot
+    from kfold.offline.sources import SnapshotUnreadable, history_start, latest_snapshot, stored_state
     snap = latest_snapshot(args.journal, args.until)
     if snap is None:
         state, note = _history_start(args)
         return state, note or f"no snapshot at or before seq {args.until or 'the end'}: folded from seq 1"
     try:
-        state = snapshot.load(snap[1])
-    except ValueError as exc:  # a snapshot this kfold cannot read: the records can
+        state = stored_state(args.journal, snap)
+    except SnapshotUnreadable as exc:  # a snapshot this kfold cannot read: a whole journal's records can be
+        if exc.newer or history_start(args.journal) > 1:   # (a newer kfold's decisions follow it: not refolded)
+            raise
         return None, f"snapshot at seq {snap[0]} not used ({exc}): folded from seq 1"
     return state, (f"started from the snapshot at seq {snap[0]}; records 1..{snap[0]} were neither "
                    f"read nor verified (a full replay does both)")
