@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -89,12 +91,44 @@ def test_every_format_since_the_oldest_read_has_its_recorded_shape_and_migration
 
 
 # -- an older kfold's journal on this code ---------------------------------------------------------
+# Decisions changed on purpose since a fixture's kfold: (fixture, the commit, why, the effect field
+# paths whose values differ). ``replay --check`` of the fixture compares every other field of every
+# effect; a path listed here must name the change that made it differ.
+DECIDED_SINCE = {
+    "ae4b05a": [("f75341d", "each container of a Session's pod carries KFOLD_CONTAINER (an app's KFOLD_APP, "
+                            "KFOLD_APP_PORTS) in its env", re.compile(r"manifest\.spec\.containers\[\d+\]\.env$"))],
+}
+
+
+def replay_check(path: Path, monkeypatch) -> Any:
+    """``kfold replay PATH --check`` as the command folds it (from where its history begins), in this
+    process, with the fixture's ``DECIDED_SINCE`` differences set aside."""
+    from kfold.offline import replay as offline
+    from kfold.offline.render import field_diff
+    from kfold.offline.sources import iter_records, start_point
+    accepted = [pattern for _, _, pattern in DECIDED_SINCE.get(path.stem, DECIDED_SINCE["ae4b05a"])]
+    compare = offline.compare_issued
+
+    def compare_but_accepted(rec, expected, state):
+        div = compare(rec, expected, state)
+        if div is None or div.journaled is None or div.recomputed is None:
+            return div
+        paths = [p for p, _, _ in field_diff(div.journaled, div.recomputed)]
+        return None if all(any(a.search(p) for a in accepted) for p in paths) else div
+
+    monkeypatch.setattr(offline, "compare_issued", compare_but_accepted)
+    state, first, _ = start_point(str(path))
+    return offline.replay(iter_records(str(path), None, first, projected=True), check=True, state=state)
+
+
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[p.stem for p in FIXTURES])
-def test_an_older_kfolds_cut_journal_replays_check_on_this_code(fixture):
-    done = kfold("replay", str(fixture), "--check")
+def test_an_older_kfolds_cut_journal_replays_check_on_this_code(fixture, monkeypatch):
+    done = kfold("replay", str(fixture))
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[0].startswith("history begins at seq "), "the fixture's head is cut"
-    assert "check: every journaled effect matches the current code" in done.stdout
+    result = replay_check(fixture, monkeypatch)
+    assert result.divergence is None, result.divergence.describe()
+    assert result.records == SNAPSHOTS[-1] - SNAPSHOTS[0] and sum(result.effects.values()) > 0
     snap = kfold("replay", str(fixture), "--check", "--from-snapshot")
     assert snap.returncode == 0, snap.stdout + snap.stderr
 
@@ -122,7 +156,7 @@ def test_the_fixture_is_a_cut_journal_with_all_three_machines_in_its_snapshots()
         assert all(tables.get(m) for m in ("pod", "repo", "session")), sorted(tables)
 
 
-def test_an_older_kfolds_journal_boots_goes_on_and_keeps_every_record_it_had(old):
+def test_an_older_kfolds_journal_boots_goes_on_and_keeps_every_record_it_had(old, monkeypatch):
     before = rows(old)
     last = SNAPSHOTS[-1]
 
@@ -148,9 +182,9 @@ def test_an_older_kfolds_journal_boots_goes_on_and_keeps_every_record_it_had(old
     assert after["journal"][:len(before["journal"])] == before["journal"], "an older record was rewritten"
     assert after["snapshots"][:len(before["snapshots"])] == before["snapshots"]
     assert orjson.loads(after["snapshots"][-1][1])["format"] == migrations.FORMAT   # the next snapshot: this format
-    done = kfold("replay", str(old), "--check")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.startswith(f"history begins at seq {FIRST}")
+    result = replay_check(old, monkeypatch)   # the older records and what this code appended
+    assert result.divergence is None, result.divergence.describe()
+    assert result.state.seq == end
 
 
 # -- a newer kfold's journal on this code ----------------------------------------------------------
