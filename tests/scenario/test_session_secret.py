@@ -125,7 +125,7 @@ def test_env_that_goes_with_the_uid_unknown_reads_and_deletes_only_its_own(ours)
     if ours:
         w.answer("delete", "Secret", when=13)
     assert w.pod_creates() == ["demo-g1", "demo-g2"]
-    assert w.decision().secret_made is False
+    assert w.decision().secret.made is False
 
 
 def test_a_stop_after_env_went_sends_nothing_for_the_secret():

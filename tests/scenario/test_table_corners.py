@@ -151,7 +151,7 @@ def test_a_reply_about_a_session_kfold_no_longer_tracks_changes_nothing(message)
     assert s.decision("session", GONE) is None
 
 
-@pytest.mark.parametrize("name", ["ahead", "reread", "pod-delete-retry", "start", "lists"])
+@pytest.mark.parametrize("name", ["ahead", "reread", "secret-retry", "pod-delete-retry", "start", "lists"])
 def test_a_timer_of_a_session_kfold_no_longer_tracks_changes_nothing(name):
     s = session_world()
     assert fire(s, "session", GONE, name, T0 + SECOND) == ()

@@ -2,7 +2,7 @@
 
 Three fast paths: ``view_of`` (a ``PodView`` tuple instead of a validated pydantic record),
 ``refenced`` (a moved fence without pydantic's copy machinery) and the session machine's early exit
-``session.model.none_tracked`` (no Session placed: the pod is not read). The plain forms below are
+``session.targets.none_tracked`` (no Session placed: the pod is not read). The plain forms below are
 the code as first written; on generated inputs, malformed ones included (non-dict metadata and
 labels, labels of other types, missing uid, DELETED events), the fast forms must give the same
 result: equal views, or the same exception with the same errors; equal records with the same
@@ -23,7 +23,7 @@ from engine.effects.models import effect_to_dict
 from engine.machines.pod import machine as pod_machine
 from engine.machines.pod import delete as pod_delete
 from engine.machines.session import pods as session_pods
-from engine.machines.session import model as session_model
+from engine.machines.session import targets as session_targets
 from engine.machines.session import seen as session_seen
 from engine.machines.base import Decision, fire, move, object_key
 from engine.machines.pod.machine import PodMachine
@@ -253,7 +253,7 @@ def random_session_table(rng: random.Random) -> dict[str, Any]:
     shape = rng.choice(["no index", "index", "index", "empty index"])
     if shape != "no index":
         slots = {} if shape == "empty index" else {
-            session_model.slot_of(d): k for k, d in table.items() if session_model.slot_of(d) is not None}
+            session_targets.slot_of(d): k for k, d in table.items() if session_targets.slot_of(d) is not None}
         table[INDEX_KEY] = TargetIndex(slots=slots)
     return table
 
@@ -268,7 +268,7 @@ def test_a_pod_event_folds_as_the_plain_session_machine_folds_it(seed):
         rec = random_record(rng, [obj["metadata"]["name"]] * 3 + ["x"] if obj else ["demo-g1", "x"], obj)
         fast = outcome(step, FAST, tables, rec)
         assert fast == outcome(step, PLAIN, tables, rec), (tables, rec)
-        exits += session_model.none_tracked(_Reader(tables["session"]))
+        exits += session_targets.none_tracked(_Reader(tables["session"]))
         owned += session_pods.pod_owner(_Reader(tables["session"]), rec) is not None
     assert 0 < exits < 150 and owned > 5  # the early exit, the full lookup and a session's pod all seen
 

@@ -11,7 +11,7 @@ import itertools
 from immutables import Map
 
 from engine.core import State, StepContext
-from engine.machines.session import model
+from engine.machines.session import targets
 from engine.machines.session.model import SessionDecision
 
 
@@ -26,9 +26,9 @@ def test_a_shared_slot_resolves_to_the_same_session_whatever_the_insertion_order
         table = Map()
         for k in order:
             table = table.set(k, _record(k.split("/")[0]))
-        owner = model.owner(table, "east", "team", "demo")
+        owner = targets.owner(table, "east", "team", "demo")
         ctx = StepContext(State(tables=Map({"session": table})))
         ctx._machine = "session"
-        indexed = model.lookup(ctx, "east", "team", "demo")
+        indexed = targets.lookup(ctx, "east", "team", "demo")
         answers.add((owner, indexed))
     assert answers == {("local/team/demo", "local/team/demo")}

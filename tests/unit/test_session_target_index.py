@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from immutables import Map
 
 from engine.core import State, StepContext
-from engine.machines.session import machine, model, observed
+from engine.machines.session import machine, observed, targets
 from engine.machines.session.machine import SessionMachine
 from engine.machines.session.model import INDEX_KEY, SessionDecision
 
@@ -43,7 +43,7 @@ def _table(ctx: StepContext) -> Map:
 
 def _placed(ctx: StepContext) -> set[str]:
     """Every slot a Session record is placed on, read from the records alone."""
-    return {model.slot_of(d) for _, d in ctx.items() if model.slot_of(d)}
+    return {targets.slot_of(d) for _, d in ctx.items() if targets.slot_of(d)}
 
 
 OPS = st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from([None, *PLACES])), max_size=30)
@@ -63,11 +63,11 @@ def test_the_index_names_every_slot_a_session_is_placed_on_and_only_those(ops):
         slots = getattr(ctx.get(INDEX_KEY), "slots", {})
         assert set(slots) == _placed(ctx)
         for s, k in slots.items():
-            assert model.slot_of(ctx.get(k)) == s, f"{s} names {k}, which is not placed there"
-            if s in held and model.slot_of(ctx.get(held[s])) == s:
+            assert targets.slot_of(ctx.get(k)) == s, f"{s} names {k}, which is not placed there"
+            if s in held and targets.slot_of(ctx.get(held[s])) == s:
                 assert k == held[s], f"{s} passed from {held[s]}, still placed there, to {k}"
             elif s in held:
-                assert k == min(key_ for key_, d in ctx.items() if model.slot_of(d) == s), "the least heir"
+                assert k == min(key_ for key_, d in ctx.items() if targets.slot_of(d) == s), "the least heir"
         table = _table(ctx)
         if INDEX_KEY in table:   # the answer from the index is the answer from the records
             assert SessionMachine().answer("placed", table) == SessionMachine().answer("placed", table.delete(INDEX_KEY))
@@ -79,7 +79,7 @@ def test_a_slot_whose_holder_is_deleted_passes_to_the_session_still_placed_there
     ctx = _ctx()
     machine.save(ctx, "west/team/demo", _record("west/team/demo", ("east", "")))
     machine.save(ctx, "local/team/demo", _record("local/team/demo", ("east", "")))
-    assert model.lookup(ctx, "east", "team", "demo") == "west/team/demo", "first come"
+    assert targets.lookup(ctx, "east", "team", "demo") == "west/team/demo", "first come"
     observed.session_gone(ctx, "west/team/demo")
-    assert model.lookup(ctx, "east", "team", "demo") == "local/team/demo"
+    assert targets.lookup(ctx, "east", "team", "demo") == "local/team/demo"
     assert SessionMachine().answer("placed", _table(ctx)) == {"east/team/demo"}

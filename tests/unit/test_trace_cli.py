@@ -36,7 +36,7 @@ def test_a_change_is_shown_field_by_field_and_a_no_change_record_is_left_out(cap
     pod = G.first("create", "Pod")   # emitted by the record that moves the Session to Creating
     block = out.split(f"#{pod.cause} ", 1)[1].split("\n#", 1)[0]
     assert "session: Pending -> Creating" in block
-    assert '    secret_step: "sent" -> "done"' in block
+    assert '    secret.step: "sent" -> "done"' in block
     assert f'    pod.name: "" -> "{pod.body["name"]}"' in block
     assert "{'" not in out  # no Python dict reprs
     for header, body in re.findall(r"^(#\d+ .*)\n((?:  .*\n?)*)", out, re.M):

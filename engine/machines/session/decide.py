@@ -41,7 +41,8 @@ from typing import Any
 
 from engine.effects.models import CreateObject
 from engine.machines.base import Ctx, object_key, remember
-from engine.machines.session import finalizer, model, secret, seen, status, steps, tenancy
+from engine.machines.session import finalizer, secret, seen, status, steps, tenancy
+from engine.machines.session import targets
 from engine.machines.session.endpoints import endpoints_settled, sync_endpoints
 from engine.machines.session.model import (
     BRINGING_UP, FINALIZER, fire, LIVE, Moved, moved, PodFacts, RepoFacts, SessionConfig, SessionDecision,
@@ -187,7 +188,7 @@ def _needs_generation(d: SessionDecision, spec: Spec) -> bool:
 def _taken(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> str:
     """Why this Session cannot run its pods where its spec places them ("" = it can)."""
     namespace = spec.namespace or d.namespace
-    holder = model.lookup(ctx, spec.cluster, namespace, d.name)
+    holder = targets.lookup(ctx, spec.cluster, namespace, d.name)
     if holder is None or holder == key:
         return ""
     return (f"another Session named {d.name!r} already runs in namespace {namespace} of cluster "
@@ -215,36 +216,36 @@ def _ensure_finalizer(ctx: Ctx, key: str, d: SessionDecision) -> SessionDecision
 
 
 def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision | Moved:
-    if d.namespace_step != "done" and spec.bounded:   # namespaces are cluster-scoped: refused on a bounded registration
+    if not steps.done(d.namespace_step) and spec.bounded:   # namespaces are cluster-scoped: refused on a bounded registration
         d = d.but(namespace_step=steps.ask_after(d.namespace_step, "skip"))
-    if d.namespace_step != "done" and (d.target, d.target_ns) == (d.home, d.namespace):
+    if not steps.done(d.namespace_step) and (d.target, d.target_ns) == (d.home, d.namespace):
         d = d.but(namespace_step=steps.ask_after(d.namespace_step, "skip"))  # the Session lives in it: nothing to do
-    if d.namespace_step != "done":
-        if d.namespace_step == "":
+    if not steps.done(d.namespace_step):
+        if steps.unbegun(d.namespace_step):
             ctx.tell("pod", object_key(d.target, d.target_ns, ""), "ensure_namespace",
                      reply_to="session", reply_key=key)
             d = d.but(namespace_step=steps.ask_after(d.namespace_step, "ask"))
         return d
     if not all(r.ensured for r in d.repos):
-        if d.repos_step == "":
+        if steps.unbegun(d.repos_step):
             for r in d.repos:
                 ctx.tell("repo", r.key, "ensure", url=r.url, reply_to="session", reply_key=key)
             d = d.but(repos_step=steps.ask_after(d.repos_step, "ask"))
         return d
-    if d.secret_step != "done":
+    if not steps.done(d.secret.step):
         d = secret.step(ctx, key, d, spec)   # made, mended or dropped as the spec's env implies
-        if d.secret_step != "done":
+        if not steps.done(d.secret.step):
             return d
-    if d.claim_step != "done":
+    if not steps.done(d.claim.step):
         if not cfg.workspace_class:   # each pod's workspace is an emptyDir: no claim to make
-            d = d.but(claim_step=steps.object_after(d.claim_step, "skip"))
-        elif d.claim_step == "":
+            d = d.but(claim=d.claim.after("skip"))
+        elif steps.unbegun(d.claim.step):
             owner = d.uid if _ownable(d) else ""
             ctx.emit(CreateObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1",
                      kind="PersistentVolumeClaim", namespace=d.target_ns, name=mf.claim_name(d.name),
                      manifest=mf.workspace_claim(d.name, d.target_ns, cfg.workspace_class, cfg.workspace_size,
                                                  cfg.workspace_access, owner))
-            return d.but(claim_step=steps.object_after(d.claim_step, "create"), claim_made=True)
+            return d.but(claim=d.claim.after("create", made=True))
         else:
             return d
     if FINALIZER not in d.finalizers and not _ownable(d):

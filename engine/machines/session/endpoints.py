@@ -32,7 +32,7 @@ from typing import Any
 from engine import backoff
 from engine.effects.models import CreateObject, DeleteObject, GetObject, ReplaceObject
 from engine.machines.base import Ctx, remember
-from engine.machines.session import seen
+from engine.machines.session import seen, steps
 from engine.machines.session.model import canonical_json, SessionConfig, SessionDecision, Upsert
 from engine.machines.session.owned import owned, uid_of
 from engine.machines.session.resumed import looks_up, waiting
@@ -92,7 +92,7 @@ def endpoints_settled(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> boo
     its endpoints are one status write."""
     for kind, (_, want) in _wanted_endpoints(d, spec, cfg).items():
         u = _upsert_of(d, kind)
-        if u.stage != "idle":
+        if steps.busy(u.stage):
             return False
         if want != u.have and not (u.sending == want and backoff.exhausted(backoff.ENDPOINT, u.tries)):
             return False
@@ -109,7 +109,7 @@ def sync_endpoints(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: Sess
 def _sync_endpoint(ctx: Ctx, key: str, d: SessionDecision, kind: str, manifest: dict[str, Any] | None,
               want: str, cfg: SessionConfig) -> SessionDecision:
     u = _upsert_of(d, kind)
-    if u.stage != "idle" or want == u.have:
+    if steps.busy(u.stage) or want == u.have:
         return d
     tries = u.tries if want == u.sending else 0   # a new manifest starts its own tries
     if tries and backoff.exhausted(backoff.ENDPOINT, tries):
@@ -123,15 +123,15 @@ def _sync_endpoint(ctx: Ctx, key: str, d: SessionDecision, kind: str, manifest: 
             return _with_upsert(d, kind, u.but(have=want, sending="", tries=0, error=""))   # nothing to write
         if found is not None and found.owned:   # this Session's, saying something else: read, then replace
             _request_endpoint(ctx, key, d, kind, GetObject)
-            return _with_upsert(d, kind, u.but(stage="read", sending=want, tries=tries))
+            return _with_upsert(d, kind, u.after("read", sending=want, tries=tries))
     if manifest is None:  # read first: only this Session's object is deleted, fenced by its uid
         _request_endpoint(ctx, key, d, kind, GetObject)
-        return _with_upsert(d, kind, u.but(stage="read", sending="", tries=tries))
+        return _with_upsert(d, kind, u.after("read", sending="", tries=tries))
     if u.have:  # it exists: re-route by read-then-replace
         _request_endpoint(ctx, key, d, kind, GetObject)
-        return _with_upsert(d, kind, u.but(stage="read", sending=want, tries=tries))
+        return _with_upsert(d, kind, u.after("read", sending=want, tries=tries))
     _request_endpoint(ctx, key, d, kind, CreateObject, manifest=manifest)
-    return _with_upsert(d, kind, u.but(stage="create", sending=want, tries=tries))
+    return _with_upsert(d, kind, u.after("create", sending=want, tries=tries))
 
 
 def _request_endpoint(ctx: Ctx, key: str, d: SessionDecision, kind: str, effect_type: type[EndpointEffect],
@@ -146,26 +146,26 @@ def endpoint_outcome(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effec
     kind = effect.kind
     u = _upsert_of(d, kind)
     if d.phase not in SERVING:  # the pod was let go: what names it as owner goes with it (garbage collector)
-        done = rec.result == "ok" and u.stage in ("create", "replace")
-        return _with_upsert(d, kind, u.but(stage="idle", have=u.sending if done else u.have, tries=0))
+        done = rec.result == "ok" and steps.writing(u.stage)
+        return _with_upsert(d, kind, u.after("settle", have=u.sending if done else u.have, tries=0))
     match (u.stage, rec.result):
         case ("create" | "replace", "ok"):
-            u = u.but(stage="idle", have=u.sending, tries=0, error="")
+            u = u.after("settle", have=u.sending, tries=0, error="")
         case ("delete", "ok" | "not_found"):
-            u = u.but(stage="idle", have="", tries=0, error="")
+            u = u.after("settle", have="", tries=0, error="")
         case ("replace", "conflict") if backoff.exhausted(backoff.ENDPOINT, u.tries + 1):   # changed under every replace
-            u = u.but(stage="idle", tries=u.tries + 1, error=f"{rec.result}: {rec.message or rec.status_reason}")
+            u = u.after("settle", tries=u.tries + 1, error=f"{rec.result}: {rec.message or rec.status_reason}")
         case ("create", "already_exists") | ("replace", "conflict"):
             _request_endpoint(ctx, key, d, kind, GetObject)
-            u = u.but(stage="read", tries=u.tries + (rec.result == "conflict"))
+            u = u.after("read", tries=u.tries + (rec.result == "conflict"))
         case ("read", "ok"):
             return _replace_endpoint(ctx, key, d, kind, rec.obj or {}, desired_endpoints(d, spec, cfg)[kind])
         case ("read" | "replace", "not_found"):
-            u = u.but(stage="idle", have="", tries=u.tries + 1)
+            u = u.after("settle", have="", tries=u.tries + 1)
         case (_, "transient") if effect.safe_to_retry:   # the executor's retries of it are spent: not repeated here
-            u = u.but(stage="idle", tries=backoff.ENDPOINT.limit, error=f"{rec.result}: {rec.message or rec.status_reason}")
+            u = u.after("settle", tries=backoff.ENDPOINT.limit, error=f"{rec.result}: {rec.message or rec.status_reason}")
         case _:
-            u = u.but(stage="idle", tries=u.tries + 1, error=f"{rec.result}: {rec.message or rec.status_reason}")
+            u = u.after("settle", tries=u.tries + 1, error=f"{rec.result}: {rec.message or rec.status_reason}")
     return sync_endpoints(ctx, key, _with_upsert(d, kind, u), spec, cfg)
 
 
@@ -174,8 +174,8 @@ def _replace_endpoint(ctx: Ctx, key: str, d: SessionDecision, kind: str, existin
     u = _upsert_of(d, kind)
     if manifest is None and owned(existing, d.name) and uid_of(existing):  # nothing to route: delete ours
         _request_endpoint(ctx, key, d, kind, DeleteObject, uid=uid_of(existing))
-        return _with_upsert(d, kind, u.but(stage="delete", sending=""))
+        return _with_upsert(d, kind, u.after("delete", sending=""))
     if manifest is None:  # not ours (or no uid to fence by): leave it, route nothing
-        return _with_upsert(d, kind, u.but(stage="idle", have="", sending=""))
+        return _with_upsert(d, kind, u.after("settle", have="", sending=""))
     _request_endpoint(ctx, key, d, kind, ReplaceObject, manifest=mf.for_replace(manifest, existing))
-    return _with_upsert(d, kind, u.but(stage="replace", sending=_endpoint_digest(manifest)))
+    return _with_upsert(d, kind, u.after("replace", sending=_endpoint_digest(manifest)))

@@ -49,7 +49,8 @@ from engine.effects.models import Effect, GetObject
 from engine.machines.base import (
     Ctx, Dispatch, ignore, Machine, missing_after_relist, object_key, remember, RetryDue, UnknownEvent,
 )
-from engine.machines.session import model, retry, secret, seen, status, tenancy
+from engine.machines.session import objects, retry, secret, seen, status, tenancy
+from engine.machines.session import targets
 from engine.machines.session.ahead import AHEAD_TIMER, arm_ahead, judge_ahead, read_ahead
 from engine.machines.session.answers import in_doubt, outcome
 from engine.machines.session.deadlines import bring_up_deadline
@@ -107,7 +108,7 @@ class SessionMachine(Machine):
         """``placed``: ``"<cluster>/<namespace>/<session>"`` of every Session the fold places pods for;
         ``owner`` (handle, namespace, session name): the key of the Session whose pods live there, or None."""
         if question == "owner":
-            return model.owner(table, *args)
+            return targets.owner(table, *args)
         slots = getattr(table.get(INDEX_KEY), "slots", None)
         if isinstance(slots, dict):
             return set(slots)
@@ -128,7 +129,7 @@ class SessionMachine(Machine):
 
     def on_observed(self, ctx: Ctx, rec: Observed) -> None:
         if rec.kind == "Pod":
-            if model.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's yet
+            if targets.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's yet
                 return seen.pod(ctx, rec)
             owner = pod_owner(ctx, rec)  # before any reduction: most pods are no session's
             if owner is None:
@@ -240,7 +241,7 @@ def save(ctx: Ctx, key: str, d: SessionDecision | Moved) -> None:
     before = ctx.get(key)
     after = d if cfg is None else _judge_ahead(ctx, key, decide(ctx, key, d, cfg), cfg)
     ctx.put(key, after)
-    model.update(ctx, key, before, after)
+    targets.update(ctx, key, before, after)
 
 
 def _judge_ahead(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
@@ -272,6 +273,10 @@ class AheadDue:
     """The ``ahead`` grace passed (``AHEAD_TIMER``)."""
 
 
+class CreateRetryDue:
+    """The backoff of a failed Secret or claim create is over (``session.objects.later``)."""
+
+
 class PodDeleteRetryDue:
     """A teardown blocked by a failed pod delete asks again (``POD_DELETE_RETRY``)."""
 
@@ -284,7 +289,8 @@ class ListsDue:
     """A resumed record waited ``seen.LIST_WAIT_MS`` for a first list (``LISTS_TIMER``)."""
 
 
-TIMER_EVENTS: dict[str, type] = {AHEAD_TIMER: AheadDue, **{t: RetryDue for t in retry.TIMERS},
+TIMER_EVENTS: dict[str, type] = {AHEAD_TIMER: AheadDue, retry.REREAD: RetryDue,
+                                 **{t: CreateRetryDue for t in objects.TIMERS},
                                  POD_DELETE_RETRY: PodDeleteRetryDue, "start": BringUpDeadline,
                                  "ready": BringUpDeadline, LISTS_TIMER: ListsDue}
 
@@ -308,6 +314,10 @@ def _ahead_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
 
 def _retry_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
     save(ctx, key, retry.on_deadline(ctx, key, d, name))
+
+
+def _create_retry_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
+    save(ctx, key, objects.retry_due(ctx, key, d, name))
 
 
 def _pod_delete_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
@@ -362,11 +372,13 @@ _NOT_PROVISIONING = tuple(p for p in PHASES if p != "Provisioning")
 # The session machine: (phase, event) -> handler. A Session's phase is ``SessionDecision.phase``;
 # what it decides on each record is ``act``, one match over (wish, phase).
 DISPATCH = Dispatch("session", [
-    (UNTRACKED, AheadDue, ignore), (UNTRACKED, RetryDue, ignore), (UNTRACKED, PodDeleteRetryDue, ignore),
+    (UNTRACKED, AheadDue, ignore), (UNTRACKED, RetryDue, ignore), (UNTRACKED, CreateRetryDue, ignore),
+    (UNTRACKED, PodDeleteRetryDue, ignore),
     (UNTRACKED, BringUpDeadline, ignore), (UNTRACKED, ListsDue, ignore),
     (PHASES, ListsDue, _lists_due),
     (PHASES, AheadDue, _ahead_due),
     (PHASES, RetryDue, _retry_due),
+    (PHASES, CreateRetryDue, _create_retry_due),
     ("Stopping", PodDeleteRetryDue, _pod_delete_due),
     (_OTHER["Stopping"], PodDeleteRetryDue, _pod_delete_moot),
     ("Provisioning", BringUpDeadline, _bring_up_due),

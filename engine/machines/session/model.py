@@ -9,16 +9,8 @@ Guarantees:
   key), plus one ``TargetIndex`` under ``INDEX_KEY`` (where each session's pods live, for the
   Pod early exit), and what the lists showed (``session.seen``: ``SlotObjects`` per target slot
   under ``#seen/<slot>``, ``Listed`` under ``#listed``). ``SessionEntry.model_validate`` reads any of them back (snapshot loading).
-- The target index (``TargetIndex`` and the functions after it) says which Session's pods live
-  where: ``"<handle>/<namespace>/<session name>"`` -> Session key. ``session.machine.save`` calls
-  ``update`` whenever a Session's target changes; a Pod observation looks its ``kfold.dev/session``
-  label up with ``lookup`` before anything is reduced, after ``none_tracked`` has said that some
-  Session is placed at all. A slot names one Session at a time (``lookup`` tells a Session that
-  another already runs its pods under the same name in the same target namespace, so it can refuse
-  instead of adopting the other's pod); when that Session leaves the slot, the least other key
-  placed there takes it at once (``update``). The index is derived state: its slots are those the
-  Session records are placed on, and missing (a snapshot written before it existed) it is rebuilt
-  from them, so it can never disagree with them.
+- The target index (``TargetIndex``, kept by ``session.targets``) says which Session's pods live
+  where; it is derived from the Session records and rebuilt from them when missing.
 - Digests (``Upsert.sending``/``have``, the status and spec digests) are ``canonical_json`` text:
   ``json.dumps(value, sort_keys=True, separators=(",", ":"))``, byte for byte, made by orjson where
   that gives the same text. They are stored in records and snapshots and compared with the next
@@ -38,7 +30,7 @@ import json
 from typing import Annotated, Any, Literal, NamedTuple, Union
 
 import orjson
-from pydantic import Field, TypeAdapter
+from pydantic import Field, TypeAdapter, model_validator
 
 from engine.machines.base import Ctx, Decision, Table
 from engine.machines.session import finalizer, steps
@@ -129,11 +121,32 @@ class Run(Decision):
 class Upsert(Decision):
     """One endpoint object (Service or Ingress): create; on AlreadyExists read, then replace."""
 
-    stage: Literal["idle", "create", "read", "replace", "delete"] = "idle"
+    stage: steps.UpsertStage = "idle"   # moved only by ``after`` (``session.steps.upsert_after``)
     sending: str = ""          # digest of the manifest in flight
     have: str = ""             # digest of what the apiserver last accepted ("" = nothing routed)
     tries: int = 0
     error: str = ""
+
+    def after(self, event: str, **changes: Any) -> "Upsert":
+        return self.but(stage=steps.upsert_after(self.stage, event), **changes)   # type: ignore[return-value]
+
+
+class Owned(Decision):
+    """An object the bring-up makes and this Session owns (``session.objects``): the env Secret,
+    the workspace claim."""
+
+    step: steps.ObjectStep = ""   # moved only by ``after`` (``session.steps.object_after``)
+    uid: str = ""                 # its uid, from the create's answer or the adopting read
+    tries: int = 0                # its requests failed in a row (engine.backoff)
+    made: bool = False            # a create was sent: a stop reads and deletes it
+
+    def after(self, event: str, **changes: Any) -> "Owned":
+        return self.but(step=steps.object_after(self.step, event), **changes)   # type: ignore[return-value]
+
+
+# The fields an ``Owned`` had on the record before it was one (snapshots written then load as one).
+_FLAT_OWNED = {"secret": {"secret_step": "step", "secret_uid": "uid", "secret_tries": "tries", "secret_made": "made"},
+               "claim": {"claim_step": "step", "claim_tries": "tries", "claim_made": "made"}}
 
 
 class Failure(Decision):
@@ -163,13 +176,8 @@ class SessionDecision(Decision):
     finalizer_step: finalizer.Step = ""    # kfold's finalizer: its own small machine (``session.finalizer``)
     reread_tries: int = 0                  # Session re-reads refused in a row (engine.backoff)
     namespace_step: steps.AskStep = ""     # the bring-up's sub-states: each a small machine (``session.steps``)
-    secret_step: steps.ObjectStep = ""
-    secret_tries: int = 0                  # Secret requests failed in a row (engine.backoff)
-    secret_made: bool = False              # a Secret create was sent: a stop reads and deletes it
-    secret_uid: str = ""                   # its uid, from the create's answer or the adopting read
-    claim_step: steps.ObjectStep = ""      # the workspace PersistentVolumeClaim
-    claim_tries: int = 0                   # its requests failed in a row (engine.backoff)
-    claim_made: bool = False               # a claim create was sent: a stop reads and deletes it
+    secret: Owned = Owned()                # the env Secret (``session.secret``)
+    claim: Owned = Owned()                 # the workspace PersistentVolumeClaim
     repos: tuple[RepoFacts, ...] = ()
     pod: PodFacts = PodFacts()
     repos_step: steps.AskStep = ""
@@ -197,6 +205,20 @@ class SessionDecision(Decision):
     evented: str = ""                      # the last decision posted as an Event (session.status.event_mark)
     resumed: int = 0                       # rebuilt from a status of this generation (``from_status``): up to it,
                                            # what the first lists show is adopted (``session.seen``); 0 = own history
+
+    @model_validator(mode="before")
+    @classmethod
+    def _owned_from_flat(cls, data: Any) -> Any:
+        """A record of a snapshot written before ``Owned`` (``secret_step``, ``secret_uid``, ...)
+        loads with the same facts in ``secret`` and ``claim``."""
+        if not isinstance(data, dict) or not any(k in data for flat in _FLAT_OWNED.values() for k in flat):
+            return data
+        data = dict(data)
+        for name, flat in _FLAT_OWNED.items():
+            facts = {field: data.pop(k) for k, field in flat.items() if k in data}
+            if facts:
+                data[name] = {**(data.get(name) or {}), **facts}
+        return data
 
     @property
     def target_ns(self) -> str:
@@ -259,99 +281,6 @@ class SessionEntry:
     @staticmethod
     def model_validate(data: Any) -> SessionDecision | SessionConfig | TargetIndex | DeletedSessions | SlotObjects | Listed:
         return _ENTRY.validate_python(data)
-
-
-# -- the target index ------------------------------------------------------------------------------
-
-_EMPTY = TargetIndex(slots={})
-
-
-def owner(table: Any, handle: str, namespace: str, session: str) -> str | None:
-    """``lookup`` as another machine asks it (``Ctx.ask("session", "owner", ...)``: the pod
-    machine's sweeps): from the session machine's index, or its records when there is none."""
-    want = slot(handle, namespace, session)
-    got = table.get(INDEX_KEY)
-    if isinstance(got, TargetIndex):
-        return got.slots.get(want)
-    return min((key for key, d in table.items() if slot_of(d) == want), default=None)   # ``_index``'s choice
-
-
-def slot(handle: str, namespace: str, session: str) -> str:
-    return f"{handle}/{namespace}/{session}"
-
-
-def slot_of(d: SessionDecision | None) -> str | None:
-    if not isinstance(d, SessionDecision) or not d.target:
-        return None
-    return slot(d.target, d.target_ns, d.name)
-
-
-def _index(ctx: Ctx) -> TargetIndex:
-    got = ctx.get(INDEX_KEY)
-    if isinstance(got, TargetIndex):
-        return got
-    slots: dict[str, str] = {}
-    others: dict[str, tuple[str, ...]] = {}
-    any_session = False
-    for key, d in ctx.items():   # in key order: each slot's holder is the least key placed there
-        any_session = any_session or isinstance(d, SessionDecision)
-        s = slot_of(d)
-        if s is not None and s not in slots:
-            slots[s] = key
-        elif s is not None:
-            others[s] = others.get(s, ()) + (key,)
-    if not any_session:  # nothing to index; an empty table stays empty (and this stays cheap)
-        return _EMPTY
-    index = TargetIndex(slots=slots, others=others)
-    ctx.put(INDEX_KEY, index)
-    return index
-
-
-def lookup(ctx: Ctx, handle: str, namespace: str, session: str) -> str | None:
-    return _index(ctx).slots.get(slot(handle, namespace, session))
-
-
-def none_tracked(ctx: Ctx) -> bool:
-    """True when ``lookup`` answers None for every slot and changes nothing: the index is empty,
-    or there is no index and no Session to build one from. Reads only (``_index`` would store a
-    rebuilt index): a Pod of no Session is dropped without reading its labels or building a slot."""
-    got = ctx.get(INDEX_KEY)
-    if isinstance(got, TargetIndex):
-        return not got.slots
-    for _, d in ctx.items():
-        if isinstance(d, SessionDecision):
-            return False
-    return True
-
-
-def update(ctx: Ctx, key: str, before: SessionDecision | None, after: SessionDecision | None) -> None:
-    """Move ``key``'s slot from where ``before`` ran to where ``after`` runs (None: dropped).
-
-    A slot keeps the Session that claimed it first while that one is placed there (``lookup``
-    refuses the others); when it leaves, the slot passes at once to the least other key still
-    placed there (a rebuild, ``_index``, picks the least too). So the index's slots are at every step
-    exactly those some Session record is placed on (``SessionMachine.answer("placed")`` reads
-    them). The others placed on a slot are kept beside it (``TargetIndex.others``), so no step
-    scans the table."""
-    old, new = slot_of(before), slot_of(after)
-    index = _index(ctx)
-    if old == new and (new is None or index.slots.get(new) == key or key in index.others.get(new, ())):
-        return
-    slots, others = dict(index.slots), dict(index.others)
-    if old is not None and old != new:
-        rest = others.pop(old, ())
-        if slots.get(old) == key:
-            del slots[old]
-            if rest:
-                slots[old], rest = rest[0], rest[1:]
-        else:
-            rest = tuple(k for k in rest if k != key)
-        if rest:
-            others[old] = rest
-    if new is not None and slots.setdefault(new, key) != key:
-        others[new] = tuple(sorted({*others.get(new, ()), key}))
-    if slots != index.slots or others != index.others:
-        ctx.put(INDEX_KEY, index.but(slots=slots, others=others))
 
 
 # Digests: the text a record keeps of a manifest, a status or a spec (see the guarantees above).

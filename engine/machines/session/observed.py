@@ -17,7 +17,8 @@ import json
 from typing import Any
 
 from engine.machines.base import Ctx
-from engine.machines.session import finalizer, model, retry, status
+from engine.machines.session import finalizer, retry, status
+from engine.machines.session import targets
 from engine.machines.session.ahead import AHEAD_TIMER, release_ahead
 from engine.machines.session.model import (
     DeletedSessions, Failure, FINALIZER, GONE_KEY, LIVE, MAX_GONE, same_json, SessionDecision,
@@ -145,7 +146,7 @@ def session_gone(ctx: Ctx, key: str) -> None:
         ctx.tell("repo", r.key, "release", reply_to="session", reply_key=key)
     for name in ("start", "ready", AHEAD_TIMER, *retry.TIMERS):
         ctx.cancel_timer(key, name)
-    model.update(ctx, key, ctx.get(key), None)
+    targets.update(ctx, key, ctx.get(key), None)
     ctx.drop(key)
     if d.uid:
         gone = ctx.get(GONE_KEY)

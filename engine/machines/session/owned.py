@@ -11,7 +11,7 @@ the garbage collector deletes them once the pod is gone (fenced by uid there: it
 the pod uid that no longer exists). A stop sends no request for them: a read and a delete of each
 would only race the collector (and meet its 404).
 
-Teardown of the Secret (made only when the Session has env references; ``secret_made``, or a spec
+Teardown of the Secret (made only when the Session has env references; ``secret.made``, or a spec
 with env after a lost journal): with the uid its create's answer (or the read that adopted it)
 gave, straight to the ``DeleteObject`` fenced by that uid (a ``conflict`` reads, as below);
 without one, quorum ``GetObject`` -> absent: done | not ours: left untouched (logged), done | ours:
@@ -78,16 +78,16 @@ def _ref(d: SessionDecision, kind: str) -> dict[str, str]:
 def may_have_secret(d: SessionDecision) -> bool:
     """A Secret create was sent for this Session, or its spec has env references (a record resumed
     from a lost journal does not know whether one was)."""
-    return d.secret_made or bool(d.spec_raw.get("env"))
+    return d.secret.made or bool(d.spec_raw.get("env"))
 
 
 def start_teardown(ctx: Ctx, key: str, d: SessionDecision, claimed: bool = False) -> SessionDecision:
     """``claimed``: the config gives Sessions a workspace claim, so one may exist."""
-    wanted = {"Secret": may_have_secret(d), "PersistentVolumeClaim": claimed or d.claim_made}
+    wanted = {"Secret": may_have_secret(d), "PersistentVolumeClaim": claimed or d.claim.made}
     kinds = tuple(k for k, _ in TEARDOWN_KINDS if wanted[k])
     for kind in kinds:
-        if kind == "Secret" and d.secret_uid:   # known from its create: fenced by it, no read first
-            ctx.emit(DeleteObject, key, uid=d.secret_uid, safe_to_retry=True, **_ref(d, kind))
+        if kind == "Secret" and d.secret.uid:   # known from its create: fenced by it, no read first
+            ctx.emit(DeleteObject, key, uid=d.secret.uid, safe_to_retry=True, **_ref(d, kind))
         else:
             ctx.emit(GetObject, key, **_ref(d, kind))
     return d.but(teardown=kinds)
@@ -122,9 +122,9 @@ def teardown_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect
         return d
     if rec.result in ("ok", "not_found"):
         if effect.kind == "Secret":
-            return d.but(teardown=rest, secret_made=False, secret_uid="")
+            return d.but(teardown=rest, secret=d.secret.but(made=False, uid=""))
         if effect.kind == "PersistentVolumeClaim":
-            return d.but(teardown=rest, claim_made=False)
+            return d.but(teardown=rest, claim=d.claim.but(made=False, uid=""))
         return d.but(teardown=rest)
     verb = "read" if effect.type == "get" else "delete"
     return d.but(teardown=rest, blocked=f"cannot {verb} {effect.kind} {effect.name}: {rec.result} {rec.message}".strip())

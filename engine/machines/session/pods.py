@@ -20,7 +20,7 @@ from typing import Callable
 
 from engine.effects.models import GetObject, RecordEvent
 from engine.machines.base import Ctx, object_key
-from engine.machines.session import model
+from engine.machines.session import targets
 from engine.machines.session.ahead import defer_ahead, forget_ahead, is_ahead, podless, release_spent
 from engine.machines.session.manifests import GENERATION_LABEL, SESSION_LABEL
 from engine.machines.session.model import Run, SessionDecision
@@ -39,7 +39,7 @@ def pod_owner(ctx: Ctx, rec: Observed) -> str | None:
     session = labels.get(SESSION_LABEL) if isinstance(labels, dict) else None
     if not session or not isinstance(session, str):
         return None
-    key = model.lookup(ctx, rec.cluster, rec.namespace, session)
+    key = targets.lookup(ctx, rec.cluster, rec.namespace, session)
     if key is None:
         return None
     d = ctx.get(key)
@@ -61,7 +61,7 @@ def release_stale(ctx: Ctx, rec: Observed, save: Callable[..., None]) -> None:
     session, gen = labels.get(SESSION_LABEL), labels.get(GENERATION_LABEL)
     if not isinstance(session, str) or not isinstance(gen, str) or not gen.isdigit():
         return
-    key = model.lookup(ctx, rec.cluster, rec.namespace, session)
+    key = targets.lookup(ctx, rec.cluster, rec.namespace, session)
     d = ctx.get(key) if key is not None else None
     if not isinstance(d, SessionDecision):
         return

@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.effects.models import Log, PatchObject
 from engine.machines.base import Ctx, object_key
-from engine.machines.session import finalizer, steps
+from engine.machines.session import finalizer
 from engine.machines.session.manifests import API_VERSION
 from engine.machines.session.model import (
     canonical_json, Failure, FINALIZER, LIVE, Moved, moved, PodFacts, SessionDecision,
@@ -82,8 +82,8 @@ def teardown(ctx: Ctx, key: str, d: SessionDecision, claimed: bool = False) -> S
     if d.phase not in ("Stopping", "Stopped"):
         d = _release_unmade(ctx, key, d, "session stopped")
         d = _release_resumed(ctx, key, release(ctx, key, d, "session stopped"))
-        d = start_teardown(ctx, key, d, claimed=claimed).but(secret_step=steps.object_after(d.secret_step, "again"),
-                                                             claim_step=steps.object_after(d.claim_step, "again"))
+        d = start_teardown(ctx, key, d, claimed=claimed).but(secret=d.secret.after("again"),
+                                                             claim=d.claim.after("again"))
         return moved(d, "stop")
     if d.phase == "Stopping" and not (d.teardown or d.releasing or d.abandoned or d.blocked):
         return moved(d, "stopped")

@@ -21,7 +21,7 @@ from engine.seams import (
 
 
 def namespace_ready(ctx: Ctx, key: str, d: SessionDecision, msg: NamespaceReady) -> SessionDecision:
-    return d.but(namespace_step=steps.ask_after(d.namespace_step, "answered")) if d.namespace_step == "sent" else d
+    return d.but(namespace_step=steps.ask_after(d.namespace_step, "answered")) if steps.asked(d.namespace_step) else d
 
 
 def keep(ctx: Ctx, key: str, d: SessionDecision, msg: SessionMessage) -> SessionDecision:
@@ -31,7 +31,7 @@ def keep(ctx: Ctx, key: str, d: SessionDecision, msg: SessionMessage) -> Session
 
 def namespace_failed(ctx: Ctx, key: str, d: SessionDecision, msg: NamespaceFailed) -> SessionDecision | Moved:
     """Pending: the namespace asked for could not be ensured."""
-    if d.namespace_step != "sent":
+    if not steps.asked(d.namespace_step):
         return d
     return fail(ctx, key, d, "NamespaceFailed", msg.reason)
 

@@ -27,12 +27,11 @@ from typing import Any, Callable
 
 from engine.effects.models import Effect, GetObject, RecordEvent
 from engine import backoff
-from engine.machines.session import finalizer, steps
+from engine.machines.session import finalizer
 from engine.machines.base import Ctx
 from engine.machines.base import describe
-from engine.machines.session.model import Moved, SessionDecision
+from engine.machines.session.model import SessionDecision
 from engine.machines.session.manifests import API_VERSION
-from engine.machines.session.release import fail
 from journal.records import Outcome
 
 REREAD = "reread"
@@ -62,7 +61,7 @@ def reread(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome,
 def _reread_later(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision:
     tries = d.reread_tries + 1
     if tries == 1:
-        _report(ctx, key, d, rec, "ReadFailed", f"could not read Session {d.namespace}/{d.name}: {describe(rec)}; "
+        report(ctx, key, d, rec, "ReadFailed", f"could not read Session {d.namespace}/{d.name}: {describe(rec)}; "
                 f"read again on a backoff (at most {backoff.CAP_MS // 1000} s apart) until it answers")
     d = d.but(reread_tries=tries)
     if rec.result == "transient":   # the executor's attempts spent: the same read goes on as its loop's next
@@ -76,40 +75,7 @@ def _reread_later(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Sessi
     return d
 
 
-def secret_later(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> SessionDecision | Moved:
-    """The Secret's create, or its read after AlreadyExists, failed: create it again after the backoff."""
-    return _create_later(ctx, key, d, rec, "secret", f"Secret {d.target_ns}/{d.name}-env")
-
-
-def claim_later(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, name: str) -> SessionDecision | Moved:
-    """The workspace claim's create, or its read after AlreadyExists, failed: likewise."""
-    return _create_later(ctx, key, d, rec, "claim", f"PersistentVolumeClaim {d.target_ns}/{name}")
-
-
-# which -> (its step field, its count field, its timer, the Event's reason, the failure's reason)
-_CREATES = {"secret": ("secret_step", "secret_tries", SECRET, "SecretRetrying", "SecretFailed"),
-            "claim": ("claim_step", "claim_tries", CLAIM, "ClaimRetrying", "WorkspaceFailed")}
-
-
-def _create_later(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, which: str, what: str) -> SessionDecision | Moved:
-    step, count, timer, retrying, failed = _CREATES[which]
-    tries = getattr(d, count) + 1
-    if tries == 1:
-        _report(ctx, key, d, rec, retrying, f"could not create {what}: {describe(rec)}; tried again on a "
-                f"backoff (at most {backoff.CAP_MS // 1000} s apart)")
-    d = d.but(**{step: steps.object_after(getattr(d, step), "wait"), count: tries})
-    when = backoff.next_try(backoff.SESSION_CREATE, tries, ctx.now_on(d.target), rec.retry_after_ms)
-    if isinstance(when, int):
-        ctx.set_timer(key, timer, when, d.target)
-        return d
-    if when == backoff.AT_ONCE:
-        return d.but(**{step: steps.object_after(getattr(d, step), "again")})
-    return fail(ctx, key, d.but(**{step: steps.object_after(getattr(d, step), "again")}), failed,
-                f"cannot create {what} after {tries} attempts and there is no server time to back off on: "
-                     f"{describe(rec)}")
-
-
-def _report(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, reason: str, message: str) -> None:
+def report(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, reason: str, message: str) -> None:
     """The first failure of a run: one warning in the log and one Warning Event on the Session
     (``kubectl describe session``), named by the failure's server time."""
     ctx.log(key, f"session {d.name}: {message}", level="warning", result=rec.result)
@@ -134,11 +100,10 @@ def _session_read(effect: Effect) -> bool:
 
 
 def on_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> SessionDecision:
-    if name == REREAD and finalizer.patch_in_flight(d.finalizer_step):   # a patch in flight answers first
+    """The ``reread`` timer: the Session is read again (the Secret's and claim's timers are
+    ``session.objects.retry_due``)."""
+    if finalizer.patch_in_flight(d.finalizer_step):   # a patch in flight answers first
         ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
                  namespace=d.namespace, name=d.name)
         return d
-    if name == REREAD:
-        return reobserve(ctx, key, d)
-    step = next(fields[0] for fields in _CREATES.values() if fields[2] == name)
-    return d.but(**{step: steps.object_after(getattr(d, step), "again")}) if getattr(d, step) == "waiting" else d
+    return reobserve(ctx, key, d)

@@ -38,18 +38,18 @@ ENV_REFS = "kfold.dev/env-refs"
 
 def step(ctx: Ctx, key: str, d: SessionDecision, spec: Spec) -> SessionDecision:
     """Advance the Secret step ("" -> sent/dropping -> ... -> done); the pod waits for "done"."""
-    if d.secret_step != "":
+    if not steps.unbegun(d.secret.step):
         return d
     if spec.env:
         ctx.emit(CreateObject, key, manifest=wanted(d, spec), **_ref(d))
-        return d.but(secret_step=steps.object_after(d.secret_step, "create"), secret_made=True)
-    if not d.secret_made:   # the Secret records env references only: with none there is nothing to keep
-        return d.but(secret_step=steps.object_after(d.secret_step, "skip"))
-    if d.secret_uid:
-        ctx.emit(DeleteObject, key, uid=d.secret_uid, safe_to_retry=True, **_ref(d))
+        return d.but(secret=d.secret.after("create", made=True))
+    if not d.secret.made:   # the Secret records env references only: with none there is nothing to keep
+        return d.but(secret=d.secret.after("skip"))
+    if d.secret.uid:
+        ctx.emit(DeleteObject, key, uid=d.secret.uid, safe_to_retry=True, **_ref(d))
     else:
         ctx.emit(GetObject, key, **_ref(d))
-    return d.but(secret_step=steps.object_after(d.secret_step, "drop"))
+    return d.but(secret=d.secret.after("drop"))
 
 
 def wanted(d: SessionDecision, spec: Spec) -> dict[str, Any]:
@@ -61,11 +61,11 @@ def adopt(ctx: Ctx, key: str, d: SessionDecision, obj: Any, spec: Spec) -> Sessi
     replaced (fenced by the uid and resourceVersion read)."""
     want = wanted(d, spec)
     if not _stale(obj, want):
-        return d.but(secret_step=steps.object_after(d.secret_step, "kept"), secret_uid=owned.uid_of(obj))
+        return d.but(secret=d.secret.after("kept", uid=owned.uid_of(obj)))
     md = obj.get("metadata") or {}
     body = {**want, "metadata": {**want["metadata"], "uid": md.get("uid"), "resourceVersion": md.get("resourceVersion")}}
     ctx.emit(ReplaceObject, key, manifest=body, **_ref(d))
-    return d.but(secret_step=steps.object_after(d.secret_step, "mend"), secret_uid=owned.uid_of(obj))
+    return d.but(secret=d.secret.after("mend", uid=owned.uid_of(obj)))
 
 
 def _stale(obj: Any, want: dict[str, Any]) -> bool:
@@ -80,14 +80,13 @@ REREAD = ("ok", "conflict", "not_found", "transient")   # other answers to a rep
 
 
 def on_replaced(ctx: Ctx, d: SessionDecision, rec: Outcome) -> SessionDecision:
-    if d.secret_step != "replacing":
-        return d
+    """The answer to the mending PUT (``adopt``; ``session.objects`` routes it while it is awaited)."""
     if rec.result == "transient" and ctx.retry(backoff.OWNED):
         return d   # the same replace, as the next attempt of its own loop
     if rec.result == "ok":
-        return d.but(secret_step=steps.object_after(d.secret_step, "replaced"), secret_uid=owned.uid_of(rec.obj) or d.secret_uid)
+        return d.but(secret=d.secret.after("replaced", uid=owned.uid_of(rec.obj) or d.secret.uid))
     # changed or gone since the read, or in doubt: create again (AlreadyExists reads and decides again)
-    return d.but(secret_step=steps.object_after(d.secret_step, "again"))
+    return d.but(secret=d.secret.after("again"))
 
 
 def on_dropping(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: GetObject | DeleteObject) -> SessionDecision:
@@ -103,17 +102,17 @@ def on_dropping(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: Ge
     if rec.result not in ("ok", "not_found"):
         ctx.log(key, f"session {d.name}: cannot drop Secret {effect.name}: {rec.result} {rec.message}".strip(),
                 level="warning")
-        return d.but(secret_step=steps.object_after(d.secret_step, "dropped"))   # kept known (``secret_made``): the next bring-up or the stop tries again
+        return d.but(secret=d.secret.after("dropped"))   # kept known (``secret.made``): the next bring-up or the stop tries again
     if effect.type == "get" and rec.result == "ok":   # not this Session's: left untouched
         ctx.log(key, f"session {d.name}: {owned.conflict('Secret', effect.namespace, effect.name, rec.obj, d.name)}",
                 level="warning")
-    return d.but(secret_step=steps.object_after(d.secret_step, "dropped"), secret_made=False, secret_uid="")
+    return d.but(secret=d.secret.after("dropped", made=False, uid=""))
 
 
 def listed(ctx: Ctx, key: str, d: SessionDecision, msg: SecretListed, spec: Any) -> SessionDecision:
     """The sweep listed this Session's env Secret: delete it when the spec held has no env
     references (the answer decides nothing: a 409 or a delete in doubt waits for the next list)."""
-    if (not isinstance(spec, Spec) or spec.env or d.secret_step != "done" or d.deleting
+    if (not isinstance(spec, Spec) or spec.env or not steps.done(d.secret.step) or d.deleting
             or d.phase in ("Stopping", "Stopped") or d.spec_raw.get("stopped") is True
             or (msg.namespace, msg.name) != (d.target_ns, mf.secret_name(d.name))
             or any(u != d.uid for u in msg.session_owners)):
@@ -121,7 +120,7 @@ def listed(ctx: Ctx, key: str, d: SessionDecision, msg: SecretListed, spec: Any)
     ctx.log(key, f"session {d.name}: Secret {msg.namespace}/{msg.name} was made for env references its "
                  "spec no longer has (found by the Secret sweep's list); deleting it", level="info")
     ctx.emit(DeleteObject, key, uid=msg.uid, rv=msg.rv, safe_to_retry=True, **_ref(d))
-    return d.but(secret_made=False, secret_uid="")
+    return d.but(secret=d.secret.but(made=False, uid=""))
 
 
 def _ref(d: SessionDecision) -> dict[str, str]:
