@@ -26,7 +26,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-FORMAT = 1   # the format this code writes
+FORMAT = 2   # the format this code writes
 OLDEST = 1   # the oldest format this code migrates from
 
 Snapshot = dict[str, Any]
@@ -122,7 +122,24 @@ class Migration:
 # format -> the migration that makes it from the format before. Format 1: kfold up to and including
 # ae4b05a (tests/data/upgrade/ae4b05a.sqlite), and every kfold since until a migration is added.
 MIGRATIONS: dict[int, Migration] = {
+    2: Migration("a Session's env Secret and workspace claim are one Owned record each (secret, claim)",
+                 (EachEntry("session", lambda e: _owned_from_flat(e), {"kind": "session"}),)),
 }
+
+
+# format 2: the flat fields of a Session's Secret and claim -> their ``Owned`` (step, uid, tries, made)
+_FLAT_OWNED = {"secret": {"secret_step": "step", "secret_uid": "uid", "secret_tries": "tries", "secret_made": "made"},
+               "claim": {"claim_step": "step", "claim_tries": "tries", "claim_made": "made"}}
+_OWNED_DEFAULT = {"step": "", "uid": "", "tries": 0, "made": False}
+
+
+def _owned_from_flat(entry: dict) -> dict:
+    """A Session record of format 1 with its Secret's and claim's facts in ``secret``/``claim``
+    (the claim had no uid: "", as the fold of format 1 never recorded one)."""
+    out = {k: v for k, v in entry.items() if not any(k in flat for flat in _FLAT_OWNED.values())}
+    for name, flat in _FLAT_OWNED.items():
+        out[name] = {**_OWNED_DEFAULT, **{f: entry[k] for k, f in flat.items() if k in entry}}
+    return out
 
 
 def check_chain(migrations: Mapping[int, Migration] = MIGRATIONS, oldest: int = OLDEST, current: int = FORMAT) -> None:

@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from engine import migrations
 from engine.machines.base import IllegalTransition
 from engine.machines.session import steps
 from engine.machines.session.model import Owned, SessionDecision, SessionEntry
@@ -48,18 +49,18 @@ def test_a_step_no_machine_knows_is_refused_by_the_record():
 
 
 def test_a_record_written_before_owned_loads_its_objects_facts_as_one():
-    """A snapshot of today's main holds the Secret's and claim's facts as flat fields: the same
-    facts load into ``secret`` and ``claim``; a step no machine knows is refused there too."""
+    """A snapshot of format 1 holds the Secret's and claim's facts as flat fields: migrated
+    (``engine.migrations``, format 2) the same facts load into ``secret`` and ``claim``."""
     old = {"kind": "session", "name": "demo", "namespace": "team", "home": "local", "secret_step": "reading",
            "secret_tries": 3, "secret_made": True, "secret_uid": "u1", "claim_step": "done", "claim_tries": 1,
            "claim_made": True}
-    d = SessionEntry.model_validate(old)
+    snap = migrations.upgrade({"format": 1, "tables": {"session": {"local/team/demo": old}}})
+    d = SessionEntry.model_validate(snap["tables"]["session"]["local/team/demo"])
     assert d.secret == Owned(step="reading", uid="u1", tries=3, made=True)
     assert d.claim == Owned(step="done", tries=1, made=True)
-    assert "secret_step" not in d.model_dump()
     assert SessionEntry.model_validate(d.model_dump()) == d
     with pytest.raises(ValueError):
-        SessionEntry.model_validate({**old, "secret_step": "sending"})
+        SessionEntry.model_validate(old)   # format 1 unmigrated is refused, never half read
 
 
 def test_an_answer_moves_an_object_only_in_the_step_that_asked():

@@ -30,7 +30,7 @@ import json
 from typing import Annotated, Any, Literal, NamedTuple, Union
 
 import orjson
-from pydantic import Field, TypeAdapter, model_validator
+from pydantic import Field, TypeAdapter
 
 from engine.machines.base import Ctx, Decision, Table
 from engine.machines.session import finalizer, steps
@@ -144,11 +144,6 @@ class Owned(Decision):
         return self.but(step=steps.object_after(self.step, event), **changes)   # type: ignore[return-value]
 
 
-# The fields an ``Owned`` had on the record before it was one (snapshots written then load as one).
-_FLAT_OWNED = {"secret": {"secret_step": "step", "secret_uid": "uid", "secret_tries": "tries", "secret_made": "made"},
-               "claim": {"claim_step": "step", "claim_tries": "tries", "claim_made": "made"}}
-
-
 class Failure(Decision):
     reason: str
     message: str
@@ -205,20 +200,6 @@ class SessionDecision(Decision):
     evented: str = ""                      # the last decision posted as an Event (session.status.event_mark)
     resumed: int = 0                       # rebuilt from a status of this generation (``from_status``): up to it,
                                            # what the first lists show is adopted (``session.seen``); 0 = own history
-
-    @model_validator(mode="before")
-    @classmethod
-    def _owned_from_flat(cls, data: Any) -> Any:
-        """A record of a snapshot written before ``Owned`` (``secret_step``, ``secret_uid``, ...)
-        loads with the same facts in ``secret`` and ``claim``."""
-        if not isinstance(data, dict) or not any(k in data for flat in _FLAT_OWNED.values() for k in flat):
-            return data
-        data = dict(data)
-        for name, flat in _FLAT_OWNED.items():
-            facts = {field: data.pop(k) for k, field in flat.items() if k in data}
-            if facts:
-                data[name] = {**(data.get(name) or {}), **facts}
-        return data
 
     @property
     def target_ns(self) -> str:

@@ -38,10 +38,11 @@ class Kind(NamedTuple):
     timer: str       # the timer its create is repeated on (``session.retry``)
     retrying: str    # the Event's reason when a run of failures begins
     failed: str      # the failure's reason when it cannot be made
+    fenced: bool     # its uid is kept: the teardown deletes it fenced by it, with no read first (``session.owned``)
 
 
-KINDS = {"Secret": Kind("secret", retry.SECRET, "SecretRetrying", "SecretFailed"),
-         "PersistentVolumeClaim": Kind("claim", retry.CLAIM, "ClaimRetrying", "WorkspaceFailed")}
+KINDS = {"Secret": Kind("secret", retry.SECRET, "SecretRetrying", "SecretFailed", True),
+         "PersistentVolumeClaim": Kind("claim", retry.CLAIM, "ClaimRetrying", "WorkspaceFailed", False)}
 TIMERS = {k.timer: kind for kind, k in KINDS.items()}
 
 
@@ -78,7 +79,7 @@ def in_doubt(ctx: Ctx, key: str, d: SessionDecision, effect: ObjectEffect) -> Se
 def _created(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: ObjectEffect) -> Answer:
     kind = effect.kind
     if rec.result == "ok":
-        return after(d, kind, "made", uid=owned.uid_of(rec.obj), tries=0)
+        return after(d, kind, "made", uid=_uid(kind, rec.obj), tries=0)
     if rec.result == "already_exists":  # ours (an earlier attempt, a lost journal) or someone else's: read
         ctx.emit(GetObject, key, cluster=d.target, tenant=d.target_tenant, api_version="v1", kind=kind,
                  namespace=d.target_ns, name=owned.object_name(d, kind))
@@ -115,7 +116,11 @@ def _adopt_secret(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Answe
 
 def _adopt_claim(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> Answer:
     """The workspace of this Session's earlier generations: kept as it is."""
-    return after(d, "PersistentVolumeClaim", "kept", uid=owned.uid_of(rec.obj))
+    return after(d, "PersistentVolumeClaim", "kept")
+
+
+def _uid(kind: str, obj: object) -> str:
+    return owned.uid_of(obj) if KINDS[kind].fenced else ""
 
 
 def _replaced(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome, effect: ObjectEffect) -> Answer:
