@@ -100,6 +100,9 @@ cmd_net_up() {
     in_ns ip link set "$NODE_IF" up
     in_ns ip link set lo up
     ip route add "$POD_CIDR" via "$NODE_IP" dev "$HOST_IF"
+    # The node's own connections to a ClusterIP need a route before kube-proxy's OUTPUT DNAT
+    # rewrites them (the namespace has no default route); the host forwards nothing it gets.
+    in_ns ip route add "$SVC_CIDR" dev "$NODE_IF"
     log "veth $HOST_IF ($HOST_IP) <-> $NODE_IF ($NODE_IP); route $POD_CIDR via $NODE_IP"
   fi
   # Forwarding between the bridge and the veth, inside the node only; bridged pod traffic passes
@@ -304,7 +307,7 @@ cgroups_make() {
 node_pids() { # every process in the node's cgroups
   local h
   for h in $(hierarchies); do
-    [[ -d $h/$CGROUP ]] && find "$h/$CGROUP" -name cgroup.procs -exec cat {} + 2>/dev/null
+    if [[ -d $h/$CGROUP ]]; then find "$h/$CGROUP" -name cgroup.procs -exec cat {} + 2>/dev/null || true; fi
   done | sort -un
 }
 
@@ -376,8 +379,8 @@ cmd_stop() {
   done
   [[ -z $(node_pids) ]] || die "processes left in the node's cgroups: $(node_pids | tr '\n' ' ')"
   for h in $(hierarchies); do
-    [[ -d $h/$CGROUP ]] && find "$h/$CGROUP" -depth -type d -exec rmdir {} + 2>/dev/null
-    [[ -d $h/$CGROUP ]] && log "WARNING: could not remove cgroup $h/$CGROUP"
+    if [[ -d $h/$CGROUP ]]; then find "$h/$CGROUP" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
+    if [[ -d $h/$CGROUP ]]; then log "WARNING: could not remove cgroup $h/$CGROUP"; fi
   done
   if ns_exists; then ip netns del "$NETNS"; log "deleted network namespace $NETNS"; fi
   ip link del "$HOST_IF" 2>/dev/null || true

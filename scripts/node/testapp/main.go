@@ -7,11 +7,13 @@
 //
 // An app serves HTTP on each declared TCP port (GET / answers "<container> <port>\n") and logs
 // "kfold-testapp: <container> listening on <port>" once per port; the workspace logs one line and
-// waits. TESTAPP_EXIT=<code> makes the container log a line and exit with that code instead.
+// waits. TESTAPP_EXIT=<code> makes the container log a line and exit with that code instead;
+// TESTAPP_GET=<url> (a client for tests) prints the body of one GET of url and exits 0, or 1.
 package main
 
 import (
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"os"
@@ -28,6 +30,16 @@ func main() {
 	if who == "" {
 		log.Print("KFOLD_CONTAINER is not set: this image runs as a kfold Session's container")
 		os.Exit(2)
+	}
+	if url := os.Getenv("TESTAPP_GET"); url != "" {
+		resp, err := http.Get(url)
+		if err != nil {
+			log.Printf("GET %s: %v", url, err)
+			os.Exit(1)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		fmt.Printf("%s", body)
+		os.Exit(0)
 	}
 	if code := os.Getenv("TESTAPP_EXIT"); code != "" {
 		n, err := strconv.Atoi(code)
