@@ -208,7 +208,7 @@ class StepContext:
             self._dirty.add(m)
         return self._tables[m]
 
-    def items(self, machine: str | None = None) -> Iterable[tuple[str, Any]]:
+    def items(self, machine: str | None = None) -> Iterable[tuple[str, "Decision"]]:
         """Machine ``m``'s entries in key order. A table's own order follows its keys' string
         hashes, which differ between processes (``PYTHONHASHSEED``): a decision that visits entries
         in turn (a relist, an index rebuilt) must visit them in an order every replay shares."""
@@ -329,8 +329,9 @@ class StepContext:
         was validated where it was built, once, and is what a typed machine's ``on_receive`` gets;
         an untyped one gets its fields as given.
 
-        The untyped spelling ``tell(machine, key, name, **args)`` is validated here into the same
-        model (``check_message``) until its last sender (the session machine's) is typed."""
+        No machine of kfold's sends untyped; the spelling ``tell(machine, key, name, **args)``, for
+        a test's probe that relays a message named at run time, is validated here into the same
+        model (``check_message``)."""
         if untyped:
             machine, key, name = key, message, untyped[0]   # type: ignore[assignment]
             self._queue.append((machine, key, name, check_message(machine, name, args) if machine in self._typed else args))
@@ -408,7 +409,7 @@ class _TableReader:
     def get(self, key: str) -> "Decision | None":
         return self._ctx.get(key, self._machine)
 
-    def items(self) -> Iterable[tuple[str, Any]]:
+    def items(self) -> Iterable[tuple[str, "Decision"]]:
         return self._ctx.items(self._machine)
 
 

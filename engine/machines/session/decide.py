@@ -40,6 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.effects.models import CreateObject
+from engine.seams import CreatePod, EnsureNamespaceRequest, EnsureRepo
 from engine.machines.base import Ctx, object_key, remember
 from engine.machines.session import finalizer, secret, seen, status, steps, tenancy
 from engine.machines.session import targets
@@ -222,14 +223,13 @@ def bring_up(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionCon
         d = d.but(namespace_step=steps.ask_after(d.namespace_step, "skip"))  # the Session lives in it: nothing to do
     if not steps.done(d.namespace_step):
         if steps.unbegun(d.namespace_step):
-            ctx.tell("pod", object_key(d.target, d.target_ns, ""), "ensure_namespace",
-                     reply_to="session", reply_key=key)
+            ctx.tell(object_key(d.target, d.target_ns, ""), EnsureNamespaceRequest(reply_to="session", reply_key=key))
             d = d.but(namespace_step=steps.ask_after(d.namespace_step, "ask"))
         return d
     if not all(r.ensured for r in d.repos):
         if steps.unbegun(d.repos_step):
             for r in d.repos:
-                ctx.tell("repo", r.key, "ensure", url=r.url, reply_to="session", reply_key=key)
+                ctx.tell(r.key, EnsureRepo(url=r.url, reply_to="session", reply_key=key))
             d = d.but(repos_step=steps.ask_after(d.repos_step, "ask"))
         return d
     if not steps.done(d.secret.step):
@@ -294,8 +294,8 @@ def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: Session
     owner, away = (d.uid, "") if _ownable(d) else ("", d.namespace)
     claim = mf.claim_name(d.name) if cfg.workspace_class else ""
     manifest = mf.pod(d.name, d.target_ns, d.generation, spec, owner, away, claim=claim, seed=spec.seed or cfg.workspace_seed)
-    ctx.tell("pod", pod_key(d), "create", manifest=manifest,
-             reply_to="session", reply_key=key, session=d.name, generation=d.generation)
+    ctx.tell(pod_key(d), CreatePod(manifest=manifest, reply_to="session", reply_key=key, session=d.name,
+                                   generation=d.generation))
     return moved(d, "create")
 
 

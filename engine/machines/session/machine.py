@@ -72,7 +72,7 @@ from engine.machines.session.resumed import resuming
 from engine.machines.session.spec import ceilings
 from engine.machines.session.timers import LISTS_TIMER, POD_DELETE_RETRY
 from engine.seams import (
-    MESSAGES, NamespaceFailed, NamespaceReady, PodCreated, PodCreateFailed, PodDeleteFailed, PodGone, RepoEnsured,
+    MESSAGES, DeletePod, NamespaceFailed, NamespaceReady, PodCreated, PodCreateFailed, PodDeleteFailed, PodGone, RepoEnsured,
     RepoFailed, RepoStatusReply, SecretListed, SessionConfigure, SessionMessage,
 )
 from journal.records import Command, Observed, Outcome, Relist
@@ -341,7 +341,7 @@ def _created_for_none(ctx: Ctx, key: str, d: None, msg: PodCreated) -> None:
     """A create that answered after its Session was gone: the pod is released."""
     if not msg.pod:
         return _untracked(ctx, key, d, msg)
-    ctx.tell("pod", msg.pod, "delete", reply_to="session", reply_key=key, reason="created for a session that is gone")
+    ctx.tell(msg.pod, DeletePod(reply_to="session", reply_key=key, reason="created for a session that is gone"))
 
 
 def _secret_listed(ctx: Ctx, key: str, d: SessionDecision, msg: SecretListed) -> None:

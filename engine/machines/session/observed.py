@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.seams import ReleaseRepo
 from engine.machines.base import Ctx
 from engine.machines.session import finalizer, retry, status
 from engine.machines.session import targets
@@ -143,7 +144,7 @@ def session_gone(ctx: Ctx, key: str) -> None:
         return
     d = release_ahead(ctx, key, release(ctx, key, d, "session deleted"), "session deleted")
     for r in d.repos:
-        ctx.tell("repo", r.key, "release", reply_to="session", reply_key=key)
+        ctx.tell(r.key, ReleaseRepo(reply_to="session", reply_key=key))
     for name in ("start", "ready", AHEAD_TIMER, *retry.TIMERS):
         ctx.cancel_timer(key, name)
     targets.update(ctx, key, ctx.get(key), None)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.effects.models import Log, PatchObject
+from engine.seams import DeletePod
 from engine.machines.base import Ctx, object_key
 from engine.machines.session import finalizer
 from engine.machines.session.manifests import API_VERSION
@@ -62,8 +63,9 @@ def delete_pod(ctx: Ctx, key: str, d: SessionDecision, pk: str, reason: str,
     """``by_name``: a pod this record never created nor adopted, known only by its name (the
     generation the status names): the pod machine deletes it only if it carries this Session's
     label, so a pod kfold refused to adopt (another Session's) is never deleted by name."""
-    extra = {"session": d.name} if by_name else {}
-    ctx.tell("pod", pk, "delete", reply_to="session", reply_key=key, reason=reason, **extra)
+    msg = (DeletePod(reply_to="session", reply_key=key, reason=reason, session=d.name) if by_name
+           else DeletePod(reply_to="session", reply_key=key, reason=reason))
+    ctx.tell(pk, msg)
     return d.but(releasing=tuple(dict.fromkeys(d.releasing + (pk,))))
 
 
