@@ -120,7 +120,7 @@ class Migration:
 
 
 # format -> the migration that makes it from the format before. Format 1: kfold up to and including
-# ae4b05a (tests/data/upgrade/ae4b05a.sqlite), and every kfold since until a migration is added.
+# ae4b05a (tests/data/upgrade/ae4b05a.sqlite); docs/journal.md lists which kfold writes which.
 MIGRATIONS: dict[int, Migration] = {
     2: Migration("a Session's env Secret and workspace claim are one Owned record each (secret, claim)",
                  (EachEntry("session", lambda e: _owned_from_flat(e), {"kind": "session"}),)),
