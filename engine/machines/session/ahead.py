@@ -81,8 +81,7 @@ def judge_ahead(ctx: Ctx, key: str, d: SessionDecision, settled: bool = False) -
 
 def release_spent(ctx: Ctx, key: str, d: SessionDecision, pk: str, generation: int) -> SessionDecision:
     """Delete pod ``pk`` of a spent ``generation`` (through the pod machine, fenced). A podless
-    Session moves its own generation up to it: a resume is a later one, never that name again
-    (found by kfold sim, seed 240)."""
+    Session moves its own generation up to it: a resume is a later one, never that name again."""
     d = d.but(generation=max(d.generation, generation)) if podless(d) else d
     return delete_pod(ctx, key, d, pk, f"generation {generation} is spent (the Session is at {d.generation})")
 

@@ -27,11 +27,8 @@ def bring_up_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> Sess
         if now is not None and d.pod.name and d.pod.checked != name:
             # What kfold last saw of the pod may be old (a paused process, a watch broken or
             # lagging): the Session fails only on a quorum read of its pod made once the deadline
-            # passed, judged when it has answered (found by kfold sim, soak seed 741061: a daemon
-            # resumed from two pauses, its pod watch relisting after a compaction, failed a
-            # Session at its start deadline while the pod had been Running and Ready for a minute).
-            # A read already in flight may predate the deadline: its answer is awaited, then
-            # the next judgement reads again.
+            # passed, judged when it has answered. A read already in flight may predate the
+            # deadline: its answer is awaited, then the next judgement reads again.
             if not d.pod.reading:
                 d = read_pod(ctx, key, d)
                 d = d.but(pod=d.pod.but(checked=name))
@@ -47,29 +44,26 @@ def bring_up_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> Sess
 def _judge_later(ctx: Ctx, key: str, d: SessionDecision, name: str) -> str:
     """Why a bring-up deadline that fired is judged again ``READ_GRACE_MS`` later instead of failing
     the Session ("" = judge now): what kfold sees is known to be stale or incomplete, or what is
-    missing is kfold's own doing, not the Session's. Each reason was found by kfold sim; each lasts
-    only while something kfold waits for is outstanding, so the deadlines bound every bring-up."""
+    missing is kfold's own doing, not the Session's. Each reason lasts only while something kfold
+    waits for is outstanding, so the deadlines bound every bring-up (the findings that named them:
+    docs/simulation.md)."""
     runs = running(d)
     if _reported_ready(d) and not (name == "ready" and not runs) and _requests_in_flight(ctx, key):
         # The Session's status (written only by kfold) already says this generation is Ready:
         # another replica brought it up while this record, a standby's, fell behind; judged once the
-        # takeover's re-reads and requests have answered (soak seed 70039: a takeover failed a Ready
-        # Session at its ready deadline while its in-doubt Service/Ingress creates were in flight).
-        # Not beyond them: a status resumed from (a fresh journal or replica) over a pod that is
+        # takeover's re-reads and requests have answered. Not beyond them: a status resumed from (a fresh journal or replica) over a pod that is
         # gone and never comes back up is judged as a fresh bring-up (issue 33, item 2).
         return "the status already reports this generation Ready"
     if d.pod.reading and (not runs) == (name == "start"):   # start: not Running; ready: Running
         # Its pod's state is being read (an adopted pod, a relist without it, or the read an
         # earlier firing made, which a slow apiserver answers only after READ_GRACE_MS: the
         # request timeout is longer): judged after the answer, never on the picture from before
-        # the deadline (soak seed 40120: a takeover failed a Session whose adopted pod had long
-        # been Running).
+        # the deadline.
         return "the pod is being read"
     if name == "ready" and runs and d.pod.ready and not unsynced(d):
         # The workspace is up; only kfold's own Service/Ingress requests are outstanding (the
         # apiserver slow, throttling, failing); the endpoints' bounded tries move it to Ready with
-        # the EndpointsPublished condition saying why (soak seeds 70081-70247: Sessions Failed with
-        # a healthy pod under a long run of 500s and resets).
+        # the EndpointsPublished condition saying why.
         return "only kfold's own Service/Ingress requests are outstanding"
     return ""
 
