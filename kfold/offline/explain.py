@@ -9,14 +9,20 @@ Guarantees:
   ``Clocks.delta`` is the time since the previous record *on the same clock* (signed: a record
   may carry an earlier time than the one before it), and ``delta_text`` tags it with the cluster
   when that clock is not the home one (``+0.012s``, ``-0.001s``, ``+3.000s on edge``).
-- ``problem_of`` is non-empty exactly for: an outcome whose result is not ``ok`` (its reason and
-  message), a record the fold refused, the first divergence, a quarantine, a Session entering
-  ``Failed``.
+- ``expected_of`` is non-empty for an outcome that is an answer the machine asked for and moves
+  on from, not a failure: ``AlreadyExists`` on a create (it reads the object next and adopts it
+  when it is its own, or fails the Session naming the holder), ``NotFound`` on a delete (already
+  gone) or on a read (absence is the answer).
+- ``problem_of`` is non-empty exactly for: an outcome whose result is not ``ok`` and not expected
+  (its reason and message), a record the fold refused, the first divergence, a quarantine, a
+  Session entering ``Failed``.
 - ``SessionLog`` keeps one ``SessionSummary`` per Session key, from the Session decisions the walk
-  changed: each phase with the seq and server time it was entered and how long it lasted (the
-  last one until the journal's last record on the Session's clock, marked open), the current
-  generation, the current pod and its phase, and the last problem of the Session or of its
-  effects.
+  changed and the status writes it emitted: each phase with the seq and server time it was
+  entered and how long it lasted (the last one until the journal's last record on the Session's
+  clock, marked open), the current generation, the current pod and its phase, the Ready
+  condition's status, reason and message as last written to the Session (what ``kubectl get``
+  shows), its failure (reason and message, while it stands), and its last problem: the failure
+  when there is one, else the last problem of the Session or of its effects.
 - ``pending_at_end`` lists the effects emitted or issued without an outcome and the timers still
   armed in the state a walk ended in, oldest first, each with how long it had waited by the last
   record on its cluster's clock.
@@ -106,6 +112,22 @@ class Clocks:
 
 
 # -- problems ---------------------------------------------------------------------------------
+# (effect type, outcome result) -> why that answer is one the machine asked for and moves on from
+EXPECTED = {
+    ("create", "already_exists"): "kfold reads it next and adopts it if it is its own",
+    ("delete", "not_found"): "already gone",
+    ("get", "not_found"): "not there: an answer, not a failure",
+}
+
+
+def expected_of(step: Step) -> str:
+    rec = step.record
+    if rec.rec != "outcome" or step.answered is None:
+        return ""
+    why = EXPECTED.get((step.answered.type, rec.result))
+    return f"{rec.status_reason or rec.result}: expected, {why}" if why else ""
+
+
 def problem_of(step: Step) -> str:
     rec = step.record
     if step.error:
@@ -114,7 +136,7 @@ def problem_of(step: Step) -> str:
         return f"divergence: effect {step.divergence.effect_id}"
     if step.quarantined:
         return "quarantined: " + ", ".join(sorted(step.quarantined))
-    if rec.rec == "outcome" and rec.result != "ok":
+    if rec.rec == "outcome" and rec.result != "ok" and not expected_of(step):
         what = effect_line(step.answered) if step.answered is not None else f"effect {rec.effect_id}"
         words = " ".join(x for x in (rec.result, rec.status_reason, str(rec.code) if rec.code else "") if x)
         return f"{what}: {words}" + (f": {rec.message}" if rec.message else "")
@@ -134,7 +156,9 @@ class SessionSummary:
     generation: int = 0
     pod: str = ""
     pod_phase: str = ""
-    problem: dict[str, Any] | None = None   # {seq, text}
+    problem: dict[str, Any] | None = None   # {seq, text}: the last problem of the Session or its effects
+    failure: dict[str, Any] | None = None   # {seq, reason, message}: the failure standing, from the record that set it
+    ready: dict[str, Any] | None = None     # the last status write: {seq, phase, status, reason, message} (Ready's)
     gone: bool = False
 
     def as_dict(self, last_at: int | None) -> dict[str, Any]:
@@ -146,9 +170,34 @@ class SessionSummary:
             end["ms"], end["open"] = _minus(last_at, end["at"]), not self.gone
         for p in phases:
             p["took"] = duration_text(p["ms"])
+        failed = self.failure
+        problem = {"seq": failed["seq"], "text": f"{failed['reason']}: {failed['message']}"} if failed else self.problem
+        ready = self.ready or {}
         return {"key": self.key, "phases": phases, "phase": phases[-1]["phase"] if phases else "",
                 "generation": self.generation, "pod": self.pod, "pod_phase": self.pod_phase,
-                "problem": self.problem, "gone": self.gone}
+                "reason": ready.get("reason", ""), "message": ready.get("message", ""), "ready": self.ready,
+                "failure": failed, "problem": problem, "gone": self.gone}
+
+
+def _failure(d: Any, seq: int, before: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The failure standing on a Session decision, with the seq that set it (kept while it is the same)."""
+    f = getattr(d, "failure", None)
+    if f is None:
+        return None
+    if before is not None and (before["reason"], before["message"]) == (f.reason, f.message):
+        return before
+    return {"seq": seq, "reason": f.reason, "message": f.message}
+
+
+def ready_written(effect: Any) -> dict[str, Any] | None:
+    """The Ready condition of a Session status write (``patch`` of the status subresource)."""
+    body = getattr(effect, "patch", None) if effect.type == "patch" else None
+    status = body.get("status") if isinstance(body, dict) else None
+    for cond in (status or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return {"phase": status.get("phase", ""), "status": cond.get("status", ""), "reason": cond.get("reason", ""),
+                    "message": cond.get("message", "")}
+    return None
 
 
 def _minus(a: int | None, b: int | None) -> int | None:
@@ -181,6 +230,10 @@ class SessionLog:
             for pod in (*d.releasing, *d.abandoned):
                 self.pods.setdefault(pod, c.key)
             s.gone = bool(d.gone)
+            s.failure = _failure(d, rec.seq, s.failure)
+        for e in step.effects:
+            if e.machine == "session" and e.key in self.sessions and (cond := ready_written(e)) is not None:
+                self.sessions[e.key].ready = {"seq": rec.seq, **cond}
         if problem:
             concerned = {c.key for c in step.changes if c.machine == "session"}
             if step.answered is not None:   # an outcome: the Session whose effect (or pod's effect) it answers

@@ -13,8 +13,8 @@ from tests.browser.cdp import Browser
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def serve(journal: Path):
-    proc = subprocess.Popen([sys.executable, "-m", "kfold", "ui", str(journal), "--listen", "127.0.0.1:0"],
+def serve(journal: Path, *flags: str):
+    proc = subprocess.Popen([sys.executable, "-m", "kfold", "ui", str(journal), "--listen", "127.0.0.1:0", *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     if " at http://" not in line:
@@ -36,8 +36,8 @@ def browser(tmp_path):
 def ui(request):
     procs = []
 
-    def start(journal: Path) -> str:
-        proc, url = serve(journal)
+    def start(journal: Path, *flags: str) -> str:
+        proc, url = serve(journal, *flags)
         procs.append(proc)
         return url
     yield start

@@ -22,6 +22,8 @@ def test_open_a_session_follow_an_effect_to_its_outcome_and_see_the_diff(browser
     browser.open(url)
     browser.wait("document.querySelectorAll('#objects li').length > 0", "the object list")
     assert f"{len(G)} records" in browser.text("#journal")
+    browser.wait("document.querySelectorAll('#sessions tr.session').length === 1", "the landing list of Sessions")
+    browser.click("#modes button[data-mode=timeline]")
     browser.wait("document.querySelectorAll('#timeline .rec').length > 0", "the whole journal's timeline")
     browser.wait("document.querySelectorAll('#diagram svg.kfold-diagram').length === 3", "every machine's diagram")
     assert browser.eval("[...document.querySelectorAll('#diagram svg')].map(s => s.dataset.machine).join()") == \

@@ -3,6 +3,7 @@
 command alike, never its bytes parsed as JSON lines; ``kfold ui`` says so before it prints a URL."""
 from __future__ import annotations
 
+import asyncio
 import gzip
 import io
 import subprocess
@@ -11,6 +12,8 @@ import zipfile
 
 import pytest
 
+from journal.jsonl import read_jsonl
+from journal.sqlite import SqliteJournal
 from kfold.cli import main
 from tests.golden_facts import GOLDEN
 
@@ -75,3 +78,26 @@ def test_kfold_ui_refuses_a_bad_first_record_before_it_prints_a_url(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith(f"kfold ui: {path}: line 1: field rec: Field required")
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--follow"], "is an export (JSONL), which is complete as written"),
+    (["--follow", "--until", "5"], "--follow and --until: pick one"),
+], ids=["an-export", "with-until"])
+def test_kfold_ui_follow_needs_a_sqlite_journal_and_no_until(tmp_path, flags, says):
+    path = tmp_path / "golden.jsonl"
+    path.write_bytes(TEXT)
+    if "--until" in flags:   # a SQLite journal: only the flags are refused
+        path = tmp_path / "j.db"
+
+        async def go() -> None:
+            j = SqliteJournal(str(path))
+            await j.open()
+            await j.append(list(read_jsonl(GOLDEN))[:5])
+            await j.close()
+        asyncio.run(go())
+    done = subprocess.run([sys.executable, "-m", "kfold", "ui", str(path), "--listen", "127.0.0.1:0", *flags],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("kfold ui: ") and says in line

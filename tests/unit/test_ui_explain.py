@@ -70,12 +70,84 @@ def test_the_phase_strip_holds_every_phase_kfold_reported_with_durations_from_re
     assert s["generation"] == writes[-1][2] == 2
 
 
-def test_the_last_problem_is_the_sessions_last_outcome_that_was_not_ok(store):
+EXPECTED_ANSWERS = {("create", "already_exists"), ("delete", "not_found"), ("get", "not_found")}
+NAME_TAKEN = GOLDEN.with_name("golden_name_taken.jsonl")   # a Session whose Service name is taken, one InvalidSpec
+
+
+def lines_of(path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def records_of(path) -> list[dict]:
+    return [json.loads(line) for line in lines_of(path) if '"rec"' in line]
+
+
+def expected_answers(records) -> dict[int, dict]:
+    """Outcome seq -> outcome, for the non-ok answers a machine asks for and moves on from: an
+    AlreadyExists to a create, a NotFound to a delete or a read."""
+    types = {r["effect"]["id"]: r["effect"]["type"] for r in records if r["rec"] == "effect"}
+    return {r["seq"]: r for r in records if r["rec"] == "outcome" and (types.get(r["effect_id"]), r["result"])
+            in EXPECTED_ANSWERS}
+
+
+def failed_writes(records) -> dict[str, tuple[int, str, str]]:
+    """Session name -> (cause seq, Ready reason, Ready message) of its first Failed status write."""
+    out = {}
+    for r in records:
+        e = r.get("effect") if r["rec"] == "effect" else None
+        if e and e.get("kind") == "Session" and e.get("subresource") == "status" and e["patch"]["status"]["phase"] == "Failed":
+            ready = next(c for c in e["patch"]["status"]["conditions"] if c["type"] == "Ready")
+            out.setdefault(e["name"], (int(e["id"].split(".")[0]), ready["reason"], ready["message"]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def taken(tmp_path_factory):
+    index = tmp_path_factory.mktemp("taken") / "index.sqlite"
+    build(str(NAME_TAKEN), index)
+    return Store(index, str(NAME_TAKEN))
+
+
+def test_a_session_whose_only_non_ok_answers_were_expected_has_no_problem(store):
+    bad = [r for r in G.records if r["rec"] == "outcome" and r["result"] != "ok"]
+    assert bad and all(r["seq"] in expected_answers(G.records) for r in bad)   # AlreadyExists adopted, NotFound gone
     s = store.session(session_id(store))
-    bad = [r for r in G.records if r["rec"] == "outcome" and r["result"] != "ok" and r["key"] == SESSION]
-    assert len(bad) >= 2
-    assert s["problem"]["seq"] == bad[-1]["seq"]
-    assert bad[-1]["result"] in s["problem"]["text"] and bad[-1]["message"] in s["problem"]["text"]
+    assert s["problem"] is None and s["failure"] is None
+
+
+@pytest.mark.parametrize("name, reason", [("demo", "NameTaken"), ("bad", "InvalidSpec")])
+def test_the_last_problem_of_a_failed_session_is_its_failure_reason(taken, name, reason):
+    records = records_of(NAME_TAKEN)
+    cause, written, message = failed_writes(records)[name]
+    assert written == reason
+    seen = next(r for r in records if r["rec"] == "observed" and r["kind"] == "Session" and r["name"] == name)
+    key = f"{seen['cluster']}/{seen['namespace']}/{name}"
+    s = taken.session(session_id(taken, key))
+    assert s["failure"] == {"seq": cause, "reason": reason, "message": message}
+    assert s["problem"] == {"seq": cause, "text": f"{reason}: {message}"}
+    assert (s["reason"], s["message"]) == (reason, message)     # what kubectl shows: the Ready condition written
+    later = [r["seq"] for r in records if r["rec"] == "outcome" and r["result"] != "ok" and r["seq"] > cause]
+    assert name != "demo" or later, "an ordinary teardown answer comes after the failure: it must not hide it"
+
+
+def test_the_landing_list_has_each_session_with_its_phase_reason_and_message(taken):
+    records = records_of(NAME_TAKEN)
+    failed = failed_writes(records)
+    listed = taken.sessions()
+    assert [s["key"].rsplit("/", 1)[1] for s in listed["sessions"]] == sorted(failed)   # natural order: bad, demo
+    for s in listed["sessions"]:
+        _, reason, message = failed[s["key"].rsplit("/", 1)[1]]
+        assert (s["reason"], s["message"], s["problem"]["text"]) == (reason, message, f"{reason}: {message}")
+        assert "phases" not in s and s["gone"]
+    assert listed["total"] == listed["with_problem"] == 2 and sum(listed["phases"].values()) == 2
+    assert [s["key"] for s in taken.sessions(problems=True)["sessions"]] == [s["key"] for s in listed["sessions"]]
+
+
+def test_bookkeeping_rows_are_left_out_on_request_and_counted(taken):
+    every = taken.objects(limit=200)
+    plain = taken.objects(limit=200, bookkeeping=False)
+    kept = [o for o in every["objects"] if not o["kind"].endswith(" bookkeeping")]
+    assert plain["objects"] == kept and plain["bookkeeping_hidden"] == every["total"] - len(kept) > 0
 
 
 def test_a_session_cut_while_ready_shows_its_generation_pod_and_open_phase(tmp_path):
@@ -86,15 +158,27 @@ def test_a_session_cut_while_ready_shows_its_generation_pod_and_open_phase(tmp_p
     assert s["phases"][-1]["open"] and not s["gone"]
 
 
-def test_problems_only_keeps_exactly_the_outcomes_that_were_not_ok(store):
-    expected = [r["seq"] for r in G.records if r["rec"] == "outcome" and r["result"] != "ok"]
-    got = store.records(problems=True, limit=200)["records"]
-    assert [r["seq"] for r in got] == expected and expected
-    for r in got:
-        raw = G.record(r["seq"])
-        assert raw["result"] in r["problem"] and (raw["message"] or raw["result"]) in r["problem"]
-    family = store.records(obj=session_id(store), related=True, problems=True, limit=200)["records"]
-    assert [r["seq"] for r in family] == expected   # every problem of this journal is the Session's
+def test_problems_only_leaves_out_the_answers_the_machine_expected(store):
+    expected = expected_answers(G.records)
+    assert store.records(problems=True, limit=200)["records"] == []
+    marked = {r["seq"]: r["expected"] for r in store.records(limit=200)["records"] if r["expected"]}
+    assert set(marked) == set(expected)
+    for seq, text in marked.items():
+        assert text.startswith(expected[seq]["status_reason"] + ": ")
+
+
+def test_problems_only_keeps_the_failures_and_the_outcomes_not_expected(taken, tmp_path):
+    records = records_of(NAME_TAKEN)
+    causes = sorted(c for c, _, _ in failed_writes(records).values())
+    got = taken.records(problems=True, limit=200)["records"]
+    assert [r["seq"] for r in got] == causes
+    assert all(r["problem"].startswith("Session Failed: ") for r in got)
+    # a Conflict answering a delete is no expected answer: it stays a problem
+    fenced = GOLDEN.with_name("golden_fenced_409.jsonl")
+    conflicts = [r["seq"] for r in records_of(fenced) if r["rec"] == "outcome" and r["result"] == "conflict"]
+    build(str(fenced), tmp_path / "fenced.index")
+    problems = Store(tmp_path / "fenced.index", str(fenced)).records(problems=True, limit=200)["records"]
+    assert conflicts and set(conflicts) <= {r["seq"] for r in problems}
 
 
 def test_effect_rows_pair_each_effect_with_its_outcome_latency_and_retries(store):
@@ -113,7 +197,9 @@ def test_effect_rows_pair_each_effect_with_its_outcome_latency_and_retries(store
             assert e["latency_ms"] == last["at"] - issued[e["id"]]["at"]
         assert e["retries"] == sum(1 for o in outcomes[e["id"]] if o["result"] == "transient")
     bad = store.effect_rows(problems=True, limit=200)["effects"]
-    assert {e["id"] for e in bad} == {i for i, outs in outcomes.items() if outs[-1]["result"] != "ok"}
+    expected = expected_answers(G.records)
+    assert {e["id"] for e in bad} == {i for i, outs in outcomes.items()
+                                      if outs[-1]["result"] != "ok" and outs[-1]["seq"] not in expected}
     own = store.effect_rows(obj=session_id(store), related=True, limit=200)["effects"]
     pod = G.first("create", "Pod")
     assert pod.id in {e["id"] for e in own}   # the pod machine's effects belong to the Session's family

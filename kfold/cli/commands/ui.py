@@ -1,4 +1,4 @@
-"""``kfold ui JOURNAL [--listen 127.0.0.1:PORT] [--index FILE] [--until SEQ]``: a read-only page
+"""``kfold ui JOURNAL [--listen 127.0.0.1:PORT] [--index FILE] [--until SEQ | --follow]``: a read-only page
 over a journal (SQLite or JSONL export); see ``kfold.offline.ui.server`` for what it serves.
 
 The journal is opened and its first record read before anything is served (a file kfold cannot
@@ -6,7 +6,9 @@ read is refused, exit 2, before a URL is printed). The page is served at once; t
 and the page shows that progress (so does a terminal) until it is done. Without
 ``--index`` it lives in a temporary directory removed on exit; with ``--index FILE`` it is kept and
 reused next time if the journal file is unchanged (same path, size and modification time; delete
-it after changing kfold's code, since the index holds that code's decisions).
+it after changing kfold's code, since the index holds that code's decisions). With ``--follow`` (a
+SQLite journal) the index keeps growing as the journal does (``kfold.offline.ui.index.Follow``)
+and is never reused.
 
 Exit codes: 0 stopped with Ctrl-C or SIGTERM; 2 an unreadable journal or a bad --listen; 3 a broken checksum
 chain (the server stops: run ``kfold replay --up-to-corruption`` to see the intact part).
@@ -27,6 +29,7 @@ EXAMPLES = """examples:
   kfold ui journal.db                                # http://127.0.0.1:8765/
   kfold ui bug-report.jsonl --listen 127.0.0.1:0     # any free port (printed)
   kfold ui journal.db --index ~/.cache/kfold-ui.idx  # keep the index for next time
+  kfold ui /var/lib/kfold/journal.db --follow        # a running kfold's journal, new records as they come
 
 exit codes: 0 stopped with Ctrl-C or SIGTERM; 2 an unreadable journal or a bad --listen; 3 a broken
 checksum chain."""
@@ -42,6 +45,9 @@ def register(sub) -> None:
                    help=f"address to serve on (default {DEFAULT_LISTEN}; port 0 picks a free one)")
     p.add_argument("--index", default=None, metavar="FILE", help="keep the index in FILE and reuse it next time")
     p.add_argument("--until", type=seq_number, default=None, metavar="SEQ", help="index records up to SEQ only")
+    p.add_argument("--follow", action="store_true",
+                   help="keep reading a live SQLite journal (a running kfold's): new records appear in the page "
+                        "without a restart")
     p.set_defaults(func=run)
 
 
@@ -55,6 +61,9 @@ def run(args) -> int:
         _readable(args.journal, args.until)
     except Exception as exc:  # noqa: BLE001 - classified like a failure while indexing
         return _failure(args, exc)
+    if args.follow and (problem := _follow_problem(args)):
+        print(f"kfold ui: {problem}", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="kfold-ui-") as tmp:
         index = Path(args.index) if args.index else Path(tmp) / "index.sqlite"
         try:
@@ -76,13 +85,23 @@ def _readable(journal: str, until: int | None) -> None:
         next(records, None)
 
 
+def _follow_problem(args) -> str | None:
+    from kfold.offline.sources import is_sqlite
+    if not is_sqlite(args.journal):
+        return (f"--follow: {args.journal} is an export (JSONL), which is complete as written; follow the SQLite "
+                f"journal a running kfold writes (journal.path), or drop --follow")
+    if args.until is not None:
+        return "--follow and --until: pick one (--until stops at a record, --follow reads every new one)"
+    return None
+
+
 def _serving(args, index: Path):
     """What to serve: a kept index still valid for this journal, or one to build."""
     from kfold.offline.progress import journal_size
     from kfold.offline.ui.index import read_meta, source_identity
     from kfold.offline.ui.server import Indexing, Store
     identity = source_identity(args.journal)
-    if index.exists():
+    if index.exists() and not args.follow:
         try:
             meta = read_meta(index)
         except (sqlite3.Error, ValueError):  # not an index, or one whose build was cut short
@@ -90,7 +109,8 @@ def _serving(args, index: Path):
         if {k: meta.get(k) for k in identity} == identity and meta.get("until") == args.until:
             print(f"kfold ui: reusing the index {index}", file=sys.stderr)
             return Indexing(args.journal, meta.get("records"), Store(index, args.journal))
-        index.unlink()
+    for stale in (index, index.with_name(index.name + "-wal"), index.with_name(index.name + "-shm")):
+        stale.unlink(missing_ok=True)
     return Indexing(args.journal, journal_size(args.journal, args.until))
 
 
@@ -108,14 +128,24 @@ def _serve(args, serving, index: Path, host: str, port: int) -> int:
     print(f"kfold ui: {args.journal} at http://{host}:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
     failed: list[BaseException] = []
     signal.signal(signal.SIGTERM, _stop)  # like Ctrl-C: the temporary index is removed on the way out
+    follow = None
+    if args.follow:
+        from kfold.offline.ui.index import Follow
+        from kfold.offline.ui.server import Store
+        follow = Follow(1.0, ready=lambda: setattr(serving, "store", Store(index, args.journal)))
+    indexer = None
     if serving.store is None:
-        threading.Thread(target=_index, args=(args, serving, index, server, failed), daemon=True).start()
+        indexer = threading.Thread(target=_index, args=(args, serving, index, server, failed, follow), daemon=True)
+        indexer.start()
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+        if follow is not None and indexer is not None:   # let it finish its round before the index is removed
+            follow.stop.set()
+            indexer.join(10)
     return _failure(args, failed[0]) if failed else 0
 
 
@@ -123,13 +153,18 @@ def _stop(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _index(args, serving, index: Path, server, failed: list) -> None:
+def _index(args, serving, index: Path, server, failed: list, follow=None) -> None:
     """Build the index while the page already shows its progress; a journal that cannot be read
-    stops the server (``run`` then exits with the error)."""
+    stops the server (``run`` then exits with the error). Following, the build goes on until
+    the server stops; the page is served from its first publish."""
     from kfold.offline.ui.index import build
     from kfold.offline.ui.server import Store
+    if follow is not None:
+        print(f"kfold ui: following {args.journal}: new records appear as they are journaled", file=sys.stderr)
     try:
-        meta = build(args.journal, index, args.until, watch=lambda b: setattr(serving, "builder", b))
+        meta = build(args.journal, index, args.until, watch=lambda b: setattr(serving, "builder", b), follow=follow)
+        if follow is not None:
+            return
         serving.store = Store(index, args.journal)
         print(f"kfold ui: indexed {meta['records']:,} records in {meta['seconds']}s", file=sys.stderr)
     except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which reports or re-raises it

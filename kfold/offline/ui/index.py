@@ -2,12 +2,13 @@
 the page can ask for one page of one object's records without the journal ever being loaded whole.
 
 Layout (all rows inserted once, by ``build``; the server only reads):
-- ``records(seq, at, kind, line, error, fired, answers, detail, pos, clock, delta, problem)``: one
+- ``records(seq, at, kind, line, error, fired, answers, detail, pos, clock, delta, problem, expected)``: one
   row per journal record; ``detail`` is JSON: the decision changes with their field-level diff, the
   effects emitted, the timers moved, a divergence; ``pos`` is the byte offset of a JSONL line (NULL
   for SQLite, whose rows are read back by seq); ``clock`` the cluster whose clock stamped it,
   ``delta`` the signed time since the previous record on that clock, ``problem`` what went wrong
-  (NULL: nothing), all as ``kfold.offline.explain`` defines them.
+  (NULL: nothing), ``expected`` why a non-ok outcome is an answer the machine moves on from (NULL:
+  it is not one), all as ``kfold.offline.explain`` defines them.
 - ``objects(id, kind, key, machine, parent, state, n, first, last)``: every object a record
   concerned: a machine's decision key (Session, Pod, Repo, or a machine's bookkeeping row), an
   observed object, an effect's target (Service, Ingress, Secret, Namespace...). ``parent`` ties a
@@ -16,11 +17,12 @@ Layout (all rows inserted once, by ``build``; the server only reads):
 - ``touches(obj, seq)`` and ``mtouch(machine, seq)``: which records concern an object or a machine
   (primary keys, so a page of one object is an index range scan).
 - ``effects(id, cause, issued, outcome, result, attempts, line, obj, owner, issued_at, outcome_at,
-  latency_ms, retries, reason, message, code, nid)``: each effect, the record that emitted it, the
+  latency_ms, retries, reason, message, code, expected, nid)``: each effect, the record that emitted it, the
   first that journaled it as issued, and its (last) outcome; ``latency_ms`` from that issue to that
   outcome, ``retries`` the transient outcomes it was retried after, ``owner`` the machine object
   that emitted it, ``nid`` the id in natural order.
-- ``sessions(obj, summary)``: per Session, ``kfold.offline.explain.SessionSummary`` as JSON.
+- ``sessions(obj, summary, nkey, phase, problem)``: per Session, ``kfold.offline.explain.SessionSummary``
+  as JSON, with its key in natural order, its phase and whether it has a problem (for the landing list).
 - ``meta``: source path, record count, time span, the first divergence, the home cluster, what is
   pending when the journal ends (``kfold.offline.explain.pending_at_end``); ``first_seq`` and
   ``history`` (a line, or "") say where the indexed history begins: a journal whose head retention
@@ -31,6 +33,7 @@ Guarantee: what the index says a record changed is what ``kfold trace`` prints f
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -39,25 +42,35 @@ import orjson
 
 from journal.records import Record
 from kfold.offline.replay import is_object_key
-from kfold.offline.explain import Clocks, key_cluster, SessionLog, clock_of, delta_text, natural_key, pending_at_end, problem_of
+from kfold.offline.explain import (Clocks, SessionLog, clock_of, delta_text, expected_of, key_cluster, natural_key,
+                                   pending_at_end, problem_of)
 from kfold.offline.render import effect_line, effect_target, field_diff, record_line, state_of
 from kfold.offline.timeline import MACHINE_KIND, Step, walk
 
 SCHEMA = """
 CREATE TABLE records (seq INTEGER PRIMARY KEY, at INTEGER, kind TEXT NOT NULL, line TEXT NOT NULL,
   error TEXT, fired INTEGER, answers TEXT, detail BLOB NOT NULL, pos INTEGER, clock TEXT, delta TEXT,
-  problem TEXT);
+  problem TEXT, expected TEXT);
 CREATE TABLE objects (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, machine TEXT,
   parent INTEGER, state TEXT, n INTEGER, first INTEGER, last INTEGER, nkey TEXT NOT NULL);
 CREATE TABLE touches (obj INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (obj, seq)) WITHOUT ROWID;
 CREATE TABLE mtouch (machine TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (machine, seq)) WITHOUT ROWID;
 CREATE TABLE effects (id TEXT PRIMARY KEY, cause INTEGER, issued INTEGER, outcome INTEGER, result TEXT,
   attempts INTEGER, line TEXT, obj INTEGER, owner INTEGER, issued_at INTEGER, outcome_at INTEGER,
-  latency_ms INTEGER, retries INTEGER, reason TEXT, message TEXT, code INTEGER, nid TEXT) WITHOUT ROWID;
-CREATE TABLE sessions (obj INTEGER PRIMARY KEY, summary BLOB NOT NULL);
+  latency_ms INTEGER, retries INTEGER, reason TEXT, message TEXT, code INTEGER, expected TEXT, nid TEXT) WITHOUT ROWID;
+CREATE TABLE sessions (obj INTEGER PRIMARY KEY, summary BLOB NOT NULL, nkey TEXT NOT NULL, phase TEXT,
+  problem INTEGER NOT NULL);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 """
-LAYOUT = 2            # the tables above; a kept index of another layout is rebuilt
+INDEXES = (
+    "CREATE INDEX objects_by_parent ON objects (parent)",
+    "CREATE INDEX objects_by_nkey ON objects (nkey)",
+    "CREATE INDEX sessions_by_nkey ON sessions (nkey)",
+    "CREATE INDEX records_by_problem ON records (seq) WHERE problem IS NOT NULL",
+    "CREATE INDEX effects_by_owner ON effects (owner, nid)",
+    "CREATE INDEX records_by_kind ON records (kind, seq)",
+)
+LAYOUT = 3            # the tables above; a kept index of another layout is rebuilt
 FLUSH = 5000          # records per write batch
 MAX_VALUE = 400       # characters of one diff value kept in the index
 
@@ -86,7 +99,7 @@ class Builder:
         self.touch: list[tuple[int, int]] = []
         self.mtouch: list[tuple[str, int]] = []
         # id -> [cause, issued, outcome, result, attempts, line, obj, owner, issued_at, outcome_at,
-        #        latency_ms, retries, reason, message, code]
+        #        latency_ms, retries, reason, message, code, expected]
         self.effects: dict[str, list] = {}
         self.clocks = Clocks()
         self.sessions = SessionLog()
@@ -95,6 +108,8 @@ class Builder:
         self.count, self.first_at, self.last_at = 0, None, None
         self.kinds: set[str] = set()
         self.machines: set[str] = set()
+        self.dirty: set[str] = set()            # effect ids changed since the last ``publish``
+        self.published: int | None = None       # records written by the last ``publish`` (None: none yet)
 
     def obj(self, kind: str, key: str, machine: str | None = None) -> _Obj:
         o = self.objects.get((kind, key))
@@ -141,7 +156,7 @@ class Builder:
         self.clocks.note_home(rec)
         clock = clock_of(step, self.clocks.home)
         delta = delta_text(self.clocks.delta(clock, rec.at), clock, self.clocks.home)
-        problem = problem_of(step)
+        problem, expected = problem_of(step), expected_of(step)
         self.sessions.add(step, problem)
         self.state = step.state
         for oid in touched:
@@ -155,7 +170,7 @@ class Builder:
         self.kinds.add(rec.rec)
         self.rows.append((seq, rec.at, rec.rec, record_line(rec), step.error or None,
                           None if step.fired is None else int(step.fired), answers, orjson.dumps(detail), pos,
-                          clock, delta, problem or None))
+                          clock, delta, problem or None, expected or None))
         if len(self.rows) >= FLUSH:
             self.flush()
 
@@ -184,7 +199,9 @@ class Builder:
             touched.add(obj.id)
         line = effect_line(e)
         if e.type != "log":
-            self.effects[e.id] = [seq, None, None, None, 0, line, obj.id, owner.id, None, None, None, 0, "", "", None]
+            self.dirty.add(e.id)
+            self.effects[e.id] = [seq, None, None, None, 0, line, obj.id, owner.id, None, None, None, 0, "", "", None,
+                                  None]
         return {"id": e.id, "type": e.type, "line": line, "obj": obj.id, "owner": owner.id}
 
     def _answers(self, step: Step, seq: int, touched: set[int], machines: set[str]) -> str | None:
@@ -198,6 +215,7 @@ class Builder:
         eid = rec.effect_id if rec.rec == "outcome" else rec.effect.get("id", "")
         row = self.effects.get(eid)
         if row is not None:
+            self.dirty.add(eid)
             touched.add(row[6])
             if rec.rec == "effect":
                 row[1] = row[1] or seq
@@ -207,6 +225,7 @@ class Builder:
                 row[9], row[12], row[13], row[14] = rec.at, rec.status_reason, rec.message, rec.code or None
                 row[10] = rec.at - row[8] if rec.at is not None and row[8] is not None else None
                 row[11] += int(rec.result == "transient" and rec.retry_after_ms is not None)
+                row[15] = expected_of(step) or None
                 target = self.by_id[row[6]]
                 if target.machine is None:
                     target.state = f"{row[5].split(' ', 1)[0]} {rec.result}"
@@ -233,18 +252,26 @@ class Builder:
 
     def flush(self) -> None:
         db = self.db
-        db.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", self.rows)
+        db.executemany("INSERT INTO records VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", self.rows)
         db.executemany("INSERT OR IGNORE INTO touches VALUES (?,?)", self.touch)
         db.executemany("INSERT OR IGNORE INTO mtouch VALUES (?,?)", self.mtouch)
         self.rows, self.touch, self.mtouch = [], [], []
 
     def finish(self, source: dict[str, Any], seconds: float) -> None:
+        self.publish(source, seconds)
+
+    def publish(self, source: dict[str, Any], seconds: float) -> None:
+        """Write what the walk knows so far: the records in memory, every object, the effects that
+        changed, the Sessions, the meta; committed at once, so a reader (the server, while
+        ``kfold ui --follow`` keeps walking) sees one consistent index."""
         self.flush()
         db = self.db
-        db.executemany("INSERT INTO objects VALUES (?,?,?,?,?,?,?,?,?,?)", [o.row() for o in self.objects.values()])
-        db.executemany("INSERT INTO effects VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                       [(k, *v, natural_key(k)) for k, v in self.effects.items()])
-        db.executemany("INSERT INTO sessions VALUES (?,?)", self._session_rows())
+        db.executemany("INSERT OR REPLACE INTO objects VALUES (?,?,?,?,?,?,?,?,?,?)", [o.row() for o in self.objects.values()])
+        changed = self.effects if self.published is None else {k: self.effects[k] for k in self.dirty if k in self.effects}
+        db.executemany("INSERT OR REPLACE INTO effects VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       [(k, *v, natural_key(k)) for k, v in changed.items()])
+        self.dirty.clear()
+        db.executemany("INSERT OR REPLACE INTO sessions VALUES (?,?,?,?,?)", self._session_rows())
         pending = pending_at_end(self.state, self.clocks) if self.state is not None else None
         if pending is not None:
             for item in (*pending["effects"], *pending["timers"]):
@@ -256,19 +283,19 @@ class Builder:
                 "divergence": self.divergence, "seconds": round(seconds, 2), "kinds": sorted(self.kinds),
                 "machines": sorted(self.machines), "object_kinds": sorted({o.kind for o in self.objects.values()}),
                 "objects": len(self.objects)}
-        db.executemany("INSERT INTO meta VALUES (?,?)", [(k, orjson.dumps(v).decode()) for k, v in meta.items()])
-        db.execute("CREATE INDEX objects_by_parent ON objects (parent)")
-        db.execute("CREATE INDEX objects_by_nkey ON objects (nkey)")
-        db.execute("CREATE INDEX records_by_problem ON records (seq) WHERE problem IS NOT NULL")
-        db.execute("CREATE INDEX effects_by_owner ON effects (owner, nid)")
-        db.execute("CREATE INDEX records_by_kind ON records (kind, seq)")
+        db.executemany("INSERT OR REPLACE INTO meta VALUES (?,?)", [(k, orjson.dumps(v).decode()) for k, v in meta.items()])
+        if self.published is None:   # after the first bulk insert: cheaper than keeping them up meanwhile
+            for ddl in INDEXES:
+                db.execute(ddl)
+        self.published = self.count
         db.commit()
 
-    def _session_rows(self) -> Iterator[tuple[int, bytes]]:
+    def _session_rows(self) -> Iterator[tuple[int, bytes, str, str, int]]:
         for key, summary in self.sessions.sessions.items():
             o = self.objects.get(("Session", key))
             if o is not None:
-                yield o.id, orjson.dumps(summary.as_dict(self.clocks.last.get(key_cluster(key)) or self.last_at))
+                s = summary.as_dict(self.clocks.last.get(key_cluster(key)) or self.last_at)
+                yield o.id, orjson.dumps(s), natural_key(key), s["phase"], int(s["problem"] is not None)
 
 
 def _children(change: Any) -> Iterator[str]:
@@ -307,17 +334,32 @@ def positioned(path: str, until: int | None = None, from_seq: int = 1) -> Iterat
             yield rec, pos
 
 
+class Follow:
+    """``kfold ui --follow``: after the journal's last record, poll it every ``every`` seconds for
+    more and walk on (the same walk: states, effects and divergences as if it had been read in
+    one go), publishing the index after each round that brought records; ``ready`` is called
+    once, after the first publish; ``stop`` ends the walk."""
+
+    def __init__(self, every: float = 1.0, ready: Callable[[], None] | None = None):
+        self.every, self.ready = every, ready
+        self.stop = threading.Event()
+
+
 def build(source: str, index: str | Path, until: int | None = None,
-          watch: Callable[[Builder], None] | None = None) -> dict[str, Any]:
+          watch: Callable[[Builder], None] | None = None, follow: Follow | None = None) -> dict[str, Any]:
     """Walk ``source`` and write its index to ``index`` (a new file); returns the meta. ``watch``
-    is handed the builder first (its ``count`` is the progress ``kfold ui`` shows while indexing)."""
+    is handed the builder first (its ``count`` is the progress ``kfold ui`` shows while indexing).
+    With ``follow`` (a SQLite journal), the walk goes on as records are appended, until
+    ``follow.stop`` is set; the index is in WAL mode then, so the server reads while it grows."""
     from kfold.offline.progress import counted
     from kfold.offline.sources import start_point
     started = time.monotonic()
     state, first, note = start_point(source, until)   # a cut journal or its export: from its snapshot
-    db = sqlite3.connect(str(index))
+    db = sqlite3.connect(str(index), check_same_thread=False)
+    identity = {**source_identity(source), "until": until, "first_seq": first, "history": note,
+                "following": follow is not None}
     try:
-        db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + SCHEMA)
+        db.executescript(f"PRAGMA journal_mode={'WAL' if follow else 'OFF'}; PRAGMA synchronous=OFF;" + SCHEMA)
         builder = Builder(db)
         if state is not None:
             builder.known(state)
@@ -327,16 +369,35 @@ def build(source: str, index: str | Path, until: int | None = None,
         offsets: dict[int, int | None] = {}
 
         def records() -> Iterator[Record]:
+            last = first - 1
             for rec, pos in items:
                 offsets[rec.seq] = pos
+                last = rec.seq
                 yield rec
+            if follow is None:
+                return
+            yield from _tail(source, last, follow, lambda: builder.publish(identity, time.monotonic() - started))
         for step in walk(records(), state):
             builder.add(step, offsets.pop(step.record.seq, None))
-        builder.finish({**source_identity(source), "until": until, "first_seq": first, "history": note},
-                       time.monotonic() - started)
+        builder.finish({**identity, "following": False}, time.monotonic() - started)
     finally:
         db.close()
     return read_meta(index)
+
+
+def _tail(source: str, last: int, follow: Follow, publish: Callable[[], None]) -> Iterator[Record]:
+    """The records appended to a SQLite journal after ``last``, as they come (see ``Follow``)."""
+    from kfold.offline.sources import iter_records
+    publish()
+    if follow.ready is not None:
+        follow.ready()
+    while not follow.stop.wait(follow.every):
+        fresh = False
+        for rec in iter_records(source, from_seq=last + 1):
+            last, fresh = rec.seq, True
+            yield rec
+        if fresh:
+            publish()
 
 
 def source_identity(source: str) -> dict[str, Any]:

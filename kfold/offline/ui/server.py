@@ -5,16 +5,20 @@ Routes (GET/HEAD only; anything else is 405; while the index is still being buil
 route answers 503 with the progress, see ``Indexing``):
 - ``/`` and ``/static/<file>``: the page (``kfold/offline/ui/static``, shipped as package data).
 - ``/api/summary``: the journal, its record count and time span, machines, record kinds, the first
-  divergence.
-- ``/api/objects?q=&kind=&top=1&offset=&limit=``: objects by kind and key, with their last state
-  and record count; ``/api/object/<id>``: one object with its parent and children.
+  divergence, and ``following`` (``kfold ui --follow``: the count grows; the page polls it).
+- ``/api/sessions?problems=1&offset=&limit=``: the landing list: each Session with its phase, the
+  Ready condition's reason and message, its failure and last problem, and the count per phase.
+- ``/api/objects?q=&kind=&top=1&bookkeeping=0&offset=&limit=``: objects by kind and key, with their
+  last state and record count (``bookkeeping=0``: without the machines' bookkeeping rows, and how
+  many were left out); ``/api/object/<id>``: one object with its parent and children.
 - ``/api/records?obj=&related=1&machine=&kinds=a,b&problems=1&from=SEQ&dir=next|prev|around&limit=``:
   one page of the timeline (at most ``MAX_PAGE`` records), each with its diff, effects (with their
   outcome), timers, the effect it answers, the objects it names, its signed time delta on its own
   clock and its problem (``problems=1``: only records with one).
 - ``/api/session/<id>``: a Session's summary (``kfold.offline.explain.SessionSummary``).
 - ``/api/effects?obj=&related=1&problems=1&offset=&limit=``: effect -> outcome rows in the order
-  they were emitted, with latency and retries (``problems=1``: only those not answered ``ok``).
+  they were emitted, with latency and retries (``problems=1``: only those not answered ``ok``, nor
+  with an answer the machine expected and moved on from, ``kfold.offline.explain.expected_of``).
 - ``/api/pending``: the effects without an outcome and the timers armed when the journal ends, each
   with its object and the Session it serves (``session``: an object id, or null).
 - ``/api/record/<seq>``: the record as journaled (read back from the journal file by seq, or by
@@ -73,7 +77,11 @@ class Store:
         self._local = threading.local()
         from kfold.offline.sources import is_sqlite
         self.sqlite_source = is_sqlite(source)
-        self.meta = {k: orjson.loads(v) for k, v in self.db().execute("SELECT key, value FROM meta")}
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """Read at each use: the index grows while ``kfold ui --follow`` follows a live journal."""
+        return {k: orjson.loads(v) for k, v in self.db().execute("SELECT key, value FROM meta")}
 
     def db(self) -> sqlite3.Connection:
         conn = getattr(self._local, "db", None)
@@ -87,8 +95,10 @@ class Store:
         return self.meta
 
     def objects(self, q: str = "", kind: str = "", top: bool = False, offset: int = 0,
-                limit: int = 100) -> dict[str, Any]:
+                limit: int = 100, bookkeeping: bool = True) -> dict[str, Any]:
         conds, params = [], []
+        if not bookkeeping:
+            conds.append("kind NOT LIKE '% bookkeeping'")
         if q:
             conds.append("key LIKE ?")
             params.append(f"%{q}%")
@@ -103,7 +113,27 @@ class Store:
                                  f"FROM objects o {where} {order} LIMIT ? OFFSET ?",
                                  (*params, _limit(limit), max(offset, 0))).fetchall()
         total = self.db().execute(f"SELECT COUNT(*) FROM objects {where}", params).fetchone()[0]
-        return {"objects": [dict(r) for r in rows], "total": total, "offset": offset}
+        hidden = 0 if bookkeeping else self.db().execute(
+            "SELECT COUNT(*) FROM objects WHERE kind LIKE '% bookkeeping'").fetchone()[0]
+        return {"objects": [dict(r) for r in rows], "total": total, "offset": offset, "bookkeeping_hidden": hidden}
+
+    def sessions(self, problems: bool = False, offset: int = 0, limit: int = 100) -> dict[str, Any]:
+        """The landing list: every Session in natural order with its phase, the Ready condition's
+        reason and message as last written, its failure and last problem; and how many are in
+        each phase."""
+        db = self.db()
+        where = "WHERE s.problem = 1" if problems else ""
+        rows = db.execute(f"SELECT o.id, o.key, o.n, s.summary FROM sessions s JOIN objects o ON o.id = s.obj "
+                          f"{where} ORDER BY s.nkey LIMIT ? OFFSET ?", (_limit(limit), max(offset, 0))).fetchall()
+        out = []
+        for r in rows:
+            summary = orjson.loads(r["summary"])
+            summary.pop("phases")
+            out.append({"id": r["id"], "key": r["key"], "n": r["n"], **summary})
+        phases = dict(db.execute("SELECT phase, COUNT(*) FROM sessions GROUP BY phase ORDER BY phase").fetchall())
+        total = db.execute(f"SELECT COUNT(*) FROM sessions s {where}").fetchone()[0]
+        with_problem = db.execute("SELECT COUNT(*) FROM sessions WHERE problem = 1").fetchone()[0]
+        return {"sessions": out, "total": total, "offset": offset, "phases": phases, "with_problem": with_problem}
 
     def object(self, oid: int) -> dict[str, Any]:
         db = self.db()
@@ -146,8 +176,8 @@ class Store:
             marks = ",".join("?" * len(ids))
             conds.append(f"(owner IN ({marks}) OR obj IN ({marks}))")
             params += ids + ids
-        if problems:
-            conds.append("(result IS NULL OR result != 'ok')")
+        if problems:   # not answered, or answered neither ok nor as expected (explain.expected_of)
+            conds.append("(result IS NULL OR (result != 'ok' AND expected IS NULL))")
         where = f"WHERE {' AND '.join(conds)}" if conds else ""
         db = self.db()
         rows = db.execute(f"SELECT * FROM effects {where} ORDER BY cause, nid LIMIT ? OFFSET ?",
@@ -157,8 +187,9 @@ class Store:
         return {"effects": [dict(r) for r in rows], "objects": objects, "total": total, "offset": offset}
 
     def pending(self) -> dict[str, Any]:
-        return {**(self.meta.get("pending") or {"effects": [], "timers": [], "more": 0}),
-                "last_at": self.meta.get("last_at"), "home": self.meta.get("home", "")}
+        meta = self.meta
+        return {**(meta.get("pending") or {"effects": [], "timers": [], "more": 0}),
+                "last_at": meta.get("last_at"), "home": meta.get("home", "")}
 
     def _object_ids(self, obj: int, related: bool) -> list[int]:
         if not related:
@@ -300,7 +331,9 @@ class Handler(BaseHTTPRequestHandler):
             return orjson.dumps(s.summary())
         if path == "objects":
             return orjson.dumps(s.objects(arg("q"), arg("kind"), arg("top") == "1", int(arg("offset", "0")),
-                                          int(arg("limit", "100"))))
+                                          int(arg("limit", "100")), arg("bookkeeping", "1") == "1"))
+        if path == "sessions":
+            return orjson.dumps(s.sessions(arg("problems") == "1", int(arg("offset", "0")), int(arg("limit", "100"))))
         if m := re.fullmatch(r"object/(\d+)", path):
             return orjson.dumps(s.object(int(m[1])))
         if path == "records":

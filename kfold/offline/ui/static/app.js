@@ -1,12 +1,15 @@
 // kfold ui: a read-only view of one journal. Everything comes from the JSON API of `kfold ui`
 // (kfold/offline/ui/server.py) one page at a time; the view lives in the URL hash
-// (#obj=ID&seq=N&machine=M&kinds=a,b&related=0&mode=effects|pending&problems=1), so every view can
-// be linked and reloaded. What a view says (phases, durations, deltas, problems, latencies, what is
+// (#obj=ID&seq=N&machine=M&kinds=a,b&related=0&mode=sessions|timeline|effects|pending&problems=1), so
+// every view can be linked and reloaded. With no object and no record picked the page opens on the
+// Sessions (each with its phase, reason and message); the whole journal's timeline is a tab. What a view says (phases, durations, deltas, problems, latencies, what is
 // pending) is computed by kfold/offline/explain.py when the journal is indexed; this page only lays it out.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const view = { obj: null, seq: null, machine: "", kinds: [], related: true, mode: "timeline", problems: false };
+const view = { obj: null, seq: null, machine: "", kinds: [], related: true, mode: "sessions", problems: false };
+const MODES = ["sessions", "timeline", "effects", "pending"];
+const defaultMode = (v) => (!v.obj && !v.seq ? "sessions" : "timeline");
 const NARROW = 1280;   // below this width the object list folds away (the timeline keeps the room)
 const PAGE = 50;
 let summary = null;
@@ -14,6 +17,7 @@ let page = { records: [], effects: {}, objects: {} };
 let loadedKey = "";
 let objectsOffset = 0;
 let currentObject = null;
+let journalSize = 0;   // records indexed: grows while `kfold ui --follow` follows a live journal
 
 function el(tag, attrs, ...kids) {
   const node = document.createElement(tag);
@@ -48,7 +52,7 @@ function readHash() {
   view.machine = p.get("machine") || "";
   view.kinds = (p.get("kinds") || "").split(",").filter(Boolean);
   view.related = p.get("related") !== "0";
-  view.mode = ["effects", "pending"].includes(p.get("mode")) ? p.get("mode") : "timeline";
+  view.mode = MODES.includes(p.get("mode")) ? p.get("mode") : defaultMode(view);
   view.problems = p.get("problems") === "1";
 }
 
@@ -60,7 +64,7 @@ function hashFor(changes) {
   if (v.machine) p.set("machine", v.machine);
   if (v.kinds.length) p.set("kinds", v.kinds.join(","));
   if (!v.related) p.set("related", "0");
-  if (v.mode !== "timeline") p.set("mode", v.mode);
+  if (v.mode !== defaultMode(v)) p.set("mode", v.mode);
   if (v.problems) p.set("problems", "1");
   return "#" + p.toString();
 }
@@ -70,7 +74,7 @@ function go(changes) {
 }
 
 function filterKey() {
-  return JSON.stringify([view.obj, view.machine, view.kinds, view.related, view.problems]);
+  return JSON.stringify([view.obj, view.machine, view.kinds, view.related, view.problems, journalSize]);
 }
 
 // -- start -------------------------------------------------------------------------------------
@@ -87,11 +91,40 @@ async function waitForIndex() {
   }
 }
 
-async function start() {
-  summary = await waitForIndex();
+function journalLine() {
   const span = summary.first_at ? ` · ${iso(summary.first_at)} … ${iso(summary.last_at)}` : "";
   const from = summary.first_seq > 1 ? ` from #${summary.first_seq} (the snapshot at #${summary.first_seq - 1} before it)` : "";
   $("journal").textContent = `${summary.source} · ${summary.records.toLocaleString()} records${from}${span}`;
+  if (summary.following) $("journal").append(el("span", { class: "live", id: "following" }, " · following: new records appear as they come"));
+}
+
+// `kfold ui --follow`: the index grows with the journal; every view already shown picks up what is new
+// (the timeline appends the new records when its end is shown, the other views reload).
+async function follow() {
+  const fresh = await api("summary");
+  if (fresh.records === summary.records) return;
+  summary = fresh;
+  journalLine();
+  const timelineKey = loadedKey;
+  const atEnd = $("later").classList.contains("hidden");
+  journalSize = summary.records;
+  pendingCache = null;
+  pendingShown = false;
+  currentObject = null;
+  await loadObjects(true);
+  if (view.mode === "timeline" && timelineKey && atEnd && !view.problems && page.records.length) {
+    loadedKey = filterKey();
+    await extend("next");
+    await showObject();
+    return;
+  }
+  await render();
+}
+
+async function start() {
+  summary = await waitForIndex();
+  journalSize = summary.records;
+  journalLine();
   if (summary.history) $("journal").title = summary.history;
   const d = summary.divergence;
   if (d) {
@@ -112,9 +145,13 @@ async function start() {
   $("search").addEventListener("input", debounce(() => loadObjects(true), 200));
   $("object-kind").addEventListener("change", () => loadObjects(true));
   $("top-only").addEventListener("change", () => loadObjects(true));
+  $("bookkeeping").addEventListener("change", () => loadObjects(true));
+  $("more-sessions").addEventListener("click", () => loadSessions(false));
   $("more-objects").addEventListener("click", () => loadObjects(false));
   $("problems").addEventListener("change", () => go({ problems: $("problems").checked, seq: null }));
-  for (const b of document.querySelectorAll("#modes button")) b.addEventListener("click", () => go({ mode: b.dataset.mode }));
+  for (const b of document.querySelectorAll("#modes button")) {
+    b.addEventListener("click", () => go(b.dataset.mode === "sessions" ? { mode: "sessions", obj: null, seq: null } : { mode: b.dataset.mode }));
+  }
   $("more-effects").addEventListener("click", () => loadEffects(false));
   $("toggle-side").addEventListener("click", () => document.body.classList.toggle("side-closed"));
   $("toggle-detail").addEventListener("click", () => document.body.classList.toggle("detail-closed"));
@@ -124,6 +161,14 @@ async function start() {
   window.addEventListener("hashchange", render);
   await loadObjects(true);
   await render();
+  if (summary.following) {
+    let busy = false;
+    setInterval(async () => {
+      if (busy) return;
+      busy = true;
+      try { await follow(); } finally { busy = false; }
+    }, 1500);
+  }
 }
 
 function kindsChanged() {
@@ -140,18 +185,22 @@ function debounce(fn, ms) {
 async function loadObjects(reset) {
   if (reset) { objectsOffset = 0; $("objects").replaceChildren(); }
   const q = new URLSearchParams({ q: $("search").value, kind: $("object-kind").value,
-    top: $("top-only").checked ? "1" : "0", offset: objectsOffset, limit: 100 });
+    top: $("top-only").checked ? "1" : "0", bookkeeping: $("bookkeeping").checked ? "1" : "0",
+    offset: objectsOffset, limit: 100 });
   const res = await api("objects?" + q);
   for (const o of res.objects) $("objects").append(objectItem(o));
   objectsOffset += res.objects.length;
   $("more-objects").classList.toggle("hidden", objectsOffset >= res.total);
+  $("bookkeeping-note").textContent = res.bookkeeping_hidden
+    ? `${res.bookkeeping_hidden} bookkeeping row${res.bookkeeping_hidden === 1 ? "" : "s"} of the machines hidden` : "";
+  $("bookkeeping-note").classList.toggle("hidden", !res.bookkeeping_hidden);
   markSelectedObject();
 }
 
 function objectItem(o) {
   const pick = () => {
     if (window.innerWidth < NARROW) document.body.classList.add("side-closed");
-    go({ obj: o.id, seq: null, machine: "", kinds: [] });
+    go({ obj: o.id, seq: null, machine: "", kinds: [], mode: "timeline" });
   };
   return el("li", { "data-obj": o.id, onclick: pick },
     el("span", { class: "kind " + o.kind }, o.kind), el("span", { class: "state" }, o.state || ""),
@@ -204,6 +253,10 @@ async function showSession(o) {
       title: `${p.phase} from #${p.seq} (${iso(p.at)})` + (p.took ? `, ${p.open ? "so far" : "for"} ${p.took}` : "") },
     el("a", { href: hashFor({ seq: p.seq }) }, el("b", {}, p.phase),
       el("span", { class: "took" }, p.took ? p.took + (p.open ? " so far" : "") : "—")))));
+  const ready = s.reason ? el("div", { id: "session-ready", class: s.failure ? "bad" : "" },
+    el("b", {}, s.reason), s.message ? ": " + s.message : "",
+    s.ready ? [" ", el("a", { href: hashFor({ seq: s.ready.seq }), class: "muted" }, `(Ready ${s.ready.status}, written by #${s.ready.seq})`)] : "")
+    : el("div", { id: "session-ready", class: "muted" }, "no status written yet");
   const facts = el("div", { id: "session-facts" },
     el("span", {}, "generation ", el("b", { id: "session-generation" }, String(s.generation))),
     el("span", {}, "pod ", el("b", { class: "mono", id: "session-pod" }, s.pod || "none"), s.pod_phase ? ` (${s.pod_phase})` : ""),
@@ -214,13 +267,14 @@ async function showSession(o) {
       `pending at the end: ${waiting[0]} effect${waiting[0] === 1 ? "" : "s"}, ${waiting[1]} deadline${waiting[1] === 1 ? "" : "s"}`));
   // width grows with the log of the duration: a phase of minutes stays readable next to one of ms
   s.phases.forEach((p, i) => { strip.children[i].style.flexGrow = String(1 + Math.log10(1 + (p.ms || 0) / 100)); });
-  box.replaceChildren(strip, facts);
+  box.replaceChildren(strip, ready, facts);
   box.classList.remove("hidden");
 }
 
 // -- the views: timeline, effects -> outcomes, pending now ---------------------------------------
 function showMode() {
   for (const b of document.querySelectorAll("#modes button")) b.classList.toggle("on", b.dataset.mode === view.mode);
+  $("sessions-pane").classList.toggle("hidden", view.mode !== "sessions");
   $("timeline-pane").classList.toggle("hidden", view.mode !== "timeline");
   $("effects-pane").classList.toggle("hidden", view.mode !== "effects");
   $("pending-pane").classList.toggle("hidden", view.mode !== "pending");
@@ -242,14 +296,53 @@ async function loadEffects(reset) {
   $("effects-empty").classList.toggle("hidden", res.total > 0);
 }
 
+// -- the landing list: every Session with its phase, reason and message, and its last problem ----------
+let sessionsOffset = 0;
+let sessionsKey = "";
+async function loadSessions(reset) {
+  const body = $("sessions").tBodies[0];
+  if (reset) { sessionsOffset = 0; body.replaceChildren(); }
+  const q = new URLSearchParams({ offset: sessionsOffset, limit: 100 });
+  if (view.problems) q.set("problems", "1");
+  const res = await api("sessions?" + q);
+  for (const s of res.sessions) body.append(sessionRow(s));
+  sessionsOffset += res.sessions.length;
+  $("more-sessions").classList.toggle("hidden", sessionsOffset >= res.total);
+  $("sessions-empty").classList.toggle("hidden", res.total > 0);
+  $("sessions-empty").textContent = view.problems ? "no Session has a problem" : "no Session in this journal";
+  const counts = Object.entries(res.phases).map(([p, n]) => el("span", { class: `phase p-${p}` }, `${n} ${p}`));
+  const all = Object.values(res.phases).reduce((a, b) => a + b, 0);
+  $("sessions-counts").replaceChildren(el("b", {}, `${all} Session${all === 1 ? "" : "s"}`), ": ", ...counts,
+    res.with_problem ? el("span", { class: "bad" }, `${res.with_problem} with a problem`) : el("span", { class: "muted" }, "none with a problem"));
+}
+
+function sessionRow(s) {
+  const open = (seq) => hashFor({ obj: s.id, seq, mode: "timeline", machine: "", kinds: [] });
+  const itsFailure = s.failure && s.problem && s.problem.seq === s.failure.seq && s.failure.reason === s.reason;
+  const problem = s.problem
+    ? [el("a", { href: open(s.problem.seq) }, "#" + s.problem.seq),
+       itsFailure ? el("span", { class: "muted" }, ` failed ${s.failure.reason} here`) : " " + s.problem.text]
+    : el("span", { class: "muted" }, "none");
+  const [where, name] = [s.key.slice(0, s.key.lastIndexOf("/")), s.key.slice(s.key.lastIndexOf("/") + 1)];
+  return el("tr", { class: "session" + (s.failure ? " failed" : "") + (s.problem ? " problem" : ""), "data-obj": s.id },
+    el("td", { class: "key" }, el("a", { href: open(null), title: s.key }, el("b", { class: "mono" }, name)),
+      el("div", { class: "muted mono" }, where)),
+    el("td", {}, el("span", { class: `phase p-${s.phase}` }, s.phase || "Pending"), s.gone ? el("span", { class: "muted" }, " deleted") : ""),
+    el("td", { class: "reason" }, s.reason || "—"),
+    el("td", { class: "msg" }, s.message || ""),
+    el("td", { class: "problem-cell" }, problem),
+    el("td", { class: "num" }, String(s.n)));
+}
+
 function effectRow(e, o) {
-  const ok = e.result === "ok";
+  const ok = e.result === "ok" || !!e.expected;
   const outcome = e.outcome
     ? [el("a", { href: hashFor({ mode: "timeline", seq: e.outcome }) }, "#" + e.outcome), " ",
        el("b", { class: ok ? "ok" : "bad" }, e.result), e.code ? ` ${e.code}` : "",
-       e.reason ? ` ${e.reason}` : "", e.message ? el("div", { class: "message" }, e.message) : ""]
+       e.reason ? ` ${e.reason}` : "", e.message ? el("div", { class: "message" }, e.message) : "",
+       e.expected ? el("div", { class: "expected-line" }, e.expected) : ""]
     : el("b", { class: "bad" }, e.issued ? "no outcome (in doubt)" : "never issued");
-  return el("tr", { class: "eff" + (ok ? "" : " problem"), "data-effect": e.id },
+  return el("tr", { class: "eff" + (ok ? "" : " problem") + (e.expected ? " expected" : ""), "data-effect": e.id },
     el("td", {}, o && view.obj !== o.id
       ? el("a", { href: hashFor({ obj: o.id, seq: null }), title: o.key }, el("span", { class: "kind " + o.kind }, o.kind)) : "",
       el("span", { class: "id" }, e.id), " ", el("span", { class: "mono" }, e.line)),
@@ -305,6 +398,7 @@ async function render() {
   await showObject();
   const key = filterKey();
   if (view.mode !== "timeline") {
+    if (view.mode === "sessions" && sessionsKey !== key) { sessionsKey = key; await loadSessions(true); }
     if (view.mode === "effects" && effectsKey !== key) { effectsKey = key; await loadEffects(true); }
     if (view.mode === "pending") await loadPending();
     return showDiagram(null);
@@ -345,6 +439,7 @@ function recordCard(r) {
   if (d.divergence) classes.push("divergent");
   if (r.error) classes.push("failed");
   if (r.problem) classes.push("problem");
+  if (r.expected) classes.push("expected");
   const clock = r.clock && r.clock !== summary.home ? `${r.clock}'s server clock` : "server clock";
   const card = el("li", { id: "rec-" + r.seq, class: classes.join(" "), "data-seq": r.seq,
       onclick: (ev) => { if (!ev.target.closest("a")) { history.replaceState(null, "", hashFor({ seq: r.seq })); readHash(); select(r.seq); } } },
@@ -353,6 +448,7 @@ function recordCard(r) {
       el("span", { class: "delta", title: `since the previous record on ${clock}` }, r.delta || ""),
       el("span", { class: "rk" }, r.kind), el("span", { class: "line mono" }, r.line)));
   if (r.problem && !r.error && !d.divergence) card.append(el("div", { class: "sub problem-line" }, "problem: " + r.problem));
+  if (r.expected) card.append(el("div", { class: "sub expected-line" }, r.expected));
   if (r.answers) card.append(answersLine(r));
   if (r.fired !== null) {
     card.append(el("div", { class: "sub deadline" }, r.fired ? "deadline fired: the timer still stood"
@@ -401,8 +497,8 @@ function effectLine(e) {
     el("span", { class: "mono" }, e.line), " ");
   if (e.type === "log") return line;
   if (info && info.outcome) {
-    const ok = info.result === "ok";
-    line.append(el("a", { href: hashFor({ seq: info.outcome }), class: "outcome-link " + (ok ? "ok" : "bad"),
+    const look = info.result === "ok" ? "ok" : info.expected ? "expected" : "bad";
+    line.append(el("a", { href: hashFor({ seq: info.outcome }), class: "outcome-link " + look,
       "data-effect": e.id }, `→ outcome #${info.outcome} ${info.result}`));
     if (info.attempts > 1) line.append(el("span", { class: "muted" }, ` after ${info.attempts} attempts`));
   } else if (info && info.issued) {
