@@ -157,3 +157,47 @@ def test_a_deadline_that_fires_and_a_stale_one_are_told_apart(tmp_path, capsys):
     assert "get Pod" in fired, "the deadline reads the pod before judging the Session"
     stale = out.split(f"#{arms + 2} ", 1)[1]
     assert "stale: the timer was cancelled or moved since" in stale
+
+
+# -- --brief ------------------------------------------------------------------------------------
+NAME_TAKEN = GOLDEN.with_name("golden_name_taken.jsonl")
+
+
+def _records(path) -> list[dict]:
+    import json
+    return [json.loads(line) for line in path.read_text().splitlines() if '"rec"' in line]
+
+
+def test_brief_puts_the_failure_reason_on_the_first_line(capsys):
+    from tests.unit.test_ui_explain import failed_writes
+    records = _records(NAME_TAKEN)
+    cause, reason, message = failed_writes(records)["demo"]
+    assert main(["trace", str(NAME_TAKEN), "demo", "--brief"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("Session ") and out[0].endswith(f"Ready False {reason}: {message} (#{cause})")
+    assert main(["trace", str(NAME_TAKEN), "demo"]) == 0
+    full = capsys.readouterr().out.splitlines()
+    assert len(out) * 3 < len(full), (len(out), len(full))   # brief: a few lines, not the whole story
+
+
+def test_brief_keeps_phases_effects_outcomes_not_ok_and_reasons(capsys):
+    from tests.unit.test_ui_explain import expected_answers
+    records = _records(NAME_TAKEN)
+    key = next(f"{r['cluster']}/{r['namespace']}/{r['name']}" for r in records
+               if r["rec"] == "observed" and r["kind"] == "Session" and r["name"] == "demo")
+    assert main(["trace", str(NAME_TAKEN), key, "--brief"]) == 0
+    out = capsys.readouterr().out
+    emitted = [r["effect"] for r in records if r["rec"] == "effect" and r["effect"]["key"] == key]
+    assert emitted and all(f"effect {e['id']} {effect_line(e)}" in out for e in emitted)
+    mine = {e["id"] for e in emitted}
+    expected = expected_answers(records)
+    for r in records:
+        if r["rec"] == "outcome" and r["effect_id"] in mine and r["result"] != "ok":
+            line = next(l for l in out.splitlines() if l.strip().startswith(f"outcome {r['effect_id']} "))
+            assert r["result"] in line and r["message"] in line
+            assert ("(expected, " in line) == (r["seq"] in expected)
+    phases = [p for p in re.findall(r"session: (\S+) -> (\S+)", out)]
+    assert phases[0][0] == "(absent)" and ("Provisioning", "Failed") in phases
+    items = [l.strip() for l in out.splitlines() if l.startswith("  ")]
+    assert not [i for i in items if i.startswith("outcome") and ": ok" in i]   # no ok outcome
+    assert not [i for i in items if ": " in i and i.split(":")[0] in ("pod.name", "secret_step", "evented")]   # no diffs

@@ -25,6 +25,7 @@ EXAMPLES = """examples:
   kfold trace journal.db local/team-a/demo     # cluster/namespace/name, as `kfold replay` lists it
   kfold trace journal.db team-a/demo           # namespace/name, when one cluster has it
   kfold trace journal.db demo --until 4200     # a name, when it is unique in the journal
+  kfold trace journal.db team-a/demo --brief   # the reason first, then phases, effects, outcomes not ok
   kfold trace journal.db team-a/demo -o json | jq -r 'select(.record | startswith("outcome")) | .record'
 
 exit codes: 0 shown; 1 no record touched KEY (the closest keys are named); 2 bad arguments, an
@@ -40,6 +41,9 @@ def register(sub) -> None:
     p.add_argument("journal", help="journal file (SQLite) or its JSONL export")
     p.add_argument("key", help="the object: <cluster>/<namespace>/<name>, <namespace>/<name> or <name> (unique)")
     p.add_argument("--until", type=seq_number, default=None, metavar="SEQ", help="stop after this sequence number")
+    p.add_argument("--brief", action="store_true",
+                   help="the story in a few lines: a summary line (phase, Ready reason and message, failure) first, "
+                        "then only phase changes, effects, outcomes not ok and Ready reasons written")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text",
                    help="text (default), or json: one object per record (seq, at, record, details), JSON Lines")
     p.set_defaults(func=run)
@@ -58,9 +62,13 @@ def matches(wanted: str, key: str) -> bool:
 def run(args) -> int:
     from kfold.offline.progress import counted
     from kfold.offline.sources import input_error, input_error_code, iter_records, start_point
+    from kfold.offline.brief import Brief
     from kfold.offline.timeline import walk
 
     shown, seen, found = 0, set(), {}   # found: matching key -> its lines (printed once KEY is known unique)
+    brief = Brief() if args.brief else None
+    out: list[str] = []                 # --brief: the lines, printed after the summary line
+    say = out.append if brief is not None else print
     try:
         state, first, note = start_point(args.journal, args.until)
         if note:
@@ -73,18 +81,22 @@ def run(args) -> int:
                     shown += 1
             elif matches(args.key, key):
                 found.setdefault(key, []).extend(lines)
+        lines_of = (lambda step, key: rendered(step, key, args.output, brief.step_lines)) if brief is not None \
+            else (lambda step, key: rendered(step, key, args.output))
         records = counted(iter_records(args.journal, args.until, first), args.journal, "trace", args.until,
                           from_seq=first)
         for step in walk(records, state):
+            if brief is not None:
+                brief.note(step)
             keys = step.keys()
             seen |= keys
             for key in keys if args.key not in keys else (args.key,):
                 if key == args.key:
-                    for line in rendered(step, key, args.output):
-                        print(line)
+                    for line in lines_of(step, key):
+                        say(line)
                         shown += 1
                 elif matches(args.key, key):
-                    found.setdefault(key, []).extend(rendered(step, key, args.output))
+                    found.setdefault(key, []).extend(lines_of(step, key))
     except Exception as exc:
         code = None if isinstance(exc, BrokenPipeError) else input_error_code(exc)
         if code is None:
@@ -99,18 +111,30 @@ def run(args) -> int:
     if not shown and found:
         (key, lines), = found.items()
         print(f"kfold trace: {args.key} is {key}", file=sys.stderr)
+        _summary(brief, key, args.output)
         print("\n".join(lines))
         return 0
     if not shown:
         print(f"kfold trace: no record touched {args.key}{_hint(args.key, seen)}", file=sys.stderr)
         return 1
+    _summary(brief, args.key, args.output)
+    print("\n".join(out)) if out else None
     return 0
 
 
-def rendered(step, key: str, output: str) -> list[str]:
-    """``step_lines`` as printed: as they are, or (json) one object for the record, its header
-    split into ``seq``, ``at`` (ISO 8601 server time, null before any) and ``record``."""
-    lines = list(step_lines(step, key))
+def _summary(brief, key: str, output: str) -> None:
+    """--brief: the object's summary line first (JSON: ``{"summary": ...}``)."""
+    if brief is not None:
+        import json
+        line = brief.summary(key)
+        print(json.dumps({"summary": line}) if output == "json" else line)
+
+
+def rendered(step, key: str, output: str, lines_for=None) -> list[str]:
+    """``step_lines`` (or ``lines_for``: ``Brief.step_lines``) as printed: as they are, or (json)
+    one object for the record, its header split into ``seq``, ``at`` (ISO 8601 server time, null
+    before any) and ``record``."""
+    lines = list((lines_for or step_lines)(step, key))
     if output != "json" or not lines:
         return lines
     import json
