@@ -26,7 +26,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-FORMAT = 2   # the format this code writes
+FORMAT = 3   # the format this code writes
 OLDEST = 1   # the oldest format this code migrates from
 
 Snapshot = dict[str, Any]
@@ -124,6 +124,9 @@ class Migration:
 MIGRATIONS: dict[int, Migration] = {
     2: Migration("a Session's env Secret and workspace claim are one Owned record each (secret, claim)",
                  (EachEntry("session", lambda e: _owned_from_flat(e), {"kind": "session"}),)),
+    3: Migration("the session configuration states whether containers are told their identity "
+                 "(container_identity); older kfolds never told them",
+                 (Add("session", "container_identity", False, {"kind": "config"}),)),
 }
 
 

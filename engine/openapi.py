@@ -4,14 +4,14 @@ pure validator both derive, so admission and kfold judge a resource by the same 
 Guarantees:
 - ``openapi(node)`` is a Kubernetes *structural* schema: every node has a ``type`` (or is
   ``x-kubernetes-int-or-string`` / ``x-kubernetes-preserve-unknown-fields``), no ``$ref``, no
-  ``anyOf``; a ``Rule`` becomes an ``x-kubernetes-validations`` entry (``rule``,
+  ``anyOf``; a ``CelRule`` becomes an ``x-kubernetes-validations`` entry (``rule``,
   ``messageExpression``, ``fieldPath``, ``reason``).
 - ``check(node, value, path)`` is the first ``Problem`` the apiserver would report for ``value``
   (``None`` when there is none), with the apiserver's field path (``spec.apps[1].ports[0].port``;
   a map value ``spec.resources.limits[cpu]``) and a reason naming the offending value. Like the
   apiserver it judges the whole tree's types, bounds, enums, patterns and required fields first and
   the CEL rules only when all of those hold. It never raises on bad input.
-- A ``Rule``'s Python twin (``holds``/``says``) is what kfold runs; the CEL text is what the
+- A ``CelRule``'s Python twin (``holds``/``says``) is what kfold runs; the CEL text is what the
   apiserver runs. They are declared side by side; tests/e2e/test_session_rules.py applies every
   refusal to the real apiserver, which is the oracle that the two agree.
 
@@ -33,7 +33,7 @@ TYPE_WORDS = {"object": "an object", "array": "a list", "string": "a string", "i
 
 
 @dataclass(frozen=True, slots=True)
-class Rule:
+class CelRule:
     """A CEL rule and its Python twin. ``holds(value)`` is the rule, ``says(value)`` the message
     when it fails; ``cel``/``message`` are the same for the apiserver. ``field`` (``.value``) names
     the child the apiserver reports; ``cel_only``: kfold does not run this rule (its own handling
@@ -65,7 +65,7 @@ class Node:
     max_properties: int | None = None
     pattern: str = ""
     what: str = ""                              # the value's kind in words, for kfold's messages
-    rules: tuple[Rule, ...] = ()
+    rules: tuple[CelRule, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)   # OpenAPI-only keys (format, nullable, list-type)
 
 
@@ -114,7 +114,7 @@ def _type(kind: str) -> dict[str, Any]:
     return {"type": kind}
 
 
-def _rule(rule: Rule) -> dict[str, Any]:
+def _rule(rule: CelRule) -> dict[str, Any]:
     out = {"rule": rule.cel, "messageExpression": rule.message}
     if rule.field:
         out["fieldPath"] = rule.field

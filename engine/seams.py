@@ -74,6 +74,9 @@ class SessionConfigure(_Seam):
     listed: tuple[str, ...] = ()
     # The least severe Event type posted on a Session (config ``events.level``).
     event_level: Literal["Normal", "Warning"] = "Normal"
+    # Each container's identity in its env (docs/session-api.md "Container identity"); a journal
+    # written before kfold stated it (no such argument) replays as it was decided: without.
+    container_identity: bool = False
 
     @model_validator(mode="before")
     @classmethod

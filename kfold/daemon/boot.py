@@ -82,7 +82,7 @@ def configure_command(cfg: Config, now_ms: int | None, clusters: dict[str, Any] 
                             workspace_class=cfg.workspace.storage_class or "", workspace_size=cfg.workspace.size,
                             workspace_access=cfg.workspace.access_mode,
                             workspace_seed=cfg.workspace.seed_configmap or "", listed=TARGET_KINDS,
-                            event_level=cfg.events.level,
+                            event_level=cfg.events.level, container_identity=True,
                             **(clusters or {}))
     return Command(at=now_ms, name="session.configure", cluster=home, args=args.model_dump(mode="json"))
 

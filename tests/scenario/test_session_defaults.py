@@ -47,3 +47,26 @@ def test_a_repeated_configure_keeps_the_configuration_and_a_changed_one_replaces
     w.to_creating({**SPEC, "resources": {"limits": {"cpu": "4", "memory": "256Mi"}}}, when=3)
     for c in w.pending("create", "Pod")[0].manifest["spec"]["containers"]:
         assert c["resources"] == {"limits": {"cpu": "2", "memory": "256Mi"}}, c["name"]
+
+
+def _identity_env(w: World) -> dict[str, list[str]]:
+    containers = w.pending("create", "Pod")[0].manifest["spec"]["containers"]
+    return {c["name"]: [e["name"] for e in c["env"] if e["name"].startswith("KFOLD_")] for c in containers}
+
+
+def test_the_daemons_configure_tells_each_container_what_it_is():
+    from kfold.daemon.boot import configure_command
+    from kfold.daemon.config import Config
+    cmd = configure_command(Config.model_validate({"namespaces": ["team"]}), None)
+    assert cmd.args["container_identity"] is True
+    w = World(container_identity=True)
+    w.to_creating(SPEC)
+    assert _identity_env(w) == {"workspace": ["KFOLD_CONTAINER"],
+                                "app-web": ["KFOLD_CONTAINER", "KFOLD_APP", "KFOLD_APP_PORTS"]}
+
+
+def test_a_journal_whose_configure_states_no_identity_refolds_its_pods_without_it():
+    """A journal kfold wrote before it told containers their identity replays as it was decided."""
+    w = World()
+    w.to_creating(SPEC)
+    assert _identity_env(w) == {"workspace": [], "app-web": []}

@@ -293,7 +293,8 @@ def _create_pod(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: Session
     # Elsewhere the pod names the Session's namespace, for the orphan-pod sweep (``pod.orphans``).
     owner, away = (d.uid, "") if _ownable(d) else ("", d.namespace)
     claim = mf.claim_name(d.name) if cfg.workspace_class else ""
-    manifest = mf.pod(d.name, d.target_ns, d.generation, spec, owner, away, claim=claim, seed=spec.seed or cfg.workspace_seed)
+    manifest = mf.pod(d.name, d.target_ns, d.generation, spec, owner, away, claim=claim, seed=spec.seed or cfg.workspace_seed,
+                      identity=cfg.container_identity)
     ctx.tell(pod_key(d), CreatePod(manifest=manifest, reply_to="session", reply_key=key, session=d.name,
                                    generation=d.generation))
     return moved(d, "create")

@@ -72,14 +72,16 @@ def workspace_claim(session: str, namespace: str, storage_class: str, size: str,
 
 
 def pod(session: str, namespace: str, generation: int, spec: Spec, session_uid: str = "",
-        session_namespace: str = "", claim: str = "", seed: str = "") -> dict[str, Any]:
+        session_namespace: str = "", claim: str = "", seed: str = "", identity: bool = True) -> dict[str, Any]:
     """``session_uid``: the Session's, when the pod runs beside it (an ownerReference cannot cross
     namespaces or clusters): the garbage collector then takes the pod with the Session.
     ``session.namespace``: the Session's, when the pod runs away from it: labelled, so the
     orphan-pod sweep (``pod.orphans``) knows which Session to read.
     ``claim``: the workspace's PersistentVolumeClaim ("" = an emptyDir of this pod). ``seed``: a
-    ConfigMap whose files an init container copies into a workspace that has no ``SEED_MARKER``."""
-    containers = [_workspace(spec)] + [_app(app, spec) for app in spec.apps]
+    ConfigMap whose files an init container copies into a workspace that has no ``SEED_MARKER``.
+    ``identity``: each container's identity in its env (``session.configure``'s
+    ``container_identity``; off only when refolding a journal kfold wrote before it stated it)."""
+    containers = [_workspace(spec, identity)] + [_app(app, spec, identity) for app in spec.apps]
     md: dict[str, Any] = {"name": pod_name(session, generation), "namespace": namespace,
                           "labels": labels(session, generation)}
     if session_namespace:
@@ -117,15 +119,16 @@ def _resources(spec: Spec) -> dict[str, Any]:
     return out
 
 
-def _workspace(spec: Spec) -> dict[str, Any]:
-    return {"name": WORKSPACE, "image": spec.image, "env": _env(spec) + _identity(WORKSPACE),
+def _workspace(spec: Spec, identity: bool) -> dict[str, Any]:
+    return {"name": WORKSPACE, "image": spec.image, "env": _env(spec) + (_identity(WORKSPACE) if identity else []),
             "resources": _resources(spec),
             "volumeMounts": [{"name": WORKSPACE, "mountPath": "/workspace"}]}
 
 
-def _app(app: App, spec: Spec) -> dict[str, Any]:
+def _app(app: App, spec: Spec, identity: bool) -> dict[str, Any]:
     interactive = app.io in ("tty", "pipe", "streams")
-    out = {"name": f"app-{app.name}", "image": spec.image, "env": _env(spec) + _identity(f"app-{app.name}", app),
+    env = _env(spec) + (_identity(f"app-{app.name}", app) if identity else [])
+    out = {"name": f"app-{app.name}", "image": spec.image, "env": env,
            "ports": [{"containerPort": p.port, "protocol": p.protocol} for p in app.ports],
            "stdin": interactive, "tty": app.io == "tty",
            "volumeMounts": [{"name": WORKSPACE, "mountPath": "/workspace"}]}

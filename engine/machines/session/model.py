@@ -83,6 +83,7 @@ class SessionConfig(Decision):
     workspace_seed: str = ""           # ConfigMap copied into a new workspace (a Session may name its own)
     listed: tuple[str, ...] = ()       # kinds the daemon lists on every target (``session.seen``): () = none waited for
     event_level: str = "Normal"        # the least severe Event type posted ("Warning": no Ready, no Stopped)
+    container_identity: bool = False   # KFOLD_CONTAINER, KFOLD_APP, KFOLD_APP_PORTS in each container's env
 
 
 class PodFacts(Decision):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.openapi import Node, Problem, Rule, check
+from engine.openapi import CelRule, Node, Problem, check
 from engine.quantity import RESOURCE_NAME, quantity
 
 MAX_SESSION_NAME = 50      # room for ``-g<N>`` and Service/Ingress/Secret suffixes
@@ -44,7 +44,7 @@ def _name_says(name: str) -> str:
 NAME = Node(
     "string", "The Session's name: at most 50 characters (kfold names its pods <session>-g<N>).",
     max_length=253,
-    rules=(Rule(f"size(self) <= {MAX_SESSION_NAME}",
+    rules=(CelRule(f"size(self) <= {MAX_SESSION_NAME}",
                 f"'at most {MAX_SESSION_NAME} characters, not %d (kfold names the pods <session>-g<N>)'.format([size(self)])",
                 lambda v: len(v) <= MAX_SESSION_NAME, _name_says, reason="FieldValueInvalid"),))
 
@@ -56,7 +56,7 @@ def _dup_app(apps: list[dict[str, Any]]) -> str:
     return next(n for n in names if names.count(n) > 1)
 
 
-_UNIQUE_APPS = Rule(
+_UNIQUE_APPS = CelRule(
     "self.all(a, self.exists_one(b, b.name == a.name))",
     "\"app name '%s' is declared more than once; each app needs a name of its own\""
     ".format([self.filter(a, !self.exists_one(b, b.name == a.name))[0].name])",
@@ -88,14 +88,14 @@ def _shared(apps: list[dict[str, Any]]) -> str:
 _SAME = "q.port == p.port && q.protocol == p.protocol"
 _COUNT = f"self.map(b, has(b.ports) ? b.ports.filter(q, {_SAME}).size() : 0).sum()"
 # Within one app (the apiserver names the app's ports list and the port) ...
-_PORT_ONCE = Rule(
+_PORT_ONCE = CelRule(
     f"self.all(p, self.exists_one(q, {_SAME}))",
     "\"%s port %d is declared more than once in this app; each port and protocol is routed once\""
     f".format([self.filter(p, !self.exists_one(q, {_SAME}))[0].protocol, "
     f"self.filter(p, !self.exists_one(q, {_SAME}))[0].port])",
     lambda ports: len(set(_keys(ports))) == len(ports), _twice, reason="FieldValueInvalid", cel_only=True)
 # ... and across apps (the apiserver names the apps; a CEL message naming the port too is over its cost budget).
-_UNIQUE_PORTS = Rule(
+_UNIQUE_PORTS = CelRule(
     f"self.all(a, !has(a.ports) || a.ports.all(p, {_COUNT} == 1))",
     "\"apps %s declare the same port and protocol; each port and protocol is routed to one app only\".format(["
     f"self.filter(a, has(a.ports) && a.ports.exists(p, {_COUNT} > 1)).map(a, a.name)])",
@@ -125,19 +125,19 @@ APP = Node(
 
 # -- env ----------------------------------------------------------------------------------------
 
-_NO_VALUE = Rule("!has(self.value)",
+_NO_VALUE = CelRule("!has(self.value)",
                  "\"a literal value is not accepted (it would be stored in the Session): put it in a Secret and "
                  "name that Secret's key in secretRef {name, key}\"",
                  lambda e: e.get("value") is None,
                  lambda e: "a literal value is not accepted (it would be stored in the Session): put it in a Secret "
                            "and name that Secret's key in secretRef {name, key}",
                  field=".value", reason="FieldValueForbidden")
-_NO_VALUE_FROM = Rule("!has(self.valueFrom)",
+_NO_VALUE_FROM = CelRule("!has(self.valueFrom)",
                       "\"valueFrom is not accepted: name the Secret's key in secretRef {name, key}\"",
                       lambda e: e.get("valueFrom") is None,
                       lambda e: "valueFrom is not accepted: name the Secret's key in secretRef {name, key}",
                       field=".valueFrom", reason="FieldValueForbidden")
-_SECRET_REF = Rule("has(self.secretRef)",
+_SECRET_REF = CelRule("has(self.secretRef)",
                    "'needs the Secret key {name, key} the variable takes its value from'",
                    lambda e: e.get("secretRef") is not None,
                    lambda e: "needs the Secret key {name, key} the variable takes its value from",
@@ -169,11 +169,11 @@ def _quantity_ok(v: Any) -> bool:
     return q is not None and q >= 0
 
 
-_QUANTITY = Rule(
+_QUANTITY = CelRule(
     "isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('0')) >= 0",
     f"\"'%s' is not a Kubernetes quantity; {QUANTITY_EXAMPLES}\".format([string(self)])",
     _quantity_ok, lambda v: f"{str(v)!r} is not a Kubernetes quantity; {QUANTITY_EXAMPLES}")
-_RESOURCE_NAMES = Rule(
+_RESOURCE_NAMES = CelRule(
     f"self.all(k, k.matches('{RESOURCE_NAME.pattern}'))",
     f"\"'%s' is not a resource name (e.g. cpu, memory, nvidia.com/gpu)\""
     f".format([self.filter(k, !k.matches('{RESOURCE_NAME.pattern}'))[0]])",
