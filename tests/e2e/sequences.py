@@ -383,10 +383,17 @@ class Driver:
             if c.image != m.spec["image"]:
                 problems.append(f"container {c.name} runs {c.image}, spec says {m.spec['image']}")
             env = [(e.name, e.value_from.secret_key_ref.name, e.value_from.secret_key_ref.key)
-                   if e.value_from and e.value_from.secret_key_ref else (e.name, "literal", "")
+                   if e.value_from and e.value_from.secret_key_ref else (e.name, "literal", e.value or "")
                    for e in c.env or []]
-            if env != env_want:
-                problems.append(f"container {c.name} env {env}, spec says {env_want}")
+            # docs/session-api.md "Container identity": after the spec's env, the container's role,
+            # and in an app its name and the ports declared when the pod was made
+            identity = [("KFOLD_CONTAINER", "literal", c.name)]
+            if c.name in apps:
+                identity += [("KFOLD_APP", "literal", c.name[len("app-"):]),
+                             ("KFOLD_APP_PORTS", "literal", ",".join(
+                                 f"{q['port']}/{q.get('protocol', 'TCP')}" for q in apps[c.name]["ports"]))]
+            if env != env_want + identity:
+                problems.append(f"container {c.name} env {env}, spec says {env_want + identity}")
             if c.name in apps:
                 ports = sorted((p.container_port, p.protocol or "TCP") for p in c.ports or [])
                 declared = sorted((p["port"], p.get("protocol", "TCP")) for p in apps[c.name]["ports"])
