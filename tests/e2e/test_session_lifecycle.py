@@ -106,15 +106,16 @@ def test_a_session_lives_and_ends_on_a_real_apiserver(admin, namespace, sa_daemo
 
 
 def test_an_invalid_session_fails_with_the_field_named_and_no_pod(admin, namespace, sa_daemon):
-    """What admission cannot judge (a quantity; the CRD refuses a duplicate app name itself,
-    tests/e2e/test_session_admission.py) kfold fails, naming the field."""
+    """What admission cannot judge (a cluster the registry does not hold: config-dependent, kept by
+    kfold; the CRD refuses quantities and duplicate names itself, tests/e2e/test_session_rules.py)
+    kfold fails, naming the field."""
     w = World(admin, namespace)
     bad = session_manifest(namespace, [WEB])
-    bad["spec"]["resources"] = {"limits": {"cpu": "lots"}}
+    bad["spec"]["cluster"] = "mars"
     w.co.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, bad)
     st = w.phase_is("Failed")
     text = " ".join(c.get("message", "") for c in st.get("conditions", []))
-    assert "spec.resources.limits.cpu" in text and "not a Kubernetes quantity" in text
+    assert "spec.cluster" in text and "'mars'" in text
     assert w.all_pods() == []
 
 
