@@ -83,7 +83,7 @@ read -r -a APISERVER_ARGS <<< "${KFOLD_APISERVER_ARGS:-}"
 read -r -a ETCD_ARGS <<< "${KFOLD_ETCD_ARGS:-}"
 NODES=(kfold-node-1 kfold-node-2)
 REAL_NODE=${KFOLD_REAL_NODE:-0}
-NODE_HOST_IP=10.250.0.1    # scripts/node.sh: the veth's host side
+. "$HERE/nodenet.sh"   # NODE_HOST_IP: the veth's host side of this instance's real node (KFOLD_NODE_INDEX)
 ADDRESS=127.0.0.1
 [[ $REAL_NODE == 1 ]] && ADDRESS=$NODE_HOST_IP
 ETCD=http://127.0.0.1:$ETCD_PORT
@@ -285,7 +285,7 @@ cmd_start() {
 cmd_stop() {
   # SIGTERM everything but etcd at once, wait (<=10s, then SIGKILL), then etcd the same way.
   local group name pid pids
-  if [[ -e /run/netns/kfold-node || -d $CACHE/node/run ]]; then KFOLD_CP_DIR=$CP bash "$HERE/node.sh" stop; fi
+  if [[ -d $CACHE/node/run ]] || { [[ $REAL_NODE == 1 ]] && [[ -e /run/netns/$NODE_NETNS ]]; }; then KFOLD_CP_DIR=$CP bash "$HERE/node.sh" stop; fi
   for group in "kwok kube-controller-manager kube-scheduler kube-apiserver" etcd; do
     pids=()
     for name in $group; do

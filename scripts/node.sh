@@ -35,7 +35,8 @@
 #   status   what runs; exit 1 when the node is not up
 #   exec     CMD...: run CMD in the node's network namespace (e.g. curl a ClusterIP)
 # Env: KFOLD_CACHE, KFOLD_CP_DIR (the control plane's state, default $KFOLD_CACHE/cp),
-#      KFOLD_NODE_NAME (kfold-real-1), KFOLD_NODE_NETNS (kfold-node), KFOLD_NODE_IMAGES (extra OCI
+#      KFOLD_NODE_INDEX (0: the names and addresses above; i: scripts/nodenet.sh's set i, one per
+#      control plane instance), KFOLD_NODE_NAME (kfold-real-1), KFOLD_NODE_NETNS, KFOLD_NODE_IMAGES (extra OCI
 #      archives to import, space separated; kfold's image is imported when built).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/syspath.sh"
@@ -47,15 +48,16 @@ CP=${KFOLD_CP_DIR:-$CACHE/cp}
 PKI=$CP/pki
 N=$CACHE/node
 NAME=${KFOLD_NODE_NAME:-kfold-real-1}
-NETNS=${KFOLD_NODE_NETNS:-kfold-node}
-HOST_IF=kfold-h0
-NODE_IF=kfold-n0
-HOST_IP=10.250.0.1
-NODE_IP=10.250.0.2
-POD_CIDR=10.245.0.0/24
-POD_GW=10.245.0.1
+. "$HERE/nodenet.sh"
+NETNS=$NODE_NETNS
+HOST_IF=$NODE_HOST_IF
+NODE_IF=$NODE_NODE_IF
+HOST_IP=$NODE_HOST_IP
+NODE_IP=$NODE_NODE_IP
+POD_CIDR=$NODE_POD_CIDR
+POD_GW=$NODE_POD_GW
 SVC_CIDR=10.96.0.0/16
-CGROUP=kfold-node
+CGROUP=$NODE_CGROUP
 API_PORT=${KFOLD_APISERVER_PORT:-26443}
 API=https://$HOST_IP:$API_PORT
 SOCK=$N/containerd/containerd.sock
@@ -413,6 +415,9 @@ export KFOLD_NODE_NAME=$NAME
 export KFOLD_NODE_NETNS=$NETNS
 export KFOLD_NODE_IP=$NODE_IP
 export KFOLD_CP_ADDRESS=$HOST_IP
+export KFOLD_NODE_INDEX=$NODE_INDEX
+export KFOLD_NODE_CGROUP=$CGROUP
+export KFOLD_NODE_POD_CIDR=$POD_CIDR
 export KFOLD_NODE_TESTAPP_IMAGE=localhost/kfold/testapp:$(cat "$BIN/.testapp.oci.tar.version" 2>/dev/null)
 EOF
 }

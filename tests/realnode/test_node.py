@@ -92,25 +92,38 @@ def test_a_pull_from_any_other_registry_fails_on_this_machine(node):
 def _leftovers(node) -> list[str]:
     out = []
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    out += [f"netns {line.split()[0]}" for line in netns.splitlines() if line]
+    out += [f"netns {line.split()[0]}" for line in netns.splitlines() if line.split()[0] == node["env"]["KFOLD_NODE_NETNS"]]
     links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
-    out += [f"link {line.split()[0]}" for line in links.splitlines() if "kfold-" in line]
+    ours = (f"kfold-h{node['env']['KFOLD_NODE_INDEX']}", f"kfold-n{node['env']['KFOLD_NODE_INDEX']}")
+    out += [f"link {line.split()[0]}" for line in links.splitlines() if line.split()[0].split("@")[0] in ours]
     routes = subprocess.run(["ip", "route"], capture_output=True, text=True).stdout
-    out += [f"route {line}" for line in routes.splitlines() if "10.245." in line or "10.96." in line]
+    pods = node["env"]["KFOLD_NODE_POD_CIDR"].rsplit(".", 1)[0] + "."   # this node's routes, not another instance's
+    out += [f"route {line}" for line in routes.splitlines() if pods in line or f"dev {ours[0]}" in line]
     mounts = Path("/proc/mounts").read_text()
     cache = node["env"].get("KFOLD_CACHE", str(Path.home() / ".cache/kfold"))
     out += [f"mount {line}" for line in mounts.splitlines() if cache in line]
-    out += [f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob("*/kfold-node")]
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    out += [f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob(f"*/{node['env']['KFOLD_NODE_CGROUP']}")]
+    ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
     node_bins = ("containerd", "kubelet", "kube-proxy", "/pause", "/testapp")
-    out += [f"process {line}" for line in ps.splitlines() 
-            if any(b in line for b in node_bins) and "<defunct>" not in line]  # a zombie holds nothing
+    out += [f"process {line}" for line in ps.splitlines()
+            if any(b in line for b in node_bins) and "<defunct>" not in line   # a zombie holds nothing
+            and _this_nodes(line.split(None, 1)[0], line, cache, node["env"]["KFOLD_NODE_CGROUP"])]
     return out
+
+
+def _this_nodes(pid: str, args: str, cache: str, cgroup: str) -> bool:
+    """A process of this node (not of another instance's real node on the same machine): started
+    from this instance's state, or still in this node's cgroup."""
+    try:
+        groups = Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return False   # gone meanwhile
+    return cache in args or any(g.split(":", 2)[-1].split("/")[1:2] == [cgroup] for g in groups.splitlines())
 
 
 def test_stop_after_kill_9_then_start_leaves_nothing(node):
     env = node["env"]
-    pids = [p for c in Path("/sys/fs/cgroup/pids/kfold-node").rglob("cgroup.procs") for p in c.read_text().split()]
+    pids = [p for c in Path("/sys/fs/cgroup/pids", env["KFOLD_NODE_CGROUP"]).rglob("cgroup.procs") for p in c.read_text().split()]
     assert pids, "the node runs no process in its cgroup"
     subprocess.run(["kill", "-9", *pids], check=False)
     started = _run("bash", str(SCRIPTS / "node.sh"), "start", env=env, check=False)
