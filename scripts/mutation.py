@@ -3,6 +3,15 @@
 
     python scripts/mutation.py [--package machines|journal|bounds ...] [--workers 1|2]
                                [--sample N --seed S] [--report FILE] [--fresh]
+    python scripts/mutation.py --package P --stratified N --seed S [--chunk K] [--suite whole]
+
+--stratified draws N mutants of a package by stratum (source file x operator class,
+scripts/mutation_strata.py), runs the next K of them not yet judged (all without --chunk),
+and keeps every verdict in tests/mutation/results/<package>.json, so a run that takes days is
+resumed chunk by chunk, on any machine; it prints the stratified score with its 95% interval.
+A verdict is kept while its source file is unchanged (the file's hash is part of the record).
+--suite whole judges against tests/{unit,scenario,contract,sim} (mutmut's coverage-based selection
+picks the tests that reach each mutant) instead of the package's own selection.
 
 Each package runs in its own copy of the tree (``build/mutation/<package>/``; mutmut keeps its
 results there, so a second run resumes), with a test selection of the unit and scenario tests
@@ -15,6 +24,7 @@ equivalent list survives, 2 on bad arguments.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -22,10 +32,13 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import mutation_strata as ms  # noqa: E402
 EQUIVALENT = ROOT / "tests" / "mutation" / "equivalent.txt"
 # Survivors found by a run and not killed yet, each still counted against the score; --sample
 # leaves them out of what it runs, so that CI guards what the suite kills.
@@ -50,11 +63,19 @@ _NEVER = [
 @dataclass(frozen=True)
 class Package:
     name: str
-    mutate: str                      # an only_mutate glob: a package directory or one module
+    mutate: str | tuple[str, ...]    # only_mutate globs: package directories or modules
     tests: list[str]                 # the test selection (files or directories)
     deselect: list[str] = field(default_factory=list)
     sample_tests: list[str] | None = None   # a narrower selection for --quick (CI), if any
     quick_files: int = 1                     # how many of its modules --quick mutates
+
+    @property
+    def globs(self) -> list[str]:
+        return [self.mutate] if isinstance(self.mutate, str) else list(self.mutate)
+
+
+# The whole in-process suite: what --suite whole judges against (never e2e nor the real node).
+WHOLE = ["tests/unit", "tests/scenario", "tests/contract", "tests/sim"]
 
 
 PACKAGES = {
@@ -83,7 +104,14 @@ PACKAGES = {
         "tests/unit/test_registry_bounds.py", "tests/unit/test_registry_tenancy.py",
         "tests/contract/test_registry_bounds.py", "tests/contract/test_registry_wire_fuzz.py",
     ]),
+    # judged only against the whole suite (--suite whole is implied): their defaults and fences
+    # are read all over it
+    "config": Package("config", "kfold/daemon/config.py", WHOLE),
+    "lease": Package("lease", ("kfold/daemon/leader.py", "kfold/daemon/shards.py"), WHOLE),
+    "registry": Package("registry", "kfold/registry/*", WHOLE),
 }
+DEFAULT = ("bounds", "journal", "machines")   # without --package (the CI sample's three)
+RESULTS = ROOT / "tests" / "mutation" / "results"
 
 
 def _toml_list(items: list[str]) -> str:
@@ -93,7 +121,7 @@ def _toml_list(items: list[str]) -> str:
 def quick_files(pkg: Package, seed: int) -> list[str]:
     """--quick mutates only ``pkg.quick_files`` of the package's modules, drawn with ``seed``:
     mutmut writes every mutant of a file it mutates, which is most of a run's cost in CI."""
-    files = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(pkg.mutate.replace("/*", "/**/*"))
+    files = sorted(str(p.relative_to(ROOT)) for g in pkg.globs for p in ROOT.glob(g.replace("/*", "/**/*"))
                    if p.suffix == ".py" and p.name != "__init__.py")
     return sorted(random.Random(seed).sample(files, min(pkg.quick_files, len(files))))
 
@@ -119,7 +147,7 @@ def prepare(pkg: Package, work: Path, fresh: bool, tests: list[str] | None = Non
     config = (ROOT / "pyproject.toml").read_text() + f"""
 [tool.mutmut]
 source_paths = ["engine", "journal", "kfold"]
-only_mutate = {_toml_list(only or [pkg.mutate])}
+only_mutate = {_toml_list(only or pkg.globs)}
 also_copy = ["tests", "examples", "scripts", "docs", "README.md"]
 pytest_add_cli_args = {_toml_list(["-p", "no:cacheprovider", "--timeout", "120"] + deselect)}
 pytest_add_cli_args_test_selection = {_toml_list(tests or pkg.tests)}
@@ -271,6 +299,72 @@ def report(results: dict[str, dict[str, tuple[str, str]]], works: dict[str, Path
     return "\n".join(lines + [""] + body) + "\n", bad
 
 
+def _population(work: Path, pkg: Package) -> tuple[dict[str, ms.Stratum], dict[str, str]]:
+    """Every mutant of the package with its stratum, and each mutated file's sha256."""
+    population: dict[str, ms.Stratum] = {}
+    hashes: dict[str, str] = {}
+    for py in sorted((work / "mutants").rglob("*.py")):
+        rel = str(py.relative_to(work / "mutants"))
+        if not py.with_name(py.name + ".meta").exists():
+            continue
+        module = rel[:-3].replace("/", ".").removesuffix(".__init__")
+        hashes[rel] = hashlib.sha256((ROOT / rel).read_bytes()).hexdigest()
+        for name, op in ms.strata_of_file(py, module).items():
+            population[name] = ms.Stratum(rel, op)
+    return population, hashes
+
+
+def stratified(pkg: Package, a: argparse.Namespace) -> int:
+    """Run the next chunk of a stratified draw and report the estimate (module docstring)."""
+    whole = a.suite == "whole" or pkg.tests is WHOLE
+    label = f"whole-{pkg.name}" if whole else pkg.name
+    work, log = a.work / label, a.work / f"{label}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    prepare(pkg, work, a.fresh, WHOLE if whole else None)
+    generate(work)
+    population, hashes = _population(work, pkg)
+    path = RESULTS / f"{label}.json"
+    kept = json.loads(path.read_text()) if path.exists() else {}
+    if (kept.get("seed"), kept.get("n")) not in ((a.seed, a.stratified), (None, None)):
+        print(f"mutation: {path} holds the draw of seed {kept['seed']}, n {kept['n']}: use those, "
+              f"or move the file to start another draw", file=sys.stderr)
+        return 2
+    known = {k: v for k, v in kept.get("verdicts", {}).items()
+             if k in population and kept.get("files", {}).get(population[k].file) == hashes[population[k].file]}
+    drawn = ms.draw(population, a.stratified, a.seed)
+    todo = [n for n in drawn if n not in known]
+    todo = todo[:a.chunk] if a.chunk else todo
+    t0 = time.monotonic()
+    if todo:
+        print(f"mutation: {label}: {len(todo)} of {len(drawn)} drawn mutants to run, log {log}", file=sys.stderr)
+        mutmut(work, ["run", "--max-children", str(a.workers), *todo], log)
+        got = verdicts(work, pkg)
+        known.update({n: got[n][1] for n in todo if n in got})
+    eq = set(equivalents())
+    est = ms.estimate(population, {n: known[n] for n in drawn if n in known}, eq)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    runs = kept.get("runs", []) + ([{"date": time.strftime("%Y-%m-%d"), "commit": commit, "mutants": len(todo),
+                                      "seconds": round(time.monotonic() - t0)}] if todo else [])
+    sizes: dict[str, int] = {}
+    for st in population.values():
+        sizes[st.label] = sizes.get(st.label, 0) + 1
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "package": pkg.name, "suite": "whole" if whole else "package", "seed": a.seed, "n": a.stratified,
+        "population": len(population), "strata": dict(sorted(sizes.items())),
+        "files": {f: hashes[f] for f in sorted(hashes)}, "runs": runs,
+        "estimate": {"score": round(est.score, 4), "low": round(est.low, 4), "high": round(est.high, 4),
+                     "judged": est.drawn},
+        "verdicts": dict(sorted(known.items())),
+    }, indent=1) + "\n")
+    left = sum(1 for n in drawn if n not in known)
+    open_ = sorted(n for n in drawn if known.get(n) not in (None, "killed", "timeout") and n not in eq)
+    print(f"{pkg.name}: {est}; {left} drawn mutants not judged yet; {len(open_)} not killed"
+          + "".join(f"\n  {n}" for n in open_))
+    return 1 if open_ else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--package", action="append", choices=sorted(PACKAGES))
@@ -285,6 +379,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rerun", action="store_true",
                     help="run again only the mutants the last run did not kill (after adding tests)")
     ap.add_argument("--report-only", action="store_true", help="report the results of the last run, run nothing")
+    ap.add_argument("--stratified", type=int, default=0, metavar="N",
+                    help="a stratified draw of N mutants, verdicts kept in tests/mutation/results/")
+    ap.add_argument("--chunk", type=int, default=0, metavar="K", help="with --stratified: run at most K not yet judged")
+    ap.add_argument("--suite", choices=("package", "whole"), default="package",
+                    help="the tests that judge: the package's selection or the whole in-process suite")
     a = ap.parse_args(argv)
     if not 1 <= a.workers <= 2:
         print(f"mutation: --workers {a.workers}: use 1 or 2 (the machine is shared)", file=sys.stderr)
@@ -294,7 +393,12 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     results, works, chosen = {}, {}, {}
-    for name in a.package or sorted(PACKAGES):
+    if a.stratified:
+        if not a.package:
+            print("mutation: --stratified needs --package (one or more)", file=sys.stderr)
+            return 2
+        return max(stratified(PACKAGES[n], a) for n in a.package)
+    for name in a.package or DEFAULT:
         pkg, label = PACKAGES[name], f"quick-{name}" if a.quick else name
         work = works[name] = a.work / label
         log = a.work / f"{label}.log"
