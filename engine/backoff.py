@@ -10,7 +10,7 @@ effect, same id, goes again as the next attempt of that same loop, when ``next_t
 and the schedule go on, they never start over, and no request is ever sent again as a new one
 because its answer was transient. An unsafe request (a create, an unfenced delete) is never
 repeated by the executor; its handler re-observes, or creates again on its own ``Policy`` below
-(``SESSION_CREATE``), one loop too.
+(``SESSION_CREATE``, ``POD_CREATE``), one loop too.
 
 Guarantees:
 - Failure ``n`` (1 for the first) of a request waits ``delay_ms(n + policy.step)`` ms of server
@@ -55,6 +55,7 @@ OWNED = Policy("owned object read or fenced delete")                    # Secret
 NAMESPACE = Policy("namespace ensure", limit=EXECUTOR_ATTEMPTS + 4, untimed=None, step=0)
 SESSION_REREAD = Policy("Session re-read", then=WAIT)
 SESSION_CREATE = Policy("Session Secret or workspace claim create")
+POD_CREATE = Policy("pod create refused until its ServiceAccount exists")  # the create's budget bounds it
 REPO_OP = Policy("Repo operation", limit=3, timed=False)                # in doubt, or absent after a patch
 REPO_REQUEST = Policy("Repo read or patch", limit=EXECUTOR_ATTEMPTS + 2)  # a safe request's transient answers
 ENDPOINT = Policy("Service or Ingress upsert", limit=4, timed=False)   # conflicts, and an unsafe create's or delete's

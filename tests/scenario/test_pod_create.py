@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 
+from engine import backoff
 from journal.records import EffectIssued
 from engine.effects.models import effect_to_dict
-from tests.harness import T0, Scenario
+from tests.harness import T0, Scenario, of_type
 from tests.scenario.test_pod_world import KEY, SECOND, answers, ask, ask_create, ask_delete, deletes, one, pod, world
 
 
@@ -193,3 +194,65 @@ def test_a_delete_after_a_refused_adoption_never_touches_the_pod_holding_the_nam
     s.outcome(reread, "ok", T0 + 4 * SECOND, obj=pod("X", "1", managed=False))
     assert deletes(s) == []
     assert answers(s)[-1] == ("pod_gone", {"pod": KEY})
+
+
+SA_MISSING = {"status_reason": "Forbidden", "code": 403,
+              "message": 'pods "s1-g1" is forbidden: error looking up service account ns/default: '
+                         'serviceaccount "default" not found'}
+
+
+def test_a_create_refused_for_a_missing_serviceaccount_goes_again_on_the_backoff_until_accepted(frozen_world):
+    s = world()
+    first = one(ask_create(s, T0), "create")
+    s.outcome(first, "forbidden", T0 + SECOND, **SA_MISSING)
+    assert s.decision("pod", KEY).phase == "creating" and answers(s) == []
+    assert [e.type for e in s.advance_to(T0 + 2 * SECOND - 1)] == []
+    second = one(s.advance_to(T0 + 2 * SECOND), "create")
+    assert second.manifest == first.manifest and second.id != first.id
+    s.outcome(second, "forbidden", T0 + 2 * SECOND, **SA_MISSING)
+    assert of_type(s.advance_to(T0 + 4 * SECOND - 1), "create") == []   # failure 2 waits 2 s
+    third = one(s.advance_to(T0 + 4 * SECOND), "create")
+    s.outcome(third, "ok", T0 + 5 * SECOND, obj=pod("A", "1"))
+    assert answers(s) == [("pod_created", {"pod": KEY, "uid": "A", "adopted": False})]
+    assert s.state.next_due() is None
+
+
+def test_a_delete_asked_while_a_refused_create_backs_off_ends_it_unsent(frozen_world):
+    s = world()
+    s.outcome(one(ask_create(s, T0), "create"), "forbidden", T0 + SECOND, **SA_MISSING)
+    read = one(ask_delete(s, T0 + SECOND), "get")   # at once: the delete does not wait for the backoff
+    [(message, args)] = answers(s)
+    assert message == "pod_create_failed" and "delete was asked for meanwhile" in args["reason"]
+    s.outcome(read, "not_found", T0 + SECOND, status_reason="NotFound")
+    assert answers(s)[1] == ("pod_gone", {"pod": KEY})
+    s.advance_to(T0 + 60 * SECOND)
+    assert [e.type for e in s.effects].count("create") == 1
+
+
+def test_a_create_refused_for_a_missing_serviceaccount_for_its_whole_budget_fails(frozen_world):
+    s = world()
+    c = one(ask_create(s, T0, budget_s=60), "create")
+    t = T0
+    while not answers(s):
+        s.outcome(c, "forbidden", t + SECOND, **SA_MISSING)
+        due = s.state.next_due()
+        t = due
+        sent = of_type(s.advance_to(due), "create")
+        c = sent[0] if sent else c
+    [(message, args)] = answers(s)
+    assert message == "pod_create_failed" and "exceeded its budget of 60 s" in args["reason"]
+    assert T0 + 60 * SECOND <= t < T0 + 61 * SECOND
+
+
+def test_without_server_time_a_refused_create_repeats_at_once_a_few_times_then_fails(frozen_world):
+    s = world()
+    c = one(ask_create(s, None), "create")
+    creates = 1
+    while not answers(s):
+        sent = of_type(s.outcome(c, "forbidden", None, **SA_MISSING), "create")
+        if sent:
+            c, creates = sent[0], creates + 1
+    [(message, args)] = answers(s)
+    assert creates == 1 + backoff.MAX_UNTIMED
+    assert message == "pod_create_failed" and "no server time to back off on" in args["reason"]
+    assert 'serviceaccount "default" not found' in args["reason"]

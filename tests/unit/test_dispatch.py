@@ -60,7 +60,8 @@ def test_the_pod_table_routes_by_the_pods_phase_not_by_its_operation():
     assert set(POD_PHASES) == {"idle", "creating", "confirming", "deleting", "reading", "terminating"}
     for phase in ("creating", "confirming"):
         assert POD.handler(phase, CreatePod).__name__ == "_create_again"
-        assert POD.handler(phase, DeletePod).__name__ == "_delete_after_create"
+    assert POD.handler("creating", DeletePod).__name__ == "_delete_during_create"   # a refused create's backoff ends
+    assert POD.handler("confirming", DeletePod).__name__ == "_delete_after_create"
     for phase in ("deleting", "reading", "terminating"):
         assert POD.handler(phase, CreatePod).__name__ == "_create_while_deleting"
     for operation in ("create", "delete"):

@@ -8,16 +8,25 @@ repeating is safe) unless a delete was asked for meanwhile (then ``pod_create_fa
 delete runs, finding nothing); anything else: ``pod_create_failed`` naming the pod and what holds it
 (``taken`` when a pod kfold refused to adopt holds the name).
 
+A create refused because the pod's ServiceAccount does not exist yet (``no_service_account``: a new
+namespace before the controller manager made its ``default`` one; ServiceAccount admission's 403)
+is sent again, same name and manifest, on ``engine.backoff.POD_CREATE`` (the ``retry`` timer, on
+the pod's cluster's server time) until it is accepted or the budget is spent; the first refusal of
+the operation is logged once. Without server time, at most ``backoff.MAX_UNTIMED`` repeats at once,
+then ``pod_create_failed`` with the refusal. Any other 403 (RBAC, another admission) fails at once.
+
 Guarantees:
 - The manifest sent always carries the key's name and namespace and the three kfold labels; a
   manifest naming another pod is refused before anything is sent.
-- A ``delete`` that arrives while a create runs waits for the create to answer, then starts.
+- A ``delete`` that arrives while a create runs waits for the create to answer, then starts; one
+  that arrives while a refused create waits for its backoff ends the create at once, unsent.
 - Exceeding the budget answers ``pod_create_failed`` and sends nothing more.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from engine import backoff
 from engine.labels import MANAGER
 from engine.machines.base import Act, Answer, Ctx, Move, describe, move, split_key
 from engine.machines.pod import delete as pod_delete
@@ -25,7 +34,7 @@ from engine.machines.pod.records import GENERATION, MANAGED_BY, SESSION, PodOp, 
 from engine.seams import CreatePod, PodCreated, PodCreateFailed
 from journal.records import Outcome
 from engine.machines.pod.acts import (
-    name_of, retry_read, send_create, send_read, settled, tell_all, view_of,
+    name_of, retry_read, save, send_create, send_read, settled, tell_all, view_of,
 )
 
 
@@ -61,8 +70,50 @@ def created(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Move:
             return finish(ctx, key, e, PodCreated(pod=key, uid=view.uid, adopted=False), view)
         case "already_exists" | "transient":
             return move(key, e, "exists", send_read)
+        case "forbidden" if no_service_account(rec):
+            return _later(ctx, key, e, rec)
         case _:
             return fail(ctx, key, e, f"could not create pod {name_of(key)}: {describe(rec)}")
+
+
+# ServiceAccount admission's refusal (kube-apiserver plugin/pkg/admission/serviceaccount: "error
+# looking up service account <ns>/<name>: serviceaccount "<name>" not found"), a 403 Forbidden like
+# RBAC's; only its message tells it apart.
+_SA_LOOKUP = "error looking up service account "
+
+
+def no_service_account(rec: Outcome) -> bool:
+    """The create was refused only because the pod's ServiceAccount does not exist (yet)."""
+    message = rec.message
+    return rec.status_reason == "Forbidden" and _SA_LOOKUP in message and message.endswith("not found")
+
+
+def _later(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Answer:
+    """The create goes again when ``backoff.POD_CREATE`` says (phase ``creating``, nothing awaited)."""
+    e = e.but(attempts=e.attempts + 1)
+    when = backoff.next_try(backoff.POD_CREATE, e.attempts, ctx.now_on(split_key(key)[0]), rec.retry_after_ms)
+    if e.attempts == 1:
+        ctx.log(key, f"pod {name_of(key)}: its ServiceAccount does not exist yet ({rec.message}); "
+                     f"created again on a backoff (at most {backoff.CAP_MS // 1000} s apart) within its "
+                     f"budget of {e.budget_ms // 1000} s", level="warning")
+    if isinstance(when, int):
+        ctx.set_timer(key, "retry", when)
+        return save(ctx, key, e)
+    if when == backoff.AT_ONCE:
+        return send_create(ctx, key, e)
+    return fail(ctx, key, e, f"could not create pod {name_of(key)} after {e.attempts} refusals and there is "
+                             f"no server time to back off on: {describe(rec)}")
+
+
+def retry_due(ctx: Ctx, key: str, e: PodOp, ev: Any) -> Answer:
+    """The backoff of a refused create is over (phase ``creating``, nothing awaited): the same
+    create is sent, unless its delete was asked for meanwhile."""
+    if e.awaiting:
+        return None
+    if e.then_delete:
+        return fail(ctx, key, e, f"pod {name_of(key)} was not created, and its delete was asked for "
+                                 "meanwhile: not created again")
+    return send_create(ctx, key, e)
 
 
 def confirmed(ctx: Ctx, key: str, e: PodOp, rec: Outcome) -> Answer:

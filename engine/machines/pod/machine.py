@@ -159,8 +159,15 @@ def _delete(ctx: Ctx, key: str, e: PodOp | None, msg: DeletePod) -> Move:
     return delete.start(ctx, key, (_reply(msg),), msg.reason, _budget_ms(msg), msg.session)
 
 
-def _delete_after_create(ctx: Ctx, key: str, e: PodOp, msg: DeletePod) -> None:
-    save(ctx, key, e.but(then_delete=reply_list(e.then_delete, msg.reply_to, msg.reply_key)))
+def _delete_after_create(ctx: Ctx, key: str, e: PodOp, msg: DeletePod) -> PodOp:
+    return save(ctx, key, e.but(then_delete=reply_list(e.then_delete, msg.reply_to, msg.reply_key)))
+
+
+def _delete_during_create(ctx: Ctx, key: str, e: PodOp, msg: DeletePod) -> Answer:
+    """The delete waits for the create in flight; a refused create backing off (nothing awaited)
+    ends now, unsent, and the delete starts."""
+    e = _delete_after_create(ctx, key, e, msg)
+    return None if e.awaiting else create.retry_due(ctx, key, e, None)
 
 
 def _delete_again(ctx: Ctx, key: str, e: PodOp, msg: DeletePod) -> None:
@@ -238,7 +245,8 @@ DISPATCH = Dispatch("pod", [
     (CREATING, CreatePod, _create_again),
     (DELETING, CreatePod, _create_while_deleting),
     (("absent", "idle"), DeletePod, _delete),
-    (CREATING, DeletePod, _delete_after_create),
+    ("creating", DeletePod, _delete_during_create),
+    ("confirming", DeletePod, _delete_after_create),
     (DELETING, DeletePod, _delete_again),
     ("namespace", EnsureNamespaceRequest, namespace.ensure),
     ("ensuring", EnsureNamespaceRequest, namespace.join),
@@ -269,7 +277,8 @@ DISPATCH = Dispatch("pod", [
     # timers
     (CREATING, Budget, _over_budget(create.fail)),
     (DELETING, Budget, _over_budget(delete.fail)),
-    (BUSY, RetryDue, _read_again),
+    ("creating", RetryDue, create.retry_due),
+    (tuple(p for p in BUSY if p != "creating"), RetryDue, _read_again),
     ("ensuring", (Budget, RetryDue), namespace.on_deadline),
     (("absent", "idle", "namespace", *SWEEP_KEYS_ALL, *ORPHAN_KEYS), (Budget, RetryDue), ignore),
 ], phases=TABLE, kinds=("absent", *OTHER_KEYS))
