@@ -71,6 +71,10 @@ class PendingIndex:
     def __init__(self) -> None:
         self._ids: dict[str, set[str]] = {}
 
+    def __len__(self) -> int:
+        """Keys with a pending effect indexed."""
+        return len(self._ids)
+
     def rebuild(self, state: Any) -> "PendingIndex":
         self._ids = {}
         for p in state.pending.values():
@@ -232,6 +236,11 @@ class Ticker:
         self._sent_retries: set[tuple[str, int]] = set()
         self._local: dict[tuple[str, int], int] = {}   # (effect id, attempt) -> monotonic ms due
         self._index = _TimerIndex()
+
+    def sizes(self) -> dict[str, int]:
+        """Its memory of what it told the daemon, and its index of the timers (metrics)."""
+        return {"ticker_timers_told": len(self._sent_timers), "ticker_retries_told": len(self._sent_retries),
+                "ticker_retries_local": len(self._local), "ticker_timers_indexed": len(self._index._seen)}
 
     def note_timers(self, before: Any, after: Any, touched: Iterable[str]) -> None:
         """A fold took ``state.timers`` from ``before`` to ``after`` and set or cancelled only the

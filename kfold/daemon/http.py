@@ -146,7 +146,8 @@ def routes_for(daemon: Any, observers: list[Any], metrics: Metrics, leader: Any 
         return Scrape(observers=observers, journal_bytes=stats.bytes, journal=stats,
                       journal_path=getattr(daemon.journal, "path", None),
                       skew_ms=daemon.clock.skew_ms(int(time.time() * 1000)), seq=daemon.state.seq,
-                      quarantine=daemon.state.quarantine, state=daemon.state, ready=not waiting(), leader=leader)
+                      quarantine=daemon.state.quarantine, state=daemon.state, ready=not waiting(), leader=leader,
+                      event_series=getattr(daemon.executor, "event_series", None), bookkeeping=daemon.bookkeeping())
 
     metrics.bind(scrape)
 

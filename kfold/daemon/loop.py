@@ -135,6 +135,16 @@ class Daemon:
         self._acquired: set[int | None] = set()
         self._resumed: dict[int, int | None] = {}   # shard -> the term its takeover was re-observed under
 
+    def bookkeeping(self) -> dict[str, int]:
+        """Entries in the daemon's maps beside the fold's state (``kfold_bookkeeping_entries``): each
+        holds an entry per effect or key in progress and is empty, or back to its floor, at rest."""
+        sizes = {"effects_born": len(self._born), "effects_sent": len(self._sent), "keys_held": len(self._held),
+                 "keys_touched": len(self._touched), "pending_index_keys": len(self.index),
+                 "bringups_timed": len(self.metrics.bringups) if self.metrics is not None else 0}
+        for part in (self.executor, self.ticker):
+            sizes.update(getattr(part, "sizes", dict)())
+        return sizes
+
     # -- sinks (observers, executor, ticker, periodic commands) ---------------------------------
     async def submit(self, drafts: Iterable[Any]) -> None:
         """Queue drafts and wait until they are committed and folded (backpressure). A command the

@@ -24,10 +24,12 @@ Guarantees:
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
 import re
 import sys
+import threading
 import time
 from bisect import bisect_left
 from collections import Counter
@@ -94,6 +96,8 @@ class Scrape:
     state: Any = None              # engine.core.State
     ready: bool | None = None      # what /readyz answers (None: not known)
     leader: Any = None             # kfold.daemon.leader elector or kfold.daemon.shards.Shards
+    event_series: int | None = None   # Event series the executor remembers (engine.effects.io.event_series)
+    bookkeeping: Any = None        # the daemon's own per-key and per-effect maps: name -> entries
     now: float = field(default_factory=time.monotonic)
 
 
@@ -106,6 +110,10 @@ class BringUps:
             "fold that made it Ready, on the home apiserver's clock as kfold reads it."))
         self.failures: Counter[str] = Counter()
         self._began: dict[str, tuple[int, int]] = {}   # Session key -> (generation, server ms) while bringing up
+
+    def __len__(self) -> int:
+        """Bring-ups being timed now (one per Session bringing up)."""
+        return len(self._began)
 
     def moved(self, before: Any, after: Any, records: Iterable[Any], effects: Iterable[Iterable[Any]],
               clock: Any) -> None:
@@ -292,6 +300,8 @@ class ScrapeCollector:
         if s.state is not None:
             yield sessions_by_phase(s.state)
             yield from effects_in_flight(s.state)
+            yield from state_sizes(s.state)
+        yield from runtime_sizes(s)
         if s.ready is not None:
             yield _gauge("kfold_ready", "1 while /readyz answers 200 (every required watch has its first list).",
                          1 if s.ready else 0)
@@ -311,6 +321,8 @@ class ScrapeCollector:
                      "answered, events or bookmarks read.", labels=labels,
                      samples=((lab, max(0.0, s.now - o.progressed_at)) for o, lab in watch
                               if getattr(o, "progressed_at", None) is not None))
+        yield _gauge("kfold_watch_objects", "Objects the watch remembers as journaled (uid and resourceVersion each).",
+                     labels=labels, samples=((lab, len(getattr(o, "journaled", ()))) for o, lab in watch))
 
     def _limiters(self) -> Iterator[Metric]:
         clients = self.clients()
@@ -359,6 +371,36 @@ def effects_in_flight(state: Any) -> Iterator[GaugeMetricFamily]:
     yield _gauge("kfold_effects_in_flight", "Effects issued whose outcome is not folded yet.", issued)
     yield _gauge("kfold_effects_waiting", "Effects emitted but not issued yet (their key is busy, or a retry waits).",
                  len(state.pending) - issued)
+
+
+def state_sizes(state: Any) -> Iterator[GaugeMetricFamily]:
+    """How much the fold's state holds now: decisions per machine, timers per machine, retries waiting.
+    Each is bounded by the objects kfold looks after; growth at a steady load is a leak."""
+    yield _gauge("kfold_state_objects", "Decision records in the fold's state, by machine.", labels=["machine"],
+                 samples=(([m], len(t)) for m, t in sorted(state.tables.items())))
+    timers = Counter(t.machine for t in state.timers.values())
+    yield _gauge("kfold_timers", "Timers set in the fold's state, by machine.", labels=["machine"],
+                 samples=(([m], n) for m, n in sorted(timers.items())))
+    yield _gauge("kfold_effects_retrying", "Effects waiting for a retry after a transient outcome.",
+                 len(state.retrying or ()))
+
+
+def runtime_sizes(s: Scrape) -> Iterator[GaugeMetricFamily]:
+    """The process around the fold: asyncio tasks, threads, Event series, the daemon's own maps."""
+    try:
+        tasks = len(asyncio.all_tasks())
+    except RuntimeError:   # no running loop (a tool rendering the page): not known
+        tasks = None
+    if tasks is not None:
+        yield _gauge("kfold_asyncio_tasks", "asyncio tasks not done on the daemon's event loop.", tasks)
+    yield _gauge("kfold_threads", "Threads alive in the process.", threading.active_count())
+    if s.event_series is not None:
+        yield _gauge("kfold_event_series", "Event series this process remembers to extend (events.k8s.io "
+                     "series, dropped after 6 minutes unseen).", s.event_series)
+    if s.bookkeeping:
+        yield _gauge("kfold_bookkeeping_entries", "Entries in the daemon's own maps beside the fold's state "
+                     "(per effect, per key, per timer), by map.", labels=["map"],
+                     samples=(([k], v) for k, v in sorted(s.bookkeeping.items())))
 
 
 def leader_families(e: Any) -> Iterator[Metric]:

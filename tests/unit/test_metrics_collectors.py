@@ -135,3 +135,56 @@ def test_a_bring_up_without_server_time_on_either_side_is_not_timed_and_does_not
     b.moved(state(), s1, [observed("a", 1_000)], [()], None)                  # began at 1 s ...
     b.moved(s1, state(session("a", "Ready")), [observed("a", None)], [()], None)   # ... Ready with no time
     assert totals(b) == {}
+
+
+def test_state_sizes_count_decisions_and_timers_per_machine_and_the_retries_waiting():
+    from engine.core import Timer
+    from kfold.daemon.metrics import state_sizes
+    eff = SimpleNamespace(key="local/ns/a", id="e1")
+    timers = {f"session:local/ns/{n}:start": Timer(f"session:local/ns/{n}:start", 1, "session", f"local/ns/{n}", "start")
+              for n in ("a", "b")}
+    timers["pod:local/ns/a-g1:sweep"] = Timer("pod:local/ns/a-g1:sweep", 1, "pod", "local/ns/a-g1", "sweep")
+    s = State(tables=Map({"session": Map({"local/ns/a": session("a"), "local/ns/b": session("b")}),
+                          "pod": Map({"local/ns/a-g1": object()})}),
+              timers=Map(timers), pending=Map({"e1": Pending(eff, attempt=2), "e2": Pending(eff, issued=True)}))
+    fams = {f.name: samples(f) for f in state_sizes(s)}
+    assert fams["kfold_state_objects"] == {(("machine", "pod"),): 1, (("machine", "session"),): 2}
+    assert fams["kfold_timers"] == {(("machine", "pod"),): 1, (("machine", "session"),): 2}
+    assert fams["kfold_effects_retrying"] == {(): 1}   # the unissued one with attempts, not the issued one
+    fewer = State(tables=Map({"session": Map({"local/ns/a": session("a")})}))
+    fams = {f.name: samples(f) for f in state_sizes(fewer)}
+    assert fams["kfold_state_objects"] == {(("machine", "session"),): 1}
+    assert fams["kfold_timers"] == {} and fams["kfold_effects_retrying"] == {(): 0}
+
+
+def test_runtime_sizes_count_the_live_tasks_threads_series_and_the_daemons_maps():
+    import asyncio
+    import threading
+    from kfold.daemon.metrics import runtime_sizes
+
+    def read(s: Scrape) -> dict:
+        return {f.name: samples(f) for f in runtime_sizes(s)}
+
+    assert "kfold_asyncio_tasks" not in read(Scrape())   # no running loop: not known, not 0
+    before = read(Scrape())["kfold_threads"][()]
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert read(Scrape())["kfold_threads"][()] == before + 1
+    finally:
+        stop.set()
+        t.join()
+
+    async def tasks() -> tuple[float, float]:
+        idle = read(Scrape())["kfold_asyncio_tasks"][()]
+        sleepers = [asyncio.create_task(asyncio.sleep(10)) for _ in range(3)]
+        busy = read(Scrape())["kfold_asyncio_tasks"][()]
+        for x in sleepers:
+            x.cancel()
+        return idle, busy
+    idle, busy = asyncio.run(tasks())
+    assert busy == idle + 3
+    page = read(Scrape(event_series=4, bookkeeping={"effects_born": 2, "executor_workers": 0}))
+    assert page["kfold_event_series"] == {(): 4}
+    assert page["kfold_bookkeeping_entries"] == {(("map", "effects_born"),): 2, (("map", "executor_workers"),): 0}

@@ -95,6 +95,15 @@ class Executor:
     def busy(self) -> int:
         return sum(len(q) for q in self._queues.values())
 
+    @property
+    def event_series(self) -> int:
+        """Event series remembered for dedup (bounded: ``event_series.MAX_SERIES``)."""
+        return len(self._series)
+
+    def sizes(self) -> dict[str, int]:
+        """Keys with effects queued and keys with a worker: both empty once every key is idle."""
+        return {"executor_queues": len(self._queues), "executor_workers": len(self._workers)}
+
     async def join(self) -> None:
         """Wait until every submitted effect has an outcome handed to the sink."""
         while self._workers:
