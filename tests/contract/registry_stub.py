@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import ssl
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -52,6 +53,8 @@ class Arrived:
     path: str
     authorization: str
     target: str = ""   # the raw request-target (path and query, undecoded)
+    user_agent: str = ""
+    at: float = 0.0    # time.monotonic() when it arrived
 
 
 @dataclass
@@ -63,6 +66,8 @@ class ApiStub:
     secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)   # (ns, name) -> data
     server: ThreadingHTTPServer | None = None
     tls: ssl.SSLContext | None = None   # set by ``start(stub, tls=...)``: serve HTTPS
+    # Set: the node list is held (unanswered, the connection open) until it is set or 60 s pass.
+    hold_nodes: threading.Event | None = None
 
     @property
     def url(self) -> str:
@@ -77,11 +82,14 @@ class ApiStub:
 
     def answer(self, handler: BaseHTTPRequestHandler) -> tuple[int, dict]:
         path = handler.path.split("?", 1)[0]
-        self.arrived.append(Arrived(handler.command, path, handler.headers.get("Authorization", ""), handler.path))
+        self.arrived.append(Arrived(handler.command, path, handler.headers.get("Authorization", ""), handler.path,
+                                    handler.headers.get("User-Agent", ""), time.monotonic()))
         client_cert = self.tls is not None and bool(handler.connection.getpeercert())
         if not client_cert and handler.headers.get("Authorization", "") not in {f"Bearer {t}" for t in self.tokens}:
             return 401, status(401, "Unauthorized", "Unauthorized")
         if path == "/api/v1/nodes":
+            if self.hold_nodes is not None:
+                self.hold_nodes.wait(60)
             return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": self.nodes}
         if path.startswith("/api/v1/namespaces/") and "/secrets/" in path:
             ns, name = path.split("/")[4], path.split("/")[6]
@@ -142,5 +150,7 @@ def api_stub():
                                 node("n2", **{"amd.com/gpu": "4", "nvidia.com/gpu": "bogus"}),
                                 node("n3")]))
     yield stub
+    if stub.hold_nodes is not None:
+        stub.hold_nodes.set()
     stub.server.shutdown()
     stub.server.server_close()

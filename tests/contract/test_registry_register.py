@@ -108,3 +108,26 @@ def test_an_invalid_name_or_bound_is_refused_before_anything_is_sent(registry, a
     with pytest.raises(InvalidName, match="namespace \"Team_A\""):
         registry.register("acme", "ok", api_stub.kubeconfig(), namespaces=["Team_A"])
     assert api_stub.arrived == []
+
+
+def test_every_request_says_it_comes_from_kfold(registry, api_stub):
+    """Seed 004:416 (``cfg.UserAgent = "hanzo-k8s"``: the program names itself): every request to a
+    registered cluster, the probe's and a reached client's, carries the User-Agent ``kfold``."""
+    registry.register("acme", "gpu-east", api_stub.kubeconfig())
+    CoreV1Api(registry.reach("acme", "gpu-east")).list_namespaced_pod("default")
+    assert [a.path for a in api_stub.arrived] == ["/api/v1/nodes", "/api/v1/namespaces/default/pods"]
+    assert {a.user_agent for a in api_stub.arrived} == {"kfold"}
+
+
+def test_a_cluster_that_does_not_answer_the_probe_in_15_s_is_refused(registry, api_stub):
+    """Seed 004:62-66 and 539 (``probeTimeout = 15 * time.Second`` bounds the one read a
+    registration makes): a cluster that accepts the node list and never answers it is refused as
+    unreachable 15 s after the request, and nothing is registered."""
+    import threading
+    import time
+    api_stub.hold_nodes = threading.Event()
+    with pytest.raises(Unreachable, match="unreachable with this credential"):
+        registry.register("acme", "slow", api_stub.kubeconfig())
+    waited = time.monotonic() - api_stub.arrived[0].at
+    assert 14.5 <= waited < 15.9, f"the probe waited {waited:.2f} s"
+    assert registry.list("acme") == ()

@@ -65,6 +65,8 @@ def test_an_endpoint_deleted_leaves_no_error_behind():
 
 
 def test_a_target_namespace_that_cannot_be_ensured_fails_the_session_with_namespace_failed():
+    """Seed 001:171: a namespace create refused otherwise than Forbidden fails with "could not
+    create namespace <ns>: <cause>"."""
     w = TWorld(registered=({**EDGE, "namespaces": []},))
     w.submit(ON_EDGE)
     w.answer("patch", "Session", obj=_in(session_obj(ON_EDGE, rv="3", finalizers=(FINALIZER,)), "sb-acme"))
@@ -72,7 +74,7 @@ def test_a_target_namespace_that_cannot_be_ensured_fails_the_session_with_namesp
     assert w.phase == "Failed"
     cond = w.condition("Ready")
     assert cond["reason"] == "NamespaceFailed"
-    assert cond["message"].startswith("could not ensure namespace sb-acme: invalid")
+    assert cond["message"].startswith("could not create namespace sb-acme: invalid")
     assert not w.mine("create", "Pod")
 
 

@@ -57,3 +57,39 @@ def test_an_empty_token_variable_is_unset(tmp_path):
 def test_a_set_token_variable_is_present(tmp_path):
     binds = [c.args for c in _boot(tmp_path, {"GH_TOKEN": "s3cret"}, REPOS) if c.name == "repo.bind"]
     assert binds and all(b["env_present"] == ["GH_TOKEN"] for b in binds)
+
+
+SEED_START_S = 180   # seed 002:38: START_DEADLINE_MS = 180_000
+
+
+def test_the_start_deadline_defaults_to_the_seeds_180_s(tmp_path):
+    """Seed 002:38 at the config layer: a config file without ``deadlines`` gives a pod 180 s to
+    reach Running (``kfold run``'s boot, then the fold)."""
+    w = World()
+    for command in _boot(tmp_path, {}, deadlines=False):
+        w.s.feed(command)
+    w.to_provisioning(when=1)
+    w.observe_pod(2, waiting=("ContainerCreating", ""), rv="11")
+    w.s.advance_to(at(1 + SEED_START_S) - 1)
+    assert w.phase == "Provisioning" and not w.pending("get", "Pod"), "not judged before 180 s"
+    w.s.advance_to(at(1 + SEED_START_S))
+    w.answer("get", "Pod", when=1 + SEED_START_S + 1, obj=pod_obj(1, waiting=("ContainerCreating", ""), rv="12"))
+    w.s.advance_to(at(1 + SEED_START_S + 6))
+    assert w.phase == "Failed" and w.condition("Ready")["reason"] == "StartDeadlineExceeded"
+
+
+def _refresh_intervals(tmp_path, repos: str) -> set[str]:
+    """The ``spec.refreshInterval`` of every Repo the boot creates (one per namespace kfold serves)."""
+    w = World()
+    effects = [e for c in _boot(tmp_path, {}, repos) for e in w.s.feed(c)]
+    creates = [e for e in effects if e.type == "create" and e.kind == "Repo"]
+    assert creates
+    return {e.manifest["spec"]["refreshInterval"] for e in creates}
+
+
+def test_the_configured_refresh_interval_is_the_repos_spec(tmp_path):
+    """Seed 000:117-118 and 186 (``refreshInterval: opts.refreshInterval ?? "5m"``): the configured
+    ``repos.refresh_interval`` is what each Repo's ``spec.refreshInterval`` says; unset, 5m."""
+    binding = f"bindings: [{{url: {URL}}}]"
+    assert _refresh_intervals(tmp_path, f"repos: {{{binding}, refresh_interval: 17m}}\n") == {"17m"}
+    assert _refresh_intervals(tmp_path, f"repos: {{{binding}}}\n") == {"5m"}

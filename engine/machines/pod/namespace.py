@@ -7,7 +7,8 @@ Guarantees:
 - Forbidden on the create fails with a reason naming the exact command an administrator runs
   (``kubectl create namespace <ns>``). No other namespace is ever tried instead. A failed check
   (the GET, ``Outcome.step == "check"``; e.g. a 403 for a namespace that exists but may not be
-  read) fails with "could not check whether namespace <ns> exists: <cause>" (seed 001).
+  read) fails with "could not check whether namespace <ns> exists: <cause>", any other refusal of
+  the create with "could not create namespace <ns>: <cause>" (seed 001's words).
 - The effect is idempotent, so a transient failure repeats it as the next attempt of its own loop
   (``Ctx.retry``: on server time when there is one, within ``engine.backoff.NAMESPACE``, which counts
   the executor's attempts too), and a crash in flight sends it again.
@@ -59,7 +60,7 @@ def on_outcome(ctx: Ctx, key: str, e: NamespaceOp, ev: Answered) -> None:
             _answer(ctx, key, e, NamespaceFailed(namespace=namespace, reason=forbidden_reason(namespace)))
         case _:
             _answer(ctx, key, e, NamespaceFailed(namespace=namespace,
-                                                 reason=f"could not ensure namespace {namespace}: {describe(rec)}"))
+                                                 reason=f"could not create namespace {namespace}: {describe(rec)}"))
 
 
 def forbidden_reason(namespace: str) -> str:
@@ -76,7 +77,7 @@ def _retry(ctx: Ctx, key: str, e: NamespaceOp, rec: Outcome) -> None:
     else:
         namespace = split_key(key)[1]
         _answer(ctx, key, e.but(awaiting=""), NamespaceFailed(
-            namespace=namespace, reason=f"could not ensure namespace {namespace} after {backoff.NAMESPACE.limit} "
+            namespace=namespace, reason=f"could not create namespace {namespace} after {backoff.NAMESPACE.limit} "
                                         f"attempts: {describe(rec)}"))
 
 
