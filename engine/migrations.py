@@ -26,7 +26,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-FORMAT = 3   # the format this code writes
+FORMAT = 4   # the format this code writes
 OLDEST = 1   # the oldest format this code migrates from
 
 Snapshot = dict[str, Any]
@@ -127,6 +127,9 @@ MIGRATIONS: dict[int, Migration] = {
     3: Migration("the session configuration states whether containers are told their identity "
                  "(container_identity); older kfolds never told them",
                  (Add("session", "container_identity", False, {"kind": "config"}),)),
+    4: Migration("the session configuration states the rules its status and Events follow (status_rules); "
+                 "older kfolds followed the first",
+                 (Add("session", "status_rules", 1, {"kind": "config"}),)),
 }
 
 

@@ -47,6 +47,9 @@ class RegisteredCluster(_Seam):
     namespaces: tuple[str, ...] = ()
 
 
+STATUS_RULES = 2   # the status rules this kfold writes by (``SessionConfigure.status_rules``)
+
+
 class SessionConfigure(_Seam):
     """``session.configure``: placement, base domain, the bring-up deadlines (seconds), the default
     image and the container resource ceilings (config ``sessions``).
@@ -77,6 +80,11 @@ class SessionConfigure(_Seam):
     # Each container's identity in its env (docs/session-api.md "Container identity"); a journal
     # written before kfold stated it (no such argument) replays as it was decided: without.
     container_identity: bool = False
+    # What a Session's status and Events say (engine.machines.session.status, docs/session-status.md):
+    # 1 as kfold wrote them before it stated this (a journal without it replays as it was decided);
+    # 2 (``STATUS_RULES``, what kfold run states): PortsRouted True only while every declared port is
+    # routed, a failure's Event note naming its pod generation (none before the first).
+    status_rules: StrictInt = Field(1, ge=1)
 
     @model_validator(mode="before")
     @classmethod

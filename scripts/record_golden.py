@@ -18,8 +18,8 @@ fails there). Scenarios:
   resume -> Ready (generation 2) -> stop -> Stopped -> deleted (kfold removes its finalizer).
 - ``pod_deleted``: a Ready Session's pod deleted by someone else -> Failed PodGone ("disappeared after
   serving", seed 002) -> deleted.
-- ``name_taken``: a Service kfold did not make holds the Session's name -> Failed NameTaken, the
-  Service untouched; beside it a Session whose spec only kfold refuses (a cluster nobody
+- ``name_taken``: a Service kfold did not make holds the Session's name -> Failed NameTaken
+  (PortsRouted False NameTaken: nothing was routed for it), the Service untouched; beside it a Session whose spec only kfold refuses (a cluster nobody
   registered: admission cannot know kfold's clusters) -> Failed InvalidSpec; both deleted.
 - ``clone_failed``: a Session with a repository; the node's cache agent reports its clone failed on
   the pod's node -> Failed CloneFailed; deleted.
@@ -340,16 +340,27 @@ def _pod_creates(recs: list[dict[str, Any]]) -> list[str]:
             and r["effect"].get("kind") == "Pod" and r["effect"].get("type") == "create"]
 
 
-def _status_reasons(recs: list[dict[str, Any]]) -> set[str]:
-    """The reasons of every status kfold wrote: ``status.reason`` and its conditions'."""
-    out = set()
+def _statuses(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every status kfold wrote (a status subresource merge patch)."""
+    out = []
     for r in recs:
         eff = r.get("effect") or {}
         patch = eff.get("patch") if eff.get("type") == "patch" else None
         status = patch.get("status") if isinstance(patch, dict) else None
         if isinstance(status, dict):
-            out.update(x for x in [status.get("reason")] + [c.get("reason") for c in status.get("conditions") or []] if x)
+            out.append(status)
     return out
+
+
+def _status_reasons(recs: list[dict[str, Any]]) -> set[str]:
+    """The reasons of every status kfold wrote: ``status.reason`` and its conditions'."""
+    return {x for s in _statuses(recs) for x in [s.get("reason")] + [c.get("reason") for c in s.get("conditions") or []] if x}
+
+
+def _ports_routed(recs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(status, reason) of every PortsRouted condition kfold wrote."""
+    return {(c.get("status"), c.get("reason")) for s in _statuses(recs) for c in s.get("conditions") or []
+            if c.get("type") == "PortsRouted"}
 
 
 def _converged_without_writes(recs: list[dict[str, Any]]) -> str:
@@ -371,8 +382,9 @@ def _converged_without_writes(recs: list[dict[str, Any]]) -> str:
 FACTS: dict[str, Callable[[list[dict[str, Any]]], str]] = {
     "pod_deleted": lambda recs: "" if "PodGone" in _status_reasons(recs) and _pod_creates(recs) == ["demo-g1"] else
     f"status reasons {sorted(_status_reasons(recs))}, pod creates {_pod_creates(recs)}",
-    "name_taken": lambda recs: "" if {"NameTaken", "InvalidSpec"} <= _status_reasons(recs) else
-    f"status reasons {sorted(_status_reasons(recs))}",
+    "name_taken": lambda recs: "" if {"NameTaken", "InvalidSpec"} <= _status_reasons(recs)
+    and ("False", "NameTaken") in _ports_routed(recs) and ("True", "AllRouted") not in _ports_routed(recs) else
+    f"status reasons {sorted(_status_reasons(recs))}, PortsRouted {sorted(_ports_routed(recs))}",
     "clone_failed": lambda recs: "" if "CloneFailed" in _status_reasons(recs) else
     f"status reasons {sorted(_status_reasons(recs))}",
     "lost_journal": lambda recs: _converged_without_writes(recs),

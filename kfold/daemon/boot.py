@@ -34,7 +34,7 @@ from engine.effects.io.clock import ServerClocks
 from engine.effects.io.executor import Backoff, Executor
 from engine.effects.io.transport import KubeTransport
 from engine.labels import MANAGED_SELECTOR
-from engine.seams import SeamError, SessionConfigure
+from engine.seams import SeamError, SessionConfigure, STATUS_RULES
 from journal.records import Command
 from journal.store import JournalError
 from kfold.daemon.config import Config
@@ -83,6 +83,7 @@ def configure_command(cfg: Config, now_ms: int | None, clusters: dict[str, Any] 
                             workspace_access=cfg.workspace.access_mode,
                             workspace_seed=cfg.workspace.seed_configmap or "", listed=TARGET_KINDS,
                             event_level=cfg.events.level, container_identity=True,
+                            status_rules=STATUS_RULES,
                             **(clusters or {}))
     return Command(at=now_ms, name="session.configure", cluster=home, args=args.model_dump(mode="json"))
 

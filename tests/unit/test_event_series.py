@@ -3,7 +3,7 @@
 The oracle is the events.k8s.io/v1 API and client-go's events recorder: an Event carries
 ``eventTime`` (MicroTime: six fractional digits), ``reportingController``, ``reportingInstance``,
 ``action``, ``reason``, ``note`` (at most 1 kB), ``type`` and ``regarding``; a repeat of the same
-(regarding, reason, action) within the window updates ``series.count`` / ``series.lastObservedTime``
+(regarding, reason, action, note) within the window updates ``series.count`` / ``series.lastObservedTime``
 of the Event already posted (count 2 on the first repeat) instead of posting another.
 """
 from __future__ import annotations
@@ -82,11 +82,13 @@ async def test_a_repeat_within_the_window_extends_the_series_instead_of_posting_
     assert api.requests[1].content_type == "application/merge-patch+json"
 
 
-async def test_another_reason_action_or_object_is_another_event():
+async def test_another_reason_action_note_or_object_is_another_event():
     api, series = Api(), EventSeries(Clock())
-    for e in (event(), event(reason="Stopped"), event(action="Teardown"), event(uid="u2")):
+    for e in (event(), event(reason="Stopped"), event(action="Teardown"), event(uid="u2"),
+              event(note="generation 2: serving")):
         await post(series, api, e)
-    assert [r.method for r in api.requests] == ["POST"] * 4
+    assert [r.method for r in api.requests] == ["POST"] * 5
+    assert api.requests[-1].body["note"] == "generation 2: serving", "a later note is never counted in an earlier one"
 
 
 async def test_after_the_window_or_once_the_event_is_gone_a_new_event_is_posted():

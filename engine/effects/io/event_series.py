@@ -2,11 +2,16 @@
 ``k8s.io/client-go/tools/events`` recorder does.
 
 Expected flow: ``EventSeries.post(effect, send, now_ms)`` -> the first Event of a (regarding uid,
-reason, action) is POSTed (name ``<regarding name>.<hex unix nanos>``, ``eventTime`` now,
+reason, action, note) is POSTed (name ``<regarding name>.<hex unix nanos>``, ``eventTime`` now,
 ``reportingController`` ``kfold.dev/kfold``, ``reportingInstance`` this process's host) -> a repeat
 of the same key within ``WINDOW_S`` of the last one PATCHes that Event's ``series`` (``count`` 2,
 3, ...; ``lastObservedTime`` now) instead of posting another; a repeat after the window, or whose
 series PATCH finds the Event gone (404: expired by the apiserver's TTL), POSTs a new Event.
+
+The note is part of the key (client-go's recorder leaves it out and keeps the first note): an
+Event's note cannot change (events.k8s.io/v1 refuses an update of it), so a series only ever
+counts what its note says; another note (a later pod generation's Ready names its own pod) is an
+Event of its own.
 
 Guarantees:
 - The dedup state is this process's (a bounded LRU of ``MAX_SERIES`` keys): a restart or another
@@ -61,7 +66,7 @@ class EventSeries:
     def __init__(self, monotonic: Callable[[], float] = time.monotonic, reporting_instance: str | None = None):
         self._mono = monotonic
         self._instance = reporting_instance or instance()
-        self._series: OrderedDict[tuple[str, str, str, str], _Series] = OrderedDict()
+        self._series: OrderedDict[tuple[str, str, str, str, str], _Series] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._series)
@@ -70,7 +75,7 @@ class EventSeries:
                    done: Callable[[Any], Any]) -> Any:
         """Post or extend the series of ``e``; ``done`` turns a reply into the outcome fields."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        key = (e.cluster, e.regarding.get("uid", "") or e.regarding.get("name", ""), e.reason, e.action)
+        key = (e.cluster, e.regarding.get("uid", "") or e.regarding.get("name", ""), e.reason, e.action, e.note)
         mono = self._mono()
         s = self._series.get(key)
         if s is not None and mono - s.last < WINDOW_S and (s.cluster, s.tenant, s.namespace) == (e.cluster, e.tenant, e.namespace):

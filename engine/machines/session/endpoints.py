@@ -99,6 +99,17 @@ def endpoints_settled(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> boo
     return True
 
 
+def ports_routed(d: SessionDecision, spec: Spec, cfg: SessionConfig) -> bool:
+    """Every port ``spec`` routes reaches the current pod now: the Service (and, with a base
+    domain, the Ingress) the apiserver last accepted is the one wanted for this pod. Holds only
+    while there is a pod to route to (``SERVING``, its uid known); nothing to route is routed."""
+    if not spec.routed:
+        return True
+    if d.phase not in SERVING or not d.pod.uid:
+        return False
+    return all(want == _upsert_of(d, kind).have for kind, (_, want) in _wanted_endpoints(d, spec, cfg).items())
+
+
 def sync_endpoints(ctx: Ctx, key: str, d: SessionDecision, spec: Spec, cfg: SessionConfig) -> SessionDecision:
     """Start whatever request brings each endpoint object to its desired manifest."""
     for kind, (manifest, want) in _wanted_endpoints(d, spec, cfg).items():

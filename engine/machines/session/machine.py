@@ -93,7 +93,7 @@ def config_of(cmd: SessionConfigure) -> SessionConfig:
         ceilings=ceilings(cmd.limits), workspace_class=cmd.workspace_class, workspace_size=cmd.workspace_size,
         workspace_access=cmd.workspace_access, workspace_seed=cmd.workspace_seed,
         listed=tuple(k for k in cmd.listed if k in seen.KINDS), event_level=cmd.event_level,
-        container_identity=cmd.container_identity,
+        container_identity=cmd.container_identity, status_rules=cmd.status_rules,
         **tenancy.configure(cmd))
 
 

@@ -84,6 +84,7 @@ class SessionConfig(Decision):
     listed: tuple[str, ...] = ()       # kinds the daemon lists on every target (``session.seen``): () = none waited for
     event_level: str = "Normal"        # the least severe Event type posted ("Warning": no Ready, no Stopped)
     container_identity: bool = False   # KFOLD_CONTAINER, KFOLD_APP, KFOLD_APP_PORTS in each container's env
+    status_rules: int = 1              # what the status and Events say (engine.seams.SessionConfigure)
 
 
 class PodFacts(Decision):

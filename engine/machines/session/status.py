@@ -53,7 +53,7 @@ from engine.machines.base import Ctx
 from engine.effects.models import PatchObject, PostEvent
 from engine.machines.session.manifests import API_VERSION, host, pod_name
 from engine.machines.session import finalizer
-from engine.machines.session.endpoints import endpoints_settled
+from engine.machines.session.endpoints import endpoints_settled, ports_routed, SERVING
 from engine.machines.session.model import RepoFacts, SessionConfig, SessionDecision
 from engine.machines.session.spec import Spec, SpecError
 from engine.rfc3339 import to_seconds_text
@@ -109,13 +109,10 @@ def _conditions(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) 
     else:
         ready = _ready(d)
     out = [_cond("SpecValid", True, "Valid", "spec accepted"), ready]
-    rejected = spec.rejected
-    if rejected:
-        text = "; ".join(f"app {r.app!r} {r.port.protocol} port {r.port.port} rejected: {r.reason}" for r in rejected)
-        out.append(_cond("PortsRouted", False, "PortConflict", text))
-    elif spec.apps:
-        out.append(_cond("PortsRouted", True, "AllRouted", "every declared port is routed"))
     errors = [f"{k}: {u.error}" for k, u in (("Service", d.service), ("Ingress", d.ingress)) if u.error]
+    routes = _ports_routed(d, spec, cfg, errors)
+    if routes is not None:
+        out.append(routes)
     if errors:
         out.append(_cond("EndpointsPublished", False, "UpsertFailed", "; ".join(errors)))
     if d.blocked:
@@ -124,6 +121,35 @@ def _conditions(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) 
     if signals:  # a failed probe or fetch: reported, never a failure (seed 000)
         out.append(_cond("RepositoriesSynced", False, "SyncFailed", "; ".join(signals)))
     return out
+
+
+def _ports_routed(d: SessionDecision, spec: Spec, cfg: SessionConfig, errors: list[str]) -> dict[str, Any] | None:
+    """``PortsRouted`` (present when the spec declares apps). ``status_rules`` 1 (a journal kfold
+    wrote before it stated them): True whenever no port is rejected. 2: True only while the Service
+    and Ingress route every declared port to the current pod (``endpoints.ports_routed``); else
+    False saying why nothing is: the Session's failure (its reason: a taken Service name is
+    ``NameTaken``), the Service or Ingress write that failed, the bring-up still routing, or no pod
+    to route to."""
+    if spec.rejected:
+        text = "; ".join(f"app {r.app!r} {r.port.protocol} port {r.port.port} rejected: {r.reason}" for r in spec.rejected)
+        return _cond("PortsRouted", False, "PortConflict", text)
+    if not spec.apps:
+        return None
+    if cfg.status_rules < 2 or ports_routed(d, spec, cfg):
+        return _cond("PortsRouted", True, "AllRouted", "every declared port is routed")
+    if d.phase == "Failed" and d.failure is not None:
+        return _cond("PortsRouted", False, d.failure.reason, f"no port is routed: {d.failure.message}")
+    if errors:
+        return _cond("PortsRouted", False, "UpsertFailed", "; ".join(errors))
+    if d.phase in ("Pending", "Creating", *SERVING):
+        to = f"pod {_pod_of(d)}" if d.generation else "the Session's pod"
+        return _cond("PortsRouted", False, "Routing", f"routing the declared ports to {to}")
+    return _cond("PortsRouted", False, "NoPod", f"no pod to route to: the Session is {d.phase}")
+
+
+def _pod_of(d: SessionDecision) -> str:
+    """The current pod generation's pod, named before it is created."""
+    return d.pod.name or pod_name(d.name, d.generation)
 
 
 _WAITING = {
@@ -145,7 +171,7 @@ def _ready(d: SessionDecision) -> dict[str, Any]:
         return _cond("Ready", False, d.failure.reason, d.failure.message)
     reason, text = _WAITING.get(d.phase, ("Failed", "failed"))
     if "{pod}" in text:  # the pod's name is derived only for a text that names it
-        text = text.format(pod=d.pod.name or pod_name(d.name, d.generation))
+        text = text.format(pod=_pod_of(d))
     return _cond("Ready", False, reason, text)
 
 
@@ -216,14 +242,24 @@ def _evented(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> Sess
         event = ("Warning", "TeardownBlocked", "Teardown", d.blocked)
     elif d.phase == "Failed":
         reason, note = (d.failure.reason, d.failure.message) if d.failure else ("Failed", "failed")
-        event = ("Warning", reason, "BringUp", f"generation {d.generation}: {note}")
+        event = ("Warning", reason, "BringUp", _of_generation(d, note, cfg))
     elif d.phase == "Ready":
-        event = ("Normal", "Ready", "BringUp", f"generation {d.generation}: pod {d.pod.name} is serving")
+        serving = f"pod {d.pod.name} is serving"
+        event = ("Normal", "Ready", "BringUp", serving if cfg.status_rules >= 2 else f"generation {d.generation}: {serving}")
     else:
         event = ("Normal", "Stopped", "Teardown", "stopped: its pod, Secret and workspace claim are deleted")
     if event[0] == "Warning" or cfg.event_level == "Normal":
         post_event(ctx, key, d, *event)
     return d.but(evented=mark)
+
+
+def _of_generation(d: SessionDecision, note: str, cfg: SessionConfig) -> str:
+    """A failure's note, naming the pod generation it ended (``status.generation``, the pod
+    ``<session>-g<N>``); a Session that failed before its first bring-up has none to name
+    (``status_rules`` 1: ``generation N:`` whatever N)."""
+    if cfg.status_rules < 2:
+        return f"generation {d.generation}: {note}"
+    return f"pod generation {d.generation}: {note}" if d.generation else note
 
 
 def post_event(ctx: Ctx, key: str, d: SessionDecision, type_: str, reason: str, action: str, note: str) -> None:
@@ -287,15 +323,22 @@ def _in_passing(d: SessionDecision, status: dict[str, Any]) -> bool:
             and _sans_step(last) == _sans_step(status))
 
 
+_ROUTING = ("Routing", "AllRouted")   # PortsRouted as a bring-up moves it: routed as it goes
+
+
 def _sans_step(status: dict[str, Any]) -> dict[str, Any]:
-    return {**status, "phase": None, "podName": None,
-            "conditions": [c for c in status.get("conditions") or () if c.get("type") != "Ready"]}
+    """``status`` without what the bring-up's step moves: the phase, the pod, Ready, and
+    PortsRouted going from routing to routed."""
+    conditions = [{"type": "PortsRouted", "routing": True} if c.get("type") == "PortsRouted" and c.get("reason") in _ROUTING
+                  else c for c in status.get("conditions") or () if c.get("type") != "Ready"]
+    return {**status, "phase": None, "podName": None, "conditions": conditions}
 
 
 def _quiet(status: dict[str, Any]) -> dict[str, Any]:
-    """``status`` with nothing a user would act on: no message, no run, only good conditions."""
+    """``status`` with nothing a user would act on: no message, no run, only good conditions
+    (PortsRouted still routing is one: the bring-up routes as it goes)."""
     good = [c for c in status.get("conditions") or () if c.get("type") in ("SpecValid", "PortsRouted")
-            and c.get("status") == "True"]
+            and (c.get("status") == "True" or c.get("reason") == "Routing")]
     return {**status, "provisioningMessage": None, "runs": [], "endpoints": [], "conditions": good}
 
 
