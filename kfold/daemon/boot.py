@@ -2,7 +2,8 @@
 
 Expected flow: ``run(config)`` -> home client from the registry -> journal opened -> ``recover``
 (in-doubt commands first) -> boot commands -> observers (fresh lists) -> ticker, periodic
-commands, HTTP -> wait for SIGTERM/SIGINT -> ``Daemon.stop`` -> exit 0.
+commands, HTTP -> wait for SIGTERM/SIGINT -> ``Daemon.stop`` -> one line ``kfold stopped`` (the
+seq and how long the stop took; the journal is closed) -> exit 0.
 
 Guarantees:
 - Boot commands: ``session.configure``; per watched namespace ``repo.bind`` (with the NAMES of
@@ -394,12 +395,15 @@ async def _run(cfg: Config, journal: Any, env: Mapping[str, str]) -> int:
                                      "via": _home_where(registry),
                                      "home_limits": str(registry.home_limits)})
     code = await _wait_for_stop(daemon)
+    began = time.monotonic()
     for server in listeners:
         await server.close()
     if auth is not None:
         await auth.transport.close()
     await stop_in_order(daemon, elector, election)
     registry.close()
+    log.info("kfold stopped: effects drained, journal closed",
+             extra={"seq": daemon.state.seq, "stop_seconds": round(time.monotonic() - began, 3)})
     return code
 
 
