@@ -527,6 +527,7 @@ async def test_batches_queued_behind_the_one_taken_come_merged_and_the_end_comes
 
 @pytest.mark.parametrize("draw", [0.0, 0.37, 1.0], ids=["low", "mid", "high"])
 def test_backoff_grows_from_the_floor_to_the_cap_and_never_leaves_them(draw):
+    """Seed 002:447-451: a watch that ends is armed again."""
     clock = [0.0]
     b = WatchBackoff(0.8, 30.0, 60.0, rng=lambda: draw, monotonic=lambda: clock[0])
     delays = [b.next_delay() for _ in range(10)]

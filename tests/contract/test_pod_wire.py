@@ -73,6 +73,8 @@ def close_to_2030(at):
 # -- deleting a pod ---------------------------------------------------------------------------------
 
 async def test_a_pod_delete_sends_its_fence_as_preconditions_and_no_grace_period(stub, wire):
+    """Seed 001:16-18 and seed 001:217-220: a pod delete carries uid and resourceVersion
+    preconditions and never sets gracePeriodSeconds."""
     stub.answer("DELETE", POD_PATH, 200, a_pod(rv="6"))
     out = await wire.run(pod_ref(DeleteObject, uid="A", rv="5"))
     [req] = stub.requests
@@ -98,6 +100,7 @@ async def test_an_unfenced_pod_delete_is_refused_before_anything_is_sent(fence, 
 
 
 async def test_a_failed_precondition_comes_back_as_conflict_not_already_exists(stub, wire):
+    """Seed 001:228-231: a failed precondition is Conflict, not AlreadyExists."""
     stub.answer("DELETE", POD_PATH, 409, status_body(
         409, "Conflict", "Precondition failed: UID in precondition: A, UID in object meta: B", "s1-g1", "pods"))
     out = await wire.run(pod_ref(DeleteObject, uid="A", rv="5"))
@@ -109,6 +112,7 @@ async def test_a_failed_precondition_comes_back_as_conflict_not_already_exists(s
 # -- reading a pod ----------------------------------------------------------------------------------
 
 async def test_a_quorum_pod_read_sends_no_resource_version(stub, wire):
+    """Seed 001:13-15: a read leaves resourceVersion unset (quorum)."""
     stub.answer("GET", POD_PATH, 200, a_pod())
     out = await wire.run(pod_ref(GetObject))
     assert out.result == "ok" and out.obj["metadata"]["uid"] == "A"
@@ -137,6 +141,7 @@ def secrets_list(namespace="ns", kind="Secret"):
 
 
 async def test_the_sweep_list_is_a_quorum_list_by_the_kfold_label_dated_by_its_own_response(stub, wire):
+    """Seed 001:102-106: a list is a quorum list by label selector."""
     stub.answer("GET", "/api/v1/namespaces/ns/secrets", 200,
                 {"kind": "SecretList", "items": [{"metadata": {"name": "s1-env"}}]})
     out = await wire.run(secrets_list())
@@ -165,6 +170,8 @@ async def test_a_listed_secret_never_carries_its_data_into_the_outcome(stub, wir
 
 @pytest.mark.parametrize("date", [None, "not a date", "Tue, 45 Jan 2030 00:00:00 GMT"], ids=["missing", "garbage", "impossible"])
 async def test_a_missing_or_malformed_date_gives_no_clock_but_keeps_the_items(date, stub, wire):
+    """Seed 001:117-119: a missing or malformed Date gives no clock (the sweep skips), the items still
+    returned."""
     # An earlier reply set the server clock; the list is still dated ONLY by its own response.
     stub.answer("GET", POD_PATH, 200, a_pod(), date="Wed, 02 Jan 2030 00:00:00 GMT")
     assert (await wire.run(pod_ref(GetObject))).result == "ok"
@@ -211,6 +218,7 @@ def ensure():
 
 
 async def test_an_existing_namespace_is_only_read(stub, wire):
+    """Seed 001:141-148: a namespace that exists is only read."""
     stub.answer("GET", "/api/v1/namespaces/team-a", 200, {"kind": "Namespace", "metadata": {"name": "team-a"}})
     out = await wire.run(ensure())
     assert out.result == "ok"

@@ -55,6 +55,7 @@ def test_cluster_scoped_operations_are_refused_on_a_bounded_registration(shared,
 
 
 def test_a_bound_tightened_while_the_client_is_cached_applies_to_the_next_request(registry, api_stub, shared):
+    """Seed 004:398-403: a cached client takes the fresh record: a tightened bound applies at once."""
     shared.list_namespaced_pod("team-b")
     assert len(api_stub.arrived) == 1
     registry.register("acme", "shared", api_stub.kubeconfig(), namespaces=["team-a"])  # same credential

@@ -29,6 +29,8 @@ def closed_port() -> int:
 
 
 def test_register_probes_the_cluster_and_records_its_inventory_at_server_time(registry, api_stub, frozen_world):
+    """Seed 004:545-552: the probe's node list is the inventory (nodes and GPUs); seed 004:328: the
+    registration time is server time (the probe's Date), not the local clock."""
     record = registry.register("acme", "gpu-east", api_stub.kubeconfig(), provider="lux", default=True)
     assert api_stub.paths() == ["/api/v1/nodes"]
     assert api_stub.arrived[0].authorization == "Bearer stub-token"
@@ -39,6 +41,7 @@ def test_register_probes_the_cluster_and_records_its_inventory_at_server_time(re
 
 
 def test_an_unreachable_cluster_is_refused_at_register_with_the_reason(registry):
+    """Seed 004:317-320: a cluster unreachable with the credential is not registered."""
     with pytest.raises(Unreachable, match="unreachable with this credential: .*Connection refused"):
         registry.register("acme", "dark", kubeconfig(f"http://127.0.0.1:{closed_port()}", "t"))
     assert registry.list("acme") == ()
@@ -60,6 +63,7 @@ def test_a_refused_kubeconfig_never_reaches_the_cluster(registry, api_stub):
 
 
 def test_re_registering_replaces_the_credential_and_refreshes_the_inventory(registry, api_stub):
+    """Seed 004:290-292: re-registering replaces the credential and refreshes the inventory."""
     registry.register("acme", "gpu-east", api_stub.kubeconfig())
     old_client = registry.reach("acme", "gpu-east")
     api_stub.tokens = {"rotated-token"}
@@ -80,6 +84,7 @@ def test_a_new_default_clears_the_tenants_previous_default(registry, api_stub):
 
 
 def test_deregister_removes_the_record_and_destroys_the_credential(registry, api_stub, tmp_path):
+    """Seed 004:341-346: deregister removes the record and destroys the credential."""
     registry.register("acme", "gpu-east", api_stub.kubeconfig())
     assert (tmp_path / "creds" / "acme.gpu-east").exists()
     client = registry.reach("acme", "gpu-east")

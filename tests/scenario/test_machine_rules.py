@@ -268,7 +268,8 @@ OBJECT_META = {"name", "namespace", "labels", "annotations", "ownerReferences", 
 def test_what_is_created_is_named_where_it_lives_and_an_apps_terminal_is_what_its_io_asks(io, stdin, tty):
     """The apiserver takes a create's name and namespace from its body (a namespace other than the
     URL's is refused), whose metadata holds only ObjectMeta fields; an app with ``io: tty`` gets a
-    terminal and stdin (Kubernetes: ``tty`` needs ``stdin``), ``pipe`` stdin alone, ``none`` neither."""
+    terminal and stdin (Kubernetes: ``tty`` needs ``stdin``), ``pipe`` stdin alone, ``none`` neither.
+    Seed table: seed 002:274."""
     spec = {**SPEC, "apps": [{"name": "web", "ports": [{"port": 8080}], "io": io}]}
     w = World().to_provisioning(spec, when=1)
     [pod] = w.effects("create", "Pod")

@@ -32,6 +32,8 @@ def test_a_created_pod_is_reported_with_its_uid_and_fenced(frozen_world):
 
 @pytest.mark.parametrize("first", ["already_exists", "transient"])
 def test_a_lost_or_doubtful_create_adopts_this_sessions_generation_after_a_quorum_read(first, frozen_world):
+    """Seed 001:206-210: a pod create met by AlreadyExists is a lost race: kfold's own pod is adopted by a quorum
+    read."""
     s = world()
     read = one(s.outcome(one(ask_create(s, T0), "create"), first, T0 + SECOND), "get")
     s.outcome(read, "ok", T0 + 2 * SECOND, obj=pod("A", "4"))
@@ -72,6 +74,7 @@ def test_a_name_freed_before_the_read_is_created_again(frozen_world):
 
 @pytest.mark.parametrize("result", ["forbidden", "invalid", "error", "conflict"])
 def test_a_refused_create_fails_with_the_servers_reason(result, frozen_world):
+    """Seed 001:211: any other pod create refusal fails with "could not create pod"."""
     s = world()
     s.outcome(one(ask_create(s, T0), "create"), result, T0 + SECOND, message="denied by policy")
     [(message, args)] = answers(s)

@@ -18,6 +18,7 @@ def ensure(s: Scenario, at: int | None, reply_key: str = "s1"):
 
 @pytest.mark.parametrize("result", ["ok", "already_exists"])
 def test_an_existing_or_created_namespace_is_ready(result, frozen_world):
+    """Seed 001:159-161: AlreadyExists on the namespace create is the desired end state."""
     s = world()
     e = one(ensure(s, T0), "ensure_namespace")
     assert (e.cluster, e.namespace, e.labels) == ("local", "team-a", {"app.kubernetes.io/managed-by": "kfold"})
@@ -27,6 +28,7 @@ def test_an_existing_or_created_namespace_is_ready(result, frozen_world):
 
 
 def test_forbidden_names_the_command_an_administrator_runs_and_tries_no_other_namespace(frozen_world):
+    """Seed 001:162-170: forbidden names ``kubectl create namespace X`` and no other namespace is tried."""
     s = world()
     s.outcome(one(ensure(s, T0), "ensure_namespace"), "forbidden", T0 + SECOND, status_reason="Forbidden")
     [(message, args)] = answers(s)
@@ -37,7 +39,8 @@ def test_forbidden_names_the_command_an_administrator_runs_and_tries_no_other_na
 
 def test_a_forbidden_check_says_kfold_could_not_check_not_that_it_may_not_create(frozen_world):
     """Seed 001: a 403 on the GET (the namespace may well exist) is "could not check whether
-    namespace X exists" with the cause, never "not authorized to create namespace X"."""
+    namespace X exists" with the cause, never "not authorized to create namespace X".
+    Seed table: seed 001:144."""
     s = world()
     s.outcome(one(ensure(s, T0), "ensure_namespace"), "forbidden", T0 + SECOND, status_reason="Forbidden",
               step="check", message='namespaces "team-a" is forbidden: User "kfold" cannot get resource')

@@ -56,6 +56,7 @@ def test_an_old_secret_whose_session_has_no_pod_is_deleted_with_a_uid_preconditi
 @pytest.mark.parametrize("age_ms,deleted", [(GRACE - 1, False), (GRACE, False), (GRACE + 1, True)],
                          ids=["inside-grace", "exactly-the-grace", "past-the-grace"])
 def test_only_a_secret_older_than_the_grace_on_the_server_clock_is_deleted(age_ms, deleted, frozen_world):
+    """Seed 001:84-88: the orphan Secret sweep dates Secrets on the list response's Date."""
     s = world()
     assert bool(sweep(s, [secret("s1-env")], T0 + age_ms)) is deleted
 
@@ -86,6 +87,7 @@ def test_secrets_that_cannot_be_proven_orphaned_are_kept(kept, frozen_world):
 
 
 def test_a_missing_or_malformed_date_skips_the_sweep_with_a_logged_reason(frozen_world):
+    """Seed 001:338-347: with no usable Date the orphan sweep skips."""
     s = world()
     listed = one(s.command("pod.sweep_secrets", T0, cluster="local", namespace="ns"), "list")
     log = one(s.outcome(listed, "ok", None, items=(secret("s1-env", created="1990-01-01T00:00:00Z"),)), "log")

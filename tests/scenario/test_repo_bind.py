@@ -14,6 +14,7 @@ GH = {"match": "github.com/org", "env": "GH_TOKEN", "secret": "org-deploy-key"}
 
 
 def test_bind_creates_an_absent_repo_labelled_bound_without_an_attach_clock(frozen_world):
+    """Seed 000:214-216: bind creates an absent Repo labelled bound, with no attach clock."""
     w = RepoWorld()
     w.bind(["https://github.com/org/app.git"])
     w.settle()
@@ -24,6 +25,8 @@ def test_bind_creates_an_absent_repo_labelled_bound_without_an_attach_clock(froz
 
 
 def test_bind_of_an_existing_repo_restates_it_in_one_merge_patch_and_never_touches_the_clock(frozen_world):
+    """Seed 000:217-227: bind of an existing Repo is one merge patch (url, secretRef, identity, bound
+    label); seed 000:35-37: a boot is not an attach, the clock stays."""
     w = RepoWorld()
     w.put(APP, "https://github.com/org/app", last_attached="2029-12-31T00:00:00.000Z")
     w.bind(["git@github.com:org/app.git"], credentials=[GH])
@@ -48,6 +51,7 @@ def test_bind_of_a_repo_kfold_has_observed_is_a_patch_never_a_create(frozen_worl
 
 
 def test_a_credential_the_config_no_longer_names_is_cleared_by_null(frozen_world):
+    """Seed 000:218-220: ``secretRef: null`` clears a credential the config no longer names."""
     w = RepoWorld()
     w.put(APP, "git@github.com:org/app.git")["spec"]["secretRef"] = {"name": "org-deploy-key"}
     w.bind(["git@github.com:org/app.git"], credentials=[])
@@ -57,6 +61,7 @@ def test_a_credential_the_config_no_longer_names_is_cleared_by_null(frozen_world
 
 
 def test_two_spellings_of_one_identity_make_one_resource_stated_by_the_first(frozen_world):
+    """Seed 000:18-20: two spellings of one identity are one Repo, stated by the first spelling."""
     w = RepoWorld()
     w.bind(["git@github.com:Org/App.git", "https://user:tok@GitHub.com/Org/App", "ssh://git@github.com/Org/App"])
     w.settle()
@@ -65,6 +70,8 @@ def test_two_spellings_of_one_identity_make_one_resource_stated_by_the_first(fro
 
 
 def test_an_https_token_becomes_a_flux_shaped_secret_named_from_the_entry_and_never_carried(frozen_world):
+    """Seed 000:136-145: an https token becomes a Flux-shaped Secret (username x-access-token, password), never
+    carried."""
     w = RepoWorld()
     w.bind(["https://github.com/org/app"], credentials=[GH], env_present=["GH_TOKEN"])
     w.settle()
@@ -77,6 +84,7 @@ def test_an_https_token_becomes_a_flux_shaped_secret_named_from_the_entry_and_ne
 
 
 def test_token_secret_names_are_deterministic_and_distinct_per_entry():
+    """Seed 000:131-133: the token Secret's name is derived from the entry: stable, two entries never share one."""
     names = {token_secret_name(m) for m in ("github.com/org", "github.com/org-x", "github.com/Org", "gitlab.com")}
     assert len(names) == 4
     assert token_secret_name("github.com/org") == token_secret_name("github.com/org")
@@ -99,6 +107,7 @@ def test_token_env_unset_means_no_secret_ref_and_is_reported_once_at_boot_not_pe
 
 
 def test_an_ssh_url_names_the_deploy_key_secret_and_applies_nothing(frozen_world):
+    """Seed 000:155: an ssh entry names its deploy-key Secret; nothing is read or applied."""
     w = RepoWorld()
     w.bind(["git@github.com:org/app.git"], credentials=[GH], env_present=["GH_TOKEN"])
     w.settle()
@@ -107,6 +116,7 @@ def test_an_ssh_url_names_the_deploy_key_secret_and_applies_nothing(frozen_world
 
 
 def test_the_longest_matching_entry_wins_on_a_path_segment_boundary(frozen_world):
+    """Seed 000:111: credentials are matched by prefix on the identity (the longest, on a segment boundary)."""
     w = RepoWorld()
     creds = [{"match": "github.com", "secret": "any"}, {"match": "github.com/org", "secret": "org-key"}]
     w.bind(["git@github.com:org/app.git", "git@github.com:org-x/app.git"], credentials=creds)

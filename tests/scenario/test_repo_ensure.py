@@ -20,6 +20,7 @@ def attached(w: RepoWorld, url: str, key: str = APP, session: str = "s1") -> Non
 
 
 def test_ensure_creates_an_absent_repo_stamped_with_the_attach_server_time(frozen_world):
+    """Seed 000:231-233: ensure creates an absent Repo stamped last-attached at the attach."""
     w = RepoWorld()
     attached(w, "https://github.com/org/app")
     md = w.objs[APP]["metadata"]
@@ -37,6 +38,7 @@ def test_ensure_labels_a_new_repo_bound_when_a_configured_binding_names_it(froze
 
 
 def test_ensure_of_an_existing_repo_moves_only_the_clock_and_the_url_stands(frozen_world):
+    """Seed 000:234-236: ensure of an existing Repo moves the clock; the url stands."""
     w = RepoWorld()
     w.bind(["git@github.com:org/app.git"])
     w.settle()
@@ -48,6 +50,7 @@ def test_ensure_of_an_existing_repo_moves_only_the_clock_and_the_url_stands(froz
 
 
 def test_a_bound_repo_attached_by_an_unbound_slot_gets_the_clock_only(frozen_world):
+    """Seed 000:240-243: a per-run slot on a Repo labelled bound: the clock only."""
     w = RepoWorld()
     w.bind(["https://github.com/org/other"], credentials=[DEPLOY], env_present=["GH_TOKEN"])
     w.settle()
@@ -68,6 +71,7 @@ def test_an_attach_of_a_repo_not_yet_seen_tries_the_create_and_falls_back_to_the
 
 
 def test_an_unbound_attach_restates_the_credential_against_the_url_that_stands(frozen_world):
+    """Seed 000:244-248: nothing binds it: secretRef re-resolved against the url that stands."""
     w = RepoWorld()
     w.bind([], credentials=[DEPLOY], env_present=["GH_TOKEN"])   # the credential was fixed since
     w.put(APP, "git@github.com:org/app.git")                     # the first attach's spelling
@@ -91,6 +95,7 @@ def test_an_unbound_https_attach_applies_the_token_secret_before_naming_it(froze
 
 
 def test_an_unbound_attach_clears_a_credential_nothing_names_any_more(frozen_world):
+    """Seed 000:246-249: an unbound attach clears a credential nothing names (``null``)."""
     w = RepoWorld()
     w.bind([], credentials=[])
     w.put(APP, "https://github.com/org/app")["spec"]["secretRef"] = {"name": "old"}
@@ -151,6 +156,8 @@ def test_subscribers_hear_per_node_status_changes(frozen_world):
 
 
 def test_with_no_server_time_the_attach_stamps_nothing_the_server_did_not_say(frozen_world):
+    """Seed 000:122: the clock last-attached is stamped from: kfold uses the server's (invariant 2), never a
+    local one."""
     w = RepoWorld(at=None)
     w.ensure("https://github.com/org/app", APP)
     w.settle()

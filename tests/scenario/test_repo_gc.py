@@ -25,6 +25,7 @@ def gc(w: RepoWorld, at: int | None) -> None:
 
 # -- reconcileBound --------------------------------------------------------------------------------
 def test_reconcile_unlabels_every_bound_repo_the_config_no_longer_binds(frozen_world):
+    """Seed 000:252-271: reconcileBound unlabels every bound Repo whose key the config no longer binds."""
     w = RepoWorld()
     w.put("github-com-org-kept", "https://github.com/org/kept", bound=True)
     w.put("github-com-org-dropped", "https://github.com/org/dropped", bound=True)
@@ -40,6 +41,7 @@ def test_reconcile_unlabels_every_bound_repo_the_config_no_longer_binds(frozen_w
 
 
 def test_a_cluster_without_the_repo_crd_holds_no_repos_so_reconcile_has_nothing_to_do(frozen_world):
+    """Seed 000:256-264: no Repo resource type: nothing to unlabel, no error."""
     w = RepoWorld(crd=False)
     w.command("repo.reconcile_bound", bindings=[])
     w.settle()
@@ -57,6 +59,7 @@ def test_a_plain_text_404_for_an_unserved_group_also_means_no_repo_type(frozen_w
 
 @pytest.mark.parametrize("result", ["forbidden", "error", "gone"])
 def test_any_other_list_refusal_during_reconcile_is_an_error(frozen_world, result):
+    """Seed 000:263: any other refusal of that list is an error."""
     w = RepoWorld()
     w.refuse["list"] = (result, "repos.kfold.dev is forbidden")
     w.command("repo.reconcile_bound", bindings=[])
@@ -76,6 +79,7 @@ def test_an_unparsable_binding_refuses_reconcile_before_any_effect(frozen_world)
 @pytest.mark.parametrize("age_ms, evicted", [(TTL_MS - 1, False), (TTL_MS, False), (TTL_MS + 1, True)],
                          ids=["before-ttl", "exactly-at-ttl", "just-past-ttl"])
 def test_an_unbound_repo_is_evicted_only_once_strictly_older_than_the_ttl(frozen_world, age_ms, evicted):
+    """Seed 000:69-70: the eviction clock is the last attach; evicted only once older than the TTL."""
     w = RepoWorld()
     w.put("r", "https://github.com/org/r", last_attached=ATTACHED)
     gc(w, T0 + age_ms)
@@ -86,6 +90,7 @@ def test_an_unbound_repo_is_evicted_only_once_strictly_older_than_the_ttl(frozen
 
 
 def test_a_bound_repo_is_never_evicted(frozen_world):
+    """Seed 000:67: a bound Repo is never evicted by gc."""
     w = RepoWorld()
     w.put("r", "https://github.com/org/r", bound=True, last_attached=rfc3339(T0 - 10 * TTL_MS))
     gc(w, T0)
@@ -102,6 +107,7 @@ def test_a_repo_the_config_binds_is_kept_even_before_its_label_lands(frozen_worl
 
 
 def test_a_never_attached_repo_is_dated_from_its_creation(frozen_world):
+    """Seed 000:37: a Repo never attached is dated from its creationTimestamp."""
     w = RepoWorld()
     w.put("old", "https://github.com/org/old", created="2029-12-01T00:00:00Z")
     w.put("new", "https://github.com/org/new", created="2029-12-31T00:00:00Z")

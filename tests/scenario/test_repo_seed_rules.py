@@ -34,10 +34,10 @@ def test_an_ensure_that_creates_a_repo_a_configured_binding_names_labels_it_boun
 
 
 def test_gc_keeps_a_repo_the_config_binds_while_its_label_is_missing(frozen_world):
-    """Seed 000:67 ("a registered Machine binds it — never evicted by gc") and 97-98 (only a slot
-    unbound since the last deploy may be evicted): a Repo the configuration binds is kept by gc even
-    when the label has not landed on it (here the boot's restating patch was refused), however old
-    its clock."""
+    """Seed 000:97-98 (only a slot unbound since the last deploy may be evicted) with seed 000:67 ("a
+    registered Machine binds it — never evicted by gc"): a Repo the configuration binds is kept by gc
+    even when the label has not landed on it (here the boot's restating patch was refused), however
+    old its clock."""
     w = RepoWorld()
     w.put(APP, URL, last_attached=rfc3339(T0 - 10 * TTL_S * 1000))
     w.refuse["patch"] = ("forbidden", "repos is forbidden")
@@ -64,10 +64,10 @@ def test_a_bind_create_refused_otherwise_than_already_exists_surfaces_as_repo_bi
 
 
 def test_per_node_rows_are_the_seeds_type_a_null_is_false_or_absent(frozen_world):
-    """Seed 000:315-323 with its type (44-58, ``attempted?``, ``lastError?``): ``present`` and
-    ``synced`` default to false (``?? false``) and an optional field is present only with a value
-    of its type, so a null the agent wrote is false or absent, never a null in ``kfold repos``;
-    an empty ``lastError`` is absent too."""
+    """Seed 000:44-58 (the type: ``attempted?``, ``lastError?``) with seed 000:315-323: ``present``
+    and ``synced`` default to false (``?? false``) and an optional field is present only with a
+    value of its type, so a null the agent wrote is false or absent, never a null in ``kfold
+    repos``; an empty ``lastError`` is absent too."""
     w = RepoWorld()
     w.put(APP, URL, nodes=[
         {"node": "n1", "present": None, "synced": None, "attempted": None, "lastAttempt": None,
@@ -82,3 +82,17 @@ def test_per_node_rows_are_the_seeds_type_a_null_is_false_or_absent(frozen_world
         {"node": "n2", "present": True, "synced": False, "attempted": "Clone", "lastAttempt": "t1",
          "lastFetched": "t0", "lastError": "fatal: repository not found"},
     ]
+
+
+def test_an_attach_a_configured_binding_names_moves_the_clock_and_reads_nothing(frozen_world):
+    """Seed 000:237-239: an existing Repo a Machine's slot binds gets the clock from an ensure and
+    nothing else, and nothing is read ("the boot is its writer ... Read nothing")."""
+    w = RepoWorld()
+    w.bind([URL])
+    w.settle()
+    w.requests.clear()
+    w.at = T0 + 60_000
+    w.ensure(URL, APP)
+    w.settle()
+    assert [(e.type, getattr(e, "patch", None)) for e in w.requests] == [
+        ("patch", {"metadata": {"annotations": {"kfold.dev/last-attached": rfc3339(T0 + 60_000)}}})]

@@ -58,7 +58,7 @@ def test_no_run_is_recorded_for_an_app_that_ends_after_a_user_stop():
 
 
 def test_an_app_that_ends_in_the_next_pod_is_reported_again():
-    """Seed 002:157 and 388-390: the ended-app set is cleared when a pod is replaced, so the same app
+    """Seed 002:157 (and 388-390): the ended-app set is cleared when a pod is replaced, so the same app
     ending in the next generation's pod is a second run (generation 2), with its own Event."""
     w = World().to_ready()
     w.observe_pod(20, phase="Running", ip="10.0.0.7", node="node-a", ready=True, ended={"web": ("Error", 1)}, rv="11")
@@ -137,7 +137,7 @@ def test_with_no_deadline_configured_the_ready_deadline_is_120_s():
 
 # -- the env Secret --------------------------------------------------------------------------------
 def test_an_env_secret_gone_between_already_exists_and_its_read_is_created_again_at_once():
-    """Seed 001:186-188 (a quorum read's NotFound is "absent") with 206-210 (a create race lost by
+    """Seed 001:186-188 (a quorum read's NotFound is "absent") with seed 001:206-210 (a create race lost by
     name): the read after AlreadyExists finding the Secret gone means it is absent, so it is created
     again at once (no backoff, no retry Event), and the Session is not failed."""
     w = World()

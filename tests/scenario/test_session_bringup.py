@@ -47,6 +47,7 @@ def test_a_session_comes_up_in_order_and_serves_on_its_endpoints():
 
 
 def test_endpoints_are_made_once_the_pod_runs_and_ready_waits_for_them():
+    """Seed 002:481: the Service and Ingress are owned by the pod."""
     w = World().to_provisioning()
     w.observe_pod(2, phase="Pending", node="node-a")
     assert not w.pending("create"), "nothing routed to a pod that has no address yet"
@@ -94,6 +95,7 @@ def test_a_pod_not_running_by_the_start_deadline_fails_the_session_once_a_read_c
 
 
 def test_a_pod_running_before_the_start_deadline_is_not_failed_by_it():
+    """Seed 002:231-236: a workspace not ready in time: "workspace container did not become ready"."""
     w = World().to_provisioning(when=1)
     w.run_pod(180.999, ready=False)
     w.s.advance_to(at(181))
@@ -157,6 +159,7 @@ def test_deadlines_wait_for_a_server_time_rather_than_guess():
 
 
 def test_a_pod_gone_before_running_fails_with_that_reason_not_a_timeout():
+    """Seed 002:193: a pod gone while waiting: "disappeared before reaching Running", not a timeout."""
     w = World().to_provisioning()
     w.observe_pod(2, event="DELETED")
     assert w.phase == "Failed"
@@ -202,6 +205,7 @@ def test_ready_waits_for_each_repository_synced_on_the_pods_node():
 
 
 def test_a_failed_clone_on_the_pods_node_fails_with_gits_own_error():
+    """Seed 000:50-51: only a failed Clone fails a Session waiting on its node."""
     w = World()
     repo = _with_repository(w)
     git = "fatal: repository 'https://github.com/org/app.git/' not found"
@@ -214,7 +218,9 @@ def test_a_failed_clone_on_the_pods_node_fails_with_gits_own_error():
 
 @pytest.mark.parametrize("attempted", ["Probe", "Fetch"])
 def test_a_failed_probe_or_fetch_is_a_status_signal_not_a_failure(attempted):
-    """Seed 000: only a failed Clone fails a session waiting on the node."""
+    """Seed 000: only a failed Clone fails a session waiting on the node.
+
+    Seed table: seed 000:50."""
     w = World()
     repo = _with_repository(w)
     _relay(w, "repo_status", repo=repo, nodes={"node-a": {"present": attempted == "Fetch", "synced": False,

@@ -25,7 +25,8 @@ def test_one_service_and_one_ingress_owned_by_the_pod_route_every_port():
 
 def test_without_a_base_domain_a_session_is_ready_with_its_service_alone_and_cluster_dns_endpoints():
     """``base_domain`` left out of the config (cluster-internal sessions): no Ingress is made or
-    waited for; the status names the Service's cluster DNS name."""
+    waited for; the status names the Service's cluster DNS name.
+    Seed table: seed 002:478."""
     w = World(base_domain="").to_provisioning(when=1)
     w.run_pod(5)
     assert w.pending("create", "Service") and not w.pending("create", "Ingress")
@@ -36,6 +37,7 @@ def test_without_a_base_domain_a_session_is_ready_with_its_service_alone_and_clu
 
 
 def test_an_existing_service_is_read_then_replaced_keeping_its_cluster_ip_and_resource_version():
+    """Seed 002:486-506: a Service replace carries its clusterIP and resourceVersion, read first."""
     w = World().to_provisioning(when=1)
     w.run_pod(5)
     w.answer("create", "Service", "already_exists", when=6)
@@ -49,6 +51,7 @@ def test_an_existing_service_is_read_then_replaced_keeping_its_cluster_ip_and_re
 
 
 def test_a_port_declared_by_two_apps_is_rejected_for_the_later_app_with_a_reason():
+    """Seed 002:328-336: a port another app declares is rejected for the later app, with a reason."""
     spec = {**SPEC, "apps": [{"name": "web", "ports": [{"port": 8080}]}, {"name": "api", "ports": [{"port": 8080}]}]}
     w = World().to_provisioning(spec, when=1)
     w.run_pod(5)
@@ -59,6 +62,7 @@ def test_a_port_declared_by_two_apps_is_rejected_for_the_later_app_with_a_reason
 
 
 def test_a_ports_only_change_re_routes_without_a_new_pod():
+    """Seed 002:312-313: a port change re-routes without a new pod."""
     w = World().to_ready()
     w.submit({**SPEC, "apps": [{"name": "web", "ports": [{"port": 8080}, {"port": 3000}], "io": "tty"}]}, 20)
     w.answer("get", "Service", when=21, obj=EXISTING_SERVICE)
@@ -69,6 +73,7 @@ def test_a_ports_only_change_re_routes_without_a_new_pod():
 
 
 def test_no_ports_means_no_endpoints_and_an_unchanged_port_set_sends_nothing():
+    """Seed 002:480: no ports: no endpoints."""
     w = World().to_provisioning({**SPEC, "apps": [{"name": "cli"}]}, when=1)
     w.run_pod(5)
     assert not w.effects("create", "Service") and not w.effects("create", "Ingress")

@@ -28,6 +28,7 @@ def test_suspend_during_bring_up_releases_the_pod_once_its_create_answers():
 
 
 def test_resume_is_a_fresh_generation_with_a_fresh_pod_name():
+    """Seed 002:634-638: every pod gets its own name; a resume never reuses one."""
     w = World().to_ready()
     w.submit({**SPEC, "suspended": True}, 10)
     _pod_gone(w, 1, 11)
@@ -58,6 +59,7 @@ def test_set_apps_while_suspended_creates_nothing_until_resume_then_uses_the_new
 
 
 def test_set_apps_on_a_ready_session_recreates_as_the_next_generation():
+    """Seed 002:587-597: set-apps tears the pod down and brings up the next under a fresh name."""
     w = World().to_ready()
     w.submit(TWO_APPS, 10)
     assert w.pending("delete", "Pod")[0].name == "demo-g1"
@@ -88,6 +90,7 @@ def test_a_predecessor_that_cannot_be_deleted_holds_the_next_generation_only_for
 
 @pytest.mark.parametrize("spec", [SPEC, ENV_SPEC], ids=["no-env", "env"])
 def test_stop_during_provisioning_tears_everything_down_then_reports_stopped(spec):
+    """Seed 002:609-613: stop tears everything down, then reports stopped."""
     w = World().to_provisioning(spec)
     w.observe_pod(2, waiting=("ContainerCreating", ""))
     w.submit({**spec, "stopped": True}, 3)
@@ -162,6 +165,8 @@ def test_a_crash_between_pod_create_and_its_outcome_adopts_the_same_pod_name():
 
 
 def test_an_ended_app_container_is_reported_once_per_generation_and_the_session_stays_up():
+    """Seed 002:412-419: an ended app-<name> container is reported once, with its reason and exit
+    code; seed 002:400-402: a run ending is not the Session ending."""
     w = World().to_ready()
     ended = {"web": ("Error", 3)}
     w.observe_pod(20, phase="Running", ip="10.0.0.7", node="node-a", ready=True, ended=ended)
@@ -174,6 +179,7 @@ def test_an_ended_app_container_is_reported_once_per_generation_and_the_session_
 
 
 def test_the_pod_failing_after_ready_fails_the_session_unless_a_stop_was_requested():
+    """Seed 002:437-445: a terminal pod after serving fails the Session, unless the user stopped it."""
     w = World().to_ready()
     w.observe_pod(20, phase="Failed")
     assert w.phase == "Failed"
@@ -252,7 +258,8 @@ def test_a_pod_event_while_the_teardown_is_blocked_waits_for_the_retry():
 def test_a_pod_gone_meanwhile_is_found_gone_by_the_retry_and_nothing_is_deleted():
     """Someone else deleted the pod while the teardown was blocked: the retry's delete starts from
     what kfold saw last (the pod's DELETED), so it reads (quorum) instead of deleting, and the 404
-    finishes the teardown."""
+    finishes the teardown.
+    Seed table: seed 001:227."""
     w = World().to_ready()
     _blocked_by_a_refused_pod_delete(w)
     w.observe_pod(30, gen=1, event="DELETED")

@@ -16,7 +16,8 @@ MIXED = {**SPEC, "apps": [{"name": "dns", "ports": [{"port": 5353, "protocol": "
 def test_an_existing_ingress_is_replaced_carrying_the_resource_version_it_was_read_at():
     """Seed 002: the Ingress replace, like the Service's, carries ``existing.metadata.resourceVersion``,
     so a write over a changed Ingress conflicts rather than clobbers (mutant: the Ingress replace
-    without it)."""
+    without it).
+    Seed table: seed 002:526-536."""
     w = World().to_provisioning(when=1)
     w.run_pod(5)
     w.answer("create", "Service", when=6, obj={})
@@ -28,7 +29,8 @@ def test_an_existing_ingress_is_replaced_carrying_the_resource_version_it_was_re
 
 def test_a_running_pod_without_an_ip_is_not_running_yet():
     """Seed 002 ``waitRunning``: phase Running counts only with ``status.podIP`` (``if (ip) return
-    ip``); until then the Session is not Ready, whatever else is (mutant: "Running" without a pod IP)."""
+    ip``); until then the Session is not Ready, whatever else is (mutant: "Running" without a pod IP).
+    Seed table: seed 002:197-199."""
     w = World().to_provisioning(when=1)
     w.observe_pod(5, phase="Running", ip="", node="node-a", ready=True)
     assert w.phase == "Provisioning", "Running without a pod IP is not running"
@@ -51,7 +53,8 @@ def test_a_running_pod_without_an_ip_at_the_start_deadline_fails_it():
 def test_udp_only_ports_get_a_service_and_no_ingress():
     """Seed 002: an Ingress routes HTTP, so only TCP ports get Ingress rules (``p.protocol ===
     "tcp"``); with UDP ports alone no Ingress is made, and Ready does not wait for one (mutant: an
-    Ingress made for UDP-only ports)."""
+    Ingress made for UDP-only ports).
+    Seed table: seed 002:517."""
     w = World().to_provisioning(UDP_ONLY, when=1)
     w.run_pod(5)
     (service,) = w.pending("create", "Service")

@@ -27,6 +27,7 @@ def _boot(tmp_path, env: dict[str, str], extra: str = "", deadlines: bool = True
 
 
 def test_the_ready_deadline_defaults_to_the_seeds_120_s(tmp_path):
+    """Seed 002:43: the ready deadline is 120 s (a config file without ``deadlines``)."""
     w = World()
     for command in _boot(tmp_path, {}, deadlines=False):
         w.s.feed(command)
@@ -46,6 +47,7 @@ REPOS = f"repos: {{bindings: [{{url: {URL}}}], credentials: [{{match: github.com
 
 
 def test_an_empty_token_variable_is_unset(tmp_path):
+    """Seed 000:156-157: a token variable unset or empty writes no secretRef."""
     commands = _boot(tmp_path, {"GH_TOKEN": ""}, REPOS)
     binds = [c.args for c in commands if c.name == "repo.bind"]
     assert binds and all(b["env_present"] == [] for b in binds), "an empty token counts as unset"
@@ -88,7 +90,7 @@ def _refresh_intervals(tmp_path, repos: str) -> set[str]:
 
 
 def test_the_configured_refresh_interval_is_the_repos_spec(tmp_path):
-    """Seed 000:117-118 and 186 (``refreshInterval: opts.refreshInterval ?? "5m"``): the configured
+    """Seed 000:186 (``refreshInterval: opts.refreshInterval ?? "5m"``): the configured
     ``repos.refresh_interval`` is what each Repo's ``spec.refreshInterval`` says; unset, 5m."""
     binding = f"bindings: [{{url: {URL}}}]"
     assert _refresh_intervals(tmp_path, f"repos: {{{binding}, refresh_interval: 17m}}\n") == {"17m"}

@@ -43,6 +43,7 @@ def raised(code: int, body: bytes, headers: dict | None = None, via: str = "from
 
 @pytest.mark.parametrize("via", ["from_response", "http_resp"])
 def test_the_two_409s_are_told_apart_by_the_status_reason_alone(via):
+    """Seed 001:9-12: a 409 is told apart by Status.reason: AlreadyExists vs Conflict."""
     exists = raised(409, status(409, "AlreadyExists", 'pods "s1-g1" already exists'), via=via)
     conflict = raised(409, status(409, "Conflict", "Precondition failed: UID in precondition"), via=via)
     assert exists.reason == conflict.reason == "Conflict"   # the HTTP phrase: useless
@@ -62,6 +63,7 @@ def test_the_two_409s_are_told_apart_by_the_status_reason_alone(via):
     (429, "TooManyRequests", "transient"),
 ])
 def test_a_status_reason_decides_the_result(code, reason, result):
+    """Seed 001:424-427: the reasons are the apiserver's spellings."""
     assert classify(raised(code, status(code, reason, "m"))).result == result
 
 
@@ -75,6 +77,7 @@ def test_the_status_message_is_kept_for_the_operator():
     (503, "transient"), (429, "transient"),
 ])
 def test_an_empty_reason_matches_nothing_and_the_code_class_decides(code, result):
+    """Seed 001:400-408: an absent reason matches nothing."""
     c = classify(raised(code, status(code, "", "")))
     assert (c.result, c.status_reason) == (result, "")
 
@@ -109,6 +112,7 @@ def test_retry_after_seconds_in_the_status_details_count_too():
     TimeoutError("timed out"),
 ], ids=["protocol", "max-retry", "read-timeout", "reset", "dns", "timeout"])
 def test_transport_errors_are_transient_and_never_not_found(exc):
+    """Seed 001:382-386: a transport error carries no reason and is never NotFound."""
     c = classify(exc)
     assert (c.result, c.status_reason, c.code) == ("transient", "", 0)
     assert c.message in ("connection reset", "connection refused", "read timed out", "name resolution failed",

@@ -18,6 +18,7 @@ def test_a_named_namespace_inside_the_bound_resolves_to_itself():
 
 
 def test_a_named_namespace_outside_the_bound_is_refused_not_narrowed():
+    """Seed 004:174-179: a namespace outside the bound is refused, not narrowed."""
     with pytest.raises(OutOfBounds, match="namespace 'other' is outside what this tenant's registration of cluster 'shared' may address"):
         resolve(BOUNDED, "other")
 
@@ -28,16 +29,19 @@ def test_the_refusal_names_the_bound_the_caller_may_use():
 
 
 def test_no_namespace_on_a_bounded_registration_means_the_whole_bound():
+    """Seed 004:171-172: no namespace on a bounded registration means the whole bound."""
     assert resolve(BOUNDED, None) == ("team-a", "team-b")
     assert resolve(BOUNDED, "  ") == ("team-a", "team-b")
 
 
 def test_an_unbounded_registration_takes_the_callers_namespace_or_all():
+    """Seed 004:165-169: an unbounded registration takes the caller's namespace, or all."""
     assert resolve(WHOLE, "anything") == ("anything",)
     assert resolve(WHOLE, None) == (ALL_NAMESPACES,)
 
 
 def test_a_single_object_operation_needs_a_named_namespace():
+    """Seed 004:186-196: a single-object operation needs a named namespace."""
     assert resolve_one(BOUNDED, "team-a") == "team-a"
     with pytest.raises(OutOfBounds, match="requires a namespace"):
         resolve_one(BOUNDED, None)
@@ -79,6 +83,7 @@ def test_request_paths_are_classified_by_what_they_address(method, path, scope, 
 
 @pytest.mark.parametrize("path", ["/api/v1/nodes", "/api/v1/namespaces", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"])
 def test_cluster_scoped_requests_are_refused_on_a_bounded_registration(path):
+    """Seed 004:204-209: cluster-scoped requests are refused on a bounded registration."""
     with pytest.raises(OutOfBounds, match="cluster-scoped operations are not available") as refused:
         admit(BOUNDED, "get", path)
     assert str(refused.value).endswith(f"(GET {path})"), "the refusal names the request it refused"

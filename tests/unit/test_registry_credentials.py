@@ -111,6 +111,7 @@ def test_a_secret_store_reads_absence_as_none_and_destroys_idempotently():
 
 
 def test_a_secret_store_outage_is_an_error_not_absence():
+    """Seed 004:115-118: an unreachable store is an error, never an empty answer."""
     class Down(FakeCoreApi):
         def read_namespaced_secret(self, name, namespace):
             raise api_error(503, "ServiceUnavailable")

@@ -14,6 +14,7 @@ def rec(name, tenant="acme", **kw):
 
 
 def test_an_absent_index_is_an_empty_registry(tmp_path):
+    """Seed 004:449-451: an absent index is an empty registry."""
     assert RegistrationIndex(tmp_path / "index").read("acme") == ()
     assert RegistrationIndex(tmp_path / "index").tenants() == ()
 
@@ -48,6 +49,7 @@ def test_a_failed_change_leaves_the_old_index_intact(tmp_path):
 
 
 def test_a_hand_edited_row_cannot_claim_another_tenant(tmp_path):
+    """Seed 004:463-468: a hand-edited row cannot claim another tenant."""
     (tmp_path / "acme.json").write_text(json.dumps([{"name": "a", "tenant": "beta"}]))
     assert RegistrationIndex(tmp_path).read("acme")[0].tenant == "acme"
 

@@ -28,6 +28,7 @@ def bucket(clock, **kw):
 
 
 def test_the_defaults_are_client_gos_50_qps_burst_100(clock):
+    """Seed 004:417-421: the client paces at 50 QPS, burst 100."""
     limiter = bucket(clock)
     assert (limiter.qps, limiter.burst) == (50.0, 100)
 

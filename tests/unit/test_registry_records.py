@@ -28,6 +28,7 @@ def test_a_dns_label_is_a_usable_cluster_name(name):
     ids=["uppercase", "dot-dot", "slash", "64-chars", "leading-dash", "trailing-dash", "empty", "space"],
 )
 def test_a_name_that_is_not_a_dns_label_is_refused_saying_why(name, problem):
+    """Seed 004:495-509: a cluster name is a DNS label of at most 63 characters."""
     with pytest.raises(InvalidName) as refused:
         check_name(name)
     assert problem in str(refused.value)
@@ -42,6 +43,7 @@ def test_a_record_refuses_an_invalid_name_or_tenant():
 
 
 def test_a_record_has_no_field_for_a_credential_or_its_reference():
+    """Seed 004:84-97: a record holds no credential nor a reference to one."""
     fields = set(Registration.model_fields)
     assert not {f for f in fields if "cred" in f or "kubeconfig" in f or "secret" in f or "token" in f}
     with pytest.raises(pydantic.ValidationError):
@@ -51,6 +53,7 @@ def test_a_record_has_no_field_for_a_credential_or_its_reference():
 
 
 def test_the_credential_reference_is_derived_from_tenant_and_name():
+    """Seed 004:486-490: the credential's reference is derived from tenant and name."""
     assert credential_ref("acme", "prod") == "acme.prod"
     with pytest.raises(InvalidName):
         credential_ref("acme/..", "prod")
@@ -63,6 +66,7 @@ def test_a_record_is_frozen():
 
 
 def test_a_namespace_bound_is_trimmed_deduplicated_and_ordered():
+    """Seed 004:516-531: a namespace bound is trimmed, deduplicated, ordered; blanks are no bound."""
     record = Registration(name="c", tenant="acme", namespaces=[" b", "a", "", "b"])
     assert record.namespaces == ("b", "a")
     assert record.bounded
@@ -74,6 +78,7 @@ def test_a_namespace_bound_is_trimmed_deduplicated_and_ordered():
     [("8", 8), (" 2 ", 2), ("0", 0), (None, 0), ("", 0), ("1.5", 0), ("2k", 0), ("-1", 0), ("abc", 0), (4, 4)],
 )
 def test_a_malformed_accelerator_count_reads_as_zero(value, count):
+    """Seed 004:557-560: a malformed accelerator count reads as zero."""
     assert quantity_int(value) == count
 
 

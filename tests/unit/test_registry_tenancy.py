@@ -43,6 +43,7 @@ def test_the_refusal_reads_no_cluster_named_x_is_registered_for_this_org(registr
 
 @pytest.mark.parametrize("operation", ["reach", "get", "deregister", "resolve_namespace"])
 def test_another_tenants_cluster_is_indistinguishable_from_a_missing_one(registry, operation):
+    """Seed 004:34-36: another tenant's cluster is not found, exactly like a missing one."""
     args = (None,) if operation == "resolve_namespace" else ()
     ask = lambda: getattr(registry, operation)("acme", "gpu-east", *args)  # noqa: E731
     while_beta_owns_it = refusal(ask)
@@ -77,6 +78,7 @@ def test_an_invalid_name_is_simply_not_registered(registry):
 
 
 def test_a_record_whose_credential_is_gone_says_to_re_register(tmp_path):
+    """Seed 004:409-411: a record whose credential is gone says to re-register."""
     index = RegistrationIndex(tmp_path)
     index.update("acme", lambda rs: (Registration(name="own", tenant="acme"),))
     with pytest.raises(CredentialMissing, match="re-register it"):
@@ -112,6 +114,7 @@ def test_a_blank_name_after_trimming_is_not_registered(registry, blank):
 
 
 def test_register_trims_the_name_and_deregister_finds_it_padded(registry, monkeypatch):
+    """Seed 004:304: register and Reach trim the name."""
     monkeypatch.setattr(registry, "_probed", lambda draft, _kubeconfig: draft)  # no network
     record = registry.register("acme", "  edge \n", KUBECONFIG)
     assert record.name == "edge"

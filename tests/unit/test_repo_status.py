@@ -13,6 +13,8 @@ APP = "github-com-org-app"
 
 
 def test_status_rows_keep_absent_fields_absent_and_omit_empty_errors():
+    """Seed 000:315-323: per-node rows: node, present and synced always; optional fields only when reported; an
+    empty lastError absent."""
     obj = {"status": {"nodes": [
         {"node": "n1", "present": True, "synced": True, "attempted": "Fetch", "lastAttempt": "t1",
          "lastFetched": "t1", "lastError": ""},

@@ -62,6 +62,7 @@ def test_an_explicit_monotonic_reading_is_used_for_receipt_and_read(clock):
 
 @pytest.mark.parametrize("when", ["1999-12-31 23:59:58", "2099-06-15 12:00:00"])
 def test_a_wall_clock_jump_does_not_move_the_clock(clock, mono, when):
+    """Seed 001:46-48: the budget is monotonic: a wall-clock step does not move it."""
     clock.observe(DATE)
     mono.t += 3
     before = clock.now_ms()

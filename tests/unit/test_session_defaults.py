@@ -57,6 +57,7 @@ CEILING = {"cpu": "2", "memory": "4Gi"}
     {"cpu": "1", "nvidia.com/gpu": "1"},         # a resource with no ceiling is kept as asked
 ])
 def test_limits_are_clamped_to_the_ceilings_and_an_unasked_resource_gets_the_ceiling(asked):
+    """Seed 002:73: container limits are clamped to the configured ceilings."""
     limits, _ = clamp(tuple(CEILING.items()), tuple((asked or {}).items()), ())
     want = seed_clamp(CEILING, asked)
     assert {k: _value(v) for k, v in limits} == {k: _value(v) for k, v in want.items()}
@@ -102,6 +103,7 @@ def test_a_bad_quantity_in_the_spec_is_a_spec_error_naming_the_field():
 
 @pytest.mark.parametrize("image", [None, "", "own:2"])
 def test_the_image_is_the_specs_or_else_the_configured_default(image):
+    """Seed 002:115: the image is the spec's, else the configured default."""
     raw = {} if image is None else {"image": image}
     spec = _spec(raw, default_image="default:1")
     assert isinstance(spec, Spec)
