@@ -180,3 +180,52 @@ def test_an_earlier_versions_bring_up_deadline_on_a_ready_session_changes_nothin
     w = ready_world()
     assert fire(w.s, "session", KEY, "ready", w.s.state.at + SECOND) == ()
     assert w.decision().phase == "Ready"
+
+
+def test_a_deleted_event_of_a_session_kfold_does_not_track_changes_nothing():
+    from tests.scenario.test_session_support import session_obj
+    s = session_world()
+    assert s.observe(session_obj({"apps": []}, name="gone"), T0 + SECOND, event="DELETED") == ()
+    assert s.decision("session", GONE) is None
+
+
+@pytest.mark.parametrize("doubt", [False, True], ids=["answered", "in doubt"])
+def test_an_answer_about_a_session_deleted_since_decides_nothing(doubt):
+    """The finalizer patch sent at bring-up answers (or is in doubt after a restart) once the
+    Session's DELETED was folded: nothing is sent, no record comes back."""
+    from tests.scenario.test_session_support import SPEC, World, at, session_obj
+    w = World()
+    w.submit(SPEC)
+    [patch] = w.pending("patch", "Session")
+    w.s.observe(session_obj(SPEC, rv=str(w.rv)), at(1), event="DELETED")
+    assert w.decision() is None
+    effects = (w.s.command("effect.in_doubt", at(2), effect_id=patch.id) if doubt
+               else w.s.outcome(patch, "ok", at(2), obj={}))
+    assert [e for e in effects if e.type != "log"] == []
+    assert w.decision() is None and not w.s.state.quarantine
+
+
+def test_a_finalizer_patch_in_doubt_is_followed_by_a_quorum_read_of_the_session():
+    """What the patch did is unknown after a restart: the Session is read (quorum GET), and the
+    finalizer step waits for that answer."""
+    from tests.scenario.test_session_support import SPEC, World, at
+    w = World()
+    w.submit(SPEC)
+    [patch] = w.pending("patch", "Session")
+    w.s.command("effect.in_doubt", at(1), effect_id=patch.id)
+    [read] = w.pending("get", "Session")
+    assert (read.namespace, read.name, read.cluster) == ("team", "demo", "local")
+    assert w.decision().finalizer_step != "done"
+
+
+def test_an_endpoint_create_in_doubt_is_sent_again():
+    """A Service create in doubt after a restart is sent again (the next one meets AlreadyExists
+    and reads, if the first landed): an endpoint upsert is harmless to repeat."""
+    from tests.scenario.test_session_support import World, at
+    w = World().to_provisioning(when=1)
+    w.run_pod(5)
+    [create] = w.pending("create", "Service")
+    w.s.command("effect.in_doubt", at(6), effect_id=create.id)
+    [again] = w.pending("create", "Service")
+    assert again.id != create.id and (again.namespace, again.name) == (create.namespace, create.name)
+    assert w.decision().service.tries == 1

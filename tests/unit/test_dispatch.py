@@ -49,7 +49,7 @@ def test_every_message_a_machine_can_receive_has_a_row_in_every_phase():
             assert table.handler(phase, model), (machine, phase, model.__name__)
 
 
-@pytest.mark.parametrize("table", [POD, REPO], ids=lambda t: t.machine)
+@pytest.mark.parametrize("table", [POD, REPO, SESSION], ids=lambda t: t.machine)
 def test_a_table_keys_on_its_machines_phases_and_names_every_other_key_for_what_it_is(table):
     keys = {phase for phase, _event, _handler in table.pairs()}
     assert keys == set(table.table.states) | set(table.kinds)
@@ -72,7 +72,7 @@ def test_the_pod_table_routes_by_the_pods_phase_not_by_its_operation():
 
 
 def test_a_reply_for_a_session_kfold_no_longer_tracks_releases_only_a_created_pod():
-    assert SESSION.handler(UNTRACKED, PodCreated).__name__ == "_created_for_none"
+    assert SESSION.handler(UNTRACKED, PodCreated).__name__ == "created_for_none"
     assert SESSION.handler("Creating", PodCreated).__qualname__ == "pod_created"
     assert SESSION.handler("Ready", PodCreated).__qualname__ == "pod_created_late"
 

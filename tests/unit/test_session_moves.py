@@ -1,8 +1,8 @@
 """Only the session dispatcher moves a Session's phase.
 
-A step of the session decision (``session.decide``) or a handler (``session.machine``) that changes the
+A step of the session decision (``session.decide``) or a handler (``session.handlers``) that changes the
 phase returns ``Moved`` (its decision and the triggers of ``model.TABLE``); ``decide.act`` (the
-decision's dispatcher) and ``machine.save`` (a handler's answer) are the only places that fire one.
+decision's dispatcher) and ``handlers.save`` (a handler's answer) are the only places that fire one.
 The structural half reads the source; the behavioural half drives ``act`` with steps of its own."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from engine.machines.session.model import Moved, SessionDecision, fire, moved
 from tests.unit.test_machine_moves import callers, calls, name
 
 # (module, function) -> what it may do with the phase
-FIRES = {("decide", "act"), ("machine", "save")}
+FIRES = {("decide", "act"), ("handlers", "save")}
 BUILDS = {("observed", "from_status")}   # a record rebuilt from the status the cluster holds, not a move
 
 

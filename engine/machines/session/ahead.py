@@ -8,7 +8,7 @@ before its Session watch delivers the resume. A pod of a generation the record c
 is evidence that the record, not the pod, is stale.
 
 Expected flow: ``defer_ahead`` notes such a pod (``SessionDecision.ahead``) instead of releasing it ->
-every decision afterwards re-judges the noted pods (``judge_ahead``, from ``session.machine.save``,
+every decision afterwards re-judges the noted pods (``judge_ahead``, from ``session.handlers.save``,
 after ``decide``): once the record knows the pod's generation (a Session observation brought it:
 the resume begins that generation, whose create adopts the pod; or its status reports it) the pod
 is the current one, or it is spent and released as any other -> a pod still ahead after

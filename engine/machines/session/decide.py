@@ -1,7 +1,7 @@
 """The session's one decision: from its record alone, what it does next (bring-up, serve, suspend, stop).
 
 Every handler of the session machine folds what arrived into facts on the decision record, then
-``session.machine.save`` calls ``decide``: the spec is reduced to one wish (stop / invalid /
+``session.handlers.save`` calls ``decide``: the spec is reduced to one wish (stop / invalid /
 suspend / run, ``wish_of``), ``act`` matches (wish, phase) once (``_decide``), fires the triggers a
 step answers (``Moved``) through ``model.TABLE`` and decides again while the last one continues the
 step; then deadlines are armed or cancelled (``session.timers``) and the status is written if it

@@ -4,11 +4,13 @@ The Session ``spec`` is the command channel: ``suspended`` true/false suspends/r
 generation N+1), a change of the app set recreates as N+1, a ports-only change re-routes, and
 ``stopped`` true (or deleting the resource; finalizer ``kfold.dev/teardown``) tears down.
 
-This module holds the table and the routing; ``session.decide.decide`` decides. Every handler
-folds what arrived into facts on the decision record (``session.model``): observed Sessions
-(``session.observed``) and pods (``session.pods``, reduced by ``session.views``), replies
-(``session.replies``), answers and doubts (``session.answers``), deadlines (``session.deadlines``);
-then ``save`` decides.
+This module holds the table (``DISPATCH``) and the routing: every input (observation, relist,
+outcome, in-doubt effect, message, timer, command) is reduced to an event named for what it is
+(``session.inputs``) and reaches its handler by one lookup, ``DISPATCH.run``. The handlers
+(``session.handlers``) fold what arrived into facts on the decision record (``session.model``):
+observed Sessions (``session.observed``) and pods (``session.pods``, reduced by
+``session.views``), replies (``session.replies``), answers and doubts (``session.answers``),
+deadlines (``session.deadlines``); then ``save`` decides (``session.decide``).
 
 Inputs: observed ``Session`` and ``Pod`` (pods by their ``kfold.dev/session`` label, namespace and
 cluster handle, which must be the Session's target; only the current generation's pod counts; the
@@ -44,57 +46,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine import backoff
-from engine.effects.models import Effect, GetObject
+from engine.effects.models import Effect
 from engine.machines.base import (
-    Ctx, Dispatch, ignore, Machine, missing_after_relist, object_key, remember, RetryDue, UnknownEvent,
+    Answered, Ctx, Dispatch, ignore, InDoubt, Machine, Ordered, Reported, RetryDue, UnknownEvent,
 )
-from engine.machines.session import objects, retry, secret, seen, status, tenancy
-from engine.machines.session import targets
-from engine.machines.session.ahead import AHEAD_TIMER, arm_ahead, judge_ahead, read_ahead
-from engine.machines.session.answers import in_doubt, outcome
-from engine.machines.session.deadlines import bring_up_deadline
-from engine.machines.session.decide import decide, spec_of
-from engine.machines.session.manifests import API_VERSION
+from engine.machines.session import status, targets
+from engine.machines.session import answers as a
+from engine.machines.session import handlers as h
+from engine.machines.session.decide import spec_of
+from engine.machines.session.handlers import config_of, folds, save
+from engine.machines.session.inputs import (
+    CONFIG, KINDS, SEEN, TIMER_EVENTS, UNTRACKED, AheadDue, AheadRead, AheadReadInDoubt, BringUpDeadline,
+    CreateRetryDue, EndpointInDoubt, EndpointObserved, EndpointRequest, FinalizerPatch, FinalizerPatchInDoubt,
+    FirstList, ListsDue, OtherPod, OwnedInDoubt, OwnedRequest, PodDeleted, PodDeleteRetryDue, PodMissing, PodRead,
+    PodReadInDoubt, PodSeen, Relisted, SessionDeleted, SessionMissing, SessionNotFound, SessionRead,
+    SessionReadInDoubt, SessionSeen, StatusWrite, StatusWriteInDoubt, answered, doubted, observed, relisted, row_key,
+)
 from engine.machines.session.model import (
-    BRINGING_UP, config, CONFIG_KEY, fire, INDEX_KEY, Moved, PHASES, SessionConfig, SessionDecision, SessionEntry,
-    sessions,
+    BRINGING_UP, config, CONFIG_KEY, INDEX_KEY, PHASES, TABLE, SessionConfig, SessionDecision, SessionEntry,
 )
-from engine.machines.session.observed import absorb, older, session_gone, was_deleted
-from engine.machines.session.pods import pod_observed, pod_owner, read_pod, release_stale
-from engine.machines.session.release import pod_key
 from engine.machines.session.replies import (
     keep, namespace_failed, namespace_ready, pod_create_failed, pod_create_failed_late, pod_created,
     pod_created_late, pod_delete_failed, pod_delete_failed_late, pod_gone, repo_ensured, repo_failed, repo_status,
-    retry_pod_delete,
 )
-from engine.machines.session.resumed import resuming
-from engine.machines.session.spec import ceilings
-from engine.machines.session.timers import LISTS_TIMER, POD_DELETE_RETRY
 from engine.seams import (
-    MESSAGES, DeletePod, NamespaceFailed, NamespaceReady, PodCreated, PodCreateFailed, PodDeleteFailed, PodGone, RepoEnsured,
+    NamespaceFailed, NamespaceReady, PodCreated, PodCreateFailed, PodDeleteFailed, PodGone, RepoEnsured,
     RepoFailed, RepoStatusReply, SecretListed, SessionConfigure, SessionMessage,
 )
 from journal.records import Command, Observed, Outcome, Relist
 
 
-__all__ = ["SessionMachine"]
-MESSAGE_NAMES = {model: name for (machine, name), model in MESSAGES.items() if machine == "session"}
-_CONFIGS: dict[str, SessionConfig] = {}   # session.configure (as JSON) -> its configuration: a pure parse
-
-
-def config_of(cmd: SessionConfigure) -> SessionConfig:
-    """The configuration ``session.configure`` states: its limits as ceilings, its placement
-    (``session.tenancy``). Pure: an equal command gives an equal configuration (``_CONFIGS``
-    keeps the last few, so a repeated command is not parsed again)."""
-    return SessionConfig(
-        clusters=cmd.clusters, base_domain=cmd.base_domain, start_ms=cmd.start_seconds * 1000,
-        ready_ms=cmd.ready_seconds * 1000, default_image=cmd.default_image.strip(),
-        ceilings=ceilings(cmd.limits), workspace_class=cmd.workspace_class, workspace_size=cmd.workspace_size,
-        workspace_access=cmd.workspace_access, workspace_seed=cmd.workspace_seed,
-        listed=tuple(k for k in cmd.listed if k in seen.KINDS), event_level=cmd.event_level,
-        container_identity=cmd.container_identity, status_rules=cmd.status_rules,
-        **tenancy.configure(cmd))
+__all__ = ["SessionMachine", "DISPATCH", "UNTRACKED", "save", "config_of"]
 
 
 class SessionMachine(Machine):
@@ -117,94 +99,33 @@ class SessionMachine(Machine):
                 if getattr(d, "kind", "") == "session" and d.target}
 
     def on_command(self, ctx: Ctx, rec: Command, cmd: SessionConfigure) -> None:
-        """The configuration every decision reads; every Session is decided again under it (at
-        boot too: the daemon's first configure is what re-decides each Session after a restart,
-        on the clocks it knows now). One equal to the configuration in force is not stored again:
-        the one in force is kept by identity, as ``spec_of`` remembers validations by it."""
-        text = cmd.model_dump_json()
-        cfg = _CONFIGS.get(text) or remember(_CONFIGS, text, config_of(cmd), 8)
-        if cfg != config(ctx):
-            ctx.put(CONFIG_KEY, cfg)
-        for key, d in list(sessions(ctx)):
-            save(ctx, key, d)
+        DISPATCH.run(ctx, CONFIG_KEY, CONFIG, type(cmd), ctx.get(CONFIG_KEY), Ordered(rec, cmd))
 
     def on_observed(self, ctx: Ctx, rec: Observed) -> None:
-        if rec.kind == "Pod":
-            if targets.none_tracked(ctx):  # no Session placed anywhere: every pod is no session's yet
-                return seen.pod(ctx, rec)
-            owner = pod_owner(ctx, rec)  # before any reduction: most pods are no session's
-            if owner is None:
-                seen.pod(ctx, rec)   # kept for a record that may adopt it (``session.seen``)
-                return release_stale(ctx, rec, save)
-            if rec.event == "DELETED":
-                seen.pod(ctx, rec)
-            return pod_observed(ctx, owner, rec, save)
-        if rec.kind in ("Service", "Ingress"):
-            return seen.endpoint(ctx, rec)
-        key = object_key(rec.cluster, rec.namespace, rec.name)
-        if rec.event == "DELETED":
-            return session_gone(ctx, key)
-        if was_deleted(ctx, rec.obj):
-            return ctx.log(key, "an observation of a Session deleted since (a stale list); ignored", level="debug")
-        if older(ctx.get(key), rec.obj):
-            return ctx.log(key, "an observation older than the one folded (a stale list, or a watch "
-                                "replaying from one); ignored", level="debug")
-        d = retry.observed(ctx, key, ctx.get(key))
-        save(ctx, key, status.seen_at(absorb(d, rec.cluster, rec.obj), ctx.now_on(rec.cluster)))
+        key, phase, event = observed(ctx, rec)
+        DISPATCH.run(ctx, key, phase, event, ctx.get(key) if phase != SEEN else None, rec)
 
     def on_relist(self, ctx: Ctx, rec: Relist) -> None:
-        """A relist's absences are suspects (``missing_after_relist``): each is re-read with a
+        """A relist's absences are suspects (``base.missing_after_relist``): each is re-read with a
         quorum GET, and only that GET's 404 lets go of a Session or marks its pod gone."""
-        if rec.kind == "Session":
-            for key in missing_after_relist([k for k, _ in sessions(ctx)], rec):
-                d = ctx.get(key)
-                ctx.emit(GetObject, key, cluster=d.home, api_version=API_VERSION, kind="Session",
-                         namespace=d.namespace, name=d.name)
-            return
-        seen.relisted(ctx, rec)
-        _decide_waiting(ctx, rec)
-        if rec.kind != "Pod":
-            return
-        current = {pod_key(d): k for k, d in sessions(ctx) if d.pod.created and not d.pod.gone}
-        for pk in missing_after_relist(current, rec):
-            save(ctx, current[pk], read_pod(ctx, current[pk], ctx.get(current[pk])))
+        for key, phase, event in relisted(ctx, rec):
+            DISPATCH.run(ctx, key, phase, event, ctx.get(key) if phase != SEEN else None, rec)
 
     def on_receive(self, ctx: Ctx, key: str, msg: SessionMessage) -> None:
         d = ctx.get(key)
-        DISPATCH.handler(d.phase if isinstance(d, SessionDecision) else UNTRACKED, type(msg))(ctx, key, d, msg)
+        DISPATCH.run(ctx, key, row_key(d), type(msg), d, msg)
 
     def on_outcome(self, ctx: Ctx, rec: Outcome, effect: Effect) -> None:
-        if effect.type in ("event", "post_event"):   # a report (it names no object kind): its answer decides nothing
-            if rec.result not in ("ok", "already_exists"):
-                what = getattr(effect, "event_name", "") or f"{effect.reason} on Session {effect.regarding.get('name', '')}"
-                ctx.log(effect.key, f"event {what} not recorded: {rec.result} {rec.message}".strip(), level="debug")
-            return None
         d = ctx.get(effect.key)
-        if not isinstance(d, SessionDecision):
-            return
-        if (effect.kind, effect.type, rec.result) == ("Session", "get", "not_found"):
-            return session_gone(ctx, effect.key)  # a quorum read proves the Session deleted
-        if effect.id == d.ahead_read:
-            return _ahead_answer(ctx, effect.key, d.but(ahead_read=""), rec)
-        if effect.kind == "Session" and getattr(effect, "subresource", "") == "status":
-            if rec.result == "transient" and ctx.retry(backoff.STATUS_WRITE):
-                return   # the same write, as the next attempt of its own loop
-            if rec.result == "conflict":  # written again now: no later event may come
-                save(ctx, effect.key, d.but(status_written=""))
-            elif rec.result == "transient":   # no server time to wait on: written again on the next decision
-                ctx.put(effect.key, d.but(status_written=""))
-            elif rec.result != "ok" and rec.result != "not_found":  # written again on the next decision
-                ctx.put(effect.key, d.but(status_written=""))
-            elif rec.result == "ok":   # its echo is awaited (``_overwritten``)
-                rv = ((rec.obj or {}).get("metadata") or {}).get("resourceVersion") or ""
-                ctx.put(effect.key, d.but(status_rv=str(rv), status_echoed=False))
-            return
-        save(ctx, effect.key, outcome(ctx, effect.key, d, rec, effect))
+        event = answered(d, effect, rec)
+        ev = Reported(rec, effect) if event is Reported else Answered(rec, effect)
+        DISPATCH.run(ctx, effect.key, row_key(d), event, d, ev)
 
     def on_in_doubt(self, ctx: Ctx, effect: Effect) -> None:
         d = ctx.get(effect.key)
-        if isinstance(d, SessionDecision) and effect.type not in ("event", "post_event"):   # a report: never repeated
-            save(ctx, effect.key, in_doubt(ctx, effect.key, d, effect))
+        event = doubted(d, effect)
+        ev = Reported(None, effect) if event is Reported else InDoubt(effect)
+        DISPATCH.run(ctx, effect.key, row_key(d), event, d, ev)
 
     def on_quarantine(self, ctx: Ctx, key: str, error: str) -> None:
         d = ctx.get(key)
@@ -213,148 +134,18 @@ class SessionMachine(Machine):
 
     def on_deadline(self, ctx: Ctx, key: str, name: str) -> None:
         d = ctx.get(key)
-        phase = d.phase if isinstance(d, SessionDecision) else UNTRACKED
         event = TIMER_EVENTS.get(name)
         if event is None:
-            raise UnknownEvent(self.name, phase, f"deadline {name!r}")
-        DISPATCH.handler(phase, event)(ctx, key, d, name)
-
-
-def _decide_waiting(ctx: Ctx, rec: Relist) -> None:
-    """A first list of a kind resumed records wait for (``session.seen``): each one placed on its
-    cluster is decided again, on what the list showed."""
-    cfg = config(ctx)
-    if cfg is None or rec.kind not in cfg.listed:
-        return
-    for key, d in sessions(ctx):
-        if resuming(d) and d.target == rec.cluster and (not rec.scope or rec.scope == d.target_ns):
-            save(ctx, key, d)
-
-
-
-
-def save(ctx: Ctx, key: str, d: SessionDecision | Moved) -> None:
-    """Fire what a handler's answer moves (``Moved``: the dispatcher's part), decide (once
-    configured) and store; keep the target index in step."""
-    if isinstance(d, Moved):
-        d = fire(d)
-    cfg = config(ctx)
-    before = ctx.get(key)
-    after = d if cfg is None else _judge_ahead(ctx, key, decide(ctx, key, d, cfg), cfg)
-    ctx.put(key, after)
-    targets.update(ctx, key, before, after)
-
-
-def _judge_ahead(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig) -> SessionDecision:
-    """Pods newer than the record knew (``session.ahead``), judged on what the decision now knows:
-    after ``decide``, which may have begun their generation (its create adopts them)."""
-    judged = judge_ahead(ctx, key, d) if d.ahead else d
-    d = d if judged is d else decide(ctx, key, judged, cfg)
-    arm_ahead(ctx, key, d)
-    return d
-
-
-def _ahead_answer(ctx: Ctx, key: str, d: SessionDecision, rec: Outcome) -> None:
-    """The quorum read ``session.read_ahead`` asked for: newer than the pods it was asked for, so
-    each of them is judged on it. A failed read is made again after the grace."""
-    if rec.result != "ok" or not isinstance(rec.obj, dict):
-        ctx.log(key, f"session {d.name}: could not read the Session to judge pods newer than its record: "
-                     f"{rec.result} {rec.message}".strip(), level="warning")
-        return save(ctx, key, d)
-    save(ctx, key, absorb(d, d.home, rec.obj))
-    d = ctx.get(key)
-    if isinstance(d, SessionDecision) and d.ahead:
-        save(ctx, key, judge_ahead(ctx, key, d, settled=True))
-
-
-UNTRACKED = "untracked"   # the phase of a key with no Session record (gone, or never seen)
-
-
-class AheadDue:
-    """The ``ahead`` grace passed (``AHEAD_TIMER``)."""
-
-
-class CreateRetryDue:
-    """The backoff of a failed Secret or claim create is over (``session.objects.later``)."""
-
-
-class PodDeleteRetryDue:
-    """A teardown blocked by a failed pod delete asks again (``POD_DELETE_RETRY``)."""
-
-
-class BringUpDeadline:
-    """The ``start`` or ``ready`` deadline passed."""
-
-
-class ListsDue:
-    """A resumed record waited ``seen.LIST_WAIT_MS`` for a first list (``LISTS_TIMER``)."""
-
-
-TIMER_EVENTS: dict[str, type] = {AHEAD_TIMER: AheadDue, retry.REREAD: RetryDue,
-                                 **{t: CreateRetryDue for t in objects.TIMERS},
-                                 POD_DELETE_RETRY: PodDeleteRetryDue, "start": BringUpDeadline,
-                                 "ready": BringUpDeadline, LISTS_TIMER: ListsDue}
-
-
-def _lists_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
-    """The first lists did not come in time: decided without them, as a record with its own history."""
-    if resuming(d):
-        ctx.log(key, f"session {d.name}: no first list of its target's pods, Services or Ingresses within "
-                     f"{seen.LIST_WAIT_MS // 1000} s; deciding without it (creates meet AlreadyExists and read)",
-                level="warning")
-    save(ctx, key, d.but(resumed=0))
-
-
-def _bring_up_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
-    save(ctx, key, bring_up_deadline(ctx, key, d, name))
-
-
-def _ahead_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
-    save(ctx, key, read_ahead(ctx, key, d))
-
-
-def _retry_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
-    save(ctx, key, retry.on_deadline(ctx, key, d, name))
-
-
-def _create_retry_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
-    save(ctx, key, objects.retry_due(ctx, key, d, name))
-
-
-def _pod_delete_due(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
-    save(ctx, key, retry_pod_delete(ctx, key, d))
-
-
-def _pod_delete_moot(ctx: Ctx, key: str, d: SessionDecision, name: str) -> None:
-    """No longer Stopping: the blocked pod delete is not asked again."""
-    save(ctx, key, d.but(blocked_pod=""))
-
-
-def _reply(handler: Any) -> Any:
-    """A reply from the pod or repo machine, folded into the Session's record, then decided on."""
-    def fold_reply(ctx: Ctx, key: str, d: SessionDecision, msg: SessionMessage) -> None:
-        save(ctx, key, handler(ctx, key, d, msg))
-    fold_reply.__qualname__ = handler.__name__
-    return fold_reply
-
-
-def _created_for_none(ctx: Ctx, key: str, d: None, msg: PodCreated) -> None:
-    """A create that answered after its Session was gone: the pod is released."""
-    if not msg.pod:
-        return _untracked(ctx, key, d, msg)
-    ctx.tell(msg.pod, DeletePod(reply_to="session", reply_key=key, reason="created for a session that is gone"))
-
-
-def _secret_listed(ctx: Ctx, key: str, d: SessionDecision, msg: SecretListed) -> None:
-    save(ctx, key, secret.listed(ctx, key, d, msg, spec_of(d, config(ctx) or SessionConfig())))
-
-
-def _untracked(ctx: Ctx, key: str, d: None, msg: SessionMessage) -> None:
-    ctx.log(key, f"{MESSAGE_NAMES[type(msg)]} for a session kfold no longer tracks; ignored", level="debug")
+            raise UnknownEvent(self.name, row_key(d), f"deadline {name!r}")
+        DISPATCH.run(ctx, key, row_key(d), event, d, name)
 
 
 _OTHER = {p: tuple(q for q in PHASES if q != p) for p in ("Pending", "Creating", "Stopping")}
 _OTHER["bringing up"] = tuple(q for q in PHASES if q not in BRINGING_UP)
+STOPPING = ("Stopping", "Stopped")
+_NOT_STOPPING = tuple(q for q in PHASES if q not in STOPPING)
+_NOT_PROVISIONING = tuple(p for p in PHASES if p != "Provisioning")
+ALL = (*PHASES, UNTRACKED)
 # replies whose handler depends on the phase: (phases, handler) rows
 _BY_PHASE = {
     NamespaceFailed: (("Pending", namespace_failed), (_OTHER["Pending"], keep)),
@@ -367,27 +158,69 @@ _REPLIES = {NamespaceReady: namespace_ready, NamespaceFailed: namespace_failed,
             RepoEnsured: repo_ensured, RepoFailed: repo_failed, RepoStatusReply: repo_status,
             PodCreated: pod_created, PodCreateFailed: pod_create_failed,
             PodGone: pod_gone, PodDeleteFailed: pod_delete_failed}
-_NOT_PROVISIONING = tuple(p for p in PHASES if p != "Provisioning")
+_ANSWERS = (SessionNotFound, AheadRead, StatusWrite, FinalizerPatch, SessionRead, PodRead, OwnedRequest,
+            EndpointRequest, AheadReadInDoubt, StatusWriteInDoubt, FinalizerPatchInDoubt, SessionReadInDoubt,
+            PodReadInDoubt, OwnedInDoubt, EndpointInDoubt)
+_TIMERS = (AheadDue, RetryDue, CreateRetryDue, PodDeleteRetryDue, BringUpDeadline, ListsDue)
 
 
-# The session machine: (phase, event) -> handler. A Session's phase is ``SessionDecision.phase``;
-# what it decides on each record is ``act``, one match over (wish, phase).
+# The session machine: (phase or kind, event) -> handler. A Session key's row key is its record's
+# phase (``SessionDecision.phase``, moved along ``model.TABLE``), ``untracked`` for no record; what
+# is no Session's record is ``seen`` (kept for a record rebuilt from its status) or ``config``.
+#
+# The session is level-based: these rows route each input to its reduction, which folds the facts
+# it brings into the record (``handlers.folds``), and ``save`` then decides on the record alone:
+# the decision is one exhaustive match over a small reduced record (``decide.decision``), whatever
+# the input was. A row says where an input's facts go; what the Session does next is decided there.
 DISPATCH = Dispatch("session", [
-    (UNTRACKED, AheadDue, ignore), (UNTRACKED, RetryDue, ignore), (UNTRACKED, CreateRetryDue, ignore),
-    (UNTRACKED, PodDeleteRetryDue, ignore),
-    (UNTRACKED, BringUpDeadline, ignore), (UNTRACKED, ListsDue, ignore),
-    (PHASES, ListsDue, _lists_due),
-    (PHASES, AheadDue, _ahead_due),
-    (PHASES, RetryDue, _retry_due),
-    (PHASES, CreateRetryDue, _create_retry_due),
-    ("Stopping", PodDeleteRetryDue, _pod_delete_due),
-    (_OTHER["Stopping"], PodDeleteRetryDue, _pod_delete_moot),
-    ("Provisioning", BringUpDeadline, _bring_up_due),
+    # the command
+    (CONFIG, SessionConfigure, h.configure),
+    # observations and relists
+    (ALL, SessionSeen, h.session_seen),
+    (UNTRACKED, SessionDeleted, ignore),
+    (PHASES, SessionDeleted, h.session_deleted),
+    (PHASES, PodSeen, h.pod_seen),
+    (PHASES, PodDeleted, h.pod_deleted),
+    (SEEN, OtherPod, h.other_pod),
+    (SEEN, EndpointObserved, h.endpoint_observed),
+    (SEEN, Relisted, h.relisted),
+    (PHASES, SessionMissing, h.session_missing),
+    (PHASES, FirstList, h.first_list),
+    (PHASES, PodMissing, h.pod_missing),
+    # answers and doubts: by the request they answer (``inputs.REQUESTS``)
+    (ALL, Reported, h.reported),
+    (UNTRACKED, _ANSWERS, ignore),   # about a Session kfold no longer tracks: nothing to decide
+    (PHASES, SessionNotFound, h.session_not_found),
+    (PHASES, AheadRead, h.ahead_read),
+    (PHASES, StatusWrite, h.status_written),
+    (PHASES, FinalizerPatch, folds(a.finalizer_patched)),
+    (PHASES, SessionRead, folds(a.session_read)),
+    (PHASES, PodRead, folds(a.pod_read_answer)),
+    (_NOT_STOPPING, OwnedRequest, folds(a.owned_answer)),
+    (STOPPING, OwnedRequest, folds(a.owned_answer_in_teardown)),
+    (PHASES, EndpointRequest, folds(a.endpoint_answer)),
+    (PHASES, AheadReadInDoubt, folds(a.ahead_read_in_doubt)),
+    (PHASES, StatusWriteInDoubt, folds(a.status_write_in_doubt)),
+    (PHASES, (SessionReadInDoubt, FinalizerPatchInDoubt), folds(a.session_in_doubt)),
+    (PHASES, PodReadInDoubt, folds(a.pod_read_in_doubt)),
+    (_NOT_STOPPING, OwnedInDoubt, folds(a.owned_in_doubt)),
+    (STOPPING, OwnedInDoubt, folds(a.owned_in_doubt_in_teardown)),
+    (PHASES, EndpointInDoubt, folds(a.endpoint_in_doubt)),
+    # timers
+    *((UNTRACKED, event, ignore) for event in _TIMERS),
+    (PHASES, ListsDue, h.lists_due),
+    (PHASES, AheadDue, h.ahead_due),
+    (PHASES, RetryDue, h.retry_due),
+    (PHASES, CreateRetryDue, h.create_retry_due),
+    ("Stopping", PodDeleteRetryDue, h.pod_delete_due),
+    (_OTHER["Stopping"], PodDeleteRetryDue, h.pod_delete_moot),
+    ("Provisioning", BringUpDeadline, h.bring_up_due),
     (_NOT_PROVISIONING, BringUpDeadline, ignore),
-    (UNTRACKED, PodCreated, _created_for_none),
-    *((UNTRACKED, model, _untracked) for model in _REPLIES if model is not PodCreated),
-    (UNTRACKED, SecretListed, _untracked),
-    (PHASES, SecretListed, _secret_listed),
-    *((PHASES, model, _reply(handler)) for model, handler in _REPLIES.items() if model not in _BY_PHASE),
-    *((phases, model, _reply(handler)) for model, rows in _BY_PHASE.items() for phases, handler in rows),
-])
+    # messages: replies from the pod and repo machines
+    (UNTRACKED, PodCreated, h.created_for_none),
+    *((UNTRACKED, model, h.untracked) for model in _REPLIES if model is not PodCreated),
+    (UNTRACKED, SecretListed, h.untracked),
+    (PHASES, SecretListed, h.secret_listed),
+    *((PHASES, model, folds(handler)) for model, handler in _REPLIES.items() if model not in _BY_PHASE),
+    *((phases, model, folds(handler)) for model, rows in _BY_PHASE.items() for phases, handler in rows),
+], phases=TABLE, kinds=KINDS)

@@ -212,7 +212,7 @@ class SessionDecision(Decision):
 class Moved(NamedTuple):
     """What a step returns when the Session's phase changes: its decision, with the phase it was
     decided in, and the triggers of ``TABLE`` to fire, in order. A step never moves the phase
-    itself: the session dispatcher fires them (``session.decide.act``, and ``session.machine.save``
+    itself: the session dispatcher fires them (``session.decide.act``, and ``session.handlers.save``
     for a handler's answer)."""
 
     decision: "SessionDecision"

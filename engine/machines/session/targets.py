@@ -1,7 +1,7 @@
 """The target index: which Session's pods live where.
 
 The index (``session.model.TargetIndex``) says which Session's pods live
-where: ``"<handle>/<namespace>/<session name>"`` -> Session key. ``session.machine.save`` calls
+where: ``"<handle>/<namespace>/<session name>"`` -> Session key. ``session.handlers.save`` calls
 ``update`` whenever a Session's target changes; a Pod observation looks its ``kfold.dev/session``
 label up with ``lookup`` before anything is reduced, after ``none_tracked`` has said that some
 Session is placed at all. A slot names one Session at a time (``lookup`` tells a Session that
