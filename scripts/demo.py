@@ -1,5 +1,10 @@
 """Drive the README demo: install CRDs, start `kfold run`, create the sample Session, show its
-phases until Ready, stop it, show it go away. Uses the admin kubeconfig of the local control plane."""
+phases until Ready, stop it, show it go away. Uses the admin kubeconfig of the local control plane.
+
+With ``--image`` (the real node's test app, scripts/demo.sh) the Session runs that image and, once
+Ready, each declared port is fetched through the Session's Service ClusterIP with ``--fetch`` (a
+command prefix that reaches the Service CIDR: ``bash scripts/node.sh exec curl ...``); the answer is
+printed with the time from the Session's create to its first byte."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes import client, config, utils
@@ -22,6 +28,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kubeconfig", required=True)
     ap.add_argument("--workdir", required=True)
+    ap.add_argument("--image", help="the Session's spec.image (default: examples/session.yaml's)")
+    ap.add_argument("--fetch", help="command prefix fetching a URL from where ClusterIPs answer")
     args = ap.parse_args()
     work = Path(args.workdir)
     api = admin(args.kubeconfig)
@@ -35,7 +43,7 @@ def main() -> int:
     proc = subprocess.Popen([sys.executable, "-m", "kfold", "run", "--config", str(cfg)], cwd=REPO,
                             stdout=logf, stderr=subprocess.STDOUT)
     try:
-        return demo(api, proc)
+        return demo(api, proc, args.image, args.fetch.split() if args.fetch else None)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -66,10 +74,12 @@ def install(api: client.ApiClient) -> None:
     time.sleep(1)
 
 
-def demo(api: client.ApiClient, proc: subprocess.Popen) -> int:
+def demo(api: client.ApiClient, proc: subprocess.Popen, image: str | None, fetch: list[str] | None) -> int:
     co, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     session = yaml.safe_load((REPO / "examples" / "session.yaml").read_text())
     session["metadata"]["namespace"] = NS
+    if image:
+        session["spec"]["image"] = image
     try:
         co.delete_namespaced_custom_object(*GVP, NS, "sessions", "demo")
         time.sleep(2)
@@ -77,12 +87,15 @@ def demo(api: client.ApiClient, proc: subprocess.Popen) -> int:
         pass
     time.sleep(2)  # let kfold finish its initial lists
     print("== creating Session demo")
+    created = time.monotonic()
     co.create_namespaced_custom_object(*GVP, NS, "sessions", session)
     if not follow(co, "Ready", proc):
         return 1
     pods = [p.metadata.name for p in core.list_namespaced_pod(NS, label_selector="kfold.dev/session=demo").items]
     svc = core.read_namespaced_service("demo", NS)
     print(f"   pod(s): {pods}; service ports: {[p.port for p in svc.spec.ports]}")
+    if fetch and not answers(fetch, svc, created):
+        return 1
     print("== stopping Session demo (spec.stopped=true)")
     co.patch_namespaced_custom_object(*GVP, NS, "sessions", "demo", {"spec": {"stopped": True}})
     if not follow(co, "Stopped", proc):
@@ -102,6 +115,23 @@ def demo(api: client.ApiClient, proc: subprocess.Popen) -> int:
         time.sleep(0.5)
     print("timed out waiting for the Session's finalizer")
     return 1
+
+
+def answers(fetch: list[str], svc: Any, created: float, timeout: float = 60) -> bool:
+    """Each Service port answers through the ClusterIP: its first answer is printed."""
+    for port in svc.spec.ports:
+        url, end = f"http://{svc.spec.cluster_ip}:{port.port}/", time.monotonic() + timeout
+        while True:
+            got = subprocess.run([*fetch, url], capture_output=True, text=True)
+            if got.returncode == 0:
+                print(f"   {url} (Service demo, port {port.name or port.port}) answers: {got.stdout.strip()!r}, "
+                      f"{time.monotonic() - created:.1f} s after the Session was created")
+                break
+            if time.monotonic() > end:
+                print(f"   {url} did not answer within {timeout:.0f} s: {got.stderr.strip()}")
+                return False
+            time.sleep(0.2)
+    return True
 
 
 def follow(co, want: str, proc, timeout: float = 60) -> bool:
