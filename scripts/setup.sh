@@ -14,15 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/venv.sh
 
-apt_install() {
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "setup: needs Debian packages: $*; run: sudo apt-get install -y $*" >&2; exit 1
-  fi
-  # Another apt-get (a second setup at once) holds dpkg's lock: wait for it rather than fail.
-  { apt-get -o DPkg::Lock::Timeout=300 update -qq \
-      && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq "$@" >/dev/null; } \
-    || { echo "setup: apt-get install $* failed" >&2; exit 1; }
-}
+. scripts/buildlib.sh   # apt_install: as root, or the command to run
+log() { echo "setup: $*" >&2; }
 
 # The interpreter the venv is built from: $KFOLD_PYTHON if set, else python3 if it is >= 3.11,
 # else python3.13/3.12/3.11 on PATH (outside the project venv).
