@@ -35,6 +35,9 @@ REFUSED = [
     ("lower-case-protocol", {**WS, "apps": [{"name": "a", "ports": [{"port": 80, "protocol": "tcp"}]}]}, "demo",
      "spec.apps[0].ports[0].protocol", ["'tcp'"]),
     ("bad-io", {**WS, "apps": [{"name": "a", "io": "telepathy"}]}, "demo", "spec.apps[0].io", ["'telepathy'"]),
+    ("bad-pull-policy", {**WS, "imagePullPolicy": "Sometimes"}, "demo", "spec.imagePullPolicy",
+     ["'Sometimes'", "Always, IfNotPresent, Never"]),
+    ("lower-case-pull-policy", {**WS, "imagePullPolicy": "always"}, "demo", "spec.imagePullPolicy", ["'always'"]),
     ("unknown-cluster", {**WS, "cluster": "mars"}, "demo", "spec.cluster", ["'mars'"]),
     ("literal-env", {**WS, "env": [{"name": "X", "value": "literal"}]}, "demo", "spec.env[0].value", ["secretRef"]),
     ("literal-env-beside-ref", {**WS, "env": [{"name": "X", "value": "v", "secretRef": {"name": "s", "key": "k"}}]},
@@ -109,3 +112,21 @@ def test_an_unknown_cluster_is_refused_without_revealing_which_clusters_exist():
     assert isinstance(err, SpecError)
     assert "no cluster named 'mars' is registered for this tenant" in str(err)
     assert "secret-edge" not in str(err) and "local" not in str(err)
+
+
+@pytest.mark.parametrize("policy", ["Always", "IfNotPresent", "Never"])
+def test_image_pull_policy_is_set_on_every_container_and_is_part_of_the_pods_shape(policy):
+    from engine.machines.session import manifests as mf
+    spec = check({**GOOD, "imagePullPolicy": policy, "workspace": {"seedConfigMap": "files"}})
+    pod = mf.pod("demo", "team", 1, spec, seed=spec.seed)["spec"]
+    assert [c["imagePullPolicy"] for c in pod["containers"] + pod["initContainers"]] == [policy] * 3
+    assert spec.digest != check(GOOD).digest, "a changed policy makes a new pod (the container list is fixed)"
+
+
+def test_a_spec_without_image_pull_policy_makes_the_pod_it_made_before_the_field():
+    from engine.machines.session import manifests as mf
+    spec = check({**GOOD, "workspace": {"seedConfigMap": "files"}})
+    pod = mf.pod("demo", "team", 1, spec, seed=spec.seed)["spec"]
+    assert not any("imagePullPolicy" in c for c in pod["containers"] + pod["initContainers"])
+    assert spec.digest == shape(Spec(image="ws:1", apps=spec.apps, env=(), repositories=(), cluster="local",
+                                     limits=(), suspended=False, stopped=False, seed="files"))

@@ -14,6 +14,9 @@ Guarantees:
   ``KFOLD_CONTAINER`` (``workspace`` or ``app-<name>``) and, in an app, ``KFOLD_APP`` (its name) and
   ``KFOLD_APP_PORTS`` (its declared ports when the pod was made, ``8080/TCP,9000/UDP``), after the
   spec's env, so a Secret reference of the same name cannot hide them.
+- Every container (workspace, apps and the seed's init container) gets ``imagePullPolicy`` when the
+  spec names one (``spec.imagePullPolicy``); without one, none is set and the manifest is the one
+  kfold made before the field.
 - Every container (workspace and apps) gets the same ``resources``: the spec's limits and requests
   clamped to the configured ceilings (``session.spec``). App containers with ``io`` tty, pipe
   or streams have ``stdin`` (tty also ``tty``), so ``kubectl attach -i[t]`` reaches them.
@@ -106,6 +109,9 @@ def _pod_spec(spec: Spec, containers: list[dict[str, Any]], claim: str, seed: st
             "name": "seed-workspace", "image": spec.image, "command": ["sh", "-c", _SEED_SCRIPT],
             "volumeMounts": [{"name": WORKSPACE, "mountPath": "/workspace"},
                              {"name": "workspace-seed", "mountPath": "/seed", "readOnly": True}]}]
+    if spec.pull_policy:
+        for c in out["containers"] + out.get("initContainers", []):
+            c["imagePullPolicy"] = spec.pull_policy
     return out
 
 

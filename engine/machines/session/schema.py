@@ -31,6 +31,7 @@ from engine.quantity import RESOURCE_NAME, quantity
 MAX_SESSION_NAME = 50      # room for ``-g<N>`` and Service/Ingress/Secret suffixes
 MAX_APP_NAME = 59          # container ``app-<name>`` must fit a 63-character DNS label
 IO_MODES = ("tty", "pipe", "streams", "none")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")   # core/v1 Container.imagePullPolicy
 PROTOCOLS = ("TCP", "UDP")
 LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
@@ -196,6 +197,10 @@ SPEC = Node(
         "image": Node("string", "The image of the workspace and app containers. Left out (or blank): the config's "
                       "sessions.default_image; with neither, kfold fails the Session (InvalidSpec naming spec.image).",
                       max_length=4096, what="an image reference of at most 4096 characters"),
+        "imagePullPolicy": Node("string", "The imagePullPolicy of every container (Always, IfNotPresent or Never). "
+                                "Left out: none is set, and the cluster's default applies (Always for an image "
+                                "tagged :latest or untagged, else IfNotPresent).",
+                                enum=PULL_POLICIES, max_length=12),
         "apps": Node("array", "One container app-<name> per app, next to the workspace container.",
                      max_items=16, items=APP, rules=(_UNIQUE_APPS, _UNIQUE_PORTS)),
         "env": Node("array", "Environment of every container, from Secret references only; literal values are refused.",

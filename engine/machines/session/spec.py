@@ -23,6 +23,8 @@ Guarantees:
   ``spec.image || config.defaultImage``); with neither, a ``spec.image`` error naming both fixes.
 - ``limits``/``requests``: ``spec.resources`` clamped to the configured ceilings
   (``session.spec.clamp``); a value that is not a Kubernetes quantity is a spec error (``session.schema``).
+- ``pull_policy``: ``spec.imagePullPolicy`` (seed 002's ``pullPolicy``), set on every container;
+  absent: none is set (the cluster's default), and the pod is the one made before the field.
 - ``spec.cluster`` is trimmed of surrounding whitespace before it is looked up; blank = home.
 
 Caveats:
@@ -91,6 +93,7 @@ class Spec:
     bounded: bool = False      # the target registration is namespace-bounded
     requests: tuple[tuple[str, str], ...] = ()   # container requests, clamped like ``limits``
     seed: str = ""             # spec.workspace.seedConfigMap ("" = the config's, if any)
+    pull_policy: str = ""      # spec.imagePullPolicy ("" = none set: the cluster's default)
     routed: tuple[tuple[str, "Port"], ...] = ()   # ``route_ports(apps)``, derived once by ``validate``
     rejected: tuple["Rejected", ...] = ()
     digest: str = ""           # ``shape(self)``, derived once by ``validate``
@@ -144,7 +147,7 @@ def _spec(raw: Any, home: str, clusters: tuple[str, ...], name: str, place: Call
         limits=limits, suspended=bool(raw.get("suspended")), stopped=bool(raw.get("stopped")),
         tenant=where.tenant if where else "", namespace=where.namespace if where else "",
         bounded=where.bounded if where else False, requests=requests,
-        seed=(raw.get("workspace") or {}).get("seedConfigMap") or "")
+        seed=(raw.get("workspace") or {}).get("seedConfigMap") or "", pull_policy=raw.get("imagePullPolicy") or "")
     routed, rejected = route_ports(apps)
     return replace(spec, routed=routed, rejected=rejected, digest=shape(spec))
 
@@ -236,6 +239,8 @@ def shape(spec: Spec) -> str:
         parts.append(spec.namespace)
     if spec.seed:       # likewise: only a Session that names a seed has it in its shape
         parts.append(["seed", spec.seed])
+    if spec.pull_policy:   # likewise: a spec without one keeps the shape it had before the field
+        parts.append(["imagePullPolicy", spec.pull_policy])
     return canonical_json(parts, sort_keys=False)
 
 
