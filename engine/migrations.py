@@ -26,7 +26,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-FORMAT = 4   # the format this code writes
+FORMAT = 5   # the format this code writes
 OLDEST = 1   # the oldest format this code migrates from
 
 Snapshot = dict[str, Any]
@@ -130,6 +130,9 @@ MIGRATIONS: dict[int, Migration] = {
     4: Migration("the session configuration states the rules its status and Events follow (status_rules); "
                  "older kfolds followed the first",
                  (Add("session", "status_rules", 1, {"kind": "config"}),)),
+    5: Migration("a Session's pod records how its workspace container ended (pod.ended; status_rules 3); "
+                 "older kfolds never recorded it",
+                 (EachEntry("session", lambda e: {**e, "pod": {**e.get("pod", {}), "ended": ""}}, {"kind": "session"}),)),
 }
 
 

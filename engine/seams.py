@@ -47,7 +47,7 @@ class RegisteredCluster(_Seam):
     namespaces: tuple[str, ...] = ()
 
 
-STATUS_RULES = 2   # the status rules this kfold writes by (``SessionConfigure.status_rules``)
+STATUS_RULES = 3   # the status rules this kfold writes by (``SessionConfigure.status_rules``)
 
 
 class SessionConfigure(_Seam):
@@ -82,8 +82,10 @@ class SessionConfigure(_Seam):
     container_identity: bool = False
     # What a Session's status and Events say (engine.machines.session.status, docs/session-status.md):
     # 1 as kfold wrote them before it stated this (a journal without it replays as it was decided);
-    # 2 (``STATUS_RULES``, what kfold run states): PortsRouted True only while every declared port is
-    # routed, a failure's Event note naming its pod generation (none before the first).
+    # 2: PortsRouted True only while every declared port is routed, a failure's Event note naming its
+    # pod generation (none before the first); 3 (``STATUS_RULES``, what kfold run states): also a
+    # waiting pod's reason in Ready's message, an Event and the start deadline's failure, and a
+    # workspace container that ended failing the Session (``WorkspaceEnded``).
     status_rules: StrictInt = Field(1, ge=1)
 
     @model_validator(mode="before")

@@ -139,7 +139,7 @@ def test_each_ready_event_names_the_pod_that_serves():
 
 
 def test_kfold_run_states_the_rules_these_tests_hold():
-    assert NOW == 2
+    assert NOW >= 2, "rules 2 hold from 2 on (3 adds containers' states: tests/scenario/test_kubelet_answers.py)"
 
 
 def test_a_journal_from_before_the_status_rules_refolds_as_it_was_decided():

@@ -74,7 +74,8 @@ def test_a_session_fails_at_the_configured_start_deadline_not_the_default(tmp_pa
     w.answer("get", "Pod", when=1 + 31, obj=pod_obj(1, waiting=("ContainerCreating", ""), rv="12"))
     w.s.advance_to(at(1 + 36))
     assert w.phase == "Failed"
-    assert w.condition("Ready")["message"].endswith("within the start deadline (30 s)")
+    assert w.condition("Ready")["message"] == (
+        "pod demo-g1 did not reach Running within the start deadline (30 s): container workspace: ContainerCreating")
 
 
 # -- Repos on registered clusters (issue 12 item 9) ---------------------------------------------------

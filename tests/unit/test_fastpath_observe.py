@@ -30,7 +30,35 @@ def plain_pod_view(obj):
         node=str(_d(obj.get("spec")).get("nodeName", "") or ""),
         ready=any(c.get("name") == so.WORKSPACE and c.get("ready") is True for c in containers),
         detail=": ".join(str(status[k]) for k in ("reason", "message") if status.get(k)),
-        provisioning=plain_provisioning(status), ended=plain_ended(containers))
+        provisioning=plain_provisioning(status), ended=plain_ended(containers),
+        waiting=plain_waiting(status), workspace_ended=plain_workspace_ended(containers))
+
+
+def plain_waiting(status):
+    """The reason ``plain_provisioning`` names: the scheduler's, or the first waiting container's."""
+    for cond in _l(status.get("conditions")):
+        cond = _d(cond)
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return str(cond.get("reason") or "Unschedulable")
+    for c in _l(status.get("initContainerStatuses")) + _l(status.get("containerStatuses")):
+        reason = _d(_d(_d(c).get("state")).get("waiting")).get("reason")
+        if reason and reason not in so._QUIET_WAITING:
+            return str(reason)
+    return ""
+
+
+def plain_workspace_ended(containers):
+    for c in containers:
+        if c.get("name") == so.WORKSPACE:
+            term = _d(_d(c.get("state")).get("terminated"))
+            if not term:
+                return ""
+            code = term.get("exitCode") if isinstance(term.get("exitCode"), int) else "unknown"
+            reason = term.get("reason")
+            if reason and reason != "Completed":
+                return f"workspace container {reason} (exit code {code})"
+            return f"workspace container exited (code {code})"
+    return ""
 
 
 def plain_provisioning(status):

@@ -298,3 +298,10 @@ def test_a_format_outside_the_chain_is_refused(fmt, newer_, text):
 def test_a_gap_in_the_chain_is_refused():
     with pytest.raises(ValueError, match=r"formats 2..4 need one each"):
         migrations.check_chain({2: CHAIN[2], 4: CHAIN[4]}, oldest=1, current=4)
+
+
+def test_format_5_adds_what_an_older_kfold_never_recorded_about_a_workspace_container():
+    old = {"format": 4, "tables": {"session": {
+        "local/team/demo": {"kind": "session", "name": "demo", "pod": {"name": "demo-g1", "phase": "Running"}}}}}
+    table = migrations.upgrade(old)["tables"]["session"]
+    assert table["local/team/demo"]["pod"] == {"name": "demo-g1", "phase": "Running", "ended": ""}

@@ -1,6 +1,7 @@
 """The bring-up deadlines judged when they fire (``start``, ``ready``: armed by ``session.timers``).
 
-A deadline met while Provisioning fails the Session (``StartDeadlineExceeded``,
+A deadline met while Provisioning fails the Session (``StartDeadlineExceeded``, naming what the
+pod waits for when kfold reports containers' states: ``session.status.waiting_for``;
 ``ReadyDeadlineExceeded``), judged only on a quorum read of its pod made once the deadline passed
 (what kfold last saw of the pod may be old), and judged again ``READ_GRACE_MS`` later while
 something kfold itself waits for is outstanding (``_judge_later``): each such wait lasts only while
@@ -9,10 +10,11 @@ that request is, so the deadlines bound every bring-up.
 from __future__ import annotations
 
 from engine.machines.base import Ctx
-from engine.machines.session.model import Moved, SessionDecision
+from engine.machines.session.model import config, Moved, SessionConfig, SessionDecision
 from engine.machines.session.pods import read_pod
 from engine.machines.session.reduce import running, unsynced
 from engine.machines.session.release import fail
+from engine.machines.session.status import waiting_for
 
 
 READ_GRACE_MS = 5_000   # a bring-up deadline met while its pod is being read is judged again this much later
@@ -34,8 +36,10 @@ def bring_up_deadline(ctx: Ctx, key: str, d: SessionDecision, name: str) -> Sess
                 d = d.but(pod=d.pod.but(checked=name))
             ctx.set_timer(key, name, now + READ_GRACE_MS, d.target)
         elif name == "start":
+            waiting = waiting_for(d, config(ctx) or SessionConfig())   # what it waits for, when kfold reports it
             d = fail(ctx, key, d, "StartDeadlineExceeded",
-                     f"pod {d.pod.name} did not reach Running within the start deadline ({d.start_ms // 1000} s)")
+                     f"pod {d.pod.name} did not reach Running within the start deadline ({d.start_ms // 1000} s)"
+                     + (f": {waiting}" if waiting else ""))
         else:
             d = fail(ctx, key, d, "ReadyDeadlineExceeded", _not_ready(d))
     return d

@@ -101,6 +101,7 @@ class PodFacts(Decision):
     detail: str = ""           # status.reason/message, for a terminal phase
     gone: bool = False
     provisioning: str = ""     # the last provisioning message reported
+    ended: str = ""            # how the workspace container ended ("" = it has not; ``status_rules`` 3 on)
     reading: bool = False      # a quorum GET of the pod is in flight (after a relist missed it, or an adopt)
     checked: str = ""          # a bring-up deadline ("start"/"ready") that passed and for which the pod
                                # was read since (``session.deadlines``: the failure waits for that read)

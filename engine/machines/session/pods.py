@@ -9,8 +9,12 @@ Guarantees:
   anything is reduced.
 - A live pod of an earlier generation, not already being let go, is released as spent
   (``release_stale``); one newer than a podless record knows waits (``session.ahead``).
-- A provisioning message is recorded when it differs from the last one (each reported once);
-  an ended ``app-<name>`` container is recorded once per generation, with a Kubernetes Event.
+- A provisioning message is recorded when it differs from the last one (each reported once: the
+  status's ``provisioningMessage``, and, from ``status_rules`` 3 on (``session.configure``), the
+  Ready condition's message and an Event about the Session whose reason is the waiting reason:
+  Warning, Normal for ``ContainerCreating``); an ended ``app-<name>`` container is recorded once per
+  generation, with a Kubernetes Event; from ``status_rules`` 3, how the workspace container ended
+  (``PodFacts.ended``: the decision fails the Session on it, ``session.reduce.pod_verdict``).
 - ``read_pod``: one quorum GET of the current pod at a time; its answer (``pod_read``) is folded
   like a watch event, a 404 or another uid under the name proving the pod gone.
 """
@@ -23,7 +27,8 @@ from engine.machines.base import Ctx, object_key
 from engine.machines.session import targets
 from engine.machines.session.ahead import defer_ahead, forget_ahead, is_ahead, podless, release_spent
 from engine.machines.session.manifests import GENERATION_LABEL, SESSION_LABEL
-from engine.machines.session.model import Run, SessionDecision
+from engine.machines.session.model import config, Run, SessionConfig, SessionDecision
+from engine.machines.session.status import post_event
 from engine.machines.session.views import pod_view, PodStatus
 from journal.records import Observed, Outcome
 
@@ -89,12 +94,28 @@ def pod_observed(ctx: Ctx, key: str, rec: Observed, save: Callable[..., None]) -
 def _pod_facts(ctx: Ctx, key: str, d: SessionDecision, v: PodStatus, deleted: bool) -> SessionDecision:
     if deleted and d.pod.uid and v.uid and v.uid != d.pod.uid:
         return d  # a different pod under the current name went away: not ours
+    cfg = config(ctx) or SessionConfig()
     p = d.pod.but(uid=v.uid or d.pod.uid, rv=v.rv, phase=v.phase, ip=v.ip, node=v.node, ready=v.ready,
-                  detail=v.detail, gone=deleted)
+                  detail=v.detail, gone=deleted, ended=v.workspace_ended if cfg.status_rules >= 3 else "")
     if d.phase == "Provisioning" and v.phase == "Pending" and v.provisioning and v.provisioning != p.provisioning:
         ctx.log(key, f"session {d.name}: {v.provisioning}", pod=v.name)
         p = p.but(provisioning=v.provisioning)
+        if cfg.status_rules >= 3:
+            _waiting_event(ctx, key, d, cfg, v)
     return _runs_ended(ctx, key, d.but(pod=p), v)
+
+
+NORMAL_WAITING = frozenset({"ContainerCreating"})   # the kubelet's own start-up step: no warning
+
+
+def _waiting_event(ctx: Ctx, key: str, d: SessionDecision, cfg: SessionConfig, v: PodStatus) -> None:
+    """The Event of a new provisioning message: reason the waiting reason (``ErrImagePull``,
+    ``CreateContainerConfigError``, ``Unschedulable``...), Warning but for ``NORMAL_WAITING``
+    (posted only at ``events.level: Normal``)."""
+    kind = "Normal" if v.waiting in NORMAL_WAITING else "Warning"
+    if kind == "Warning" or cfg.event_level == "Normal":
+        post_event(ctx, key, d, kind, v.waiting or "Provisioning", "BringUp",
+                   f"generation {d.generation}: pod {v.name}: {v.provisioning}")
 
 
 def _runs_ended(ctx: Ctx, key: str, d: SessionDecision, v: PodStatus) -> SessionDecision:

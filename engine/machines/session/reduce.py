@@ -1,6 +1,11 @@
 """What the decision reads of its record's pod and repositories, reduced to small answers: is the
 pod running, what it says against serving (``pod_verdict``), are the repositories synced on its node.
 
+``pod_verdict``'s reasons: ``PodGone``, ``PodFailed`` (a terminal phase), ``WorkspaceEnded`` (the
+workspace container terminated while the pod runs on its apps: seed 002 fails a session whose
+container "dies unrecoverably"; recorded from ``status_rules`` 3 on), ``CloneFailed``. An app
+container that ends is a run's end, never a verdict (``session.pods``).
+
 Guarantees: pure functions of the record; seed 000's rule that only a failed Clone fails a
 Session waiting on its node (a failed Probe or Fetch is a status signal, ``session.status``).
 """
@@ -24,6 +29,8 @@ def pod_verdict(d: SessionDecision) -> tuple[str, str] | None:
         tail = f" ({p.detail})" if p.detail else ""
         what = f"session pod {p.name} reached {p.phase}" + ("" if serving else " before serving")
         return "PodFailed", what + tail
+    if p.ended:   # restartPolicy Never: the pod stays Running on its apps, and nothing serves them
+        return "WorkspaceEnded", f"pod {p.name}: {p.ended}" + ("" if serving else " before serving")
     clone = _clone_error(d)
     if clone is not None and not serving:
         return "CloneFailed", clone

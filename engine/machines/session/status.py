@@ -102,12 +102,12 @@ def _cond(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
 
 def _conditions(d: SessionDecision, spec: Spec | SpecError, cfg: SessionConfig) -> list[dict[str, Any]]:
     if isinstance(spec, SpecError):
-        return [_cond("SpecValid", False, "InvalidSpec", spec.message), _ready(d)]
+        return [_cond("SpecValid", False, "InvalidSpec", spec.message), _ready(d, cfg)]
     if d.phase == "Ready" and not endpoints_settled(d, spec, cfg):
         # the ports changed while serving: Ready again once the Service and Ingress route them
         ready = _cond("Ready", False, "Routing", f"routing the declared ports to pod {d.pod.name}")
     else:
-        ready = _ready(d)
+        ready = _ready(d, cfg)
     out = [_cond("SpecValid", True, "Valid", "spec accepted"), ready]
     errors = [f"{k}: {u.error}" for k, u in (("Service", d.service), ("Ingress", d.ingress)) if u.error]
     routes = _ports_routed(d, spec, cfg, errors)
@@ -162,7 +162,7 @@ _WAITING = {
 }
 
 
-def _ready(d: SessionDecision) -> dict[str, Any]:
+def _ready(d: SessionDecision, cfg: SessionConfig) -> dict[str, Any]:
     if d.phase == "Ready":
         return _cond("Ready", True, "Serving", f"pod {d.pod.name} is serving")
     if d.phase == "Failed" and d.failure is not None:
@@ -172,7 +172,18 @@ def _ready(d: SessionDecision) -> dict[str, Any]:
     reason, text = _WAITING.get(d.phase, ("Failed", "failed"))
     if "{pod}" in text:  # the pod's name is derived only for a text that names it
         text = text.format(pod=_pod_of(d))
-    return _cond("Ready", False, reason, text)
+    waiting = waiting_for(d, cfg)
+    return _cond("Ready", False, reason, f"{text}: {waiting}" if waiting else text)
+
+
+def waiting_for(d: SessionDecision, cfg: SessionConfig) -> str:
+    """What the pod of a Session being provisioned waits for, in its own words (the scheduler's
+    reason, a container's waiting reason and message: ``session.views.provisioning_message``), as
+    the status's ``provisioningMessage`` says it; "" when it waits for nothing it names, or under
+    ``status_rules`` < 3 (a journal written before kfold reported them refolds as it was decided)."""
+    if cfg.status_rules < 3 or d.phase != "Provisioning" or d.pod.phase == "Running":
+        return ""
+    return d.pod.provisioning
 
 
 def repo_signals(d: SessionDecision) -> list[str]:

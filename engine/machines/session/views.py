@@ -4,7 +4,10 @@ Guarantees:
 - Total on malformed input: missing or wrongly typed fields read as absent, never raise.
 - ``provisioning_message`` is the pod's own words (scheduler message, container waiting reason
   and message), so a reader is sent to the real cause; ``None`` when nothing is pending.
-- ``ended_apps`` reports only ``app-<name>`` containers that have terminated, in the pod's order.
+  ``PodStatus.waiting`` is its reason alone (the kubelet's ``ErrImagePull``, the scheduler's
+  ``Unschedulable``), "" with no message.
+- ``ended_apps`` reports only ``app-<name>`` containers that have terminated, in the pod's order;
+  ``PodStatus.workspace_ended`` says how the workspace container ended ("" = it has not).
 """
 from __future__ import annotations
 
@@ -57,6 +60,8 @@ class PodStatus:
     detail: str
     provisioning: str | None
     ended: tuple[Ended, ...]
+    waiting: str = ""              # the provisioning message's reason ("" = none)
+    workspace_ended: str = ""      # how the workspace container ended ("" = it has not)
 
 
 def _d(value: Any) -> dict[str, Any]:
@@ -106,11 +111,12 @@ def pod_view(obj: dict[str, Any]) -> PodStatus:
             ready = True
             break
     ip, node = status.get("podIP", ""), spec.get("nodeName", "") if isinstance(spec, dict) else ""
+    waiting = _provisioning(status)
     return PodStatus(
         str(md.get("name", "")), str(md.get("uid", "")), str(md.get("resourceVersion", "")),
         str(lbl.get(SESSION_LABEL, "")), _int(lbl.get(GENERATION_LABEL)), str(status.get("phase", "")),
-        str(ip or ""), str(node or ""), ready, _detail(status), provisioning_message(status),
-        ended_apps(containers))
+        str(ip or ""), str(node or ""), ready, _detail(status), waiting[1] if waiting else None,
+        ended_apps(containers), waiting[0] if waiting else "", workspace_ended(containers))
 
 
 _EMPTY: dict[str, Any] = {}  # read-only stand-in for an absent or malformed mapping
@@ -132,10 +138,17 @@ def _detail(status: dict[str, Any]) -> str:
 
 def provisioning_message(status: dict[str, Any]) -> str | None:
     """Why a pod is not Running yet, in its own words: scheduling first, then containers."""
+    found = _provisioning(status)
+    return found[1] if found else None
+
+
+def _provisioning(status: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) of ``provisioning_message``."""
     conditions = status.get("conditions")
     for cond in conditions if isinstance(conditions, list) else ():
         if isinstance(cond, dict) and cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            return ": ".join(str(cond[k]) for k in ("reason", "message") if cond.get(k)) or "Unschedulable"
+            text = ": ".join(str(cond[k]) for k in ("reason", "message") if cond.get(k)) or "Unschedulable"
+            return str(cond.get("reason") or "Unschedulable"), text
     for c in _l(status.get("initContainerStatuses")) + _l(status.get("containerStatuses")):
         state = c.get("state") if isinstance(c, dict) else None
         waiting = state.get("waiting") if isinstance(state, dict) else None
@@ -144,7 +157,7 @@ def provisioning_message(status: dict[str, Any]) -> str | None:
         reason = waiting.get("reason")
         if reason and reason not in _QUIET_WAITING:
             tail = f": {waiting['message']}" if waiting.get("message") else ""
-            return f"container {_d(c).get('name', '?')}: {reason}{tail}"
+            return str(reason), f"container {_d(c).get('name', '?')}: {reason}{tail}"
     return None
 
 
@@ -158,6 +171,15 @@ def ended_apps(containers: list[dict[str, Any]]) -> tuple[Ended, ...]:
         if term:
             out.append(_ended(name[len("app-"):], term))
     return tuple(out)
+
+
+def workspace_ended(containers: list[dict[str, Any]]) -> str:
+    """How the workspace container ended, in the words ``_ended`` gives an app ("" = it has not)."""
+    for c in containers:
+        if c.get("name") == WORKSPACE:
+            term = _d(_d(c.get("state")).get("terminated"))
+            return _ended(WORKSPACE, term).reason.replace("application", WORKSPACE, 1) if term else ""
+    return ""
 
 
 def _ended(app: str, term: dict[str, Any]) -> Ended:

@@ -8,6 +8,8 @@
 // An app serves HTTP on each declared TCP port (GET / answers "<container> <port>\n") and logs
 // "kfold-testapp: <container> listening on <port>" once per port; the workspace logs one line and
 // waits. TESTAPP_EXIT=<code> makes the container log a line and exit with that code instead;
+// TESTAPP_EXIT=<container>=<code>,... (e.g. "app-done=0,app-bad=1") does so only in the containers
+// it names (one env for every container of a pod, as a Session's env is), the others run as above;
 // TESTAPP_GET=<url> (a client for tests) prints the body of one GET of url and exits 0, or 1.
 package main
 
@@ -41,7 +43,7 @@ func main() {
 		fmt.Printf("%s", body)
 		os.Exit(0)
 	}
-	if code := os.Getenv("TESTAPP_EXIT"); code != "" {
+	if code := exitCode(who, os.Getenv("TESTAPP_EXIT")); code != "" {
 		n, err := strconv.Atoi(code)
 		if err != nil {
 			log.Printf("TESTAPP_EXIT=%q is not an integer", code)
@@ -70,4 +72,18 @@ func main() {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
 	log.Printf("%s stopping", who)
+}
+
+// exitCode is the code TESTAPP_EXIT gives container who ("" = none: it runs): the whole value when
+// it names no container, else the code of the entry "<who>=<code>".
+func exitCode(who, value string) string {
+	if !strings.Contains(value, "=") {
+		return value
+	}
+	for _, entry := range strings.Split(value, ",") {
+		if name, code, _ := strings.Cut(entry, "="); name == who {
+			return code
+		}
+	}
+	return ""
 }
