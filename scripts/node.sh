@@ -34,6 +34,9 @@
 #            Works after kill -9 of anything; leaves no shim, mount, namespace or route.
 #   status   what runs; exit 1 when the node is not up
 #   exec     CMD...: run CMD in the node's network namespace (e.g. curl a ClusterIP)
+#   kubelet-stop, kubelet-start
+#            the kubelet alone (SIGTERM; started again in the node's cgroups and namespaces):
+#            a kubelet restart, or a node NotReady while its containers run on
 # Env: KFOLD_CACHE, KFOLD_CP_DIR (the control plane's state, default $KFOLD_CACHE/cp),
 #      KFOLD_NODE_INDEX (0: the names and addresses above; i: scripts/nodenet.sh's set i, one per
 #      control plane instance), KFOLD_NODE_NAME (kfold-real-1), KFOLD_NODE_NETNS, KFOLD_NODE_IMAGES (extra OCI
@@ -286,13 +289,42 @@ inner() {
   echo "containerd-up" > "$N/run/phase"
   # wait for the outer script to import images before the kubelet starts
   for ((i = 0; i < 1200; i++)); do [[ -f $N/run/images-ready ]] && break; sleep 0.25; done
-  PATH="$BIN:$PATH" "$BIN/kubelet" --config="$N/etc/kubelet.yaml" --kubeconfig="$N/etc/kubelet.kubeconfig" \
-    --root-dir="$N/kubelet" --hostname-override="$NAME" --node-ip="$NODE_IP" \
-    --cert-dir="$N/pki" >> "$N/logs/kubelet.log" 2>&1 &
+  kubelet &
   echo $! > "$N/run/kubelet.pid"
   "$BIN/kube-proxy" --config="$N/etc/kube-proxy.yaml" >> "$N/logs/kube-proxy.log" 2>&1 &
   echo $! > "$N/run/kube-proxy.pid"
   wait
+}
+
+kubelet() {
+  PATH="$BIN:$PATH" exec "$BIN/kubelet" --config="$N/etc/kubelet.yaml" --kubeconfig="$N/etc/kubelet.kubeconfig" \
+    --root-dir="$N/kubelet" --hostname-override="$NAME" --node-ip="$NODE_IP" \
+    --cert-dir="$N/pki" >> "$N/logs/kubelet.log" 2>&1
+}
+
+# kubelet-stop / kubelet-start: the kubelet alone; containerd, kube-proxy and every container run on
+# (a kubelet restart; a node whose kubelet is down, NotReady once the node monitor's grace passes).
+cmd_kubelet_stop() {
+  local pid
+  alive kubelet || { log "kubelet not running"; return; }
+  pid=$(cat "$N/run/kubelet.pid")
+  kill "$pid"
+  for ((i = 0; i < 80; i++)); do alive kubelet || break; sleep 0.25; done
+  alive kubelet && die "kubelet (pid $pid) did not exit on SIGTERM"
+  log "kubelet stopped"
+}
+
+cmd_kubelet_start() {
+  alive kubelet && { log "kubelet already running"; return; }
+  alive containerd || die "containerd is not running: bash scripts/node.sh start"
+  # into the node's cgroups first, then its mount and network namespaces (containerd's)
+  setsid bash -c 'for h in "${@:3}"; do echo $$ > "$h/cgroup.procs"; done; echo $$ > "$2"; exec nsenter -t "$1" -m -n "$0" __kubelet' \
+    "$HERE/node.sh" "$(cat "$N/run/containerd.pid")" "$N/run/kubelet.pid" \
+    $(for h in $(hierarchies); do echo "$h/$CGROUP"; done) < /dev/null >> "$N/logs/supervisor.log" 2>&1 &
+  for ((i = 0; i < 120; i++)); do node_ready && alive kubelet && break; sleep 0.5; done
+  alive kubelet || { tail -3 "$N/logs/kubelet.log" >&2; die "kubelet exited (see $N/logs/kubelet.log)"; }
+  node_ready || die "node $NAME not Ready 60s after the kubelet started (see $N/logs/kubelet.log)"
+  log "kubelet started, node $NAME Ready"
 }
 
 cgroups_make() {
@@ -429,6 +461,9 @@ case ${1:-} in
   status) cmd_status ;;
   env) cmd_env ;;
   exec) shift; in_ns "$@" ;;
+  kubelet-stop) cmd_kubelet_stop ;;
+  kubelet-start) cmd_kubelet_start ;;
   __inner) inner ;;
-  *) echo "usage: $0 net-up|start|stop|status|env|exec CMD..." >&2; exit 2 ;;
+  __kubelet) kubelet ;;
+  *) echo "usage: $0 net-up|start|stop|status|env|exec CMD...|kubelet-stop|kubelet-start" >&2; exit 2 ;;
 esac

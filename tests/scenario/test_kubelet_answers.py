@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from engine.seams import STATUS_RULES
-from tests.scenario.test_session_support import NAME, NS, SPEC, World, at
+from tests.scenario.test_session_support import NAME, NS, SPEC, World, at, pod_obj
 
 pytestmark = pytest.mark.usefixtures("frozen_world")
 
@@ -204,3 +204,25 @@ def test_the_daemons_configure_asks_for_containers_states():
     from kfold.daemon.config import Config
     cmd = configure_command(Config.model_validate({"namespaces": ["team"]}), None)
     assert cmd.args["status_rules"] == STATUS_RULES >= 3
+
+
+def test_a_pod_someone_else_deletes_is_gone_at_once_not_failed_when_its_containers_stop():
+    """An eviction or ``kubectl delete`` of a serving pod on a real node: its deletionTimestamp
+    comes first, then the kubelet stops its containers (the test app exits 0 on SIGTERM) and reports
+    the pod Succeeded before it is removed. The Session fails as for a pod that disappeared, on the
+    first of these, and kfold sends no delete of its own."""
+    w = World(status_rules=STATUS_RULES).to_ready()
+    going = pod_obj(1, phase="Running", ip="10.0.0.7", node="node-a", ready=True, rv="20")
+    going["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:20Z"
+    w.s.observe(going, at(20))
+    assert (w.phase, w.condition("Ready")["reason"], w.condition("Ready")["message"]) == (
+        "Failed", "PodGone", "pod demo-g1 disappeared after serving")
+    assert not w.effects("delete", "Pod"), "it is being deleted already"
+    ended = pod_obj(1, phase="Succeeded", ended={"web": ("Completed", 0)}, rv="21")
+    ended["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:20Z"
+    w.s.observe(ended, at(21))
+    w.s.observe(ended, at(22), event="DELETED")
+    assert w.condition("Ready")["reason"] == "PodGone" and not w.effects("event"), "no run ended after it went"
+    old = World(status_rules=2).to_ready()
+    old.s.observe(going, at(20))
+    assert old.phase == "Ready", "before status_rules 3 it waited for the pod's end"

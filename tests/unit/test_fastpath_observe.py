@@ -31,7 +31,8 @@ def plain_pod_view(obj):
         ready=any(c.get("name") == so.WORKSPACE and c.get("ready") is True for c in containers),
         detail=": ".join(str(status[k]) for k in ("reason", "message") if status.get(k)),
         provisioning=plain_provisioning(status), ended=plain_ended(containers),
-        waiting=plain_waiting(status), workspace_ended=plain_workspace_ended(containers))
+        waiting=plain_waiting(status), workspace_ended=plain_workspace_ended(containers),
+        deleting=bool(md.get("deletionTimestamp")))
 
 
 def plain_waiting(status):

@@ -14,7 +14,9 @@ Guarantees:
   Ready condition's message and an Event about the Session whose reason is the waiting reason:
   Warning, Normal for ``ContainerCreating``); an ended ``app-<name>`` container is recorded once per
   generation, with a Kubernetes Event; from ``status_rules`` 3, how the workspace container ended
-  (``PodFacts.ended``: the decision fails the Session on it, ``session.reduce.pod_verdict``).
+  (``PodFacts.ended``: the decision fails the Session on it, ``session.reduce.pod_verdict``), and a
+  pod being deleted by someone else (a deletionTimestamp: evicted, ``kubectl delete``) is gone at
+  once (``PodGone``), before its containers stop.
 - ``read_pod``: one quorum GET of the current pod at a time; its answer (``pod_read``) is folded
   like a watch event, a 404 or another uid under the name proving the pod gone.
 """
@@ -95,8 +97,12 @@ def _pod_facts(ctx: Ctx, key: str, d: SessionDecision, v: PodStatus, deleted: bo
     if deleted and d.pod.uid and v.uid and v.uid != d.pod.uid:
         return d  # a different pod under the current name went away: not ours
     cfg = config(ctx) or SessionConfig()
+    # Being deleted by someone else (kfold's own deletes are of pods it let go: never the current
+    # one), e.g. evicted: gone now, not when its containers have stopped (a real kubelet reports
+    # them ended and the pod Succeeded first); from ``status_rules`` 3 on.
+    going = v.deleting and cfg.status_rules >= 3 and not (d.pod.uid and v.uid and v.uid != d.pod.uid)
     p = d.pod.but(uid=v.uid or d.pod.uid, rv=v.rv, phase=v.phase, ip=v.ip, node=v.node, ready=v.ready,
-                  detail=v.detail, gone=deleted, ended=v.workspace_ended if cfg.status_rules >= 3 else "")
+                  detail=v.detail, gone=deleted or going, ended=v.workspace_ended if cfg.status_rules >= 3 else "")
     if d.phase == "Provisioning" and v.phase == "Pending" and v.provisioning and v.provisioning != p.provisioning:
         ctx.log(key, f"session {d.name}: {v.provisioning}", pod=v.name)
         p = p.but(provisioning=v.provisioning)

@@ -62,6 +62,7 @@ class PodStatus:
     ended: tuple[Ended, ...]
     waiting: str = ""              # the provisioning message's reason ("" = none)
     workspace_ended: str = ""      # how the workspace container ended ("" = it has not)
+    deleting: bool = False         # metadata.deletionTimestamp is set: the pod is going
 
 
 def _d(value: Any) -> dict[str, Any]:
@@ -116,7 +117,8 @@ def pod_view(obj: dict[str, Any]) -> PodStatus:
         str(md.get("name", "")), str(md.get("uid", "")), str(md.get("resourceVersion", "")),
         str(lbl.get(SESSION_LABEL, "")), _int(lbl.get(GENERATION_LABEL)), str(status.get("phase", "")),
         str(ip or ""), str(node or ""), ready, _detail(status), waiting[1] if waiting else None,
-        ended_apps(containers), waiting[0] if waiting else "", workspace_ended(containers))
+        ended_apps(containers), waiting[0] if waiting else "", workspace_ended(containers),
+        bool(md.get("deletionTimestamp")))
 
 
 _EMPTY: dict[str, Any] = {}  # read-only stand-in for an absent or malformed mapping
