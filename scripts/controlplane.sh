@@ -22,7 +22,8 @@
 #                           marked every node NotReady and every pod on it Ready=False for good) and
 #                           Running/Ready pods with a podIP from 10.244.0.0/16; stages from
 #                           scripts/controlplane/kwok-stages.yaml
-# Two fake nodes (kfold-node-1, kfold-node-2; 32 cpu / 256Gi / 110 pods, no taints) are created.
+# Two fake nodes (kfold-node-1, kfold-node-2; 32 cpu / 256Gi / 110 pods, no taints) are created;
+# KFOLD_NODE_PODS gives each room for more pods (a soak of more Sessions than 220).
 # Admission: ServiceAccount plugin is DISABLED so pods can be created in a brand-new
 # namespace without racing the controller-manager's `default` ServiceAccount creation
 # (pods get no serviceAccountName and no token volume).
@@ -35,6 +36,9 @@
 #   stop     kills the processes recorded in $KFOLD_CP_DIR/run/*.pid (keeps data; `stop --wipe` deletes it)
 #   status   shows which components are running
 #   env      prints shell exports (KUBECONFIG, KFOLD_APISERVER, KFOLD_ETCD, KFOLD_CP_DIR)
+#   restart COMPONENT  stops one component (etcd, kube-apiserver, kube-scheduler,
+#            kube-controller-manager, kwok) and starts it again with its usual arguments, waiting
+#            until it serves; the rest keep running (a fault for scripts/soak.py)
 #   compact  compacts etcd to its current revision (physical) via the v3 JSON gateway and
 #            prints it. With the watch cache off, a later watch from any older
 #            resourceVersion gets HTTP 200 + {"type":"ERROR","object":{Status code 410,
@@ -82,6 +86,7 @@ WATCH_CACHE=${KFOLD_WATCH_CACHE:-false}
 read -r -a APISERVER_ARGS <<< "${KFOLD_APISERVER_ARGS:-}"
 read -r -a ETCD_ARGS <<< "${KFOLD_ETCD_ARGS:-}"
 NODES=(kfold-node-1 kfold-node-2)
+NODE_PODS=${KFOLD_NODE_PODS:-110}
 REAL_NODE=${KFOLD_REAL_NODE:-0}
 . "$HERE/nodenet.sh"   # NODE_HOST_IP: the veth's host side of this instance's real node (KFOLD_NODE_INDEX)
 ADDRESS=127.0.0.1
@@ -198,8 +203,8 @@ node_json() {
  "annotations":{"kwok.x-k8s.io/node":"fake","node.alpha.kubernetes.io/ttl":"0"},
  "labels":{"type":"kwok","kubernetes.io/hostname":"$1","kubernetes.io/os":"linux","kubernetes.io/arch":"amd64"}},
  "spec":{},
- "status":{"allocatable":{"cpu":"32","memory":"256Gi","pods":"110"},
-           "capacity":{"cpu":"32","memory":"256Gi","pods":"110"},
+ "status":{"allocatable":{"cpu":"32","memory":"256Gi","pods":"$NODE_PODS"},
+           "capacity":{"cpu":"32","memory":"256Gi","pods":"$NODE_PODS"},
            "nodeInfo":{"architecture":"amd64","operatingSystem":"linux","kubeletVersion":"fake"}}}
 EOF
 }
@@ -301,6 +306,28 @@ cmd_stop() {
   if [[ ${1:-} == --wipe ]]; then rm -rf "$CP"; log "wiped $CP"; fi
 }
 
+# restart COMPONENT: stop that one process (SIGTERM, then SIGKILL after 10 s) and start it again
+# with the arguments `start` gives it, waiting until it serves; the others keep running. A fault
+# for the soak (scripts/soak.py): their clients see connections reset and re-establish.
+cmd_restart() {
+  local name=$1 pid
+  case $name in
+    etcd|kube-apiserver|kube-scheduler|kube-controller-manager|kwok) ;;
+    *) echo "usage: $0 restart etcd|kube-apiserver|kube-scheduler|kube-controller-manager|kwok" >&2; exit 2 ;;
+  esac
+  running "$name" || die "$name is not running (start the control plane first: $0 start)"
+  pid=$(cat "$CP/run/$name.pid")
+  rm -f "$CP/run/$name.pid"
+  log "restarting $name (pid $pid)"
+  kill "$pid" 2>/dev/null || true
+  for ((i = 0; i < 40; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+  kill -9 "$pid" 2>/dev/null || true
+  cmd_start >/dev/null
+  if [[ $name == etcd ]]; then   # the apiserver reconnects by itself; wait until it serves again
+    wait_for kube-apiserver "apiserver /readyz after the etcd restart" 120 kcurl -f "$API/readyz"
+  fi
+}
+
 cmd_status() {
   local name rc=0
   local comps=(etcd kube-apiserver kube-scheduler kube-controller-manager kwok)
@@ -335,5 +362,6 @@ case ${1:-} in
   status) cmd_status ;;
   env) cmd_env ;;
   compact) cmd_compact ;;
-  *) echo "usage: $0 start [--fresh]|stop [--wipe]|status|env|compact" >&2; exit 2 ;;
+  restart) cmd_restart "${2:-}" ;;
+  *) echo "usage: $0 start [--fresh]|stop [--wipe]|status|env|compact|restart COMPONENT" >&2; exit 2 ;;
 esac
