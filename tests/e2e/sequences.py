@@ -312,6 +312,8 @@ class Driver:
         want = self.expected_phase(m)
         if st.get("phase") != want:
             return f"phase {st.get('phase')}, expected {want}"
+        if want == "Ready" and ready.get("status") != "True":   # phase Ready while re-routing: Ready False, Routing
+            return f"Ready {ready.get('status')} ({ready.get('reason')}): not serving the spec yet"
         pods = [p for p in self.labelled(m.name)["Pod"]]
         if not m.running and pods:
             return f"pods left: {[p.metadata.name for p in pods]}"
