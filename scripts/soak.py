@@ -6,7 +6,7 @@ every 10 s, with the issue's targets computed at the end and plotted.
     nice -n 10 .venv/bin/python scripts/soak.py --sessions 50 --minutes 5 --rate 1 --seed 1
     nice -n 10 .venv/bin/python scripts/soak.py --sessions 300 --minutes 60 --rate 5 --seed 1 \\
         --plot docs/images/soak-churn.svg                                   # the churn row
-    ... --faults kill9,term,apiserver,etcd,compact --fault-every 600         # the fault soak
+    ... --faults kill9,term,lost,apiserver,etcd,compact --fault-every 600    # the fault soak
 
 Needs the local control plane (scripts/controlplane.sh start; the watch cache off, its default, so
 a compaction makes watches meet 410 Gone). Writes samples.jsonl, summary.json (and the plot) into
@@ -89,7 +89,8 @@ def main() -> int:
         result = soak.run()
     finally:
         discard_namespace(admin, ns)
-    summary = summarize(soak.samples, warmup, window, args.keep_snapshots, args.snapshot_every, soak.settles)
+    summary = summarize(soak.samples, warmup, window, args.keep_snapshots, args.snapshot_every, soak.settles,
+                        faults=[f["t"] for f in result["faults"]])
     doc = {"params": params, "result": result, "summary": summary, "wall_s": round(time.monotonic() - t, 1)}
     (out / "summary.json").write_text(json.dumps(doc, indent=1, sort_keys=True))
     if args.plot:

@@ -25,7 +25,7 @@ What it does, per run (``Soak.run``):
 - **Samples** every ``sample_s`` of ``/metrics``: the size gauges (docs/metrics.md "Sizes"), CPU
   seconds, requests sent, the histograms of time to Ready and event -> effect issued.
 - **Faults** (``faults``): ``kill9`` (SIGKILL, restart on the same journal), ``term`` (SIGTERM,
-  restart), ``apiserver`` and ``etcd`` (``scripts/controlplane.sh restart``), ``compact`` (etcd
+  restart), ``lost`` (SIGKILL, the journal moved away, restart on a fresh one), ``apiserver`` and ``etcd`` (``scripts/controlplane.sh restart``), ``compact`` (etcd
   compacted; the watch cache is off, so watches meet 410 Gone), each at a seeded time, round robin.
 
 ``summarize`` turns the samples into the issue's targets (see its docstring).
@@ -56,7 +56,7 @@ REPO = Path(__file__).resolve().parents[2]
 FOREIGN = {"app": "billing", "soak.kfold.dev/foreign": "true"}
 BAD_QUANTITY = {"limits": {"cpu": "lots"}}
 KINDS = ("Pod", "Service", "Ingress", "Secret", "Session")
-FAULTS = ("kill9", "term", "apiserver", "etcd", "compact")
+FAULTS = ("kill9", "term", "lost", "apiserver", "etcd", "compact")
 
 
 def transient(exc: BaseException) -> bool:
@@ -279,6 +279,7 @@ class Soak:
     ops_done: int = 0
     skipped: int = 0
     refused: int = 0
+    lost: list[Path] = field(default_factory=list)   # journals a ``lost`` fault set aside
 
     def run(self) -> dict[str, Any]:
         rng = random.Random(self.seed)
@@ -512,13 +513,26 @@ class Soak:
         return found
 
     def _replay_check(self) -> None:
-        res = subprocess.run([sys.executable, "-m", "kfold", "replay", str(self.daemon.journal), "--check"],
-                             cwd=REPO, capture_output=True, text=True, timeout=600)
-        self.replay = (res.returncode, (res.stdout + res.stderr).strip().splitlines()[-3:])
-        if res.returncode != 0 or "divergence" in res.stdout + res.stderr:
-            self.failures.append(f"kfold replay --check: exit {res.returncode}: {res.stdout[-800:]}{res.stderr[-800:]}")
+        """``kfold replay --check`` of the journal, and of every one a ``lost`` fault set aside."""
+        for path in self.lost + [Path(self.daemon.journal)]:
+            res = subprocess.run([sys.executable, "-m", "kfold", "replay", str(path), "--check"],
+                                 cwd=REPO, capture_output=True, text=True, timeout=600)
+            self.replay = (res.returncode, (res.stdout + res.stderr).strip().splitlines()[-3:])
+            if res.returncode != 0 or "divergence" in res.stdout + res.stderr:
+                self.failures.append(f"kfold replay --check {path.name}: exit {res.returncode}: "
+                                     f"{res.stdout[-800:]}{res.stderr[-800:]}")
 
     # -- faults -------------------------------------------------------------------------------
+    def _set_aside(self, i: int) -> Path:
+        """Move the journal (its file, -wal and -shm) away; ``_replay_check`` checks it too."""
+        j = Path(self.daemon.journal)
+        kept = j.with_name(f"lost-{i}-{j.name}")
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(f"{j}{suffix}")
+            if src.exists():
+                src.rename(Path(f"{kept}{suffix}"))
+        return kept
+
     def _fault_plan(self, rng: random.Random) -> list[tuple[float, str]]:
         """A fault every ``fault_every_s`` (seeded jitter of +-25%), kinds in turn, none in the
         first or last 10% of the run."""
@@ -538,6 +552,10 @@ class Soak:
         self.log(f"soak: fault {kind} at {t - self.t0:.0f} s")
         if kind == "kill9":
             self.daemon.kill9()
+            self.daemon.start()
+        elif kind == "lost":   # SIGKILL, and the journal gone: kfold starts afresh on what the cluster holds
+            self.daemon.kill9()
+            self.lost.append(self._set_aside(len(self.lost)))
             self.daemon.start()
         elif kind == "term":
             code = self.daemon.stop()
@@ -695,7 +713,7 @@ def lifetimes(samples: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 def summarize(samples: list[dict[str, Any]], warmup_s: float, window_s: float, keep_snapshots: int,
               snapshot_every: int, settles: list[tuple[float, float, str]] = (), growth_pct: float = 1.0,
-              window_pct: float = 10.0) -> dict[str, Any]:
+              window_pct: float = 10.0, faults: list[float] = ()) -> dict[str, Any]:
     """The issue's targets. Growth: per kfold lifetime, the samples after ``warmup_s`` of it, each
     gauge's linear fit with its 95% interval, as % of its mean per hour: within +-``growth_pct``
     (a gauge whose mean is under 1 — e.g. retries at rest — is judged on its range instead: it
@@ -703,7 +721,8 @@ def summarize(samples: list[dict[str, Any]], warmup_s: float, window_s: float, k
     and (``keep_snapshots`` + 1) x ``snapshot_every`` records. Windows of ``window_s`` from the end
     of the warm-up: CPU seconds and requests per operation, kfold's time-to-Ready p99 and event ->
     effect issued p99, and the soak's own operation -> settled p99, each within ``window_pct``% of
-    the first window's (a window that a fault or a restart falls in is not compared)."""
+    the first window's (a window that a fault (its time in ``faults``) or a restart falls in is
+    not compared)."""
     out: dict[str, Any] = {"growth": {}, "windows": [], "journal": {}, "ok": True, "misses": []}
     lives = lifetimes(samples)
     for i, life in enumerate(lives):
@@ -729,7 +748,7 @@ def summarize(samples: list[dict[str, Any]], warmup_s: float, window_s: float, k
                       "ok": snaps <= keep_snapshots + 1 and recs <= bound}
     if not out["journal"]["ok"]:
         out["misses"].append(f"journal: {snaps} snapshots, {recs} records (bound {keep_snapshots + 1}, {bound})")
-    out["windows"] = windows(samples, warmup_s, window_s, settles)
+    out["windows"] = windows(samples, warmup_s, window_s, settles, faults)
     first = next((w for w in out["windows"] if w["clean"]), None)
     for w in out["windows"]:
         w["ok"] = True
@@ -745,7 +764,7 @@ def summarize(samples: list[dict[str, Any]], warmup_s: float, window_s: float, k
 
 
 def windows(samples: list[dict[str, Any]], warmup_s: float, window_s: float,
-            settles: list[tuple[float, float, str]]) -> list[dict[str, Any]]:
+            settles: list[tuple[float, float, str]], faults: list[float] = ()) -> list[dict[str, Any]]:
     good = [s for s in samples if "error" not in s and "start_time" in s]
     if not good:
         return []
@@ -756,7 +775,8 @@ def windows(samples: list[dict[str, Any]], warmup_s: float, window_s: float,
         if len(inside) >= 2:
             a, b = inside[0], inside[-1]
             clean = a["start_time"] == b["start_time"] and len({s["start_time"] for s in inside}) == 1 and \
-                len(inside) >= int(window_s / max(1.0, (b["t"] - a["t"]) / max(1, len(inside) - 1))) - 1
+                len(inside) >= int(window_s / max(1.0, (b["t"] - a["t"]) / max(1, len(inside) - 1))) - 1 and \
+                not any(start - 30 <= f <= start + window_s for f in faults)
             ops = b["ops"] - a["ops"]
             w = {"from_s": round(start, 1), "to_s": round(start + window_s, 1), "ops": ops, "clean": clean}
             if ops > 0 and clean:
