@@ -5,9 +5,9 @@
 #
 # Two layers, both plain sorted tars with fixed owners and mtimes:
 #   1. base: Debian (bookworm) from Debian's own packages by mmdebstrap: the Essential:yes set plus
-#      python3.11 (python3-minimal + libpython3.11-stdlib), merged /usr, no docs/man/locales, the
-#      stdlib precompiled, user "nonroot" 65532:65532 (the Deployment's runAsUser/fsGroup in
-#      kfold/daemon/manifests.py), /var/lib/kfold (the journal volume) owned by it.
+#      deploy/image/packages.txt (python3.11; the list Containerfile installs too), merged /usr,
+#      no docs/man/locales, the stdlib precompiled, user "nonroot" 65532:65532 (the Deployment's
+#      runAsUser/fsGroup in kfold/daemon/manifests.py), /var/lib/kfold (the journal volume) owned by it.
 #   2. app: the kfold wheel (built here from the checkout) and exactly the versions constraints.txt
 #      pins, installed into /usr/local/lib/python3.11/dist-packages, precompiled by the image's
 #      own interpreter (unchecked-hash .pyc: nothing is written at run time), /usr/local/bin/kfold.
@@ -67,6 +67,9 @@ VERSION=$("$KFOLD_PY" -c 'import tomllib; print(tomllib.load(open("pyproject.tom
 DESCRIPTION=$("$KFOLD_PY" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["description"])')
 NAME=${KFOLD_IMAGE_NAME:-localhost/kfold:$VERSION}
 INPUTS=(scripts/build_image.sh pyproject.toml constraints.txt README.md engine journal kfold)
+PACKAGE_LIST=deploy/image/packages.txt   # the Debian packages on the Essential set (Containerfile reads it too)
+mapfile -t PACKAGES < <(sed 's/#.*//' "$PACKAGE_LIST" | tr -s ' \t' '\n' | sed '/^$/d')
+[ ${#PACKAGES[@]} -gt 0 ] || die "$PACKAGE_LIST names no package"
 
 CACHE=${KFOLD_CACHE:-$HOME/.cache/kfold}
 IMG=$CACHE/image
@@ -80,7 +83,7 @@ commit_time() { in_git && git log -1 --format=%ct -- "$@" 2>/dev/null || true; }
 FALLBACK_EPOCH=1735689600     # 2025-01-01: outside git (a source tarball)
 APP_EPOCH=${SOURCE_DATE_EPOCH:-$(commit_time "${INPUTS[@]}")}
 APP_EPOCH=${APP_EPOCH:-$FALLBACK_EPOCH}
-BASE_EPOCH=${SOURCE_DATE_EPOCH:-$(commit_time scripts/build_image.sh)}
+BASE_EPOCH=${SOURCE_DATE_EPOCH:-$(commit_time scripts/build_image.sh "$PACKAGE_LIST")}
 BASE_EPOCH=${BASE_EPOCH:-$FALLBACK_EPOCH}
 REVISION=unknown
 if in_git; then
@@ -90,7 +93,7 @@ fi
 CREATED=$(date -u -d "@$APP_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 
 mapfile -t FILES < <(find "${INPUTS[@]}" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path '*.egg-info/*' | sort)
-BASE_KEY=$(printf '%s\n' "$(sha256sum < scripts/build_image.sh)" "$BASE_EPOCH" "$DEB_ARCH" "$SOURCES" | sha256sum | cut -c1-16)
+BASE_KEY=$(printf '%s\n' "$(sha256sum < scripts/build_image.sh)" "${PACKAGES[*]}" "$BASE_EPOCH" "$DEB_ARCH" "$SOURCES" | sha256sum | cut -c1-16)
 KEY=$(printf '%s\n' "$BASE_KEY" "$APP_EPOCH" "$REVISION" "$NAME" "$(sha256sum "${FILES[@]}")" | sha256sum | cut -c1-16)
 BASE=$IMG/base-$BASE_KEY.tar
 ARCHIVE=$IMG/kfold-$VERSION-$KEY.oci.tar
@@ -111,11 +114,11 @@ trap 'rm -rf "$WORK"' EXIT
 
 # ---- layer 1: the Debian base ----
 if [ ! -s "$BASE" ] || [ -n "${KFOLD_IMAGE_REFRESH:-}" ]; then
-  log "base: mmdebstrap $SUITE (essential + python$PYV) ..."
+  log "base: mmdebstrap $SUITE (essential + ${PACKAGES[*]}) ..."
   nonroot="${UID_GID%%:*}"
   SOURCE_DATE_EPOCH=$BASE_EPOCH mmdebstrap --quiet --mode=root --variant=essential --format=tar \
     --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
-    --include=python3-minimal,libpython$PYV-stdlib \
+    --include="$(IFS=,; echo "${PACKAGES[*]}")" \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/lintian/*' \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
@@ -174,7 +177,7 @@ L=$WORK/oci
 umoci init --layout "$L"
 umoci new --image "$L:$VERSION"
 umoci raw add-layer --image "$L:$VERSION" --history.created "$CREATED" \
-  --history.created_by "mmdebstrap --variant=essential $SUITE + python3-minimal libpython$PYV-stdlib (scripts/build_image.sh)" "$BASE"
+  --history.created_by "mmdebstrap --variant=essential $SUITE + ${PACKAGES[*]} (scripts/build_image.sh)" "$BASE"
 umoci raw add-layer --image "$L:$VERSION" --history.created "$CREATED" \
   --history.created_by "pip install kfold-$VERSION (constraints.txt) into $SITE; compileall (scripts/build_image.sh)" "$WORK/app.tar"
 label() { printf -- '--config.label=org.opencontainers.image.%s=%s\n' "$1" "$2"; }

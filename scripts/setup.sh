@@ -69,10 +69,10 @@ command -v chromium >/dev/null || need_apt+=(chromium)
 # Graphviz's dot lays out the state diagrams (`kfold diagrams`, `kfold ui`, docs/diagrams/*.svg).
 command -v dot >/dev/null || need_apt+=(graphviz)
 # The container image (scripts/build_image.sh, tests/e2e/test_image.py) is built as root with
-# Debian's mmdebstrap and umoci (looked up in the system's bin dirs too); without root the build
-# itself says what to install.
+# Debian's mmdebstrap and umoci (looked up in the system's bin dirs too), and the Containerfile's
+# with buildah (tests/e2e/test_containerfile.py); without root the build itself says what to install.
 if [ "$(id -u)" -eq 0 ]; then
-  for tool in mmdebstrap umoci; do
+  for tool in mmdebstrap umoci buildah; do
     PATH="$PATH:/usr/bin:/bin" command -v "$tool" >/dev/null || need_apt+=("$tool")
   done
 fi
