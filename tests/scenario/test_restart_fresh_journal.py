@@ -257,3 +257,19 @@ async def test_a_listed_pod_that_failed_while_no_kfold_ran_fails_its_session_in_
                  if c["type"] == "Ready")
     assert ready["reason"] == "PodFailed" and ready["message"].startswith("session pod alpha-g1 reached Failed")
     assert ready["message"].endswith(" (Evicted: The node was low on resource: memory.)")
+
+
+async def test_a_listed_pod_is_adopted_on_the_node_its_spec_names_and_on_none_before_it_is_scheduled():
+    """The adopted pod's node is its ``spec.nodeName`` (a repository's per-node status is read
+    under it), and empty while the scheduler has not bound it: no node is made up."""
+    api = await ready_cluster(("alpha", "beta"))
+    pods = sorted(k for k in api.objects if k[1] == "Pod")
+    pending = api.objects[pods[1]]
+    api.seed({**pending, "spec": {k: v for k, v in pending["spec"].items() if k != "nodeName"},
+              "status": {"phase": "Pending"}})
+    fresh = Life(api)
+    for kind in KINDS:
+        fresh.list(kind)
+    await fresh.settle()
+    nodes = {n: fresh.s.decision("session", f"local/{NS}/{n}").pod.node for n in ("alpha", "beta")}
+    assert nodes == {"alpha": "node-a", "beta": ""}
