@@ -25,7 +25,8 @@
 # Both images are OCI archives assembled by umoci (as scripts/build_image.sh does for kfold's) with
 # sorted tars and fixed mtimes, named by io.containerd.image.name for `ctr images import` (Debian's
 # umoci, installed with apt-get when missing, as for runc).
-# iptables and conntrack come from Debian (apt-get install -y iptables conntrack).
+# iptables, conntrack and ip (what node.sh and kube-proxy run on the host) come from Debian,
+# installed with apt-get when missing as root (a node runs only as root).
 # Each piece is skipped when bin/.<name>.version holds the same pin. A lock serialises builds.
 # Usage: build_node.sh [k8s] [containerd] [runc] [cni] [images]   (default: all)
 # Env: KFOLD_CACHE (cache root), BUILD_P (go build -p, default 2), FORCE=1 (rebuild).
@@ -151,5 +152,13 @@ build_images() {
   go_image testapp "$TESTAPP_VERSION" "test app"
 }
 
+# node.sh's preflight names each of these; installing them here lets a fresh machine's first
+# `test.sh` run the real-node set without a step of its own.
+node_tools() {
+  [[ $(id -u) == 0 ]] || return 0
+  apt_need "the node" iptables:iptables conntrack:conntrack iproute2:ip
+}
+
+node_tools
 for what in ${*:-k8s containerd runc cni images}; do "build_$what"; done
 log "done: kubelet kube-proxy containerd runc $(ls "$BIN/cni" | tr '\n' ' ')$(ls "$BIN/images" | tr '\n' ' ')"
