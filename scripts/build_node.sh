@@ -152,11 +152,11 @@ build_images() {
   go_image testapp "$TESTAPP_VERSION" "test app"
 }
 
-# node.sh's preflight names each of these; installing them here lets a fresh machine's first
+# node.sh's preflight needs each of these; installing them here lets a fresh machine's first
 # `test.sh` run the real-node set without a step of its own.
 node_tools() {
   [[ $(id -u) == 0 ]] || return 0
-  apt_need "the node" iptables:iptables conntrack:conntrack iproute2:ip
+  apt_need "the node" "${NODE_HOST_TOOLS[@]}"
 }
 
 node_tools

@@ -48,6 +48,10 @@ apt_install() {
     || { log "ERROR: apt-get install -y $* failed"; exit 1; }
 }
 
+# NODE_HOST_TOOLS: what a real node runs on the host (node.sh, kube-proxy), as apt_need's PKG:PROBE:
+#   build_node.sh installs them, node.sh's preflight refuses to start without them.
+NODE_HOST_TOOLS=(iptables:iptables conntrack:conntrack iproute2:ip)
+
 apt_need() {
   local what=$1 p probe missing=()
   shift

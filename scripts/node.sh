@@ -75,6 +75,7 @@ log() { echo "[node] $(date +%T) $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 in_ns() { ip netns exec "$NETNS" "$@"; }
 ns_exists() { [[ -e /run/netns/$NETNS ]]; }
+. "$HERE/buildlib.sh"   # NODE_HOST_TOOLS
 hierarchies() { local h; for h in /sys/fs/cgroup/*/; do [[ -e $h/cgroup.procs ]] && echo "${h%/}"; done; }
 
 preflight() {
@@ -84,8 +85,8 @@ preflight() {
     [[ -x $BIN/$b ]] || die "$BIN/$b not built: run bash scripts/build_node.sh"
   done
   [[ -x $RUNTIME ]] || die "OCI runtime $RUNTIME not found: run bash scripts/build_node.sh (or set KFOLD_NODE_RUNTIME)"
-  for b in iptables:iptables conntrack:conntrack ip:iproute2; do
-    command -v "${b%%:*}" >/dev/null || die "'${b%%:*}' not found: apt-get install -y ${b#*:}"
+  for b in "${NODE_HOST_TOOLS[@]}"; do
+    command -v "${b#*:}" >/dev/null || die "'${b#*:}' not found: apt-get install -y ${b%%:*}"
   done
   [[ -f $PKI/ca.key ]] || die "no control plane CA in $PKI: start the control plane first (KFOLD_REAL_NODE=1 bash scripts/controlplane.sh start)"
   [[ -d /sys/fs/cgroup/memory ]] || die "no cgroup v1 memory hierarchy at /sys/fs/cgroup/memory (cgroup v2-only hosts need the kubelet's default failCgroupV1 and another cgroup setup)"

@@ -263,8 +263,7 @@ async def test_a_listed_pod_is_adopted_on_the_node_its_spec_names_and_on_none_be
     """The adopted pod's node is its ``spec.nodeName`` (a repository's per-node status is read
     under it), and empty while the scheduler has not bound it: no node is made up."""
     api = await ready_cluster(("alpha", "beta"))
-    pods = sorted(k for k in api.objects if k[1] == "Pod")
-    pending = api.objects[pods[1]]
+    pending = next(o for k, o in api.objects.items() if k[1] == "Pod" and o["metadata"]["name"] == "beta-g1")
     api.seed({**pending, "spec": {k: v for k, v in pending["spec"].items() if k != "nodeName"},
               "status": {"phase": "Pending"}})
     fresh = Life(api)
